@@ -1,0 +1,220 @@
+"""Request and response headers, and whole request/response payloads.
+
+A *payload* is a frame without its int32 length prefix (framing.py adds and strips it).
+
+Header versions follow the API's flexible versions (kafka-protocol/README.md): request
+header v2 for flexible versions and v1 otherwise (v0 only for ControlledShutdown v0);
+response header v1 for flexible versions and v0 otherwise, except that ApiVersions
+responses always use header v0 so a client can read them before it knows what the broker
+supports (KIP-511). The header's client_id keeps its int16 length even in header v2.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from clients.protocol import _codec
+from clients.protocol.api_keys import REQUEST_NAMES, RESPONSE_NAMES, ApiKey
+from clients.protocol.types import INT16, INT32, CorruptFrameError, read_uvarint, write_uvarint
+
+API_VERSIONS = 18
+CONTROLLED_SHUTDOWN = 7
+
+
+class UnsupportedVersionError(CorruptFrameError):
+    """A request for an API key or version that does not exist.
+
+    Raised with the fields of the fixed header start, so a server can still answer
+    (ApiVersions: error 35 and a v0 body, KIP-511) or close the connection."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported API key {api_key} version {api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+    unknown_tagged_fields: tuple = dataclasses.field(default=(), repr=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResponseHeader:
+    correlation_id: int
+    unknown_tagged_fields: tuple = dataclasses.field(default=(), repr=False)
+
+
+def request_spec(api_key: int) -> _codec.MessageSpec:
+    return _codec.spec_for(REQUEST_NAMES[api_key])
+
+
+def response_spec(api_key: int) -> _codec.MessageSpec:
+    return _codec.spec_for(RESPONSE_NAMES[api_key])
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    if request_spec(api_key).is_flexible(api_version):
+        return 2
+    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    return 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if response_spec(api_key).is_flexible(api_version) else 0
+
+
+def _read_tagged_section(buf: bytes, pos: int) -> tuple[tuple, int]:
+    count, pos = read_uvarint(buf, pos)
+    fields = []
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        if pos + size > len(buf):
+            raise CorruptFrameError("header tagged field past the end of the frame")
+        fields.append((tag, bytes(buf[pos:pos + size])))
+        pos += size
+    return tuple(fields), pos
+
+
+def _write_tagged_section(out: bytearray, fields: tuple) -> None:
+    write_uvarint(out, len(fields))
+    for tag, data in fields:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(data))
+        out += data
+
+
+def decode_request_header(payload: bytes) -> tuple[RequestHeader, int]:
+    """Read the header; return it and where the body starts."""
+    if len(payload) < 8:
+        raise CorruptFrameError("request shorter than its fixed header")
+    api_key = INT16.unpack_from(payload, 0)[0]
+    api_version = INT16.unpack_from(payload, 2)[0]
+    correlation_id = INT32.unpack_from(payload, 4)[0]
+    name = REQUEST_NAMES.get(api_key)
+    if name is None:
+        raise UnsupportedVersionError(api_key, api_version, correlation_id)
+    spec = _codec.spec_for(name)
+    if not spec.min_version <= api_version <= spec.max_version:
+        raise UnsupportedVersionError(api_key, api_version, correlation_id)
+    version = request_header_version(api_key, api_version)
+    pos = 8
+    client_id = None
+    tagged: tuple = ()
+    if version >= 1:
+        if pos + 2 > len(payload):
+            raise CorruptFrameError("truncated client id")
+        n = INT16.unpack_from(payload, pos)[0]
+        pos += 2
+        if n >= 0:
+            if pos + n > len(payload):
+                raise CorruptFrameError("client id runs past the end of the frame")
+            try:
+                client_id = str(payload[pos:pos + n], "utf-8")
+            except UnicodeDecodeError:
+                raise CorruptFrameError("client id is not UTF-8") from None
+            pos += n
+        elif n != -1:
+            raise CorruptFrameError("negative client id length")
+    if version >= 2:
+        tagged, pos = _read_tagged_section(payload, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, tagged), pos
+
+
+def encode_request_header(out: bytearray, header: RequestHeader) -> None:
+    version = request_header_version(header.api_key, header.api_version)
+    out += INT16.pack(header.api_key)
+    out += INT16.pack(header.api_version)
+    out += INT32.pack(header.correlation_id)
+    if version >= 1:
+        if header.client_id is None:
+            out += INT16.pack(-1)
+        else:
+            data = header.client_id.encode("utf-8")
+            out += INT16.pack(len(data))
+            out += data
+    if version >= 2:
+        _write_tagged_section(out, header.unknown_tagged_fields)
+
+
+def decode_request(payload: bytes) -> tuple[RequestHeader, Any]:
+    """Decode a whole request payload into (header, body). Malformed -> CorruptFrameError."""
+    if not isinstance(payload, bytes):
+        payload = bytes(payload)
+    header, pos = decode_request_header(payload)
+    spec = request_spec(header.api_key)
+    body, _ = _codec.decode_body(spec, header.api_version, payload, pos)
+    return header, body
+
+
+def encode_request(header: RequestHeader, body: Any) -> bytes:
+    spec = request_spec(header.api_key)
+    assert type(body) is spec.cls, (type(body), spec.name)
+    spec.check_version(header.api_version)
+    out = bytearray()
+    encode_request_header(out, header)
+    spec.writer(header.api_version)(out, body)
+    return bytes(out)
+
+
+def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[ResponseHeader, Any]:
+    if not isinstance(payload, bytes):
+        payload = bytes(payload)
+    spec = response_spec(api_key)
+    if not spec.min_version <= api_version <= spec.max_version:
+        raise CorruptFrameError(f"{spec.name} has no version {api_version}")
+    if len(payload) < 4:
+        raise CorruptFrameError("response shorter than its header")
+    correlation_id = INT32.unpack_from(payload, 0)[0]
+    pos = 4
+    tagged: tuple = ()
+    if response_header_version(api_key, api_version) >= 1:
+        tagged, pos = _read_tagged_section(payload, pos)
+    body, _ = _codec.decode_body(spec, api_version, payload, pos)
+    return ResponseHeader(correlation_id, tagged), body
+
+
+def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
+                          body: Any) -> list[Any]:
+    """The response payload as chunks: bytes, and any non-bytes ``records`` values (file
+    regions) in place, for zero-copy sends. Lengths add up to the payload size."""
+    spec = response_spec(api_key)
+    assert type(body) is spec.cls, (type(body), spec.name)
+    spec.check_version(api_version)
+    out = _codec._Out()
+    out += INT32.pack(correlation_id)
+    if response_header_version(api_key, api_version) >= 1:
+        out.append(0)  # no tagged fields in response headers we send
+    spec.writer(api_version)(out, body)
+    if not out.regions:
+        return [bytes(out)]
+    parts: list[Any] = []
+    start = 0
+    for offset, region in out.regions:
+        parts.append(bytes(out[start:offset]))
+        parts.append(region)
+        start = offset
+    parts.append(bytes(out[start:]))
+    return parts
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    parts = encode_response_parts(api_key, api_version, correlation_id, body)
+    assert len(parts) == 1, "file regions in a response: use encode_response_parts"
+    return parts[0]
+
+
+__all__ = [
+    "ApiKey", "RequestHeader", "ResponseHeader", "UnsupportedVersionError",
+    "decode_request", "decode_request_header", "encode_request", "decode_response",
+    "encode_response", "encode_response_parts", "request_header_version",
+    "response_header_version",
+]

@@ -1,0 +1,26 @@
+"""One class per Kafka schema, built on first use from the generated tables.
+
+    from clients.protocol.messages import ProduceRequest
+    ProduceRequest.TopicProduceData, ProduceRequest.PartitionProduceData   # nested structs
+
+Classes are created lazily (module ``__getattr__``) so that a process pays only for the
+messages it uses. Field names are the specs' names in snake_case; each field defaults to
+the spec's default; ``unknown_tagged_fields`` keeps tagged fields this version of Ketch
+does not know, so they round-trip.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from clients.protocol import _codec
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        return _codec.spec_for(name).cls
+    except AttributeError:
+        raise AttributeError(f"no Kafka schema named {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return _codec.schema_names()

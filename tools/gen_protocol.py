@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Turn Kafka's JSON message schemas into compact Python tables.
+
+Reads ../shared/kafka-protocol/{messages,metadata}/*.json (Kafka's own schema files) and
+writes clients/protocol/_schemas.py: for every schema its name, API key, kind, valid and
+flexible versions, and the field tree (names snake_cased, types, version ranges,
+nullability, tags, defaults). Prose ("about") is dropped. One generic codec
+(clients/protocol/_codec.py) interprets the tables for every API.
+
+    python tools/gen_protocol.py            # regenerate
+    python tools/gen_protocol.py --check    # exit 1 if the committed module is stale
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import keyword
+import pathlib
+import pprint
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_SHARED = ROOT.parent / "shared" / "kafka-protocol"
+OUTPUT = ROOT / "clients" / "protocol" / "_schemas.py"
+VERSION_MAX = 0x7FFF  # "N+" means every version from N up
+
+_SNAKE_1 = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SNAKE_2 = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def snake_case(name: str) -> str:
+    s = _SNAKE_2.sub("_", _SNAKE_1.sub("_", name)).lower()
+    return s + "_" if keyword.iskeyword(s) else s
+
+
+def parse_versions(spec: str | None) -> tuple[int, int] | None:
+    """'3+' -> (3, MAX); '0-7' -> (0, 7); '5' -> (5, 5); 'none' / None -> None."""
+    if spec is None or spec == "none":
+        return None
+    spec = spec.strip()
+    if spec.endswith("+"):
+        return (int(spec[:-1]), VERSION_MAX)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def load_json(path: pathlib.Path) -> dict:
+    # Kafka's schema files carry // comments, each on a line of its own.
+    text = "\n".join(line for line in path.read_text().splitlines()
+                     if not line.lstrip().startswith("//"))
+    return json.loads(text)
+
+
+PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
+              "string", "bytes", "uuid", "records"}
+
+
+def parse_default(ftype: str, raw: str | None, nullable: bool):
+    """None: the type's own default (0, "", empty array, ...); "null": the null value."""
+    if raw is None:
+        return None
+    if raw == "null":
+        return "null"
+    if ftype.startswith("[]") or ftype.lstrip("[]") not in PRIMITIVES:
+        raise ValueError(f"unsupported default {raw!r} for {ftype}")
+    if not isinstance(raw, str):  # a few schemas write defaults as JSON numbers/booleans
+        raw = str(raw).lower()
+    if ftype == "bool":
+        return raw == "true"
+    if ftype in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+        return int(raw, 0)
+    if ftype == "float64":
+        return float(raw)
+    if ftype == "string":
+        return raw
+    raise ValueError(f"unsupported default {raw!r} for {ftype}")
+
+
+def convert_fields(fields: list[dict], common: dict[str, list[dict]]) -> tuple:
+    out = []
+    for f in fields:
+        ftype = f["type"].strip()
+        elem = ftype[2:] if ftype.startswith("[]") else ftype
+        sub = None
+        if elem not in PRIMITIVES:
+            body = f.get("fields")
+            if body is None:
+                body = common[elem]
+            sub = convert_fields(body, common)
+        versions = parse_versions(f.get("versions"))
+        assert versions is not None, f
+        nullable = parse_versions(f.get("nullableVersions"))
+        tagged = parse_versions(f.get("taggedVersions"))
+        tag = f.get("tag")
+        flexible = parse_versions(f["flexibleVersions"]) if "flexibleVersions" in f else "inherit"
+        assert flexible == "inherit", f"field-level flexibleVersions only in headers: {f['name']}"
+        default = parse_default(ftype, f.get("default"), nullable is not None)
+        out.append((snake_case(f["name"]), ftype, versions, nullable, tagged, tag, default, sub))
+    return tuple(out)
+
+
+def build(shared: pathlib.Path) -> dict:
+    schemas = {}
+    for folder in ("messages", "metadata"):
+        for path in sorted((shared / folder).glob("*.json")):
+            spec = load_json(path)
+            if spec["type"] == "header":
+                continue  # request/response headers are hand-written in _codec.py
+            common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+            valid = parse_versions(spec["validVersions"])
+            flexible = parse_versions(spec.get("flexibleVersions", "none"))
+            schemas[spec["name"]] = (
+                spec.get("apiKey", -1),
+                spec["type"],
+                valid,
+                flexible[0] if flexible else None,
+                bool(spec.get("latestVersionUnstable", False)),
+                tuple(spec.get("listeners", ())),
+                convert_fields(spec["fields"], common),
+            )
+    return schemas
+
+
+HEADER = '''"""Generated by tools/gen_protocol.py from Kafka's JSON schemas. Do not edit.
+
+SCHEMAS: name -> (api_key, kind, (min_version, max_version), first_flexible_version or None,
+                  latest_version_unstable, listeners, fields)
+field:   (name, type, versions, nullable_versions, tagged_versions, tag, default, sub_fields)
+         default None = the type's own default (0, "", b"", False, zero UUID, empty array,
+         a default struct); "null" = null.
+A version range is (lo, hi) inclusive; hi == 0x7FFF means "and every later version".
+"""
+# fmt: off
+'''
+
+
+def render(schemas: dict) -> str:
+    body = pprint.pformat(schemas, width=110, sort_dicts=True)
+    return HEADER + "SCHEMAS = " + body + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", type=pathlib.Path, default=DEFAULT_SHARED)
+    ap.add_argument("--check", action="store_true", help="fail if the generated module is stale")
+    args = ap.parse_args()
+    text = render(build(args.shared))
+    if args.check:
+        if not OUTPUT.exists() or OUTPUT.read_text() != text:
+            print(f"{OUTPUT} is stale: run tools/gen_protocol.py", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT} ({len(text.splitlines())} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
