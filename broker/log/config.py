@@ -1,0 +1,161 @@
+"""Per-topic log configuration, with Kafka's property names and defaults.
+
+`LogConfig` is a frozen value: the broker builds one per topic from the topic's
+configs in the metadata image (`LogConfig.from_properties`) and hands it to the
+partition log; a config change replaces the object (`PartitionLog.update_config`).
+
+Names follow Kafka's topic-level properties, dots turned into underscores
+(`segment.bytes` -> `segment_bytes`); the broker-level `log.` prefix is dropped because
+these are the per-topic values (Kafka: `LogConfig.java`, `TopicConfig.java`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+__all__ = [
+    "LogConfig",
+    "LogConfigError",
+    "NO_LIMIT",
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+]
+
+# Kafka's "never" for flush.messages / flush.ms is Long.MAX_VALUE.
+NO_LIMIT = 2**63 - 1
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+# Index positions are int32 on disk, so a segment can never be larger than this.
+_SEGMENT_BYTES_MAX = 2**31 - 1
+_OFFSET_INDEX_ENTRY_BYTES = 8
+_TIME_INDEX_ENTRY_BYTES = 12
+
+
+class LogConfigError(ValueError):
+    """A topic config value Kafka would reject (INVALID_CONFIG, 40, at the admin API)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Configuration of one topic's partition logs.
+
+    Invariants are checked in `__post_init__`: a bad value is a caller bug or an
+    INVALID_CONFIG the admin layer must catch first via `from_properties`.
+    """
+
+    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes: roll when the .log would pass it
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms: roll a non-empty segment this old
+    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: roll when an index is full
+    index_interval_bytes: int = 4096  # index.interval.bytes: log bytes between index entries
+    flush_messages: int = NO_LIMIT  # flush.messages: fsync after this many unflushed records
+    flush_ms: int = NO_LIMIT  # flush.ms: fsync when the oldest unflushed append is this old
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms; -1: keep forever
+    retention_bytes: int = -1  # retention.bytes per partition; -1: no size limit
+    cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms: tombstone lifetime
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: never compact younger records
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes: largest batch (1048588)
+    message_timestamp_type: str = CREATE_TIME  # message.timestamp.type
+    # Not Kafka properties: limits of this implementation, passed explicitly (STYLE 7).
+    cleaner_key_map_entries_max: int = 1_000_000  # keys one cleaning pass may hold in memory
+    policies: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        policies = frozenset(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
+        if not policies or not policies <= {"delete", "compact"}:
+            raise LogConfigError(f"cleanup.policy {self.cleanup_policy!r}")
+        object.__setattr__(self, "policies", policies)
+        # 61 bytes is one empty batch header; anything smaller cannot hold a batch.
+        if not 61 <= self.segment_bytes <= _SEGMENT_BYTES_MAX:
+            raise LogConfigError(f"segment.bytes {self.segment_bytes}")
+        if self.segment_ms < 1:
+            raise LogConfigError(f"segment.ms {self.segment_ms}")
+        if self.segment_index_bytes < _TIME_INDEX_ENTRY_BYTES:
+            raise LogConfigError(f"segment.index.bytes {self.segment_index_bytes}")
+        if self.index_interval_bytes < 0:
+            raise LogConfigError(f"index.interval.bytes {self.index_interval_bytes}")
+        if self.flush_messages < 1 or self.flush_ms < 0:
+            raise LogConfigError(f"flush.messages {self.flush_messages} / flush.ms {self.flush_ms}")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise LogConfigError(f"retention.ms {self.retention_ms} / bytes {self.retention_bytes}")
+        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
+            raise LogConfigError("delete.retention.ms / min.compaction.lag.ms must be >= 0")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise LogConfigError(f"min.cleanable.dirty.ratio {self.min_cleanable_dirty_ratio}")
+        if self.max_message_bytes < 0:
+            raise LogConfigError(f"max.message.bytes {self.max_message_bytes}")
+        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise LogConfigError(f"message.timestamp.type {self.message_timestamp_type!r}")
+        if self.cleaner_key_map_entries_max < 1:
+            raise LogConfigError("cleaner_key_map_entries_max must be >= 1")
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.policies
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.policies
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def offset_index_entries_max(self) -> int:
+        return self.segment_index_bytes // _OFFSET_INDEX_ENTRY_BYTES
+
+    @property
+    def time_index_entries_max(self) -> int:
+        return self.segment_index_bytes // _TIME_INDEX_ENTRY_BYTES
+
+    def with_overrides(self, **changes: object) -> LogConfig:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_properties(
+        cls, properties: Mapping[str, str], base: LogConfig | None = None
+    ) -> LogConfig:
+        """Topic configs as Kafka spells them ("segment.bytes": "1048576") over `base`.
+
+        Unknown names are ignored (they belong to other layers, e.g. min.insync.replicas);
+        a malformed value raises LogConfigError.
+        """
+        base = base or cls()
+        changes: dict[str, object] = {}
+        for name, raw in properties.items():
+            attr = _PROPERTY_ATTRS.get(name)
+            if attr is None:
+                continue
+            kind = _ATTR_KINDS[attr]
+            try:
+                changes[attr] = kind(raw.strip()) if kind is not str else raw.strip()
+            except ValueError:
+                raise LogConfigError(f"{name}={raw!r}") from None
+        return replace(base, **changes)  # type: ignore[arg-type]
+
+
+_PROPERTY_ATTRS: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+}
+_ATTR_KINDS: dict[str, type] = {
+    attr: (float if attr == "min_cleanable_dirty_ratio" else str if attr in (
+        "cleanup_policy", "message_timestamp_type") else int)
+    for attr in _PROPERTY_ATTRS.values()
+}
