@@ -94,7 +94,7 @@ def convert_fields(fields: list[dict], common: dict[str, list[dict]]) -> tuple:
         assert versions is not None, f
         nullable = parse_versions(f.get("nullableVersions"))
         tagged = parse_versions(f.get("taggedVersions"))
-        tag = f.get("tag")
+        tag = None if f.get("tag") is None else int(f["tag"])  # a few specs quote it
         flexible = parse_versions(f["flexibleVersions"]) if "flexibleVersions" in f else "inherit"
         assert flexible == "inherit", f"field-level flexibleVersions only in headers: {f['name']}"
         default = parse_default(ftype, f.get("default"), nullable is not None)
