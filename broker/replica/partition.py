@@ -1,0 +1,346 @@
+"""The leader's view of one partition's replicas: LEO, high watermark, ISR, acks=all waits.
+
+Theory of operation
+-------------------
+A ``PartitionReplica`` is pure: the shell tells it what happened (the local log grew, a
+follower fetched, the controller committed a new partition state, time passed) and it
+answers with what to do (the high watermark moved, ask the controller to change the ISR,
+these acks=all produce requests are now complete). It never touches the log or a socket.
+
+Roles: ``NONE`` (not a replica, or not yet told), ``FOLLOWER`` and ``LEADER``. Only the
+metadata log moves a replica between roles (``become_leader`` / ``become_follower`` with
+the committed ``PartitionRegistration``); the leader epoch only grows.
+
+High watermark (HW). The leader advances the HW to the smallest log end offset (LEO) among
+itself and the replicas in the *maximal* ISR (the committed ISR plus any member a pending
+AlterPartition adds: KIP-841, so an expansion in flight cannot let the HW pass a replica
+that may become leader). The HW never goes back on a
+leader. A new leader does not know its followers' LEOs in the new epoch, so it treats them
+as unknown and keeps its HW until every ISR member has fetched (KIP-101: this is what
+keeps a new leader from exposing or truncating data on a stale HW).
+
+ISR. A follower is caught up at time T if at T it had fetched up to the leader's LEO, or up
+to the LEO the leader had at its previous fetch (Kafka's ``Replica.updateFetchState``). A
+follower whose last caught-up time is older than ``replica.lag.time.max.ms`` is dropped
+from the ISR; a follower outside the ISR whose LEO reaches both the HW and the start of
+the current leader epoch is added back. Either change is only *proposed* (an
+``AlterIsr`` effect for the controller); the leader acts on the committed result
+(``apply_committed``), and proposes nothing while one change is in flight.
+
+acks=all. ``await_replication`` parks a produce until the HW passes its last offset; when
+the HW gets there, the request completes with NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if
+the ISR shrank below ``min.insync.replicas`` in the meantime. Losing leadership fails every
+parked request with NOT_LEADER_OR_FOLLOWER; ``poll`` times them out (REQUEST_TIMED_OUT).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Hashable
+
+from clients.protocol.errors import ErrorCode
+
+__all__ = [
+    "AlterIsr", "AppendCheck", "PartitionReplica", "ProduceCompletion", "ReplicaProgress",
+    "Role", "TopicPartition", "UNKNOWN_OFFSET",
+]
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class Role(enum.Enum):
+    NONE = "NONE"
+    FOLLOWER = "FOLLOWER"
+    LEADER = "LEADER"
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsr:
+    """Effect: ask the active controller to commit this ISR (AlterPartition)."""
+    partition: TopicPartition
+    leader_epoch: int
+    partition_epoch: int   # compare-and-set version
+    new_isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceCompletion:
+    """Effect: a parked acks=all produce for this partition is done."""
+    token: Hashable
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendCheck:
+    error_code: int        # NONE, NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows of one follower, in the current leader epoch."""
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+    leader_end_offset_at_last_fetch: int = UNKNOWN_OFFSET
+
+
+@dataclass(slots=True)
+class _Parked:
+    required_offset: int   # HW must reach this (last offset of the batch + 1)
+    deadline_ms: int
+
+
+class PartitionReplica:
+    def __init__(self, partition: TopicPartition, local_broker_id: int,
+                 replica_lag_time_max_ms: int = 30_000, min_insync_replicas: int = 1) -> None:
+        assert replica_lag_time_max_ms > 0 and min_insync_replicas >= 1
+        self.partition = partition
+        self.local_broker_id = local_broker_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.min_insync_replicas = min_insync_replicas
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = -1                 # Invariant: never decreases
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()         # as committed in the metadata log
+        self.pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
+        # Invariant (leader): log_start_offset <= high_watermark <= log_end_offset
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.leader_epoch_start_offset = 0     # first offset written in this leader epoch
+        self.followers: dict[int, ReplicaProgress] = {}
+        self._parked: dict[Hashable, _Parked] = {}
+
+    # ------------------------------------------------------------ role changes
+
+    def become_leader(self, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
+                      isr: tuple[int, ...], log_start_offset: int, log_end_offset: int,
+                      high_watermark: int, now_ms: int) -> list[ProduceCompletion]:
+        """The metadata log made this broker leader at ``leader_epoch``."""
+        assert self.local_broker_id in replicas, (self.local_broker_id, replicas)
+        assert leader_epoch >= self.leader_epoch, (leader_epoch, self.leader_epoch)
+        assert log_start_offset <= log_end_offset
+        new_epoch = leader_epoch > self.leader_epoch or self.role is not Role.LEADER
+        completions = self._fail_parked(ErrorCode.NOT_LEADER_OR_FOLLOWER) if new_epoch else []
+        self.role = Role.LEADER
+        self.leader_id = self.local_broker_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self.pending_isr = None
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
+        if new_epoch:
+            self.leader_epoch_start_offset = log_end_offset
+            # Followers' LEOs in the new epoch are unknown until they fetch; ISR members
+            # count as caught up now so they are not dropped before they had a chance.
+            self.followers = {
+                r: ReplicaProgress(last_caught_up_time_ms=now_ms if r in isr else 0,
+                                   last_fetch_time_ms=now_ms)
+                for r in replicas if r != self.local_broker_id
+            }
+        else:
+            for r in replicas:
+                if r != self.local_broker_id and r not in self.followers:
+                    self.followers[r] = ReplicaProgress(last_fetch_time_ms=now_ms)
+            for r in list(self.followers):
+                if r not in replicas:
+                    del self.followers[r]
+        return completions + self._maybe_advance_hw()
+
+    def become_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
+                        replicas: tuple[int, ...], isr: tuple[int, ...]) -> list[ProduceCompletion]:
+        assert leader_epoch >= self.leader_epoch, (leader_epoch, self.leader_epoch)
+        completions = self._fail_parked(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.role = Role.FOLLOWER
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self.pending_isr = None
+        self.followers = {}
+        return completions
+
+    def stop(self) -> list[ProduceCompletion]:
+        """No longer a replica (partition deleted or reassigned away)."""
+        completions = self._fail_parked(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.role = Role.NONE
+        self.followers = {}
+        return completions
+
+    def apply_committed(self, leader_epoch: int, partition_epoch: int,
+                        isr: tuple[int, ...], replicas: tuple[int, ...]) -> list[ProduceCompletion]:
+        """A committed partition change in the same leader epoch (an ISR change)."""
+        assert self.role is Role.LEADER
+        if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
+            return []
+        self.partition_epoch = partition_epoch
+        self.isr = tuple(isr)
+        self.replicas = tuple(replicas)
+        self.pending_isr = None
+        return self._maybe_advance_hw()
+
+    def abandon_pending_isr(self) -> None:
+        """The AlterPartition failed (stale epoch, controller moved): propose again later."""
+        self.pending_isr = None
+
+    # ------------------------------------------------------------ leader: appends and fetches
+
+    def check_append(self, acks: int) -> AppendCheck:
+        """May the leader append now? acks=all needs at least min.insync.replicas in the ISR
+        (Kafka checks this before appending, so nothing is written that cannot be acked)."""
+        if self.role is not Role.LEADER:
+            return AppendCheck(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+            return AppendCheck(ErrorCode.NOT_ENOUGH_REPLICAS)
+        return AppendCheck(ErrorCode.NONE)
+
+    def on_local_append(self, log_end_offset: int) -> list[ProduceCompletion]:
+        assert self.role is Role.LEADER
+        assert log_end_offset >= self.log_end_offset, (log_end_offset, self.log_end_offset)
+        self.log_end_offset = log_end_offset
+        return self._maybe_advance_hw()
+
+    def on_log_start_offset(self, log_start_offset: int) -> None:
+        assert log_start_offset <= self.log_end_offset
+        self.log_start_offset = log_start_offset
+        self.high_watermark = max(self.high_watermark, log_start_offset)
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int,
+                          now_ms: int) -> tuple[list[ProduceCompletion], list[AlterIsr]]:
+        """A follower fetched from ``fetch_offset``: that is its LEO (Kafka's rule)."""
+        assert self.role is Role.LEADER
+        progress = self.followers.get(replica_id)
+        if progress is None:
+            return [], []
+        if fetch_offset >= self.log_end_offset:
+            progress.last_caught_up_time_ms = max(progress.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= progress.leader_end_offset_at_last_fetch >= 0:
+            progress.last_caught_up_time_ms = max(progress.last_caught_up_time_ms,
+                                                  progress.last_fetch_time_ms)
+        progress.log_end_offset = fetch_offset
+        progress.leader_end_offset_at_last_fetch = self.log_end_offset
+        progress.last_fetch_time_ms = now_ms
+        completions = self._maybe_advance_hw()
+        return completions, self._maybe_expand_isr(replica_id)
+
+    def await_replication(self, token: Hashable, required_offset: int,
+                          deadline_ms: int) -> list[ProduceCompletion]:
+        """Park an acks=all produce until the HW reaches ``required_offset``."""
+        assert self.role is Role.LEADER
+        if self.high_watermark >= required_offset:
+            return [ProduceCompletion(token, self._after_append_error())]
+        self._parked[token] = _Parked(required_offset, deadline_ms)
+        return []
+
+    # ------------------------------------------------------------ time
+
+    def poll(self, now_ms: int) -> tuple[list[ProduceCompletion], list[AlterIsr], int]:
+        """Time out parked produces and propose an ISR shrink for laggards.
+        Returns (completions, effects, ms until the next deadline)."""
+        completions: list[ProduceCompletion] = []
+        for token, parked in list(self._parked.items()):
+            if parked.deadline_ms <= now_ms:
+                del self._parked[token]
+                completions.append(ProduceCompletion(token, ErrorCode.REQUEST_TIMED_OUT))
+        effects: list[AlterIsr] = []
+        if self.role is Role.LEADER and self.pending_isr is None:
+            lagging = self.out_of_sync_replicas(now_ms)
+            if lagging:
+                new_isr = tuple(r for r in self.isr if r not in lagging)
+                effects.append(self._propose(new_isr))
+        return completions, effects, self._next_deadline(now_ms)
+
+    def out_of_sync_replicas(self, now_ms: int) -> set[int]:
+        out = set()
+        for r in self.isr:
+            if r == self.local_broker_id:
+                continue
+            progress = self.followers.get(r)
+            if progress is None:
+                continue
+            if now_ms - progress.last_caught_up_time_ms > self.replica_lag_time_max_ms:
+                out.add(r)
+        return out
+
+    def _next_deadline(self, now_ms: int) -> int:
+        deadlines = [p.deadline_ms for p in self._parked.values()]
+        if self.role is Role.LEADER:
+            for r in self.isr:
+                progress = self.followers.get(r)
+                if progress is not None:
+                    deadlines.append(progress.last_caught_up_time_ms + self.replica_lag_time_max_ms + 1)
+        if not deadlines:
+            return self.replica_lag_time_max_ms
+        return max(0, min(deadlines) - now_ms)
+
+    # ------------------------------------------------------------ internals
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(sorted(set(self.isr) | set(self.pending_isr)))
+
+    def _propose(self, new_isr: tuple[int, ...]) -> AlterIsr:
+        self.pending_isr = new_isr
+        return AlterIsr(self.partition, self.leader_epoch, self.partition_epoch, new_isr)
+
+    def _maybe_expand_isr(self, replica_id: int) -> list[AlterIsr]:
+        if self.pending_isr is not None or replica_id in self.isr:
+            return []
+        progress = self.followers[replica_id]
+        if (progress.log_end_offset >= self.high_watermark
+                and progress.log_end_offset >= self.leader_epoch_start_offset):
+            return [self._propose(tuple(self.isr) + (replica_id,))]
+        return []
+
+    def _maybe_advance_hw(self) -> list[ProduceCompletion]:
+        if self.role is not Role.LEADER:
+            return []
+        new_hw = self.log_end_offset
+        for r in self.maximal_isr:
+            if r == self.local_broker_id:
+                continue
+            progress = self.followers.get(r)
+            if progress is None:
+                continue  # an ISR member that is no longer a replica: the controller drops it
+            if progress.log_end_offset == UNKNOWN_OFFSET:
+                return []  # an ISR member has not fetched in this epoch yet
+            new_hw = min(new_hw, progress.log_end_offset)
+        if new_hw <= self.high_watermark:
+            return []
+        self.high_watermark = new_hw
+        return self._complete_parked()
+
+    def _after_append_error(self) -> int:
+        if len(self.isr) < self.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    def _complete_parked(self) -> list[ProduceCompletion]:
+        done = []
+        for token, parked in list(self._parked.items()):
+            if parked.required_offset <= self.high_watermark:
+                del self._parked[token]
+                done.append(ProduceCompletion(token, self._after_append_error()))
+        return done
+
+    def _fail_parked(self, error_code: int) -> list[ProduceCompletion]:
+        done = [ProduceCompletion(token, error_code) for token in self._parked]
+        self._parked.clear()
+        return done

@@ -1,0 +1,147 @@
+"""The leader's replica state machine: HW, ISR decisions, acks=all completions."""
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role, TopicPartition
+from clients.protocol.errors import ErrorCode
+
+TP = TopicPartition("t", 0)
+LAG_MS = 10_000
+
+
+def leader(isr=(1, 2, 3), leo=0, hw=0, now=0, min_isr=2) -> PartitionReplica:
+    p = PartitionReplica(TP, 1, replica_lag_time_max_ms=LAG_MS, min_insync_replicas=min_isr)
+    p.become_leader(leader_epoch=5, partition_epoch=7, replicas=(1, 2, 3), isr=isr,
+                    log_start_offset=0, log_end_offset=leo, high_watermark=hw, now_ms=now)
+    return p
+
+
+def test_hw_is_min_leo_over_isr_and_waits_for_every_isr_member_to_fetch() -> None:
+    p = leader(leo=0)
+    p.on_local_append(10)
+    assert p.high_watermark == 0
+    p.on_follower_fetch(2, 10, now_ms=1)
+    assert p.high_watermark == 0            # broker 3 has not fetched in this epoch yet
+    p.on_follower_fetch(3, 4, now_ms=1)
+    assert p.high_watermark == 4
+    p.on_follower_fetch(3, 10, now_ms=2)
+    assert p.high_watermark == 10
+
+
+def test_hw_never_goes_back() -> None:
+    p = leader(leo=0)
+    p.on_local_append(10)
+    p.on_follower_fetch(2, 10, 1)
+    p.on_follower_fetch(3, 10, 1)
+    p.on_follower_fetch(3, 3, 2)            # a follower truncated and fetches lower
+    assert p.high_watermark == 10
+
+
+def test_acks_all_completes_when_hw_passes_and_times_out_otherwise() -> None:
+    p = leader(leo=0)
+    assert p.check_append(acks=-1).error_code == ErrorCode.NONE
+    p.on_local_append(5)
+    assert p.await_replication("req-a", required_offset=5, deadline_ms=1000) == []
+    p.on_local_append(9)
+    assert p.await_replication("req-b", required_offset=9, deadline_ms=1000) == []
+    p.on_follower_fetch(2, 9, 10)
+    completions, _ = p.on_follower_fetch(3, 5, 10)
+    assert completions == [ProduceCompletion("req-a", ErrorCode.NONE)]
+    done, _, _ = p.poll(now_ms=1000)
+    assert done == [ProduceCompletion("req-b", ErrorCode.REQUEST_TIMED_OUT)]
+
+
+def test_not_enough_replicas_before_append_and_after_append() -> None:
+    p = leader(isr=(1,), min_isr=2)
+    assert p.check_append(acks=-1).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert p.check_append(acks=1).error_code == ErrorCode.NONE
+    q = leader(isr=(1, 2), min_isr=2)
+    q.on_local_append(3)
+    q.await_replication("r", 3, 10_000)
+    # The ISR shrinks to the leader alone while the produce waits: the HW then passes it.
+    q.apply_committed(leader_epoch=5, partition_epoch=8, isr=(1,), replicas=(1, 2, 3))
+    assert q.high_watermark == 3
+    # (apply_committed returned the completion; poll has nothing left)
+    assert q.poll(0)[0] == []
+
+
+def test_not_enough_replicas_after_append_is_reported() -> None:
+    q = leader(isr=(1, 2), min_isr=2)
+    q.on_local_append(3)
+    out = q.await_replication("r", 3, 10_000)
+    assert out == []
+    done = q.apply_committed(leader_epoch=5, partition_epoch=8, isr=(1,), replicas=(1, 2, 3))
+    assert done == [ProduceCompletion("r", ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)]
+
+
+def test_lagging_follower_is_proposed_out_and_the_leader_waits_for_the_commit() -> None:
+    p = leader(leo=0, now=0)
+    p.on_local_append(10)
+    p.on_follower_fetch(2, 10, now_ms=100)
+    p.on_follower_fetch(3, 0, now_ms=100)   # 3 is stuck at 0
+    p.on_follower_fetch(2, 10, now_ms=LAG_MS - 50)
+    _, effects, _ = p.poll(now_ms=LAG_MS - 50)
+    assert effects == []                    # 3 was last caught up when the epoch began (0)
+    p.on_follower_fetch(2, 10, now_ms=LAG_MS + 200)
+    _, effects, _ = p.poll(now_ms=LAG_MS + 200)
+    assert effects == [AlterIsr(TP, 5, 7, (1, 2))]
+    assert p.isr == (1, 2, 3) and p.pending_isr == (1, 2)
+    assert p.poll(now_ms=LAG_MS + 300)[1] == []      # one change in flight at a time
+    p.apply_committed(5, 8, (1, 2), (1, 2, 3))
+    assert p.isr == (1, 2) and p.high_watermark == 10
+
+
+def test_follower_rejoins_once_it_reaches_hw_and_the_epoch_start() -> None:
+    p = leader(isr=(1, 2), leo=4, hw=4, now=0)
+    p.on_follower_fetch(2, 4, 1)
+    p.on_local_append(8)
+    p.on_follower_fetch(2, 8, 2)
+    assert p.high_watermark == 8
+    _, effects = p.on_follower_fetch(3, 5, 3)
+    assert effects == []                    # below the HW
+    _, effects = p.on_follower_fetch(3, 8, 4)
+    assert effects == [AlterIsr(TP, 5, 7, (1, 2, 3))]
+    # While the expansion is pending, the HW already waits for 3 (maximal ISR).
+    p.on_local_append(12)
+    p.on_follower_fetch(2, 12, 5)
+    assert p.high_watermark == 8
+    p.on_follower_fetch(3, 12, 6)
+    assert p.high_watermark == 12
+
+
+def test_losing_leadership_fails_parked_produces() -> None:
+    p = leader()
+    p.on_local_append(3)
+    p.await_replication("r", 3, 10_000)
+    done = p.become_follower(leader_id=2, leader_epoch=6, partition_epoch=9,
+                             replicas=(1, 2, 3), isr=(2, 3))
+    assert done == [ProduceCompletion("r", ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+    assert p.role is Role.FOLLOWER
+    assert p.check_append(1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 3, 4]), st.integers(0, 30)), max_size=40))
+def test_hw_matches_a_dumb_model(steps: list[tuple[int, int]]) -> None:
+    """HW == min LEO over the ISR (computed the slow way), never decreasing."""
+    p = PartitionReplica(TP, 1, replica_lag_time_max_ms=10**9, min_insync_replicas=1)
+    p.become_leader(1, 1, (1, 2, 3, 4), (1, 2, 3), 0, 0, 0, 0)
+    leo = {1: 0}
+    last_hw = 0
+    for who, value in steps:
+        if who == 1:
+            leo[1] = max(leo[1], value)
+            p.on_local_append(leo[1])
+        else:
+            fetch = min(value, leo[1])
+            leo[who] = fetch
+            p.on_follower_fetch(who, fetch, 0)
+            p.pending_isr = None    # keep the ISR fixed: this test is about the HW rule
+        isr_leos = [leo.get(r) for r in p.isr]
+        if None not in isr_leos:
+            expected = max(last_hw, min(isr_leos))
+        else:
+            expected = last_hw
+        assert p.high_watermark == expected
+        last_hw = p.high_watermark
