@@ -16,7 +16,8 @@ codecs = st.sampled_from(list(CompressionType))
 
 
 @st.composite
-def record_lists(draw, min_size: int = 1, max_size: int = 20, base_offset: int = 0) -> list[Record]:
+def record_lists(draw, min_size: int = 1, max_size: int = 20, base_offset: int = 0,
+                 timestamps: st.SearchStrategy[int] = timestamps) -> list[Record]:
     """Records with increasing offsets (gaps allowed, as compaction leaves them)."""
     n = draw(st.integers(min_value=min_size, max_value=max_size))
     offset = base_offset + draw(st.integers(min_value=0, max_value=3))
