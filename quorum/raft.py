@@ -1,0 +1,342 @@
+"""RaftQuorum: the metadata quorum on pysyncobj 0.3.17. The only module importing pysyncobj.
+
+Theory of operation
+-------------------
+pysyncobj runs Raft in its own thread ("tick thread") with its own clock and randomness.
+Everything that thread touches lives here: the replicated state (``ReplicatedLogState``,
+the metadata log as batches with offsets), the journal (``quorum/journal.py``), the dump
+(pysyncobj's log compaction). The asyncio side (``QuorumBase`` in ``quorum/port.py``) only
+receives plain values, through ``loop.call_soon_threadsafe``, in the order the tick thread
+produced them: apply outcomes, role changes, state loads, failed proposals. It proposes by
+handing encoded commands to pysyncobj's thread-safe command queue.
+
+Leadership: when this node wins a term it proposes ``LeaderChangeCommand(term, node_id)``.
+Once that entry is applied every earlier entry is applied too, and only then does the
+node become the *active* controller and may append (see ``quorum/replicated_log.py``).
+
+Settings, and why (measured on the 2-core CI machine, 3 processes on loopback; the numbers
+are in bench/quorum.py's output and the commit notes):
+
+- ``appendEntriesUseBatch=False``: with batching on, a command waits for the next heartbeat
+  (~100 ms p50); off, it is sent at once (< 1 ms p50 with the password on).
+- ``raftMinTimeout=0.15``, ``raftMaxTimeout=0.3``, ``appendEntriesPeriod=0.04`` (pysyncobj
+  requires min timeout > 3 x period): failover in 0.15-0.5 s instead of up to 2.4 s with
+  the defaults (0.4 / 1.4 s).
+- ``connectionRetryTime=0.25`` (default 5 s): a restarted controller rejoins in well under a
+  second. ``connectionTimeout=1.0`` (default 3.5 s, must be >= raftMaxTimeout).
+- ``leaderFallbackTimeout=1.0`` (default 30 s): a leader cut off from the majority steps
+  down after 1 s, so writes fail with NOT_CONTROLLER instead of hanging for 30 s.
+- ``password=<cluster secret>``: pysyncobj's transport unpickles what it receives. With a
+  password every message is Fernet-encrypted and authenticated (HMAC) before it is
+  unpickled, so only holders of the secret can make a controller unpickle anything. This
+  is mandatory here (``RaftSettings`` refuses an empty secret). It roughly halves throughput.
+- ``bindAddress=<raft host:port>``: pysyncobj would otherwise bind 0.0.0.0.
+- The journal is ``FsyncJournal`` (durable before every send, grouped), installed through
+  pysyncobj's ``createJournal`` hook; the dump uses our own serializer (no pickle on disk)
+  and fsyncs before pysyncobj renames it into place.
+
+Dedupe and fencing are in ``ReplicatedLogState.apply``; log compaction is two-level: the
+caller installs a metadata snapshot (the image's records at a committed offset) which
+shrinks the replicated state, and pysyncobj's own compaction dumps that state (snapshot +
+batches after it) and drops the journal entries it covers. A follower too far behind gets
+the dump (pysyncobj's install-snapshot) and reports it as a state load.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import crc32c
+import pysyncobj.syncobj as _syncobj_module
+from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.transport import TCPTransport
+
+from quorum.journal import FsyncJournal, fsync_dir
+from quorum.port import LeaderAndEpoch, QuorumBase
+from quorum.replicated_log import (
+    NO_LEADER, CorruptCommandError, LeaderChangeCommand, MetadataSnapshot,
+    ReplicatedLogState, encode_command,
+)
+
+logger = logging.getLogger(__name__)
+
+JOURNAL_FILE = "raft.journal"
+DUMP_FILE = "raft.dump"
+
+_FAIL_NAMES = {v: k for k, v in vars(FAIL_REASON).items() if k.isupper()}
+
+
+@dataclass(frozen=True, slots=True)
+class RaftSettings:
+    """pysyncobj settings; the defaults are the measured choices described above."""
+
+    cluster_secret: str
+    election_timeout_min_s: float = 0.15
+    election_timeout_max_s: float = 0.3
+    append_entries_period_s: float = 0.04
+    connection_timeout_s: float = 1.0
+    connection_retry_s: float = 0.25
+    leader_fallback_timeout_s: float = 1.0
+    append_entries_use_batch: bool = False
+    log_compaction_entries_min: int = 20_000
+    log_compaction_time_min_s: float = 600.0
+    commands_queue_size: int = 100_000
+    dedupe_window_size: int = 4096
+
+    def __post_init__(self) -> None:
+        if not self.cluster_secret:
+            raise ValueError("the Raft transport unpickles messages: a cluster secret is required")
+
+
+# -- the journal hook ----------------------------------------------------------------------
+# SyncObj.__init__ calls createJournal(conf.journalFile) (imported into pysyncobj.syncobj).
+# We route our own file names to FsyncJournal and remember each journal so the transport
+# and the tick callback of the same SyncObj can sync it.
+
+_original_create_journal = _syncobj_module.createJournal
+_journals: dict[str, FsyncJournal] = {}
+_journals_lock = threading.Lock()
+
+
+def _create_journal(journal_file: str | None) -> Any:
+    if journal_file is None or not journal_file.endswith(JOURNAL_FILE):
+        return _original_create_journal(journal_file)
+    journal = FsyncJournal(journal_file)
+    with _journals_lock:
+        _journals[journal_file] = journal
+    return journal
+
+
+_syncobj_module.createJournal = _create_journal
+
+
+class _SyncBeforeSendTransport(TCPTransport):
+    """Makes the journal durable before a message that vouches for it leaves: a follower's
+    ack (next_node_idx), a vote. A leader's append_entries is the exception: the leader
+    writes its own copy in parallel with the followers (Ongaro's thesis, 10.2.1), which is
+    safe because pysyncobj counts the leader towards a majority only at the start of the
+    next tick, and the tick callback syncs the journal at the end of every tick, before the
+    poll that can receive the acks."""
+
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:  # noqa: N803
+        with _journals_lock:
+            self._journal = _journals[syncObj.conf.journalFile]
+        super().__init__(syncObj, selfNode, otherNodes)
+
+    def send(self, node: Any, message: Any) -> bool:
+        if not (isinstance(message, dict) and message.get("type") == "append_entries"):
+            self._journal.sync()
+        return super().send(node, message)
+
+
+class _TruncationNoiseFilter(logging.Filter):
+    """pysyncobj logs 'truncating already-applied log entries' at CRITICAL each time a leader
+    with appendEntriesUseBatch=False resends entries a follower has (it rewinds nextIndex to
+    the last ack). The entries are identical; FsyncJournal restores them without writing and
+    logs a real conflict itself (a different entry at a committed index)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("truncating already-applied log entries")
+
+
+logging.getLogger("pysyncobj.syncobj").addFilter(_TruncationNoiseFilter())
+
+
+# -- the dump (pysyncobj log compaction) ---------------------------------------------------
+
+_DUMP_MAGIC = b"KETCHRD1"
+_DUMP_ENTRY = struct.Struct(">QQI")     # raft index, raft term, command length
+_U32 = struct.Struct(">I")
+
+
+def _encode_dump(entries: tuple[Any, Any], cluster: list[str], state: bytes) -> bytes:
+    parts = [_DUMP_MAGIC]
+    for command, index, term in entries:
+        parts += [_DUMP_ENTRY.pack(index, term, len(command)), bytes(command)]
+    members = "\n".join(sorted(cluster)).encode()
+    parts += [_U32.pack(len(members)), members, _U32.pack(len(state)), state]
+    body = b"".join(parts)
+    return body + _U32.pack(crc32c.crc32c(body))
+
+
+def _decode_dump(data: bytes) -> tuple[tuple[Any, Any], list[str], bytes]:
+    if len(data) < len(_DUMP_MAGIC) + 4 or not data.startswith(_DUMP_MAGIC):
+        raise CorruptCommandError("not a Ketch raft dump")
+    if crc32c.crc32c(memoryview(data)[:-4]) != _U32.unpack_from(data, len(data) - 4)[0]:
+        raise CorruptCommandError("raft dump checksum mismatch")
+    pos = len(_DUMP_MAGIC)
+    entries = []
+    try:
+        for _ in range(2):
+            index, term, size = _DUMP_ENTRY.unpack_from(data, pos)
+            pos += _DUMP_ENTRY.size
+            entries.append((data[pos:pos + size], index, term))
+            pos += size
+        (size,) = _U32.unpack_from(data, pos)
+        members = data[pos + 4: pos + 4 + size].decode().split("\n")
+        pos += 4 + size
+        (size,) = _U32.unpack_from(data, pos)
+        state = data[pos + 4: pos + 4 + size]
+        pos += 4 + size
+    except (struct.error, UnicodeDecodeError) as e:
+        raise CorruptCommandError(str(e)) from e
+    if pos != len(data) - 4:
+        raise CorruptCommandError("trailing bytes in raft dump")
+    return (entries[0], entries[1]), [m for m in members if m], state
+
+
+# -- the replicated object -----------------------------------------------------------------
+
+
+class _MetadataLogSyncObj(SyncObj):
+    """The pysyncobj object whose replicated method applies a command to the state."""
+
+    def __init__(self, self_address: str, peer_addresses: list[str], conf: SyncObjConf,
+                 quorum: "RaftQuorum") -> None:
+        # Everything the tick thread may use must exist before SyncObj.__init__ starts it.
+        self._quorum = quorum
+        super().__init__(self_address, peer_addresses, conf,
+                         transportClass=_SyncBeforeSendTransport)
+
+    @replicated
+    def apply_command(self, payload: bytes) -> None:
+        self._quorum._apply_in_tick_thread(payload)
+
+
+class RaftQuorum(QuorumBase):
+    """A controller's membership in the Raft quorum. Create it on the event loop thread."""
+
+    def __init__(self, *, node_id: int, raft_address: str, voters: dict[int, str],
+                 data_dir: str, settings: RaftSettings,
+                 in_flight_max: int = 2, entry_bytes_max: int = 1 << 20) -> None:
+        super().__init__(node_id, in_flight_max=in_flight_max, entry_bytes_max=entry_bytes_max)
+        assert voters.get(node_id) == raft_address, "this node must be one of the voters"
+        assert len(set(voters.values())) == len(voters), "two voters share a Raft address"
+        self.settings = settings
+        self.data_dir = data_dir
+        self._loop = asyncio.get_running_loop()
+        self._node_by_address = {address: nid for nid, address in voters.items()}
+        os.makedirs(data_dir, exist_ok=True)
+        # Tick-thread state. Invariant: touched only by the tick thread once it runs.
+        self._state = ReplicatedLogState(settings.dedupe_window_size)
+        self._reported: tuple[int, int, str | None] | None = None
+        self._compactions: list[MetadataSnapshot] = []      # asyncio -> tick thread
+        self._compactions_lock = threading.Lock()
+        self.dumps_written = 0
+        journal_file = os.path.join(data_dir, JOURNAL_FILE)
+        conf = SyncObjConf(
+            password=settings.cluster_secret,
+            bindAddress=raft_address,
+            appendEntriesUseBatch=settings.append_entries_use_batch,
+            raftMinTimeout=settings.election_timeout_min_s,
+            raftMaxTimeout=settings.election_timeout_max_s,
+            appendEntriesPeriod=settings.append_entries_period_s,
+            connectionTimeout=settings.connection_timeout_s,
+            connectionRetryTime=settings.connection_retry_s,
+            leaderFallbackTimeout=settings.leader_fallback_timeout_s,
+            logCompactionMinEntries=settings.log_compaction_entries_min,
+            logCompactionMinTime=settings.log_compaction_time_min_s,
+            commandsQueueSize=settings.commands_queue_size,
+            journalFile=journal_file,
+            fullDumpFile=os.path.join(data_dir, DUMP_FILE),
+            serializer=self._write_dump,
+            deserializer=self._read_dump,
+            onStateChanged=lambda old, new: self._report_role(),
+            dynamicMembershipChange=False,
+        )
+        peers = [a for nid, a in voters.items() if nid != node_id]
+        self._syncobj = _MetadataLogSyncObj(raft_address, peers, conf, self)
+        with _journals_lock:
+            self.journal = _journals[journal_file]
+        self._syncobj.addOnTickCallback(self._on_tick)
+
+    # -- asyncio side --
+
+    def _propose(self, request_id: bytes, payload: bytes) -> None:
+        def on_result(_result: Any, error: int) -> None:
+            if error != FAIL_REASON.SUCCESS:
+                self._post(self._on_proposal_failed, request_id, _FAIL_NAMES.get(error, str(error)))
+        self._syncobj.apply_command(payload, callback=on_result)
+
+    def _compact_replicated_state(self, snapshot: MetadataSnapshot) -> None:
+        with self._compactions_lock:
+            self._compactions.append(snapshot)
+
+    def raft_status(self) -> dict[str, Any]:
+        """pysyncobj's status (term, commit index, log length...), for DescribeQuorum."""
+        status: dict[str, Any] = self._syncobj.getStatus()
+        return status
+
+    def node_id_of(self, address: str | None) -> int:
+        return self._node_by_address.get(address or "", NO_LEADER)
+
+    async def close(self) -> None:
+        self._mark_closed()
+        await asyncio.to_thread(self._syncobj.destroy_synchronous)
+
+    # -- tick thread --
+
+    def _post(self, callback: Callable[..., None], *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:
+            pass    # the loop is closed: we are shutting down
+
+    def _apply_in_tick_thread(self, payload: bytes) -> None:
+        self._post(self._on_outcome, self._state.apply_encoded(payload))
+
+    def _on_tick(self) -> None:
+        with self._compactions_lock:
+            compactions, self._compactions = self._compactions, []
+        for snapshot in compactions:
+            if snapshot.end_offset <= self._state.next_offset:
+                self._state.compact(snapshot)
+        self.journal.sync()         # entries added this tick are durable before the next
+        self._report_role()
+
+    def _report_role(self) -> None:
+        obj = self._syncobj if hasattr(self, "_syncobj") else None
+        if obj is None:
+            return
+        term = obj.raftCurrentTerm
+        leader = obj._getLeader()
+        leader_address = leader.address if leader is not None else None
+        leading_term = term if obj._isLeader() else 0
+        report = (leading_term, term, leader_address)
+        if report == self._reported:
+            return
+        became_leader = leading_term and (self._reported is None or self._reported[0] != leading_term)
+        self._reported = report
+        self._post(self._on_role, leading_term,
+                   LeaderAndEpoch(self.node_id_of(leader_address), term))
+        if became_leader:
+            # Fence earlier terms: once this is applied, everything before it is applied.
+            obj.apply_command(encode_command(LeaderChangeCommand(term, self.node_id)))
+
+    def _write_dump(self, file_name: str, data: tuple[Any, Any, Any]) -> None:
+        entry_last, entry_before, cluster = data
+        members = [getattr(n, "address", str(n)) for n in cluster]
+        blob = _encode_dump((entry_last, entry_before), members, self._state.encode())
+        with open(file_name, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        # pysyncobj renames file_name into place next; FsyncJournal.deleteEntriesTo fsyncs
+        # the directory before it drops the entries this dump covers.
+        self.dumps_written += 1
+
+    def _read_dump(self, file_name: str) -> tuple[Any, Any, Any]:
+        with open(file_name, "rb") as f:
+            data = f.read()
+            os.fsync(f.fileno())    # received from the leader: durable before the journal is cut
+        fsync_dir(os.path.dirname(os.path.abspath(file_name)))
+        (entry_last, entry_before), members, state_bytes = _decode_dump(data)
+        self._state = ReplicatedLogState.decode(state_bytes)
+        self._post(self._on_state_loaded, self._state.copy())
+        return entry_last, entry_before, members
