@@ -1119,6 +1119,11 @@ def drive_kafka_python_encoder(rec: Recorder) -> list[str]:
     snapshot = snapshot_ranges()
     problems: list[str] = []
     responder = Responder(port=9092)
+    # KIP-511: the reply to an ApiVersions version the broker does not know (here v5) is a
+    # v0 body with error 35 under response header v0.
+    rec.add(Captured("kafka-python-encoder", version, "unsupported-version-reply", "response",
+                     APIVERSIONS_KEY, 0, responder._apiversions_unsupported(99),
+                     encoder="kafka-python"))
     correlation_id = 100
     for api_key in KAFKA_PYTHON_DIRECT_APIS:
         for api_version in kafka_python_version_range(api_key, snapshot):
@@ -1239,8 +1244,9 @@ def select(frames: list[Captured]) -> list[Captured]:
         body = c.frame[:8] + b"\0\0\0\0" + c.frame[12:] if c.direction == "request" \
             else c.frame[:4] + b"\0\0\0\0" + c.frame[8:]
         if c.direction == "response":
-            # Responses from the capture server repeat across clients: group by API only.
-            group = (c.client, c.direction, c.api_key, c.api_version)
+            # Replies to live clients repeat across clients: one group for all of them.
+            kind = "reply" if c.variant.startswith("reply-to-") else c.variant
+            group = (c.client, c.direction, kind, c.api_key, c.api_version)
         else:
             group = (c.client, c.variant, c.direction, c.api_key, c.api_version)
         ident = (c.client, c.direction, c.api_key, c.api_version, body)
