@@ -1,0 +1,123 @@
+"""An asyncio Kafka connection: the thin shell over ``framing.ClientConnection``.
+
+One TCP connection, pipelined requests, responses matched in order. Used by Ketch's own
+clients, by brokers talking to controllers and to other brokers (replica fetchers), and
+by tests. Version choice is the caller's: ``negotiate_versions`` asks ApiVersions and
+``pick_version`` intersects a wanted range with what the peer advertises.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from clients.protocol import NEED_DATA, ApiKey, ClientConnection, CorruptFrameError, messages
+
+__all__ = ["KafkaConnection", "ConnectionClosedError", "connect"]
+
+
+class ConnectionClosedError(ConnectionError):
+    """The connection closed (or failed) before the response arrived."""
+
+
+class KafkaConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 client_id: str | None = "ketch", frame_bytes_max: int = 100 * 1024 * 1024) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._conn = ClientConnection(client_id=client_id, frame_bytes_max=frame_bytes_max)
+        self._waiters: list[asyncio.Future] = []
+        self._closed: BaseException | None = None
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    @property
+    def peer(self) -> tuple[str, int]:
+        return self._writer.get_extra_info("peername")
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                data = await self._reader.read(256 * 1024)
+                if not data:
+                    raise ConnectionClosedError("connection closed by peer")
+                self._conn.receive_data(data)
+                while (event := self._conn.next_event()) is not NEED_DATA:
+                    waiter = self._waiters.pop(0)
+                    if not waiter.done():
+                        waiter.set_result(event.body)
+        except (OSError, CorruptFrameError, ConnectionClosedError, asyncio.IncompleteReadError) as e:
+            self._fail(e)
+        except asyncio.CancelledError:
+            self._fail(ConnectionClosedError("connection closed"))
+            raise
+
+    def _fail(self, error: BaseException) -> None:
+        if self._closed is None:
+            self._closed = error
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(ConnectionClosedError(str(error)))
+        self._waiters.clear()
+        self._writer.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    async def request(self, api_key: int, api_version: int, body: Any,
+                      timeout_s: float | None = 30.0) -> Any:
+        """Send one request and wait for its response body."""
+        if self._closed is not None:
+            raise ConnectionClosedError(str(self._closed))
+        _, data = self._conn.send(api_key, api_version, body)
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._writer.write(data)
+        try:
+            if timeout_s is None:
+                return await waiter
+            return await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+        except asyncio.TimeoutError:
+            # The response may still come; the connection can no longer be trusted in order.
+            self.close()
+            raise
+
+    def send_without_response(self, api_key: int, api_version: int, body: Any) -> None:
+        """Produce with acks=0."""
+        if self._closed is not None:
+            raise ConnectionClosedError(str(self._closed))
+        _, data = self._conn.send(api_key, api_version, body, expect_response=False)
+        self._writer.write(data)
+
+    async def negotiate_versions(self) -> dict[int, tuple[int, int]]:
+        resp = await self.request(ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
+            client_software_name="ketch", client_software_version="0.1"))
+        if resp.error_code != 0:
+            resp = await self.request(ApiKey.API_VERSIONS, 0, messages.ApiVersionsRequest())
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        return self.api_versions
+
+    def pick_version(self, api_key: int, lo: int, hi: int) -> int:
+        peer = self.api_versions.get(api_key)
+        if peer is None:
+            raise ConnectionError(f"peer does not support API {api_key}")
+        version = min(hi, peer[1])
+        if version < max(lo, peer[0]):
+            raise ConnectionError(f"no common version for API {api_key}: ours {lo}-{hi}, peer {peer}")
+        return version
+
+    def close(self) -> None:
+        self._fail(ConnectionClosedError("closed by us"))
+        self._read_task.cancel()
+
+    async def wait_closed(self) -> None:
+        try:
+            await self._writer.wait_closed()
+        except OSError:
+            pass
+
+
+async def connect(host: str, port: int, client_id: str | None = "ketch",
+                  timeout_s: float = 10.0) -> KafkaConnection:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    return KafkaConnection(reader, writer, client_id=client_id)
