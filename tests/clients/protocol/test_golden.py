@@ -12,8 +12,10 @@ import shutil
 import struct
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import crc32c
 import pytest
@@ -178,6 +180,106 @@ def test_fetch_responses_carry_kafka_pythons_batches() -> None:
 def test_request_headers_keep_the_clients_ids() -> None:
     ids = {decode_request(c.payload)[0].client_id for c in REQUESTS}
     assert {"golden-confluent", "golden-kcat", "golden-kafka-python", "golden-aiokafka"} <= ids
+
+
+# -- an independent decoder: kafka-python reads the same values from the same bytes --------
+
+
+def _kafka_python_classes() -> dict[tuple[int, str], type]:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import kafka.protocol as kp
+    from kafka.protocol.api_message import ApiMessage
+
+    found: dict[tuple[int, str], type] = {}
+    for info in pkgutil.walk_packages(kp.__path__, "kafka.protocol."):
+        if ".old" in info.name or "generate" in info.name:
+            continue
+        for obj in vars(importlib.import_module(info.name)).values():
+            if (inspect.isclass(obj) and issubclass(obj, ApiMessage) and obj is not ApiMessage
+                    and getattr(obj, "_json", None)):
+                found[(obj.API_KEY, obj.type)] = obj
+    return found
+
+
+def _bitmask(value: set[int] | None) -> int:
+    # kafka-python turns authorized-operations int32s into sets of bit numbers; None is
+    # Kafka's "not requested" sentinel INT32_MIN (bit 31 alone).
+    if value is None:
+        return -(1 << 31)
+    mask = sum(1 << bit for bit in value)
+    return mask - (1 << 32) if mask >= 1 << 31 else mask
+
+
+def _same_values(theirs_obj: Any, ours: Any, version: int, path: str, diffs: list[str]) -> None:
+    """Compare every field kafka-python decodes at this version with Ketch's value."""
+    for f in theirs_obj._struct._fields:
+        if not f.for_version_q(version):
+            continue
+        name = f.name
+        theirs = getattr(theirs_obj, name)
+        if not hasattr(ours, name):
+            # kafka-python renames the authorized-operations bitfields (json_patch).
+            alias = [n for n in dir(ours) if n.endswith("_" + name)]
+            if len(alias) != 1:
+                diffs.append(f"{path}.{name}: not in Ketch's message")
+                continue
+            name = alias[0]
+        mine = getattr(ours, name)
+        where = f"{path}.{name}"
+        if isinstance(theirs, set) or (theirs is None and name.endswith("authorized_operations")):
+            if _bitmask(theirs) != mine:
+                diffs.append(f"{where}: kafka-python {theirs!r}, Ketch {mine!r}")
+        elif f.is_struct_array() and theirs is not None and mine is not None:
+            if len(theirs) != len(mine):
+                diffs.append(f"{where}: {len(theirs)} elements, Ketch {len(mine)}")
+                continue
+            for i, (a, b) in enumerate(zip(theirs, mine)):
+                _same_values(a, b, version, f"{where}[{i}]", diffs)
+        elif f.is_struct() and mine is not None:
+            if theirs is None:
+                # An absent tagged struct: Ketch holds the schema's default instead.
+                if mine != type(mine)():
+                    diffs.append(f"{where}: absent for kafka-python, Ketch {mine!r}")
+            else:
+                _same_values(theirs, mine, version, where, diffs)
+        else:
+            if isinstance(theirs, uuid.UUID | None) and isinstance(mine, uuid.UUID) and mine.int == 0:
+                mine = None   # kafka-python reads the all-zero UUID as None
+            if isinstance(theirs, bytearray | memoryview):
+                theirs = bytes(theirs)
+            if isinstance(mine, tuple) and isinstance(theirs, list):
+                mine = list(mine)
+            if theirs != mine:
+                diffs.append(f"{where}: kafka-python {theirs!r}, Ketch {mine!r}")
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("case", load(), ids=str)
+def test_kafka_python_decodes_the_same_values(case: GoldenCase) -> None:
+    # Byte-exact round trips cannot see a field decoded under the wrong name or type if the
+    # encoder makes the mirror-image mistake; a second, independent decoder can.
+    pytest.importorskip("kafka")
+    classes = _KAFKA_PYTHON.setdefault("classes", _kafka_python_classes())
+    cls = classes.get((case.api_key, case.direction))
+    if cls is None:
+        pytest.skip(f"kafka-python has no {case.api_name} {case.direction} class")
+    lo, _, hi = cls.json["validVersions"].partition("-")
+    if not int(lo) <= case.api_version <= int(hi or lo):
+        pytest.skip(f"kafka-python's {case.api_name} schema lacks v{case.api_version}")
+    theirs = cls.decode(case.payload, version=case.api_version, header=True)
+    if case.direction == "request":
+        _, ours = decode_request(case.payload)
+    else:
+        _, ours = decode_response(case.api_key, case.api_version, case.payload)
+    diffs: list[str] = []
+    _same_values(theirs, ours, case.api_version, case.api_name, diffs)
+    assert not diffs, diffs
+
+
+_KAFKA_PYTHON: dict[str, dict] = {}
 
 
 # -- optional: capture afresh from kcat and check the live bytes too -----------------------
