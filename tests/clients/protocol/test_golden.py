@@ -21,8 +21,8 @@ import crc32c
 import pytest
 
 from clients.protocol import (
-    NEED_DATA, RequestReceived, ServerConnection, decode_request, decode_response,
-    encode_request, encode_response,
+    NEED_DATA, ClientConnection, RequestReceived, ResponseHeader, ResponseReceived,
+    ServerConnection, decode_request, decode_response, encode_request, encode_response, messages,
 )
 from tests.clients.protocol.golden import GoldenCase, load
 
@@ -83,6 +83,29 @@ def test_response_decodes_and_reencodes_byte_for_byte(case: GoldenCase) -> None:
     header, body = decode_response(case.api_key, case.api_version, case.payload)
     assert header.correlation_id == case.correlation_id
     assert encode_response(case.api_key, case.api_version, header.correlation_id, body) == case.payload
+
+
+@pytest.mark.parametrize("case", RESPONSES, ids=str)
+def test_client_framing_gives_the_same_response_for_any_chunking(case: GoldenCase) -> None:
+    # A ClientConnection matches responses to its own correlation ids (from 0), so the
+    # golden response is renumbered to answer the first request sent.
+    request_cls = getattr(messages, f"{case.api_name}Request")
+    renumbered = case.frame[:4] + (0).to_bytes(4, "big") + case.frame[8:]
+    _, expected_body = decode_response(case.api_key, case.api_version, renumbered[4:])
+    rng = random.Random(case.sha256)
+    for cuts in ([], list(range(1, len(renumbered))),
+                 sorted(rng.sample(range(1, len(renumbered)), k=min(5, len(renumbered) - 1)))):
+        conn = ClientConnection(client_id="golden", frame_bytes_max=len(renumbered))
+        correlation_id, _ = conn.send(case.api_key, case.api_version, request_cls())
+        assert correlation_id == 0
+        events = []
+        for start, end in zip([0, *cuts], [*cuts, len(renumbered)]):
+            conn.receive_data(renumbered[start:end])
+            while (event := conn.next_event()) is not NEED_DATA:
+                events.append(event)
+        assert events == [ResponseReceived(ResponseHeader(0), expected_body,
+                                           case.api_key, case.api_version)]
+        assert conn.in_flight == 0
 
 
 # -- what the bytes mean, checked independently of the round trip --------------------------
