@@ -1,0 +1,41 @@
+"""`ControllerConfig`: the controller's settings, with Kafka's names and defaults."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ControllerConfig", "METADATA_VERSION"]
+
+# The metadata.version the controller finalizes when it bootstraps an empty log. 21 is
+# Kafka 3.9-IV0: the highest level whose records (PartitionRecord v2, RegisterBrokerRecord
+# v3, BrokerRegistrationChangeRecord v2) match the schemas in ../shared/kafka-protocol.
+METADATA_VERSION = 21
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    # Brokers must present this cluster id when they register; None accepts any (tests).
+    cluster_id: str | None = None
+    broker_session_timeout_ms: int = 9000          # broker.session.timeout.ms
+    broker_heartbeat_interval_ms: int = 2000        # broker.heartbeat.interval.ms
+    num_partitions: int = 1                         # num.partitions (CreateTopics with -1)
+    default_replication_factor: int = 1             # default.replication.factor
+    # unclean.leader.election.enable as the static broker default; a topic config or the
+    # dynamic cluster-wide broker config overrides it.
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True       # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds
+    # Kafka's maxElectionsPerImbalance: bounds one periodic batch.
+    elections_per_poll_max: int = 1000
+    # A limit on one CreateTopics/CreatePartitions request, so that a typo such as
+    # num_partitions=2147483647 is refused instead of stalling the controller.
+    partitions_per_request_max: int = 1_000_000
+    producer_id_block_size: int = 1000      # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+    metadata_version: int = METADATA_VERSION
+
+    def __post_init__(self) -> None:
+        assert self.broker_session_timeout_ms > 0
+        assert 0 < self.broker_heartbeat_interval_ms <= self.broker_session_timeout_ms
+        assert self.num_partitions > 0 and self.default_replication_factor > 0
+        assert self.leader_imbalance_check_interval_ms > 0
+        assert self.partitions_per_request_max > 0
+        assert self.elections_per_poll_max > 0 and self.producer_id_block_size > 0

@@ -1,0 +1,259 @@
+"""`QuorumController`: the controller's decisions over the committed metadata image.
+
+Theory of operation
+-------------------
+One object per controller process, active or standby. It holds the image of the
+*committed* metadata log and nothing else that matters; every ``handle_*`` and ``poll``
+decides on that image and returns a ``ControllerResult(records, response)`` without
+changing it. The image changes only in ``replay(records, last_offset, epoch)``, called for
+every committed batch in log order, on every controller alike (a standby is a controller
+that is only ever replayed), so failover reloads nothing.
+
+The shell (quorum/server.py) drives it like this::
+
+    result = controller.handle_create_topics(request, now_ms)
+    if result.records:
+        await quorum.append([encode_record(r) for r in result.records])
+        # ... the quorum's commit listener calls controller.replay(...) for this batch
+    send(result.response)
+
+Because decisions read committed state only, **a decision that writes must be taken when
+no earlier write is still in flight**, or two decisions could each act on a state the
+other is about to change (two leader elections for one partition, say). Since deciding
+changes nothing, the shell can always decide first and look at the result: with no
+records, answer at once (heartbeats mostly); with records while a write is in flight, drop
+the result and decide again once that write has been replayed. When an append fails with
+an unknown outcome (leader change), do not re-append the same records: wait until this
+controller has replayed the new leader's log and decide again. The retried decision then
+sees the first attempt if it was committed (topic exists, partition epoch moved on, the
+broker is registered with the same incarnation) and answers accordingly. Records are
+also checked when replayed: a committed batch that contradicts the state (a duplicate
+topic, producer ids going backwards...) is skipped whole, on every replica alike
+(``metadata_log.delta.replay_batch``), and ``replay`` reports it.
+
+Soft state, not in the log and not replicated, as in Kafka:
+
+- heartbeat arrival times (``HeartbeatTracker``), restarted by ``activate(now_ms)`` so
+  that a new active controller gives every broker a full session before fencing it;
+- the offset at which each broker's RegisterBrokerRecord was committed, for the
+  "caught up" test; after loading a snapshot it falls back to the snapshot's offset,
+  which can only be later (stricter);
+- when the next periodic election scan is due.
+
+``poll(now_ms)`` returns the periodic work (fencing expired sessions, bootstrapping
+metadata.version on an empty log, leaderless and preferred-leader elections) and how many
+milliseconds may pass before it must be called again. Only the active controller polls.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Iterable, Sequence
+
+from clients.protocol import CorruptFrameError, messages
+from metadata_log.delta import BatchOutcome, MetadataReplayError, replay_batch
+from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
+from metadata_log.records import decode_record
+from quorum.controller import cluster_control, config_control, replication_control
+from quorum.controller.cluster_control import HeartbeatTracker
+from quorum.controller.config import ControllerConfig
+from quorum.controller.placement import BrokerLoad
+from quorum.controller.producer_ids import allocate_producer_ids
+from quorum.controller.result import ControllerResult
+
+__all__ = ["QuorumController"]
+
+
+class QuorumController:
+    def __init__(self, config: ControllerConfig, rng: random.Random,
+                 image: MetadataImage = EMPTY_IMAGE) -> None:
+        self.config = config
+        self.rng = rng
+        self._image = image
+        self._active = False
+        self._heartbeats = HeartbeatTracker()
+        self._registration_offsets: dict[int, int] = {}
+        # Registrations at or before this offset came from a snapshot: exact offsets lost.
+        self._snapshot_offset = image.provenance.offset
+        self._next_election_scan_ms: int | None = None
+        self._load_cache: tuple[MetadataImage, BrokerLoad] | None = None
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image of the committed log, as of the last ``replay``."""
+        return self._image
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    def activate(self, now_ms: int) -> None:
+        """This controller became the active one (the Raft leader, its log replayed)."""
+        self._active = True
+        self._heartbeats.restart_all(self._image, now_ms)
+        self._next_election_scan_ms = now_ms + self.config.leader_imbalance_check_interval_ms
+
+    def deactivate(self) -> None:
+        self._active = False
+        self._next_election_scan_ms = None
+
+    def replay(self, records: Sequence[Any], last_offset: int, epoch: int = -1) -> BatchOutcome:
+        """Apply one committed batch; ``last_offset`` is the offset of its last record."""
+        records = tuple(records)
+        outcome = replay_batch(self._image, records, Provenance(last_offset, epoch))
+        if outcome.error is None:
+            base_offset = last_offset - len(records) + 1
+            for i, r in enumerate(records):
+                if type(r) is messages.RegisterBrokerRecord:
+                    self._registration_offsets[r.broker_id] = base_offset + i
+                elif type(r) is messages.UnregisterBrokerRecord:
+                    self._registration_offsets.pop(r.broker_id, None)
+        self._image = outcome.image
+        self._heartbeats.forget_missing(self._image)
+        return outcome
+
+    def replay_encoded(self, records: Iterable[bytes], last_offset: int,
+                       epoch: int = -1) -> BatchOutcome:
+        """``replay`` for framed records; an undecodable batch is skipped like a
+        contradictory one (every replica holds the same bytes and decides the same)."""
+        try:
+            decoded = [decode_record(r) for r in records]
+        except CorruptFrameError as e:
+            skipped = replay_batch(self._image, (), Provenance(last_offset, epoch))
+            self._image = skipped.image
+            return BatchOutcome(skipped.image, (), MetadataReplayError(f"undecodable: {e}"))
+        return self.replay(decoded, last_offset, epoch)
+
+    def load_image(self, image: MetadataImage) -> None:
+        """Start over from a snapshot's image (metadata_log.snapshot.records_to_image)."""
+        self._image = image
+        self._snapshot_offset = image.provenance.offset
+        self._registration_offsets.clear()
+        self._heartbeats.forget_missing(image)
+        self._load_cache = None
+
+    def registration_offset(self, broker_id: int) -> int:
+        """Offset of the broker's RegisterBrokerRecord, or a later one (see above)."""
+        offset = self._registration_offsets.get(broker_id)
+        return self._snapshot_offset if offset is None else offset
+
+    def _broker_load(self) -> BrokerLoad:
+        cached = self._load_cache
+        if cached is None or cached[0] is not self._image:
+            cached = self._load_cache = (self._image,
+                                         replication_control.broker_load(self._image))
+        return cached[1]
+
+    # ------------------------------------------------------------ broker lifecycle
+
+    def handle_broker_registration(self, request: Any, now_ms: int
+                                   ) -> ControllerResult[messages.BrokerRegistrationResponse]:
+        return cluster_control.register_broker(self._image, request, self.config)
+
+    def handle_broker_heartbeat(self, request: Any, now_ms: int
+                                ) -> ControllerResult[messages.BrokerHeartbeatResponse]:
+        """Also covers controlled shutdown (want_shut_down), as KRaft does."""
+        b = self._image.cluster.get(request.broker_id)
+        if b is not None and b.broker_epoch == request.broker_epoch:
+            self._heartbeats.touch(b.broker_id, b.broker_epoch, now_ms)
+        return cluster_control.broker_heartbeat(
+            self._image, request, self.registration_offset(request.broker_id), self.config)
+
+    def handle_unregister_broker(self, request: Any, now_ms: int
+                                 ) -> ControllerResult[messages.UnregisterBrokerResponse]:
+        return cluster_control.unregister_broker(self._image, request, self.config)
+
+    # ------------------------------------------------------------ topics and partitions
+
+    def handle_create_topics(self, request: Any, now_ms: int
+                             ) -> ControllerResult[messages.CreateTopicsResponse]:
+        return replication_control.create_topics(
+            self._image, request, self.config, self.rng, self._broker_load,
+            self.config.partitions_per_request_max)
+
+    def handle_delete_topics(self, request: Any, now_ms: int
+                             ) -> ControllerResult[messages.DeleteTopicsResponse]:
+        return replication_control.delete_topics(self._image, request)
+
+    def handle_create_partitions(self, request: Any, now_ms: int
+                                 ) -> ControllerResult[messages.CreatePartitionsResponse]:
+        return replication_control.create_partitions(
+            self._image, request, self.config, self.rng, self._broker_load,
+            self.config.partitions_per_request_max)
+
+    def handle_alter_partition(self, request: Any, now_ms: int
+                               ) -> ControllerResult[messages.AlterPartitionResponse]:
+        return replication_control.alter_partition(self._image, request)
+
+    # ------------------------------------------------------------ configs, producer ids
+
+    def handle_incremental_alter_configs(
+            self, request: Any, now_ms: int
+    ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
+        return config_control.incremental_alter_configs(self._image, request)
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int
+                              ) -> ControllerResult[messages.AllocateProducerIdsResponse]:
+        return allocate_producer_ids(self._image, broker_id, broker_epoch,
+                                     self.config.producer_id_block_size)
+
+    def handle_allocate_producer_ids(
+            self, request: Any, now_ms: int
+    ) -> ControllerResult[messages.AllocateProducerIdsResponse]:
+        return self.allocate_producer_ids(request.broker_id, request.broker_epoch)
+
+    # ------------------------------------------------------------ periodic work
+
+    def poll(self, now_ms: int) -> tuple[ControllerResult[None], int]:
+        """(periodic records to append, ms until poll is next due)."""
+        config = self.config
+        if not self._active:
+            return ControllerResult((), None), config.broker_heartbeat_interval_ms
+        image = self._image
+        records: list[Any] = []
+        if "metadata.version" not in image.features.levels:
+            # An empty log: finalize the metadata version first, as Kafka's bootstrap does.
+            records.append(messages.FeatureLevelRecord(name="metadata.version",
+                                                       feature_level=config.metadata_version))
+        assert self._next_election_scan_ms is not None
+        next_due_ms = self._next_election_scan_ms
+        expired = []
+        for broker_id, b in sorted(image.cluster.brokers.items()):
+            if b.fenced:
+                continue
+            deadline_ms = (self._heartbeats.session_start(b, now_ms)
+                           + config.broker_session_timeout_ms)
+            if deadline_ms <= now_ms:
+                expired.append(broker_id)
+            else:
+                next_due_ms = min(next_due_ms, deadline_ms)
+        if expired:
+            records += cluster_control.fence_brokers(image, expired, config)
+            # Elections wait for the next poll: they must see the fencing committed, or
+            # both could write a change for the same partition from the same image.
+        elif now_ms >= self._next_election_scan_ms:
+            elections = self._election_scan(image)
+            records += elections
+            if len(elections) >= config.elections_per_poll_max:
+                self._next_election_scan_ms = now_ms    # more to do: again after commit
+            else:
+                self._next_election_scan_ms = now_ms + config.leader_imbalance_check_interval_ms
+            next_due_ms = min(next_due_ms, self._next_election_scan_ms)
+        return ControllerResult(tuple(records), None), max(0, next_due_ms - now_ms)
+
+    def _election_scan(self, image: MetadataImage) -> list[Any]:
+        """Leaderless partitions first (availability), then preferred leaders (balance);
+        each partition at most once, so the records never conflict."""
+        config = self.config
+        limit = config.elections_per_poll_max
+        is_active = replication_control.active_predicate(image)
+        records = replication_control.changes_for_leaderless_partitions(
+            image, is_active, config, limit)
+        if config.auto_leader_rebalance_enable and len(records) < limit:
+            # Leaderless partitions are skipped there: an ONLINE election above already
+            # picks the first eligible replica in preference order.
+            records += replication_control.changes_for_preferred_leaders(
+                image, is_active, limit - len(records))
+        return records
+
