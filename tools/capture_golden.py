@@ -22,8 +22,9 @@ consumer/admin/SASL run) and the frame's sha256.
 Identical frames (ignoring the correlation id) are stored once, and each (client, variant,
 api, version, direction) keeps at most a few distinct frames, so the set stays small.
 
-Regenerate on purpose and read the diff: client-chosen values (member ids, timestamps of
-ApiVersions probes, transactional ids) legitimately change between runs.
+Regenerate on purpose and read the diff. Some bytes legitimately change between runs: the
+capture broker's random port (in Metadata/FindCoordinator replies), leader epochs that grow
+with each Metadata reply, member ids, and which of several near-identical frames is kept.
 
 Advertised versions: CLIENT-REQUIREMENTS.md "Profile B" plus admin/SASL/transaction APIs,
 all capped at the maxima of ../shared/kafka-protocol (the Kafka 4.0-SNAPSHOT schemas Ketch's
@@ -183,6 +184,16 @@ def build_records(partition: int, compression: int = 0) -> bytes:
     return bytes(builder.build())
 
 
+def records_in(records: bytes) -> int:
+    """Records in a run of v2 batches (recordsCount is the int32 at offset 57 of each)."""
+    count, pos = 0, 0
+    while pos + 61 <= len(records):
+        (batch_length,) = struct.unpack_from(">i", records, pos + 8)
+        count += struct.unpack_from(">i", records, pos + 57)[0]
+        pos += 12 + batch_length
+    return count
+
+
 class Responder:
     """Builds a reply for one request: kafka-python classes, version = request version."""
 
@@ -258,10 +269,10 @@ class Responder:
         for topic in req.topic_data:
             parts = []
             for pd in topic.partition_data:
-                with self.lock:
+                with self.lock:  # offsets advance by the records appended, as on a broker
                     key = (topic.name, pd.index)
                     base = self.next_offset.get(key, 0)
-                    self.next_offset[key] = base + 1000
+                    self.next_offset[key] = base + records_in(bytes(pd.records or b""))
                 parts.append(P(index=pd.index, error_code=0, base_offset=base,
                                log_append_time_ms=-1, log_start_offset=0, record_errors=[],
                                error_message=None))
