@@ -19,7 +19,8 @@ Decoding never trusts a length: every string, bytes and array length is checked 
 the bytes that remain before anything is allocated, and any malformed input surfaces as
 ``CorruptFrameError`` (see ``decode_body``), never as IndexError or struct.error.
 
-``records`` fields decode to ``bytes``. When encoding, a ``records`` value may also be any
+``records`` fields decode to a ``memoryview`` into the frame (no copy of the record data;
+mutable when the frame is a bytearray, as ``framing.ServerConnection`` hands it over). When encoding, a ``records`` value may also be any
 object that is not bytes-like but has ``__len__`` (a file region for ``os.sendfile``):
 ``encode_parts`` then returns the frame as a list of byte chunks and those objects, so a
 broker can send log data without copying it through Python.
@@ -173,6 +174,10 @@ def _bytes_codec(compact: bool, nullable: bool, records: bool) -> tuple[Reader, 
         end = pos + n
         if end > len(buf):
             raise CorruptFrameError("bytes run past the end of the frame")
+        if records:
+            # Zero-copy: a view into the frame. Over a bytearray frame (ServerConnection)
+            # the broker can stamp offsets into it in place before writing it to the log.
+            return memoryview(buf)[pos:end], end
         return bytes(buf[pos:end]), end
 
     def write(out: bytearray, v: Any) -> None:

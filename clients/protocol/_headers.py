@@ -147,7 +147,7 @@ def encode_request_header(out: bytearray, header: RequestHeader) -> None:
 
 def decode_request(payload: bytes) -> tuple[RequestHeader, Any]:
     """Decode a whole request payload into (header, body). Malformed -> CorruptFrameError."""
-    if not isinstance(payload, bytes):
+    if not isinstance(payload, (bytes, bytearray)):
         payload = bytes(payload)
     header, pos = decode_request_header(payload)
     spec = request_spec(header.api_key)
@@ -166,7 +166,7 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
 
 
 def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[ResponseHeader, Any]:
-    if not isinstance(payload, bytes):
+    if not isinstance(payload, (bytes, bytearray)):
         payload = bytes(payload)
     spec = response_spec(api_key)
     if not spec.min_version <= api_version <= spec.max_version:

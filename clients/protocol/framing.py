@@ -73,7 +73,7 @@ class _FrameReader:
             raise CorruptFrameError("connection is in ERROR state")
         self._buf += data
 
-    def _next_payload(self) -> bytes | None:
+    def _next_payload(self) -> bytearray | None:
         if self.state is ConnectionState.ERROR:
             raise CorruptFrameError("connection is in ERROR state")
         if len(self._buf) < 4:
@@ -84,7 +84,7 @@ class _FrameReader:
             raise CorruptFrameError(f"frame size {size} outside 0..{self.frame_bytes_max}")
         if len(self._buf) < 4 + size:
             return None
-        payload = bytes(self._buf[4:4 + size])
+        payload = self._buf[4:4 + size]   # a new bytearray: records in it can be stamped in place
         del self._buf[:4 + size]
         return payload
 
