@@ -133,6 +133,10 @@ class OffsetIndex:
         )
         return start * OFFSET_INDEX_ENTRY_BYTES, data
 
+    def forget_persisted(self) -> None:
+        """The file was recreated empty: every entry must be written again."""
+        self._persisted = 0
+
     def mark_persisted(self) -> None:
         self._persisted = len(self._offsets)
 

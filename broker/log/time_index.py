@@ -64,14 +64,18 @@ class TimeIndex:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
         return TimestampOffset(self._timestamps[-1], self.base_offset + self._offsets[-1])
 
-    def maybe_append(self, timestamp: int, offset: int) -> bool:
-        """Append if `timestamp` is a new maximum; returns whether it did."""
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
+        """Append if `timestamp` is a new maximum; returns whether it did.
+
+        `skip_full_check`: the final entry at roll or close may exceed `entries_max` by
+        one, so the last entry is always the segment's maximum (Kafka does the same).
+        """
         if self._timestamps and timestamp <= self._timestamps[-1]:
             return False
         if timestamp < 0:
             return False  # NO_TIMESTAMP batches never enter the index
         relative = offset - self.base_offset
-        assert not self.is_full, "caller rolls the segment before the index is full"
+        assert skip_full_check or not self.is_full, "caller rolls before the index is full"
         assert 0 <= relative <= _INT32_MAX
         if self._offsets:
             assert relative >= self._offsets[-1]
@@ -107,6 +111,10 @@ class TimeIndex:
             _ENTRY.pack(self._timestamps[i], self._offsets[i]) for i in range(start, len(self))
         )
         return start * TIME_INDEX_ENTRY_BYTES, data
+
+    def forget_persisted(self) -> None:
+        """The file was recreated empty: every entry must be written again."""
+        self._persisted = 0
 
     def mark_persisted(self) -> None:
         self._persisted = len(self._timestamps)

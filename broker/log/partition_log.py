@@ -1,0 +1,878 @@
+"""The log of one topic-partition: segments, offsets, epochs, durability, retention.
+
+Theory of operation
+-------------------
+A partition log is a directory of segments (`segment.py`) ordered by base offset, plus
+the leader epoch checkpoint. The last segment is the active one; appends go there.
+
+Offsets, with the invariants kept by every operation:
+
+    log_start_offset <= log_end_offset                (first readable / next to assign)
+    segments[0].base_offset <= log_start_offset
+    recovery_point <= log_end_offset                  (all offsets below it are fsynced)
+    first_dirty_offset in [log_start_offset, log_end_offset]  (the cleaner's mark)
+    epochs in the cache start at offsets in [log_start_offset, log_end_offset)
+
+Operations and what they change:
+
+* `append_as_leader` validates (CRC, magic, sizes, record counts; keys on compacted
+  topics), assigns offsets from the LEO, stamps the leader epoch (and LogAppendTime when
+  the topic asks for it) in place, maybe rolls, writes, and records a new epoch in the
+  cache. A failure returns an error code and leaves the log untouched: nothing is written
+  before everything is validated.
+* `append_as_follower` keeps the leader's offsets and epochs, checking they go forward.
+* `read` returns a `FileSlice` of whole batches, bounded by `max_offset` (the high
+  watermark for consumers, the LEO for followers) and `max_bytes` (KIP-74: the first batch
+  whole even if larger, when `min_one_batch`).
+* `truncate_to` (follower divergence, KIP-101) and `truncate_fully_and_start_at`
+  (a follower that fell below the leader's log start).
+* `delete_old_segments` (retention.ms, retention.bytes, the log start offset) and
+  `maybe_increment_log_start_offset` (DeleteRecords).
+* Durability: `flush` fsyncs up to the LEO and moves the recovery point; `poll` runs the
+  flush.messages/flush.ms policy and fsyncs segments rolled since the last poll (the roll
+  itself does not wait for the disk, as Kafka schedules that flush too); `close` is the
+  clean shutdown. Loading (`open`) trusts a clean shutdown and otherwise recovers every
+  segment from the one holding the recovery point (`recovery.py`).
+
+Everything is synchronous and single-threaded: one owner (the partition's driver) calls
+these methods. The cleaner reads only rolled segments, which do not change except
+through methods of this class, and commits through `replace_segments`, which checks the
+segments it replaces are still the current ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from enum import Enum
+
+from broker.log.config import LogConfig
+from broker.log.leader_epoch_cache import (
+    UNDEFINED_EPOCH,
+    CorruptCheckpointError,
+    EpochEndOffset,
+    LeaderEpochCache,
+)
+from broker.log.recovery import RecoveryReport, SegmentRecovery, walk_segment
+from broker.log.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    SegmentCorruptError,
+    parse_segment_file_name,
+    segment_file_name,
+)
+from broker.log.storage import FileSlice, Storage
+from clients.protocol.errors import ErrorCode
+from clients.records import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    RecordError,
+    assign_base_offset,
+    decode_batch,
+    read_batch_header,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batches,
+)
+
+__all__ = [
+    "PartitionLog",
+    "AppendResult",
+    "AppendOrigin",
+    "LogReadResult",
+    "TimestampAndOffset",
+    "RetentionResult",
+    "LEADER_EPOCH_CHECKPOINT",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+]
+
+log = logging.getLogger("ketch.log")
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# ListOffsets sentinels (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+_INT32_MAX = 2**31 - 1
+_NO_DEADLINE_MS = 2**31 - 1
+
+
+class AppendOrigin(Enum):
+    CLIENT = "client"  # Produce: no control batches, keys required on compacted topics
+    COORDINATOR = "coordinator"  # the broker's own writes (transaction markers)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Outcome of an append; on an error nothing was written."""
+
+    error_code: ErrorCode
+    base_offset: int = -1  # first offset assigned (or kept, for a follower)
+    last_offset: int = -1
+    position: int = -1  # byte position of the first batch in the active segment
+    log_append_time_ms: int = NO_TIMESTAMP  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int = -1
+    records_count: int = 0
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadResult:
+    error_code: ErrorCode
+    records: FileSlice  # empty (length_bytes 0) on error or when nothing is readable
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """ListOffsets answer: the first record at or after a timestamp."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    deleted_base_offsets: tuple[int, ...] = ()
+    deleted_bytes: int = 0
+    log_start_offset: int = 0
+    reasons: tuple[str, ...] = field(default=())
+
+
+def _empty_slice(offset: int) -> FileSlice:
+    return FileSlice("", 0, 0, 0, offset, offset - 1)
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        storage: Storage,
+        dir_path: str,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        epoch_cache: LeaderEpochCache,
+        now_ms: int,
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        self.storage = storage
+        self.dir_path = dir_path
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_end_offset = segments[-1].next_offset
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self.leader_epoch_cache = epoch_cache
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._rolled_unflushed: list[LogSegment] = []  # rolled, not yet fsynced
+        self.first_dirty_offset = log_start_offset  # the cleaner's checkpoint, in memory
+        # Bumped whenever rolled segments change (truncation, retention, a cleaner swap), so
+        # a cleaning pass built on an older layout is not committed.
+        self.layout_version = 0
+        self.closed = False
+        self._check_invariants()
+
+    def _check_invariants(self) -> None:
+        assert self._segments[0].base_offset <= self._log_start_offset <= self._log_end_offset, (
+            self._segments[0].base_offset, self._log_start_offset, self._log_end_offset)
+        assert self._recovery_point <= self._log_end_offset, (self._recovery_point, self._log_end_offset)
+        assert self._bases == [s.base_offset for s in self._segments]
+
+    # --- facts ----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch (KIP-279), for this log's LEO."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self._log_end_offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        """A topic config change; takes effect for the next append, roll and retention."""
+        self.config = config
+        for segment in self._segments:
+            segment.config = config
+
+    # --- opening --------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        storage: Storage,
+        dir_path: str,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> tuple[PartitionLog, RecoveryReport]:
+        """Load (or create) the log in `dir_path`.
+
+        `recovery_point` and `log_start_offset` come from the data directory's checkpoint
+        files (`LogManager`); `clean_shutdown` from its marker. After an unclean stop,
+        every segment from the one holding the recovery point is walked and validated;
+        the first bad batch and everything after it is dropped and reported.
+        """
+        storage.make_dirs(dir_path)
+        completed_swaps = _tidy_directory(storage, dir_path)
+        bases = sorted(
+            parsed[0]
+            for name in storage.list_dir(dir_path)
+            if (parsed := parse_segment_file_name(name)) is not None and parsed[1] == LOG_SUFFIX
+        )
+        segments = [LogSegment.open_existing(storage, dir_path, b, config, now_ms) for b in bases]
+        epoch_cache = _load_epoch_cache(storage, dir_path)
+        recovered: list[SegmentRecovery] = []
+        deleted: list[int] = []
+        if not segments:
+            segments = [LogSegment.create(storage, dir_path, max(log_start_offset, 0), config, now_ms)]
+        elif clean_shutdown:
+            try:
+                segments[-1].next_offset  # loads the active segment's indexes and tail
+            except SegmentCorruptError as e:
+                log.warning("%s: clean shutdown marker but a bad tail (%s); recovering", dir_path, e)
+                clean_shutdown = False
+                recovery_point = min(recovery_point, segments[-1].base_offset)
+        if not clean_shutdown:
+            first = max(0, min(bisect_right(bases, recovery_point) - 1, len(segments) - 1))
+            next_offset_min = segments[first - 1].next_offset if first > 0 else 0
+
+            def assign_epoch(_position: int, header: BatchHeader) -> None:
+                if header.partition_leader_epoch >= 0:
+                    epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+            for i in range(first, len(segments)):
+                segment = segments[i]
+                result = segment.rebuild_indexes(
+                    truncate=True, next_offset_min=next_offset_min, on_batch=assign_epoch
+                )
+                recovered.append(result)
+                next_offset_min = segment.next_offset
+                if result.stop_reason is not None:
+                    for later in segments[i + 1:]:
+                        log.warning("%s: deleting segment %d after a corrupt one", dir_path,
+                                    later.base_offset)
+                        later.delete_files()
+                        deleted.append(later.base_offset)
+                    del segments[i + 1:]
+                    break
+            for segment in segments[first:]:
+                segment.flush(indexes=segment is not segments[-1])
+        log_end_offset = segments[-1].next_offset
+        start = max(log_start_offset, segments[0].base_offset)
+        if start > log_end_offset:
+            # A DeleteRecords advance beyond what survived a crash: nothing below it counts.
+            for segment in segments:
+                segment.delete_files()
+            segments = [LogSegment.create(storage, dir_path, start, config, now_ms)]
+            epoch_cache.clear()
+            log_end_offset = start
+        changed = epoch_cache.truncate_from_end(log_end_offset)
+        changed |= epoch_cache.truncate_from_start(start)
+        partition_log = cls(storage, dir_path, config, segments, start, log_end_offset,
+                            epoch_cache, now_ms)
+        if changed or recovered:
+            partition_log._write_epoch_checkpoint()
+        truncated = sum(r.truncated_bytes for r in recovered)
+        report = RecoveryReport(
+            clean_shutdown=clean_shutdown,
+            recovered_segments=tuple(recovered),
+            deleted_segments=tuple(deleted),
+            rebuilt_indexes=tuple(r.base_offset for r in recovered),
+            completed_swaps=tuple(completed_swaps),
+            truncated_bytes=truncated,
+            log_end_offset=log_end_offset,
+        )
+        if report.dropped_anything:
+            log.warning("%s: recovery dropped %d bytes and segments %s; log end offset %d",
+                        dir_path, truncated, list(deleted), log_end_offset)
+        return partition_log, report
+
+    # --- appends --------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: bytes | bytearray,
+        leader_epoch: int,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendResult:
+        """Validate, assign offsets from the LEO, stamp `leader_epoch`, write.
+
+        `records` is rewritten in place when it is a bytearray (the zero-copy path); bytes
+        are copied first.
+        """
+        assert not self.closed
+        assert leader_epoch >= 0, leader_epoch
+        if not records:
+            return AppendResult(ErrorCode.NONE, log_start_offset=self._log_start_offset)
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        error = self._check_size(len(buf))
+        if error is not None:
+            return error
+        try:
+            headers = validate_batches(buf)
+        except RecordError as e:
+            return self._error(e.error_code, str(e))
+        config = self.config
+        for header in headers:
+            if header.size_in_bytes > config.max_message_bytes:
+                return self._error(ErrorCode.MESSAGE_TOO_LARGE,
+                                   f"batch of {header.size_in_bytes} bytes; max.message.bytes "
+                                   f"is {config.max_message_bytes}")
+            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+                return self._error(ErrorCode.INVALID_RECORD,
+                                   f"batch of {header.records_count} records has last offset "
+                                   f"delta {header.last_offset_delta}")
+            if header.is_control and origin is AppendOrigin.CLIENT:
+                return self._error(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+        if config.compact and origin is AppendOrigin.CLIENT:
+            error = self._check_keys(buf, headers)
+            if error is not None:
+                return error
+        # Everything is valid: from here on the log changes.
+        log_append_time = now_ms if config.log_append_time else NO_TIMESTAMP
+        next_offset = self._log_end_offset
+        stamped: list[BatchHeader] = []
+        pos = 0
+        for header in headers:
+            assign_base_offset(buf, next_offset, pos)
+            set_partition_leader_epoch(buf, leader_epoch, pos)
+            if config.log_append_time:
+                set_log_append_time(buf, now_ms, pos)
+            stamped.append(read_batch_header(buf, pos))
+            next_offset += header.last_offset_delta + 1
+            pos += header.size_in_bytes
+        return self._append(buf, stamped, now_ms, log_append_time)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> AppendResult:
+        """Append batches fetched from the leader with their offsets and epochs as they are.
+
+        Offsets must go forward from the LEO (gaps are allowed: a compacted leader log has
+        them). Oversized batches are accepted: the leader already took them.
+        """
+        assert not self.closed
+        if not records:
+            return AppendResult(ErrorCode.NONE, log_start_offset=self._log_start_offset)
+        error = self._check_size(len(records))
+        if error is not None:
+            return error
+        try:
+            headers = validate_batches(records)
+        except RecordError as e:
+            return self._error(e.error_code, str(e))
+        expected = self._log_end_offset
+        for header in headers:
+            if header.base_offset < expected or header.last_offset_delta < 0:
+                return self._error(ErrorCode.INVALID_RECORD,
+                                   f"follower append at offset {header.base_offset}, expected "
+                                   f">= {expected}")
+            expected = header.last_offset + 1
+        first_relative_limit = headers[-1].last_offset - headers[0].base_offset
+        if first_relative_limit > _INT32_MAX:
+            return self._error(ErrorCode.INVALID_RECORD, "offsets span more than a segment can hold")
+        return self._append(records, headers, now_ms, NO_TIMESTAMP)
+
+    def _append(
+        self,
+        data: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        now_ms: int,
+        log_append_time_ms: int,
+    ) -> AppendResult:
+        first, last = headers[0], headers[-1]
+        incoming_max_ts = max(h.max_timestamp for h in headers)
+        self._maybe_roll(len(data), len(headers), first.base_offset, last.last_offset,
+                         incoming_max_ts, now_ms)
+        position = self.active_segment.append(data, headers)
+        self._log_end_offset = last.last_offset + 1
+        epochs_changed = False
+        cache = self.leader_epoch_cache
+        for header in headers:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch != cache.latest_epoch:
+                epochs_changed |= cache.assign(epoch, header.base_offset)
+        if epochs_changed:
+            self._write_epoch_checkpoint()
+        count = sum(h.records_count for h in headers)
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush(now_ms)
+        return AppendResult(
+            ErrorCode.NONE,
+            base_offset=first.base_offset,
+            last_offset=last.last_offset,
+            position=position,
+            log_append_time_ms=log_append_time_ms,
+            log_start_offset=self._log_start_offset,
+            records_count=count,
+        )
+
+    def _check_size(self, size: int) -> AppendResult | None:
+        if size > self.config.segment_bytes:
+            return self._error(ErrorCode.RECORD_LIST_TOO_LARGE,
+                               f"{size} bytes do not fit a segment of {self.config.segment_bytes}")
+        return None
+
+    def _check_keys(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult | None:
+        pos = 0
+        for header in headers:
+            if not header.is_control:
+                try:
+                    batch = decode_batch(buf, pos, check_crc=False)
+                except RecordError as e:
+                    return self._error(e.error_code, str(e))
+                if any(r.key is None for r in batch.records):
+                    return self._error(ErrorCode.INVALID_RECORD,
+                                       "compacted topic cannot accept a record without a key")
+            pos += header.size_in_bytes
+        return None
+
+    def _error(self, code: ErrorCode, message: str) -> AppendResult:
+        return AppendResult(code, log_start_offset=self._log_start_offset, error_message=message)
+
+    # --- rolling --------------------------------------------------------------------------
+
+    def _maybe_roll(
+        self, size: int, batches: int, first_offset: int, last_offset: int,
+        incoming_max_ts: int, now_ms: int,
+    ) -> None:
+        active = self.active_segment
+        if active.size_bytes == 0:
+            if last_offset - active.base_offset > _INT32_MAX:
+                self.roll(now_ms, first_offset)  # an empty segment too far behind: replace it
+            return
+        if (
+            active.size_bytes + size > self.config.segment_bytes
+            or active.time_waited_for_roll_ms(now_ms, incoming_max_ts) > self.config.segment_ms
+            or not active.index_room_for(batches)
+            or last_offset - active.base_offset > _INT32_MAX
+        ):
+            self.roll(now_ms, first_offset)
+
+    def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at `base_offset` (default: the LEO).
+
+        The old one's final time index entry and index files are written now; its fsync
+        waits for `poll` (or `flush`), which then moves the recovery point past it.
+        """
+        base = self._log_end_offset if base_offset is None else base_offset
+        assert base >= self._log_end_offset, (base, self._log_end_offset)
+        old = self.active_segment
+        if old.size_bytes == 0:
+            if old.base_offset == base:
+                return old
+            old.delete_files()
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            old.on_become_inactive()
+            old.flush_indexes(fsync=False)
+            self._rolled_unflushed.append(old)
+        segment = LogSegment.create(self.storage, self.dir_path, base, self.config, now_ms)
+        self._segments.append(segment)
+        self._bases.append(base)
+        if base > self._log_end_offset:
+            self._log_end_offset = base  # a follower's gap, or the empty segment was replaced
+        return segment
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_batch: bool = True
+    ) -> LogReadResult:
+        """Whole batches from the one holding `fetch_offset`, below `max_offset`.
+
+        `max_offset` is the high watermark for a consumer and the LEO for a follower.
+        OFFSET_OUT_OF_RANGE when fetch_offset is below the log start or above the LEO.
+        """
+        start, end = self._log_start_offset, self._log_end_offset
+        if fetch_offset < start or fetch_offset > end:
+            return LogReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, _empty_slice(fetch_offset), start, end)
+        upper = min(max_offset, end)
+        if fetch_offset >= upper:
+            return LogReadResult(ErrorCode.NONE, _empty_slice(fetch_offset), start, end)
+        try:
+            i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+            for segment in self._segments[i:]:
+                if segment.base_offset >= upper:
+                    break
+                found = segment.read(fetch_offset, max_bytes, upper, min_one_batch)
+                if found is not None:
+                    return LogReadResult(ErrorCode.NONE, found, start, end)
+        except SegmentCorruptError as e:
+            log.error("%s: %s", self.dir_path, e)
+            return LogReadResult(ErrorCode.KAFKA_STORAGE_ERROR, _empty_slice(fetch_offset), start, end)
+        return LogReadResult(ErrorCode.NONE, _empty_slice(fetch_offset), start, end)
+
+    def read_records_bytes(self, file_slice: FileSlice) -> bytes:
+        """The bytes of a slice from `read` (for callers without os.sendfile)."""
+        if file_slice.is_empty:
+            return b""
+        return self.storage.read_slice(file_slice)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets by time: the first record with a timestamp >= `timestamp`.
+
+        EARLIEST_TIMESTAMP gives the log start offset, LATEST_TIMESTAMP the LEO (the API
+        layer bounds it by the high watermark for consumers), MAX_TIMESTAMP the record
+        with the largest timestamp (KIP-734). None when no record qualifies.
+        """
+        cache = self.leader_epoch_cache
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset,
+                                      cache.epoch_for_offset(self._log_start_offset))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, cache.latest_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            best = None
+            for segment in self._segments:
+                if segment.size_bytes and (best is None or segment.max_timestamp > best.max_timestamp):
+                    best = segment
+            if best is None or best.max_timestamp < 0:
+                return None
+            target_offset = max(best.offset_of_max_timestamp, self._log_start_offset)
+            found = best.find_offset_by_timestamp(best.max_timestamp, target_offset)
+            return None if found is None else self._exact_record(best, found, best.max_timestamp)
+        if timestamp < 0:
+            return None
+        for segment in self._segments:
+            if segment.size_bytes == 0 or segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                return self._exact_record(segment, found, timestamp)
+        return None
+
+    def _exact_record(self, segment: LogSegment, found, timestamp: int) -> TimestampAndOffset:
+        header = found.header
+        epoch = header.partition_leader_epoch
+        try:
+            batch = decode_batch(segment.read_bytes(found.position, header.size_in_bytes))
+        except RecordError:
+            offset = max(header.base_offset, self._log_start_offset)
+            return TimestampAndOffset(header.max_timestamp, offset, epoch)
+        for record in batch.records:
+            if record.timestamp >= timestamp and record.offset >= self._log_start_offset:
+                return TimestampAndOffset(record.timestamp, record.offset, epoch)
+        return TimestampAndOffset(header.max_timestamp, max(header.base_offset, self._log_start_offset), epoch)
+
+    # --- truncation -----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int = 0) -> bool:
+        """Drop every batch whose last offset is >= `offset` (KIP-101 divergence).
+
+        The new LEO is `offset`, or the base of the batch holding `offset` if one
+        straddled it. Returns whether anything changed.
+        """
+        assert offset >= 0
+        if offset >= self._log_end_offset:
+            return False
+        if offset <= self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return True
+        while self.active_segment.base_offset >= offset:
+            doomed = self._segments.pop()
+            self._bases.pop()
+            doomed.delete_files()
+        active = self.active_segment
+        _, cut = active.truncate_to(offset)
+        new_end = min(offset, cut) if cut is not None else min(offset, self._log_end_offset)
+        new_end = max(new_end, active.next_offset)
+        self.storage.fsync(active.log_path)  # a truncation must not come back after a crash
+        self.layout_version += 1
+        self._rolled_unflushed = [s for s in self._rolled_unflushed if s in self._segments]
+        self._log_end_offset = new_end
+        self._log_start_offset = min(self._log_start_offset, new_end)
+        self._recovery_point = min(self._recovery_point, new_end)
+        self.first_dirty_offset = min(self.first_dirty_offset, new_end)
+        if self.leader_epoch_cache.truncate_from_end(new_end):
+            self._write_epoch_checkpoint()
+        self._check_invariants()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        """Delete everything and restart empty at `offset` (a follower below the leader's
+        log start, or a truncation to before the first segment)."""
+        assert offset >= 0
+        for segment in self._segments:
+            segment.delete_files()
+        segment = LogSegment.create(self.storage, self.dir_path, offset, self.config, now_ms)
+        self._segments = [segment]
+        self._bases = [offset]
+        self._rolled_unflushed = []
+        self._log_end_offset = self._log_start_offset = self._recovery_point = offset
+        self.first_dirty_offset = offset
+        self._unflushed_messages = 0
+        self.leader_epoch_cache.clear()
+        self._write_epoch_checkpoint()
+        self.storage.fsync_dir(self.dir_path)
+        self.layout_version += 1
+        self._check_invariants()
+
+    # --- retention ------------------------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_offset: int, high_watermark: int) -> ErrorCode:
+        """DeleteRecords: advance the log start offset (never past the high watermark).
+
+        Segments wholly below it go at the next `delete_old_segments`.
+        """
+        if new_offset > high_watermark or new_offset > self._log_end_offset or new_offset < 0:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        if new_offset > self._log_start_offset:
+            self._log_start_offset = new_offset
+            self.first_dirty_offset = max(self.first_dirty_offset, new_offset)
+            if self.leader_epoch_cache.truncate_from_start(new_offset):
+                self._write_epoch_checkpoint()
+        return ErrorCode.NONE
+
+    def delete_old_segments(self, now_ms: int, high_watermark: int) -> RetentionResult:
+        """Delete whole segments from the oldest while one of these holds (Kafka's three):
+        below the log start offset; older than retention.ms (by max timestamp); or the
+        partition is over retention.bytes by at least the segment's size. The last two
+        apply only with cleanup.policy delete. A segment with records at or above the high
+        watermark is never deleted (followers may not have them yet).
+        """
+        config = self.config
+        size_over = self.size_bytes - config.retention_bytes
+        doomed: list[LogSegment] = []
+        reasons: list[str] = []
+        for i, segment in enumerate(self._segments):
+            is_last = i == len(self._segments) - 1
+            upper = segment.next_offset if is_last else self._segments[i + 1].base_offset
+            if segment.size_bytes == 0 and is_last:
+                break
+            if upper > high_watermark:
+                break
+            reason = None
+            if upper <= self._log_start_offset:
+                reason = "log start offset"
+            elif config.delete and config.retention_ms >= 0 and (
+                now_ms - segment.largest_timestamp_ms() > config.retention_ms
+            ):
+                reason = "retention.ms"
+            elif config.delete and config.retention_bytes >= 0 and size_over - segment.size_bytes >= 0:
+                reason = "retention.bytes"
+            if reason is None:
+                break
+            size_over -= segment.size_bytes
+            doomed.append(segment)
+            reasons.append(reason)
+        if not doomed:
+            return RetentionResult(log_start_offset=self._log_start_offset)
+        if doomed[-1] is self.active_segment:
+            self.roll(now_ms)
+        self.layout_version += 1
+        deleted_bytes = 0
+        for segment in doomed:
+            deleted_bytes += segment.size_bytes
+            segment.delete_files()
+        del self._segments[: len(doomed)]
+        del self._bases[: len(doomed)]
+        self._rolled_unflushed = [s for s in self._rolled_unflushed if s in self._segments]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._recovery_point = max(self._recovery_point, min(self._segments[0].base_offset,
+                                                              self._log_end_offset))
+        self.first_dirty_offset = max(self.first_dirty_offset, self._log_start_offset)
+        if self.leader_epoch_cache.truncate_from_start(self._log_start_offset):
+            self._write_epoch_checkpoint()
+        self._check_invariants()
+        return RetentionResult(tuple(s.base_offset for s in doomed), deleted_bytes,
+                               self._log_start_offset, tuple(reasons))
+
+    # --- durability -----------------------------------------------------------------------
+
+    def flush(self, now_ms: int) -> None:
+        """fsync everything up to the LEO; the recovery point becomes the LEO."""
+        for segment in self._rolled_unflushed:
+            segment.flush(indexes=True)
+        self._rolled_unflushed.clear()
+        self.active_segment.flush(indexes=False)
+        self._recovery_point = self._log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+
+    def flush_rolled_segments(self) -> None:
+        """fsync segments rolled since the last flush; the recovery point moves past them."""
+        if not self._rolled_unflushed:
+            return
+        for segment in self._rolled_unflushed:
+            segment.flush(indexes=True)
+        self._rolled_unflushed.clear()
+        self.storage.fsync_dir(self.dir_path)
+        self._recovery_point = max(self._recovery_point, self.active_segment.base_offset)
+
+    def poll(self, now_ms: int) -> int:
+        """Run the time-based duties; returns ms until this log next needs a poll."""
+        self.flush_rolled_segments()
+        if self._unflushed_messages == 0:
+            self._last_flush_ms = max(self._last_flush_ms, now_ms)
+            return _NO_DEADLINE_MS
+        waited = now_ms - self._last_flush_ms
+        if waited >= self.config.flush_ms:
+            self.flush(now_ms)
+            return _NO_DEADLINE_MS
+        return min(_NO_DEADLINE_MS, self.config.flush_ms - waited)
+
+    def close(self) -> None:
+        """Clean shutdown: everything fsynced, index files written, files closed."""
+        if self.closed:
+            return
+        for segment in self._segments:
+            if segment is self.active_segment or segment in self._rolled_unflushed:
+                self.storage.fsync(segment.log_path)
+            segment.close()
+        self._rolled_unflushed.clear()
+        self._recovery_point = self._log_end_offset
+        self.closed = True
+
+    def delete(self) -> None:
+        """Remove the partition's directory (the partition was deleted or reassigned)."""
+        self.closed = True
+        self.storage.remove_dir(self.dir_path)
+
+    # --- compaction support ---------------------------------------------------------------
+
+    def replace_segments(self, old: list[LogSegment], cleaned_path: str, base_offset: int,
+                         now_ms: int) -> bool:
+        """Swap rolled segments `old` for the cleaned file at `cleaned_path` (crash-safe).
+
+        Returns False, deleting the cleaned file, when `old` is no longer a run of this
+        log's segments (retention or truncation got there first).
+        """
+        try:
+            first = self._segments.index(old[0])
+        except ValueError:
+            first = -1
+        if first < 0 or self._segments[first: first + len(old)] != old or (
+            first + len(old) >= len(self._segments)
+        ):
+            self.storage.delete(cleaned_path)
+            return False
+        assert old[0].base_offset == base_offset
+        swap_path = f"{self.dir_path}/{segment_file_name(base_offset, LOG_SUFFIX + SWAP_SUFFIX)}"
+        self.storage.fsync(cleaned_path)
+        self.storage.rename(cleaned_path, swap_path)  # the commit point
+        self.storage.fsync_dir(self.dir_path)
+        for segment in old:
+            segment.delete_files()
+        final_path = f"{self.dir_path}/{segment_file_name(base_offset, LOG_SUFFIX)}"
+        self.storage.rename(swap_path, final_path)
+        self.storage.fsync_dir(self.dir_path)
+        segment = LogSegment.open_existing(self.storage, self.dir_path, base_offset, self.config,
+                                           now_ms)
+        segment.created_ms = min(s.created_ms for s in old)
+        segment.rebuild_indexes(truncate=False)
+        segment.flush_indexes(fsync=True)
+        self.layout_version += 1
+        self._segments[first: first + len(old)] = [segment]
+        self._bases[first: first + len(old)] = [base_offset]
+        self._rolled_unflushed = [s for s in self._rolled_unflushed if s in self._segments]
+        self._check_invariants()
+        return True
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def _write_epoch_checkpoint(self) -> None:
+        self.storage.write_atomically(f"{self.dir_path}/{LEADER_EPOCH_CHECKPOINT}",
+                                      self.leader_epoch_cache.to_checkpoint())
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})")
+
+
+def _load_epoch_cache(storage: Storage, dir_path: str) -> LeaderEpochCache:
+    path = f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}"
+    if not storage.exists(path):
+        return LeaderEpochCache()
+    try:
+        return LeaderEpochCache.from_checkpoint(storage.read(path, 0, storage.size(path)))
+    except CorruptCheckpointError as e:
+        # Recovery re-learns epochs from the batches it walks; older ones are lost, which
+        # only makes OffsetForLeaderEpoch answers coarser (Kafka starts empty too).
+        log.warning("%s: unreadable leader epoch checkpoint (%s); starting empty", dir_path, e)
+        return LeaderEpochCache()
+
+
+def _tidy_directory(storage: Storage, dir_path: str) -> list[int]:
+    """Delete temporary files and finish interrupted compaction swaps.
+
+    Returns the base offsets of swap files made live.
+    """
+    completed: list[int] = []
+    names = storage.list_dir(dir_path)
+    for name in names:
+        if name.endswith((CLEANED_SUFFIX, ".deleted", ".tmp")):
+            storage.delete(f"{dir_path}/{name}")
+    swaps = sorted(
+        parsed[0] for name in names
+        if (parsed := parse_segment_file_name(name)) is not None
+        and parsed[1] == LOG_SUFFIX + SWAP_SUFFIX
+    )
+    for base in swaps:
+        swap_path = f"{dir_path}/{segment_file_name(base, LOG_SUFFIX + SWAP_SUFFIX)}"
+        size = storage.size(swap_path)
+        walk = walk_segment(lambda p, n: storage.read(swap_path, p, n), size, base,
+                            lambda _p, _h: None)
+        # The swap file was fsynced before its rename, so it is whole; the segments it
+        # replaces are those whose base offsets lie in its range.
+        live = sorted(
+            parsed[0] for name in storage.list_dir(dir_path)
+            if (parsed := parse_segment_file_name(name)) is not None and parsed[1] == LOG_SUFFIX
+        )
+        for old in live:
+            if base <= old < walk.next_offset:
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    storage.delete(f"{dir_path}/{segment_file_name(old, suffix)}")
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            storage.delete(f"{dir_path}/{segment_file_name(base, suffix)}")
+        storage.rename(swap_path, f"{dir_path}/{segment_file_name(base, LOG_SUFFIX)}")
+        completed.append(base)
+    names = set(storage.list_dir(dir_path))
+    for name in names:
+        parsed = parse_segment_file_name(name)
+        if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            if segment_file_name(parsed[0], LOG_SUFFIX) not in names:
+                storage.delete(f"{dir_path}/{name}")
+    storage.fsync_dir(dir_path)
+    return completed

@@ -1,0 +1,537 @@
+"""One log segment: a `.log` file of record batches and its two sparse indexes.
+
+Theory of operation
+-------------------
+A segment covers offsets [base_offset, next_offset). Its files are named by the base
+offset in 20 digits (`00000000000000001234.log`, `.index`, `.timeindex`), as Kafka's.
+Only the last segment of a partition (the active one) is appended to; a rolled segment
+never changes again except by truncation (follower divergence), deletion (retention)
+or replacement by a cleaned copy (compaction).
+
+State and invariants:
+
+* `size_bytes` is the length of the valid prefix of the `.log` file; the file is never
+  longer once the segment is loaded (recovery truncates it).
+* Every batch in [0, size_bytes) has been validated: appended by us after a CRC check or
+  walked by recovery. Reads trust headers in that range; a header that fails to parse
+  there is disk corruption, raised as `SegmentCorruptError` (KAFKA_STORAGE_ERROR).
+* The indexes cover a prefix of the batches; an entry is added after more than
+  `index_interval_bytes` of log since the previous one (Kafka's `bytesSinceLastIndexEntry`).
+* `max_timestamp` is the largest batch max_timestamp in the segment; the time index's
+  last entry never exceeds it and equals the running maximum as of the last offset index
+  entry, so after a truncation the maximum is the last time entry combined with a walk
+  from the last offset index entry.
+
+Lazy loading. A partition with many rolled segments opens only the active one; a
+rolled segment loads its index files the first time a read, a truncation or retention
+needs it (`_ensure_loaded`), checks them (Kafka's `sanityCheck`) and rebuilds them from
+the log when they are missing or fail.
+
+Index files are written only at flush, roll and close (`flush_indexes`); in between the
+entries live in memory. After an unclean stop the segments recovery walks get fresh
+indexes anyway, and older segments' index files were written and fsynced at their roll.
+
+Reads. `read` returns a `FileSlice` of whole batches, found in three steps: the batch
+holding the fetch offset (index lookup, then a walk over headers), the position where
+the upper bound offset starts (same), and the last batch ending within the byte limit
+(an index lookup by position, then a walk over at most two index intervals).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from broker.log.config import LogConfig
+from broker.log.offset_index import CorruptIndexError, OffsetIndex
+from broker.log.recovery import SegmentRecovery, walk_segment
+from broker.log.storage import FileSlice, Storage
+from broker.log.time_index import NO_TIMESTAMP, TimeIndex
+from clients.records import BATCH_HEADER_SIZE, BatchHeader, RecordError, read_batch_header
+
+__all__ = [
+    "LogSegment",
+    "BatchPosition",
+    "SegmentCorruptError",
+    "segment_file_name",
+    "parse_segment_file_name",
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
+]
+
+log = logging.getLogger("ketch.log")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_INT32_MAX = 2**31 - 1
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix) of a segment file name, or None for other files."""
+    digits, dot, _ = name.partition(".")
+    if len(digits) != 20 or not digits.isdigit() or not dot:
+        return None
+    return int(digits), name[20:]
+
+
+class SegmentCorruptError(Exception):
+    """Bytes inside a segment's validated range no longer parse: the disk changed them."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPosition:
+    position: int
+    header: BatchHeader
+
+
+class LogSegment:
+    def __init__(
+        self,
+        storage: Storage,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        created_ms: int,
+        size_bytes: int,
+    ) -> None:
+        assert base_offset >= 0 and size_bytes >= 0
+        self.storage = storage
+        self.dir_path = dir_path
+        self.base_offset = base_offset
+        self.config = config
+        self.created_ms = created_ms
+        self.size_bytes = size_bytes
+        self.log_path = f"{dir_path}/{segment_file_name(base_offset, LOG_SUFFIX)}"
+        self.index_path = f"{dir_path}/{segment_file_name(base_offset, INDEX_SUFFIX)}"
+        self.time_index_path = f"{dir_path}/{segment_file_name(base_offset, TIME_INDEX_SUFFIX)}"
+        # Loaded state (None / -1 until _ensure_loaded or an append sets it).
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._next_offset = base_offset  # Invariant: base_offset <= _next_offset
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = base_offset
+        self._first_batch_timestamp: int | None = None  # rolling base of segment.ms
+        self._bytes_since_index_entry = 0
+        # Bytes of each index file on disk; None: the file is absent or of unknown shape
+        # and must be rewritten whole at the next flush.
+        self._index_file_bytes: int | None = None
+        self._time_index_file_bytes: int | None = None
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, storage: Storage, dir_path: str, base_offset: int, config: LogConfig, now_ms: int
+    ) -> LogSegment:
+        segment = cls(storage, dir_path, base_offset, config, created_ms=now_ms, size_bytes=0)
+        storage.create(segment.log_path)
+        for path in (segment.index_path, segment.time_index_path):
+            storage.delete(path)  # stale files of an earlier segment at this offset
+        segment._offset_index = OffsetIndex(base_offset, config.offset_index_entries_max)
+        segment._time_index = TimeIndex(base_offset, config.time_index_entries_max)
+        return segment
+
+    @classmethod
+    def open_existing(
+        cls, storage: Storage, dir_path: str, base_offset: int, config: LogConfig, now_ms: int
+    ) -> LogSegment:
+        """A segment found on disk; its indexes load on first use."""
+        path = f"{dir_path}/{segment_file_name(base_offset, LOG_SUFFIX)}"
+        return cls(storage, dir_path, base_offset, config, now_ms, storage.size(path))
+
+    # --- loading --------------------------------------------------------------------------
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._offset_index is not None
+
+    def _ensure_loaded(self) -> None:
+        if self._offset_index is not None:
+            return
+        try:
+            self._load_indexes()
+        except (CorruptIndexError, FileNotFoundError, SegmentCorruptError) as e:
+            log.warning("segment %s: rebuilding indexes (%s)", self.log_path, e)
+            self.rebuild_indexes(truncate=False)
+
+    def _load_indexes(self) -> None:
+        storage = self.storage
+        data = storage.read(self.index_path, 0, storage.size(self.index_path))
+        offset_index = OffsetIndex.from_bytes(
+            self.base_offset, self.config.offset_index_entries_max, data, max(self.size_bytes, 1)
+        )
+        if self.size_bytes and not offset_index.is_full and len(offset_index) == 0 and (
+            self.size_bytes > 2 * self.config.index_interval_bytes + self.config.max_message_bytes
+        ):
+            # An empty index over a big segment: the file was never written (a crash
+            # between roll and index flush). Walking 1 GiB per lookup would be the cost.
+            raise CorruptIndexError("empty index over a large segment")
+        tdata = storage.read(self.time_index_path, 0, storage.size(self.time_index_path))
+        self._offset_index = offset_index
+        self._index_file_bytes = len(data)
+        # The walk below fills next_offset; check the time index against it afterwards.
+        self._time_index = TimeIndex(self.base_offset, self.config.time_index_entries_max)
+        self._time_index_file_bytes = None
+        self._recompute_tail_state()
+        time_index = TimeIndex.from_bytes(
+            self.base_offset, self.config.time_index_entries_max, tdata, self._next_offset
+        )
+        self._time_index = time_index
+        self._time_index_file_bytes = len(tdata)
+        last = time_index.last_entry
+        if last.timestamp > self._max_timestamp:
+            self._max_timestamp = last.timestamp
+            self._offset_of_max_timestamp = last.offset
+
+    def rebuild_indexes(
+        self,
+        *,
+        truncate: bool,
+        next_offset_min: int | None = None,
+        on_batch: Callable[[int, BatchHeader], None] | None = None,
+    ) -> SegmentRecovery:
+        """Walk every batch, rebuild both indexes; with `truncate`, cut an invalid tail.
+
+        Without `truncate` (a rolled segment below the recovery point whose index was
+        bad), an invalid tail is left on disk but no longer served.
+        """
+        self._offset_index = OffsetIndex(self.base_offset, self.config.offset_index_entries_max)
+        self._time_index = TimeIndex(self.base_offset, self.config.time_index_entries_max)
+        self._index_file_bytes = None
+        self._time_index_file_bytes = None
+        self._reset_tail_state()
+        file_bytes = self.storage.size(self.log_path)
+        index_batch = self._index_batch
+        if on_batch is None:
+            callback = index_batch
+        else:
+            def callback(position: int, header: BatchHeader) -> None:
+                index_batch(position, header)
+                on_batch(position, header)
+        walk = walk_segment(
+            self._read, file_bytes, self.base_offset, callback,
+            next_offset_min=max(self.base_offset, next_offset_min or 0),
+        )
+        if walk.stop_reason is not None:
+            log.warning("segment %s: %s; %d bytes after position %d %s", self.log_path,
+                        walk.stop_reason, file_bytes - walk.valid_bytes, walk.valid_bytes,
+                        "truncated" if truncate else "not served")
+            if truncate:
+                self.storage.truncate(self.log_path, walk.valid_bytes)
+        self.size_bytes = walk.valid_bytes
+        self._next_offset = walk.next_offset
+        self._append_final_time_entry()
+        return SegmentRecovery(self.base_offset, walk.valid_bytes,
+                               file_bytes - walk.valid_bytes, walk.batches, walk.stop_reason)
+
+    def _reset_tail_state(self) -> None:
+        self._next_offset = self.base_offset
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset
+        self._first_batch_timestamp = None
+        self._bytes_since_index_entry = 0
+
+    def _recompute_tail_state(self) -> None:
+        """next_offset and max_timestamp from the last index entries and a short walk."""
+        assert self._offset_index is not None and self._time_index is not None
+        entry = self._offset_index.last_entry
+        last_time = self._time_index.last_entry
+        self._max_timestamp = last_time.timestamp
+        self._offset_of_max_timestamp = last_time.offset
+        self._bytes_since_index_entry = 0
+        self._next_offset = self.base_offset
+        pos = entry.position
+        if self.size_bytes and self._first_batch_timestamp is None:
+            self._first_batch_timestamp = self._header_at(0).max_timestamp
+        while pos < self.size_bytes:
+            header = self._header_at(pos)
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.base_offset
+            self._next_offset = header.last_offset + 1
+            self._bytes_since_index_entry += header.size_in_bytes
+            pos += header.size_in_bytes
+        if pos != self.size_bytes:
+            raise SegmentCorruptError(f"{self.log_path}: batches end at {pos}, not {self.size_bytes}")
+
+    # --- facts ----------------------------------------------------------------------------
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset of the last batch (base_offset when empty)."""
+        self._ensure_loaded()
+        return self._next_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        self._ensure_loaded()
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        self._ensure_loaded()
+        return self._offset_of_max_timestamp
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        self._ensure_loaded()
+        assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        self._ensure_loaded()
+        assert self._time_index is not None
+        return self._time_index
+
+    def largest_timestamp_ms(self) -> int:
+        """For retention: the max batch timestamp, or the creation time if there is none."""
+        ts = self.max_timestamp
+        return ts if ts >= 0 else self.created_ms
+
+    def time_waited_for_roll_ms(self, now_ms: int, incoming_max_timestamp: int) -> int:
+        """Kafka's `timeWaitedForRoll`: by record time once the segment holds a batch."""
+        self._ensure_loaded()
+        if self._first_batch_timestamp is not None and self._first_batch_timestamp >= 0:
+            return incoming_max_timestamp - self._first_batch_timestamp
+        return now_ms - self.created_ms
+
+    def index_room_for(self, batches: int) -> bool:
+        return (len(self.offset_index) + batches < self.offset_index.entries_max
+                and len(self.time_index) + batches < self.time_index.entries_max)
+
+    # --- append ---------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> int:
+        """Write validated batches with assigned offsets at the end; returns the position."""
+        self._ensure_loaded()
+        assert headers and headers[0].base_offset >= self._next_offset, (headers[0], self._next_offset)
+        assert headers[-1].last_offset - self.base_offset <= _INT32_MAX
+        assert self.size_bytes + len(data) <= _INT32_MAX
+        position = self.size_bytes
+        self.storage.write(self.log_path, position, data)
+        pos = position
+        for header in headers:
+            self._index_batch(pos, header)
+            pos += header.size_in_bytes
+        assert pos == position + len(data), (pos, position, len(data))
+        self.size_bytes = pos
+        self._next_offset = headers[-1].last_offset + 1
+        return position
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        assert self._offset_index is not None and self._time_index is not None
+        if self._first_batch_timestamp is None:
+            self._first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.base_offset
+        if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            self._offset_index.append(header.last_offset, position)
+            self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size_in_bytes
+
+    def _append_final_time_entry(self) -> None:
+        """At roll and close, so the time index's last entry is the segment's maximum."""
+        assert self._time_index is not None
+        if self._max_timestamp >= 0:
+            self._time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+
+    def on_become_inactive(self) -> None:
+        self._ensure_loaded()
+        self._append_final_time_entry()
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def _read(self, position: int, length: int) -> bytes:
+        return self.storage.read(self.log_path, position, length)
+
+    def _header_at(self, position: int) -> BatchHeader:
+        data = self.storage.read(self.log_path, position, BATCH_HEADER_SIZE)
+        try:
+            header = read_batch_header(data)
+        except RecordError as e:
+            raise SegmentCorruptError(f"{self.log_path} at {position}: {e}") from None
+        if position + header.size_in_bytes > self.size_bytes:
+            raise SegmentCorruptError(f"{self.log_path} at {position}: batch overruns segment")
+        return header
+
+    def find_batch(self, offset: int, from_position: int = 0) -> BatchPosition | None:
+        """The first batch whose last offset is >= `offset`, or None if there is none.
+
+        `from_position` must be a batch boundary at or before that batch.
+        """
+        entry = self.offset_index.lookup(offset)
+        pos = max(entry.position, from_position)
+        while pos < self.size_bytes:
+            header = self._header_at(pos)
+            if header.last_offset >= offset:
+                return BatchPosition(pos, header)
+            pos += header.size_in_bytes
+        return None
+
+    def _last_batch_ending_by(self, start: int, limit: int) -> BatchPosition | None:
+        """The last batch starting at or after `start` whose end is <= `limit`."""
+        index = self.offset_index
+        upper = index.lookup_position(limit - 1)
+        origin = start
+        if upper.position > start:
+            lower = index.lookup_position(upper.position - 1)
+            origin = max(start, lower.position)
+        last = None
+        pos = origin
+        while pos < limit:
+            header = self._header_at(pos)
+            if pos + header.size_in_bytes > limit:
+                break
+            last = BatchPosition(pos, header)
+            pos += header.size_in_bytes
+        return last
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_offset: int, min_one_batch: bool
+    ) -> FileSlice | None:
+        """Whole batches from the one holding `start_offset`, up to `max_bytes` and ending
+        before the first batch whose last offset is >= `max_offset`.
+
+        None when no batch here has an offset >= start_offset (try the next segment). An
+        empty slice when there is one but nothing can be returned. With `min_one_batch`
+        the first batch comes back whole even past `max_bytes` (KIP-74).
+        """
+        first = self.find_batch(start_offset)
+        if first is None:
+            return None
+        generation = self.storage.generation(self.log_path)
+        empty = FileSlice(self.log_path, generation, first.position, 0, start_offset, start_offset - 1)
+        if first.header.base_offset >= max_offset:
+            return empty
+        if max_offset >= self.next_offset:
+            bound = self.size_bytes
+        else:
+            stop = self.find_batch(max_offset, from_position=first.position)
+            bound = stop.position if stop is not None else self.size_bytes
+        limit = min(bound, first.position + max(max_bytes, 0))
+        last = self._last_batch_ending_by(first.position, limit) if limit > first.position else None
+        if last is None:
+            end = first.position + first.header.size_in_bytes
+            if not min_one_batch or end > bound:
+                return empty
+            last = first
+        end = last.position + last.header.size_in_bytes
+        return FileSlice(self.log_path, generation, first.position, end - first.position,
+                         first.header.base_offset, last.header.last_offset)
+
+    def iter_headers(self, from_position: int = 0) -> list[BatchPosition]:
+        """Every batch header from `from_position` (cleaner, timestamp search, tests)."""
+        out = []
+        pos = from_position
+        while pos < self.size_bytes:
+            header = self._header_at(pos)
+            out.append(BatchPosition(pos, header))
+            pos += header.size_in_bytes
+        return out
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        assert 0 <= position and position + length <= self.size_bytes
+        return self._read(position, length)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> BatchPosition | None:
+        """The first batch at or after `start_offset` whose max timestamp is >= timestamp."""
+        entry = self.time_index.lookup(timestamp)
+        begin = self.find_batch(max(entry.offset, start_offset))
+        if begin is None:
+            return None
+        pos = begin.position
+        while pos < self.size_bytes:
+            header = self._header_at(pos)
+            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+                return BatchPosition(pos, header)
+            pos += header.size_in_bytes
+        return None
+
+    # --- truncation -----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> tuple[int, int | None]:
+        """Remove every batch whose last offset is >= `offset`.
+
+        Returns (bytes removed, base offset of the first removed batch or None). The
+        batch holding `offset` goes whole, as in Kafka's `LogSegment.truncateTo`.
+        """
+        first = self.find_batch(offset)
+        if first is None:
+            return 0, None
+        removed = self.size_bytes - first.position
+        cut_offset = first.header.base_offset
+        self.storage.truncate(self.log_path, first.position)
+        self.size_bytes = first.position
+        assert self._offset_index is not None and self._time_index is not None
+        self._offset_index.truncate_to(cut_offset)
+        self._time_index.truncate_to(cut_offset)
+        if self.size_bytes == 0:
+            self._first_batch_timestamp = None
+        self._recompute_tail_state()
+        return removed, cut_offset
+
+    # --- durability -----------------------------------------------------------------------
+
+    def flush(self, *, indexes: bool) -> None:
+        """fsync the log file; with `indexes`, then write and fsync the index files.
+
+        The active segment skips its indexes: it always holds the recovery point, so an
+        unclean start rebuilds them anyway; a rolled segment's index files must be durable.
+        """
+        self.storage.fsync(self.log_path)
+        if indexes:
+            self.flush_indexes(fsync=True)
+
+    def flush_indexes(self, *, fsync: bool) -> None:
+        if self._offset_index is None or self._time_index is None:
+            return  # never loaded: the files on disk are as they were
+        for index, path, attr in (
+            (self._offset_index, self.index_path, "_index_file_bytes"),
+            (self._time_index, self.time_index_path, "_time_index_file_bytes"),
+        ):
+            file_bytes = getattr(self, attr)
+            start, data = index.unpersisted()
+            if file_bytes is None:
+                self.storage.create(path)
+                index.forget_persisted()
+                start, data = index.unpersisted()
+                file_bytes = 0
+            if file_bytes != start:
+                self.storage.truncate(path, start)
+            if data:
+                self.storage.write(path, start, data)
+            if fsync and (data or file_bytes != start):
+                self.storage.fsync(path)
+            index.mark_persisted()
+            setattr(self, attr, start + len(data))
+
+    def close(self) -> None:
+        if self.is_loaded:
+            self._append_final_time_entry()
+        self.flush_indexes(fsync=True)
+
+    def delete_files(self) -> None:
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            self.storage.delete(path)
+        self._offset_index = OffsetIndex(self.base_offset, self.config.offset_index_entries_max)
+        self._time_index = TimeIndex(self.base_offset, self.config.time_index_entries_max)
+        self.size_bytes = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes})"
