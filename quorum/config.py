@@ -1,0 +1,206 @@
+"""A controller process's configuration, read from Kafka's server.properties keys.
+
+Kafka keys understood:
+
+    node.id=1
+    process.roles=controller                   # only the controller role runs here
+    controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
+    listeners=CONTROLLER://127.0.0.1:9093      # this node's Kafka-protocol listener
+    controller.listener.names=CONTROLLER       # optional; the first listener otherwise
+    metadata.log.dir=/var/ketch/meta           # or the first entry of log.dirs
+    metadata.log.max.record.bytes.between.snapshots=20971520
+    broker.session.timeout.ms, broker.heartbeat.interval.ms, num.partitions,
+    default.replication.factor, unclean.leader.election.enable,
+    auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds
+
+Ketch keys:
+
+    ketch.cluster.secret=...          # required (or ketch.cluster.secret.file=PATH): the
+                                      # password of pysyncobj's transport, see quorum/raft.py
+    ketch.raft.voters=1@127.0.0.1:19093,...
+                                      # pysyncobj's own addresses, one per voter. Raft does
+                                      # not run over the Kafka listener: pysyncobj has its
+                                      # own TCP transport. When absent, each voter's Raft
+                                      # address is its controller.quorum.voters host with
+                                      # port + ketch.raft.port.offset (default 10000:
+                                      # 9093 -> 19093). Bind: this node's Raft address only.
+    ketch.raft.port.offset=10000
+    ketch.cluster.id=...              # optional: brokers must present it when registering
+    ketch.controller.write.timeout.ms=5000
+                                      # a metadata write not committed by then is answered
+                                      # REQUEST_TIMED_OUT (the record may still commit)
+    ketch.controller.poll.interval.ms=250
+    ketch.raft.election.timeout.min.ms=150, ketch.raft.election.timeout.max.ms=300
+
+Bad configuration raises ``ConfigError`` with the key at fault: the process refuses to start.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from clients.properties import load_properties, parse_listeners
+
+RAFT_PORT_OFFSET_DEFAULT = 10_000
+SNAPSHOT_BYTES_DEFAULT = 20 * 1024 * 1024   # Kafka's metadata.log.max.record.bytes.between.snapshots
+
+
+class ConfigError(ValueError):
+    """A controller configuration that cannot work; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerProcessConfig:
+    node_id: int
+    voters: dict[int, tuple[str, int]]          # node id -> Kafka controller listener
+    raft_voters: dict[int, tuple[str, int]]     # node id -> pysyncobj address
+    listener_host: str
+    listener_port: int
+    metadata_log_dir: str
+    cluster_secret: str
+    cluster_id: str | None = None
+    write_timeout_ms: int = 5000
+    poll_interval_ms: int = 250
+    snapshot_bytes: int = SNAPSHOT_BYTES_DEFAULT
+    election_timeout_min_ms: int = 150
+    election_timeout_max_ms: int = 300
+    # Kafka controller settings handed to quorum.controller.ControllerConfig.
+    controller_settings: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def raft_address(self) -> str:
+        host, port = self.raft_voters[self.node_id]
+        return f"{host}:{port}"
+
+    def raft_addresses(self) -> dict[int, str]:
+        return {nid: f"{h}:{p}" for nid, (h, p) in self.raft_voters.items()}
+
+
+def parse_voters(value: str, key: str) -> dict[int, tuple[str, int]]:
+    """``1@host:port,2@host:port`` -> {1: (host, port), 2: ...} (Kafka's voters format)."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        node, sep, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not node.strip().isdigit() or not port.isdigit() or not host:
+            raise ConfigError(f"{key}: {item!r} is not id@host:port")
+        node_id = int(node)
+        if node_id in voters:
+            raise ConfigError(f"{key}: node {node_id} listed twice")
+        voters[node_id] = (host.strip("[]"), int(port))
+    if not voters:
+        raise ConfigError(f"{key} is empty")
+    return voters
+
+
+def _int(props: Mapping[str, str], key: str, default: int | None = None) -> int:
+    value = props.get(key)
+    if value is None:
+        if default is None:
+            raise ConfigError(f"{key} is required")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{key}={value!r} is not an integer") from None
+
+
+def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
+    value = props.get(key)
+    if value is None:
+        return default
+    if value.lower() not in ("true", "false"):
+        raise ConfigError(f"{key}={value!r} is not true or false")
+    return value.lower() == "true"
+
+
+def from_properties(props: Mapping[str, str], base_dir: str = ".") -> ControllerProcessConfig:
+    node_id = _int(props, "node.id")
+    roles = {r.strip() for r in props.get("process.roles", "controller").split(",") if r.strip()}
+    if roles != {"controller"}:
+        raise ConfigError(f"process.roles={props.get('process.roles')!r}: this process runs "
+                          "the controller role only (run brokers as their own processes)")
+    voters = parse_voters(props.get("controller.quorum.voters", ""), "controller.quorum.voters")
+    if node_id not in voters:
+        raise ConfigError(f"node.id={node_id} is not in controller.quorum.voters")
+    if "ketch.raft.voters" in props:
+        raft_voters = parse_voters(props["ketch.raft.voters"], "ketch.raft.voters")
+        if set(raft_voters) != set(voters):
+            raise ConfigError("ketch.raft.voters must name the same nodes as controller.quorum.voters")
+    else:
+        offset = _int(props, "ketch.raft.port.offset", RAFT_PORT_OFFSET_DEFAULT)
+        raft_voters = {n: (h, p + offset) for n, (h, p) in voters.items()}
+        if any(not 0 < p < 65536 for _, p in raft_voters.values()):
+            raise ConfigError("ketch.raft.port.offset moves a Raft port out of range")
+    if len(set(raft_voters.values())) != len(raft_voters):
+        raise ConfigError("two voters share a Raft address")
+    try:
+        listeners = parse_listeners(props.get("listeners", ""))
+    except ValueError as e:
+        raise ConfigError(f"listeners: {e}") from None
+    if not listeners:
+        raise ConfigError("listeners is required, e.g. CONTROLLER://127.0.0.1:9093")
+    names = [n.strip().upper() for n in props.get("controller.listener.names", "").split(",") if n.strip()]
+    name = names[0] if names else next(iter(listeners))
+    if name not in listeners:
+        raise ConfigError(f"controller.listener.names names {name}, which is not in listeners")
+    host, port = listeners[name]
+    log_dir = props.get("metadata.log.dir") or props.get("log.dirs", "").split(",")[0].strip()
+    if not log_dir:
+        raise ConfigError("metadata.log.dir (or log.dirs) is required")
+    secret = props.get("ketch.cluster.secret")
+    if not secret and props.get("ketch.cluster.secret.file"):
+        path = os.path.join(base_dir, props["ketch.cluster.secret.file"])
+        try:
+            with open(path) as f:
+                secret = f.read().strip()
+        except OSError as e:
+            raise ConfigError(f"ketch.cluster.secret.file: {e}") from None
+    if not secret:
+        raise ConfigError("ketch.cluster.secret (or ketch.cluster.secret.file) is required: "
+                          "the Raft transport unpickles what it receives and must authenticate it")
+    settings: dict[str, object] = {}
+    for key, attr in (("broker.session.timeout.ms", "broker_session_timeout_ms"),
+                      ("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms"),
+                      ("num.partitions", "num_partitions"),
+                      ("default.replication.factor", "default_replication_factor")):
+        if key in props:
+            settings[attr] = _int(props, key)
+    for key, attr in (("unclean.leader.election.enable", "unclean_leader_election_enable"),
+                      ("auto.leader.rebalance.enable", "auto_leader_rebalance_enable")):
+        if key in props:
+            settings[attr] = _bool(props, key, False)
+    if "leader.imbalance.check.interval.seconds" in props:
+        settings["leader_imbalance_check_interval_ms"] = 1000 * _int(
+            props, "leader.imbalance.check.interval.seconds")
+    cluster_id = props.get("ketch.cluster.id") or None
+    if cluster_id is not None:
+        settings["cluster_id"] = cluster_id
+    election_min = _int(props, "ketch.raft.election.timeout.min.ms", 150)
+    election_max = _int(props, "ketch.raft.election.timeout.max.ms", 300)
+    if not 0 < election_min < election_max:
+        raise ConfigError("ketch.raft.election.timeout.min.ms must be below ...max.ms")
+    config = ControllerProcessConfig(
+        node_id=node_id, voters=voters, raft_voters=raft_voters,
+        listener_host=host, listener_port=port,
+        metadata_log_dir=os.path.join(base_dir, log_dir),
+        cluster_secret=secret, cluster_id=cluster_id,
+        write_timeout_ms=_int(props, "ketch.controller.write.timeout.ms", 5000),
+        poll_interval_ms=_int(props, "ketch.controller.poll.interval.ms", 250),
+        snapshot_bytes=_int(props, "metadata.log.max.record.bytes.between.snapshots",
+                            SNAPSHOT_BYTES_DEFAULT),
+        election_timeout_min_ms=election_min, election_timeout_max_ms=election_max,
+        controller_settings=settings,
+    )
+    if config.write_timeout_ms <= 0 or config.poll_interval_ms <= 0 or config.snapshot_bytes <= 0:
+        raise ConfigError("timeouts, intervals and snapshot bytes must be positive")
+    return config
+
+
+def load(path: str) -> ControllerProcessConfig:
+    try:
+        props = load_properties(path)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+    return from_properties(props, base_dir=os.path.dirname(os.path.abspath(path)))

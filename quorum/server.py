@@ -1,0 +1,616 @@
+"""The controller process's asyncio side: a Kafka-protocol listener in front of the quorum.
+
+    socket -> ServerConnection -> ControllerApis.handle
+        reads  (any controller, from its committed log):
+               Fetch / FetchSnapshot on __cluster_metadata-0 (observers follow the log),
+               DescribeQuorum, DescribeCluster, ApiVersions
+        writes (the active controller only; a standby answers NOT_CONTROLLER):
+               ControllerDriver.write: QuorumController.handle_<api> -> records
+               -> MetadataQuorum.append -> commit -> replay -> response
+
+Writes are serialized: one decision at a time, each computed on the committed state and
+answered once its records are committed and replayed. That is Kafka's controller event
+queue without its speculative pipeline: simpler (no in-memory state to revert when an
+append fails) at the cost of one commit latency (~1-2 ms) per metadata write, which is far
+below what brokers' heartbeats and admin requests need. A write whose commit takes longer
+than ``write_timeout_ms`` is answered REQUEST_TIMED_OUT, and the next write waits until the
+outcome of that one is known (it may still commit), so no decision is ever made on state
+that misses a record still in flight.
+
+The periodic ``poll`` (fencing brokers whose session expired, preferred-leader elections)
+runs on the active controller as one more write.
+
+Brokers follow the metadata log as observers: Fetch with topic ``__cluster_metadata`` (or
+its topic id, Kafka's ``Uuid.METADATA_TOPIC_ID``) partition 0 returns committed records as
+v2 record batches after the fetch offset, one batch per committed Raft entry, with
+``partition_leader_epoch`` = the epoch of the controller that wrote it. An empty answer
+waits up to ``max_wait_ms`` (long polling). Below the log start the answer carries
+``snapshot_id``, and the observer loads that snapshot with FetchSnapshot.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+from clients.protocol import (
+    NEED_DATA, ApiKey, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
+    messages,
+)
+from clients.protocol import _schemas
+from clients.protocol.errors import ErrorCode
+from clients.records import build_batch, Record
+from quorum.port import MetadataQuorum, NotControllerError, LeaderAndEpoch
+from quorum.replicated_log import (
+    NO_LEADER, CommittedBatch, MetadataSnapshot, ReadStatus,
+)
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)        # Kafka: Uuid.METADATA_TOPIC_ID = new Uuid(0L, 1L)
+METADATA_PARTITION = 0
+SNAPSHOT_RECORDS_PER_BATCH = 1000
+READ_CHUNK_BYTES = 256 * 1024
+FETCH_BYTES_MAX_DEFAULT = 8 * 1024 * 1024
+
+
+# -- the log as record batches ---------------------------------------------------------------
+
+
+class MetadataLogReader:
+    """Committed batches and snapshots as Kafka v2 record batch bytes, cached: every broker
+    reads the same batches, so each is encoded once."""
+
+    def __init__(self, cache_entries_max: int = 100_000) -> None:
+        self._batches: dict[int, bytes] = {}        # base offset -> encoded batch
+        self.cache_entries_max = cache_entries_max
+        self._snapshot_key: tuple[int, int] | None = None
+        self._snapshot_bytes = b""
+
+    def batch_bytes(self, batch: CommittedBatch) -> bytes:
+        data = self._batches.get(batch.base_offset)
+        if data is None:
+            data = build_batch(
+                (Record(batch.base_offset + i, batch.append_time_ms, None, r)
+                 for i, r in enumerate(batch.records)),
+                base_offset=batch.base_offset, partition_leader_epoch=batch.epoch)
+            if len(self._batches) >= self.cache_entries_max:
+                self._batches.pop(next(iter(self._batches)))
+            self._batches[batch.base_offset] = data
+        return data
+
+    def forget_below(self, offset: int) -> None:
+        for base in [b for b in self._batches if b < offset]:
+            del self._batches[base]
+
+    def forget_all(self) -> None:
+        self._batches.clear()
+
+    def snapshot_bytes(self, snapshot: MetadataSnapshot) -> bytes:
+        """The snapshot's records as record batches, offsets 0..n-1 (Kafka's snapshot files
+        number their records from 0 too)."""
+        key = (snapshot.end_offset, snapshot.epoch)
+        if key != self._snapshot_key:
+            parts = []
+            for start in range(0, len(snapshot.records), SNAPSHOT_RECORDS_PER_BATCH):
+                chunk = snapshot.records[start:start + SNAPSHOT_RECORDS_PER_BATCH]
+                parts.append(build_batch(
+                    (Record(start + i, 0, None, r) for i, r in enumerate(chunk)),
+                    base_offset=start, partition_leader_epoch=snapshot.epoch))
+            self._snapshot_key, self._snapshot_bytes = key, b"".join(parts)
+        return self._snapshot_bytes
+
+
+# -- the controller, as the driver sees it ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a controller call returns (quorum.controller.result.ControllerResult's shape)."""
+
+    records: tuple[Any, ...]
+    response: Any
+
+
+class ControllerCore(Protocol):
+    """The pure QuorumController (quorum/controller): decisions return records; only replay
+    changes state."""
+
+    def replay(self, records: Sequence[Any], offset: int) -> None: ...
+    def poll(self, now_ms: int) -> Any: ...
+
+
+# Write APIs: api key -> the QuorumController method that decides it.
+WRITE_HANDLERS: dict[int, str] = {
+    ApiKey.BROKER_REGISTRATION: "handle_broker_registration",
+    ApiKey.BROKER_HEARTBEAT: "handle_broker_heartbeat",
+    ApiKey.ALTER_PARTITION: "handle_alter_partition",
+    ApiKey.CREATE_TOPICS: "handle_create_topics",
+    ApiKey.DELETE_TOPICS: "handle_delete_topics",
+    ApiKey.CREATE_PARTITIONS: "handle_create_partitions",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "handle_incremental_alter_configs",
+    ApiKey.ALLOCATE_PRODUCER_IDS: "allocate_producer_ids",
+    ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
+}
+
+
+def error_response(api_key: int, request: Any, code: int, message: str | None = None) -> Any:
+    """The response of a write API answering `code` for everything the request names."""
+    m = messages
+    if api_key == ApiKey.BROKER_REGISTRATION:
+        return m.BrokerRegistrationResponse(error_code=code)
+    if api_key == ApiKey.BROKER_HEARTBEAT:
+        return m.BrokerHeartbeatResponse(error_code=code)
+    if api_key == ApiKey.ALTER_PARTITION:
+        return m.AlterPartitionResponse(error_code=code)
+    if api_key == ApiKey.ALLOCATE_PRODUCER_IDS:
+        return m.AllocateProducerIdsResponse(error_code=code)
+    if api_key == ApiKey.UNREGISTER_BROKER:
+        return m.UnregisterBrokerResponse(error_code=code, error_message=message)
+    if api_key == ApiKey.CREATE_TOPICS:
+        return m.CreateTopicsResponse(topics=[
+            m.CreateTopicsResponse.CreatableTopicResult(name=t.name, error_code=code,
+                                                        error_message=message)
+            for t in request.topics])
+    if api_key == ApiKey.DELETE_TOPICS:
+        names = [(t.name, t.topic_id) for t in request.topics] or \
+                [(n, uuid.UUID(int=0)) for n in request.topic_names]
+        return m.DeleteTopicsResponse(responses=[
+            m.DeleteTopicsResponse.DeletableTopicResult(name=n, topic_id=i, error_code=code,
+                                                        error_message=message)
+            for n, i in names])
+    if api_key == ApiKey.CREATE_PARTITIONS:
+        return m.CreatePartitionsResponse(results=[
+            m.CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=code,
+                                                                   error_message=message)
+            for t in request.topics])
+    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        return m.IncrementalAlterConfigsResponse(responses=[
+            m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=message, resource_type=r.resource_type,
+                resource_name=r.resource_name)
+            for r in request.resources])
+    raise AssertionError(f"no error response for API {api_key}")
+
+
+def _decode_records(batch_records: Sequence[bytes]) -> list[Any]:
+    from metadata_log.records import decode_record
+    return [decode_record(r) for r in batch_records]
+
+
+def _encode_records(records: Sequence[Any]) -> list[bytes]:
+    from metadata_log.records import encode_record
+    return [r if isinstance(r, (bytes, bytearray)) else encode_record(r) for r in records]
+
+
+class ControllerDriver:
+    """Keeps a QuorumController in step with the committed log (a QuorumListener), runs
+    write decisions one at a time on the active controller, polls it, and takes metadata
+    snapshots. With `controller_factory=None` it only follows the log (records stay opaque
+    bytes): the fetch path and the quorum work without controller logic."""
+
+    def __init__(self, quorum: MetadataQuorum, controller_factory: Callable[[], Any] | None,
+                 *, write_timeout_ms: int = 5000, poll_interval_ms: int = 250,
+                 snapshot_bytes: int = 20 * 1024 * 1024,
+                 clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
+        self.quorum = quorum
+        self.controller_factory = controller_factory
+        self.controller: Any = controller_factory() if controller_factory else None
+        self.write_timeout_ms = write_timeout_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.snapshot_bytes = snapshot_bytes
+        self.clock_ms = clock_ms
+        self.reader = MetadataLogReader()
+        self._write_lock = asyncio.Lock()
+        # The last append whose outcome is not known yet; the next decision waits for it.
+        self._unresolved: asyncio.Future[int] | None = None
+        self._snapshotting = False
+        self._was_active = False
+        self._poll_task: asyncio.Task[None] | None = None
+        self.replay_errors = 0
+        quorum.register(self)
+
+    # -- QuorumListener --
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        if self.controller is not None:
+            try:
+                self.controller.replay(_decode_records(batch.records), batch.last_offset)
+            except Exception:
+                # A committed batch the controller cannot replay is a bug on the writing
+                # side; every controller hits it alike. Count it and go on following.
+                self.replay_errors += 1
+                log.exception("cannot replay committed batch at %d", batch.base_offset)
+        self._maybe_snapshot(batch)
+
+    def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
+        self.reader.forget_all()
+        if self.controller_factory is None:
+            return
+        self.controller = self.controller_factory()
+        if snapshot.records:
+            self.controller.replay(_decode_records(snapshot.records), snapshot.end_offset - 1)
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        active = self.quorum.is_active
+        if active and not self._was_active and self.controller is not None:
+            activate = getattr(self.controller, "activate", None)
+            if activate is not None:
+                activate(self.clock_ms())       # restart heartbeat sessions from now
+        self._was_active = active
+
+    # -- writes --
+
+    async def write(self, api_key: int, request: Any) -> Any:
+        method = WRITE_HANDLERS[api_key]
+        if self.controller is None or not self.quorum.is_active:
+            return error_response(api_key, request, ErrorCode.NOT_CONTROLLER,
+                                  f"not the active controller (active: {self.quorum.leader_id})")
+        try:
+            async with asyncio.timeout(self.write_timeout_ms / 1000):
+                async with self._write_lock:
+                    await self._settle_unresolved()
+                    if not self.quorum.is_active:
+                        raise NotControllerError(self.quorum.leader_id)
+                    decision = getattr(self.controller, method)(request, self.clock_ms())
+                    await self._commit(decision.records)
+                    return decision.response
+        except NotControllerError as e:
+            return error_response(api_key, request, ErrorCode.NOT_CONTROLLER, str(e))
+        except TimeoutError:
+            return error_response(api_key, request, ErrorCode.REQUEST_TIMED_OUT,
+                                  "the metadata quorum did not commit in time "
+                                  "(is a majority of controllers running?)")
+
+    async def _settle_unresolved(self) -> None:
+        if self._unresolved is not None:
+            try:
+                await asyncio.shield(self._unresolved)
+            except NotControllerError:
+                pass        # lost: the log says what happened, we replayed it
+            self._unresolved = None
+
+    async def _commit(self, records: Sequence[Any]) -> None:
+        if not records:
+            return
+        future = self.quorum.append(_encode_records(records))
+        self._unresolved = future
+        await asyncio.shield(future)        # the timeout leaves it in _unresolved
+        self._unresolved = None
+
+    async def run_poll_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval_ms / 1000)
+            if self.controller is None or not self.quorum.is_active:
+                continue
+            try:
+                async with asyncio.timeout(self.write_timeout_ms / 1000):
+                    async with self._write_lock:
+                        await self._settle_unresolved()
+                        if not self.quorum.is_active:
+                            continue
+                        decision = self.controller.poll(self.clock_ms())
+                        records = getattr(decision, "records", ())
+                        await self._commit(records)
+            except (NotControllerError, TimeoutError):
+                pass
+            except Exception:
+                log.exception("controller poll failed")
+
+    def start(self) -> None:
+        self._poll_task = asyncio.get_running_loop().create_task(self.run_poll_loop())
+
+    async def stop(self) -> None:
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            try:
+                await self._poll_task
+            except asyncio.CancelledError:
+                pass
+
+    # -- snapshots --
+
+    def _maybe_snapshot(self, batch: CommittedBatch) -> None:
+        if (self._snapshotting or self.controller is None
+                or self.quorum.log.size_bytes < self.snapshot_bytes):
+            return
+        image = getattr(self.controller, "image", None)
+        if image is None:
+            return
+        self._snapshotting = True
+        asyncio.get_running_loop().create_task(self._snapshot(image, batch))
+
+    async def _snapshot(self, image: Any, batch: CommittedBatch) -> None:
+        """The image after `batch` is immutable: encode it off the event loop thread."""
+        from metadata_log.snapshot import image_to_records
+        try:
+            records = await asyncio.to_thread(lambda: tuple(_encode_records(image_to_records(image))))
+            snapshot = MetadataSnapshot(batch.next_offset, batch.epoch, records)
+            if (batch.next_offset <= self.quorum.log.high_watermark
+                    and batch.next_offset > self.quorum.log.log_start_offset):
+                self.quorum.install_snapshot(snapshot)
+                self.reader.forget_below(snapshot.end_offset)
+                log.info("metadata snapshot at %d: %d records", snapshot.end_offset, len(records))
+        except Exception:
+            log.exception("metadata snapshot failed")
+        finally:
+            self._snapshotting = False
+
+
+# -- the Kafka APIs ---------------------------------------------------------------------------
+
+
+def _schema_range(name: str) -> tuple[int, int]:
+    lo, hi = _schemas.SCHEMAS[name][2]
+    return lo, hi
+
+
+SERVED_APIS: dict[int, str] = {
+    ApiKey.API_VERSIONS: "ApiVersionsRequest",
+    ApiKey.FETCH: "FetchRequest",
+    ApiKey.FETCH_SNAPSHOT: "FetchSnapshotRequest",
+    ApiKey.DESCRIBE_QUORUM: "DescribeQuorumRequest",
+    ApiKey.DESCRIBE_CLUSTER: "DescribeClusterRequest",
+    **{k: v for k, v in {
+        ApiKey.BROKER_REGISTRATION: "BrokerRegistrationRequest",
+        ApiKey.BROKER_HEARTBEAT: "BrokerHeartbeatRequest",
+        ApiKey.ALTER_PARTITION: "AlterPartitionRequest",
+        ApiKey.CREATE_TOPICS: "CreateTopicsRequest",
+        ApiKey.DELETE_TOPICS: "DeleteTopicsRequest",
+        ApiKey.CREATE_PARTITIONS: "CreatePartitionsRequest",
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigsRequest",
+        ApiKey.ALLOCATE_PRODUCER_IDS: "AllocateProducerIdsRequest",
+        ApiKey.UNREGISTER_BROKER: "UnregisterBrokerRequest",
+    }.items()},
+}
+
+
+class ControllerApis:
+    def __init__(self, node_id: int, quorum: MetadataQuorum, driver: ControllerDriver,
+                 voters: dict[int, tuple[str, int]], listener_name: str = "CONTROLLER",
+                 cluster_id: str | None = None, fetch_wait_max_ms: int = 30_000) -> None:
+        self.node_id = node_id
+        self.quorum = quorum
+        self.driver = driver
+        self.voters = voters
+        self.listener_name = listener_name
+        self.cluster_id = cluster_id
+        self.fetch_wait_max_ms = fetch_wait_max_ms
+
+    def served(self) -> dict[int, tuple[int, int]]:
+        apis = {k: _schema_range(n) for k, n in SERVED_APIS.items()}
+        if self.driver.controller is None and self.driver.controller_factory is None:
+            for k in WRITE_HANDLERS:
+                apis.pop(k, None)
+        return apis
+
+    async def handle(self, event: RequestReceived) -> tuple[int, Any]:
+        key, version, body = event.header.api_key, event.header.api_version, event.body
+        if key == ApiKey.API_VERSIONS:
+            return version, self.api_versions(ErrorCode.NONE)
+        if key == ApiKey.FETCH:
+            return version, await self.fetch(body, version)
+        if key == ApiKey.FETCH_SNAPSHOT:
+            return version, self.fetch_snapshot(body)
+        if key == ApiKey.DESCRIBE_QUORUM:
+            return version, self.describe_quorum(body)
+        if key == ApiKey.DESCRIBE_CLUSTER:
+            return version, self.describe_cluster()
+        if key in WRITE_HANDLERS and key in self.served():
+            return version, await self.driver.write(key, body)
+        raise _Unserved(key, version)
+
+    def api_versions(self, code: int) -> Any:
+        return messages.ApiVersionsResponse(error_code=code, api_keys=[
+            messages.ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(self.served().items())])
+
+    # -- metadata fetch --
+
+    def _is_metadata_topic(self, topic: Any, version: int) -> bool:
+        if version >= 13:
+            return topic.topic_id == METADATA_TOPIC_ID
+        return topic.topic == METADATA_TOPIC
+
+    async def fetch(self, request: Any, version: int) -> Any:
+        wanted = [(t, p) for t in request.topics for p in t.partitions
+                  if self._is_metadata_topic(t, version) and p.partition == METADATA_PARTITION]
+        if wanted and request.max_wait_ms > 0:
+            # Long poll: wait for a record at the lowest fetch offset asked for.
+            offset = min(p.fetch_offset for _, p in wanted)
+            log_ = self.quorum.log
+            if log_.log_start_offset <= offset and log_.last_committed_offset < offset:
+                wait_ms = min(request.max_wait_ms, self.fetch_wait_max_ms)
+                await self.quorum.wait_for_commit(offset, wait_ms / 1000)
+        budget = request.max_bytes if version >= 3 and request.max_bytes > 0 else FETCH_BYTES_MAX_DEFAULT
+        responses = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                if not self._is_metadata_topic(topic, version) or p.partition != METADATA_PARTITION:
+                    code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    partitions.append(messages.FetchResponse.PartitionData(
+                        partition_index=p.partition, error_code=code, high_watermark=-1))
+                    continue
+                data, used = self._read_metadata(p, min(budget, max(p.partition_max_bytes, 1)))
+                budget = max(budget - used, 0)
+                partitions.append(data)
+            responses.append(messages.FetchResponse.FetchableTopicResponse(
+                topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
+        return messages.FetchResponse(responses=responses)
+
+    def _read_metadata(self, p: Any, max_bytes: int) -> tuple[Any, int]:
+        log_ = self.quorum.log
+        leader = self.quorum.leader
+        read = log_.read(p.fetch_offset, max_bytes)
+        data = messages.FetchResponse.PartitionData(
+            partition_index=METADATA_PARTITION, high_watermark=read.high_watermark,
+            last_stable_offset=read.high_watermark, log_start_offset=read.log_start_offset,
+            current_leader=messages.FetchResponse.LeaderIdAndEpoch(
+                leader_id=leader.leader_id, leader_epoch=leader.epoch))
+        if read.status is ReadStatus.SNAPSHOT_NEEDED:
+            data.snapshot_id = messages.FetchResponse.SnapshotId(
+                end_offset=read.snapshot_end_offset, epoch=read.snapshot_epoch)
+            data.records = b""
+            return data, 0
+        if read.status is ReadStatus.OFFSET_OUT_OF_RANGE:
+            # Past what this controller has committed: it may lag the controller the observer
+            # read before. Nothing yet, not an error (the observer asks again).
+            data.records = b""
+            return data, 0
+        chunks = [self.driver.reader.batch_bytes(b) for b in read.batches]
+        data.records = b"".join(chunks)
+        return data, len(data.records)
+
+    def fetch_snapshot(self, request: Any) -> Any:
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                partitions.append(self._snapshot_part(topic.name, p, request.max_bytes))
+            topics.append(messages.FetchSnapshotResponse.TopicSnapshot(name=topic.name,
+                                                                       partitions=partitions))
+        return messages.FetchSnapshotResponse(topics=topics)
+
+    def _snapshot_part(self, name: str, p: Any, max_bytes: int) -> Any:
+        leader = self.quorum.leader
+        out = messages.FetchSnapshotResponse.PartitionSnapshot(
+            index=p.partition, snapshot_id=p.snapshot_id,
+            current_leader=messages.FetchSnapshotResponse.LeaderIdAndEpoch(
+                leader_id=leader.leader_id, leader_epoch=leader.epoch),
+            unaligned_records=b"")
+        if name != METADATA_TOPIC or p.partition != METADATA_PARTITION:
+            out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return out
+        snapshot = self.quorum.log.snapshot
+        if (snapshot is None or snapshot.end_offset != p.snapshot_id.end_offset
+                or snapshot.epoch != p.snapshot_id.epoch):
+            out.error_code = ErrorCode.SNAPSHOT_NOT_FOUND
+            return out
+        data = self.driver.reader.snapshot_bytes(snapshot)
+        if not 0 <= p.position <= len(data):
+            out.error_code = ErrorCode.POSITION_OUT_OF_RANGE
+            return out
+        chunk = data[p.position:p.position + max(max_bytes, 1)]
+        out.size, out.position, out.unaligned_records = len(data), p.position, chunk
+        return out
+
+    # -- describe --
+
+    def describe_quorum(self, request: Any) -> Any:
+        m = messages.DescribeQuorumResponse
+        leader = self.quorum.leader
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                if topic.topic_name != METADATA_TOPIC or p.partition_index != METADATA_PARTITION:
+                    partitions.append(m.PartitionData(partition_index=p.partition_index,
+                                                      error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                hw = self.quorum.log.high_watermark
+                voters = [m.ReplicaState(replica_id=v,
+                                         log_end_offset=hw if v == self.node_id else -1)
+                          for v in sorted(self.voters)]
+                partitions.append(m.PartitionData(
+                    partition_index=METADATA_PARTITION, leader_id=leader.leader_id,
+                    leader_epoch=leader.epoch, high_watermark=hw, current_voters=voters))
+            topics.append(m.TopicData(topic_name=topic.topic_name, partitions=partitions))
+        nodes = [m.Node(node_id=v, listeners=[m.Listener(name=self.listener_name, host=h, port=p)])
+                 for v, (h, p) in sorted(self.voters.items())]
+        return m(topics=topics, nodes=nodes)
+
+    def describe_cluster(self) -> Any:
+        m = messages.DescribeClusterResponse
+        brokers = []
+        image = getattr(self.driver.controller, "image", None)
+        if image is not None:
+            for b in sorted(image.cluster.brokers.values(), key=lambda b: b.id):
+                if b.fenced:
+                    continue
+                endpoint = b.endpoints[0] if b.endpoints else None
+                if endpoint is not None:
+                    brokers.append(m.DescribeClusterBroker(broker_id=b.id, host=endpoint.host,
+                                                           port=endpoint.port, rack=b.rack))
+        return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
+                 brokers=brokers)
+
+
+class _Unserved(Exception):
+    def __init__(self, api_key: int, api_version: int) -> None:
+        super().__init__(f"API {api_key} v{api_version} is not served by a controller")
+        self.api_key = api_key
+
+
+# -- the listener -----------------------------------------------------------------------------
+
+
+class ControllerListener:
+    """One request at a time per connection, in order (Kafka mutes a channel until its
+    response is sent), so a long-polling fetch holds only its own connection."""
+
+    def __init__(self, apis: ControllerApis, host: str, port: int,
+                 frame_bytes_max: int = 100 * 1024 * 1024) -> None:
+        self.apis = apis
+        self.host = host
+        self.port = port
+        self.frame_bytes_max = frame_bytes_max
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port,
+                                                  reuse_address=True, limit=READ_CHUNK_BYTES)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        conn = ServerConnection(frame_bytes_max=self.frame_bytes_max)
+        try:
+            while True:
+                data = await reader.read(READ_CHUNK_BYTES)
+                if not data:
+                    return
+                conn.receive_data(data)
+                while (event := conn.next_event()) is not NEED_DATA:
+                    if isinstance(event, UnsupportedRequest):
+                        if event.api_key != ApiKey.API_VERSIONS:
+                            return
+                        # KIP-511: answer an unknown ApiVersions version with v0 and error 35.
+                        answer = (0, self.apis.api_versions(ErrorCode.UNSUPPORTED_VERSION))
+                        key, correlation_id = event.api_key, event.correlation_id
+                    else:
+                        try:
+                            answer = await self.apis.handle(event)
+                        except _Unserved as e:
+                            log.info("closing connection: %s", e)
+                            return
+                        key, correlation_id = event.header.api_key, event.header.correlation_id
+                    version, body = answer
+                    for part in conn.send(key, version, correlation_id, body):
+                        writer.write(part)
+                    await writer.drain()
+        except CorruptFrameError as e:
+            log.warning("closing connection: %s", e)
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()

@@ -1,0 +1,173 @@
+"""The controller listener in-process over InMemoryQuorum, with opaque record bytes: the
+metadata fetch (long poll, batches, snapshot redirect and FetchSnapshot), DescribeQuorum,
+ApiVersions, and an observer reaching the controller's log."""
+from __future__ import annotations
+
+import asyncio
+
+from clients.connection import connect
+from clients.protocol import ApiKey, messages
+from clients.protocol.errors import ErrorCode
+from clients.records import decode_batches
+from quorum.observer import MetadataObserver
+from quorum.port import InMemoryQuorum
+from quorum.replicated_log import CommittedBatch, MetadataSnapshot
+from quorum.server import (
+    METADATA_TOPIC, METADATA_TOPIC_ID, ControllerApis, ControllerDriver, ControllerListener,
+)
+
+
+class Records:
+    def __init__(self) -> None:
+        self.records: dict[int, bytes] = {}
+        self.snapshots: list[MetadataSnapshot] = []
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        for i, r in enumerate(batch.records):
+            self.records[batch.base_offset + i] = r
+
+    def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
+        self.snapshots.append(snapshot)
+        self.records = {}
+
+
+async def start(quorum: InMemoryQuorum):
+    driver = ControllerDriver(quorum, None)
+    apis = ControllerApis(quorum.node_id, quorum, driver, {quorum.node_id: ("127.0.0.1", 0)})
+    listener = ControllerListener(apis, "127.0.0.1", 0)
+    port = await listener.start()
+    return listener, port
+
+
+def fetch_request(offset: int, max_wait_ms: int) -> messages.FetchRequest:
+    return messages.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1,
+                                 max_bytes=1 << 20, topics=[messages.FetchRequest.FetchTopic(
+                                     topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID,
+                                     partitions=[messages.FetchRequest.FetchPartition(
+                                         partition=0, fetch_offset=offset,
+                                         partition_max_bytes=1 << 20)])])
+
+
+def test_metadata_fetch_returns_committed_batches_as_v2_record_batches() -> None:
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1)
+        listener, port = await start(quorum)
+        conn = await connect("127.0.0.1", port)
+        try:
+            await quorum.append([b"a", b"b"])
+            await quorum.append([b"c"])
+            for version in (12, 13, 17):
+                response = await conn.request(ApiKey.FETCH, version, fetch_request(1, 0))
+                part = response.responses[0].partitions[0]
+                assert part.error_code == 0 and part.high_watermark == 3
+                assert part.current_leader.leader_id == 1
+                batches = decode_batches(part.records)
+                # The batch holding offset 1 comes whole; the observer skips what it has.
+                assert [(b.header.base_offset, [r.value for r in b.records]) for b in batches] == \
+                       [(0, [b"a", b"b"]), (2, [b"c"])]
+                assert batches[0].header.partition_leader_epoch == quorum.epoch
+        finally:
+            conn.close()
+            await listener.stop()
+    asyncio.run(scenario())
+
+
+def test_an_empty_fetch_waits_until_a_record_commits() -> None:
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1)
+        listener, port = await start(quorum)
+        conn = await connect("127.0.0.1", port)
+        try:
+            pending = asyncio.ensure_future(conn.request(ApiKey.FETCH, 13, fetch_request(0, 20_000)))
+            await asyncio.sleep(0.05)
+            assert not pending.done()           # long polling
+            await quorum.append([b"wake"])
+            part = (await asyncio.wait_for(pending, 5)).responses[0].partitions[0]
+            assert [r.value for b in decode_batches(part.records) for r in b.records] == [b"wake"]
+        finally:
+            conn.close()
+            await listener.stop()
+    asyncio.run(scenario())
+
+
+def test_fetch_below_the_log_start_points_to_the_snapshot_and_fetch_snapshot_serves_it() -> None:
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1)
+        listener, port = await start(quorum)
+        conn = await connect("127.0.0.1", port)
+        try:
+            for i in range(5):
+                await quorum.append([b"r%d" % i])
+            image = tuple(b"image-record-%d" % i for i in range(2500))
+            quorum.install_snapshot(MetadataSnapshot(4, quorum.epoch, image))
+            part = (await conn.request(ApiKey.FETCH, 13, fetch_request(0, 0))).responses[0].partitions[0]
+            assert (part.snapshot_id.end_offset, part.snapshot_id.epoch) == (4, quorum.epoch)
+            assert part.log_start_offset == 4
+            request = messages.FetchSnapshotRequest(replica_id=-1, max_bytes=1 << 20, topics=[
+                messages.FetchSnapshotRequest.TopicSnapshot(name=METADATA_TOPIC, partitions=[
+                    messages.FetchSnapshotRequest.PartitionSnapshot(
+                        partition=0, snapshot_id=messages.FetchSnapshotRequest.SnapshotId(
+                            end_offset=4, epoch=quorum.epoch), position=0)])])
+            snap = (await conn.request(ApiKey.FETCH_SNAPSHOT, 1, request)).topics[0].partitions[0]
+            assert snap.error_code == 0 and snap.size == len(snap.unaligned_records)
+            assert tuple(r.value for b in decode_batches(snap.unaligned_records)
+                         for r in b.records) == image
+            request.topics[0].partitions[0].snapshot_id.end_offset = 3
+            wrong = (await conn.request(ApiKey.FETCH_SNAPSHOT, 1, request)).topics[0].partitions[0]
+            assert wrong.error_code == ErrorCode.SNAPSHOT_NOT_FOUND
+        finally:
+            conn.close()
+            await listener.stop()
+    asyncio.run(scenario())
+
+
+def test_an_observer_reaches_the_controllers_log_from_zero_and_through_a_snapshot() -> None:
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1)
+        listener, port = await start(quorum)
+        for i in range(30):
+            await quorum.append([b"r%d-%d" % (i, j) for j in range(3)])
+        follower = Records()
+        observer = MetadataObserver([("127.0.0.1", port)], follower, snapshot_chunk_bytes=1000)
+        task = asyncio.ensure_future(observer.run())
+        try:
+            await observer.wait_for_offset(89, timeout_s=10)
+            assert follower.records == dict(quorum.log.records_after(-1))
+            quorum.install_snapshot(MetadataSnapshot(90, quorum.epoch, (b"img",) * 700))
+            await quorum.append([b"tail"])
+            late = Records()
+            late_observer = MetadataObserver([("127.0.0.1", port)], late, snapshot_chunk_bytes=1000)
+            late_task = asyncio.ensure_future(late_observer.run())
+            await late_observer.wait_for_offset(90, timeout_s=10)
+            await observer.wait_for_offset(90, timeout_s=10)
+            assert late.snapshots == [MetadataSnapshot(90, quorum.epoch, (b"img",) * 700)]
+            assert late.records == {90: b"tail"} and follower.records[90] == b"tail"
+            assert late_observer.snapshots_loaded == 1 and observer.snapshots_loaded == 0
+            late_task.cancel()
+            late_observer.close()
+        finally:
+            task.cancel()
+            observer.close()
+            await listener.stop()
+    asyncio.run(scenario())
+
+
+def test_describe_quorum_and_api_versions() -> None:
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1)
+        listener, port = await start(quorum)
+        conn = await connect("127.0.0.1", port)
+        try:
+            await quorum.append([b"x"])
+            versions = await conn.negotiate_versions()
+            assert ApiKey.FETCH in versions and ApiKey.DESCRIBE_QUORUM in versions
+            request = messages.DescribeQuorumRequest(topics=[messages.DescribeQuorumRequest.TopicData(
+                topic_name=METADATA_TOPIC, partitions=[messages.DescribeQuorumRequest.PartitionData(
+                    partition_index=0)])])
+            part = (await conn.request(ApiKey.DESCRIBE_QUORUM, 1, request)).topics[0].partitions[0]
+            assert (part.leader_id, part.leader_epoch, part.high_watermark) == (1, quorum.epoch, 1)
+            assert [v.replica_id for v in part.current_voters] == [1]
+        finally:
+            conn.close()
+            await listener.stop()
+    asyncio.run(scenario())
