@@ -54,6 +54,7 @@ from broker.log.leader_epoch_cache import (
     EpochEndOffset,
     LeaderEpochCache,
 )
+from broker.log.offset_index import CorruptIndexError
 from broker.log.recovery import RecoveryReport, SegmentRecovery, walk_segment
 from broker.log.segment import (
     CLEANED_SUFFIX,
@@ -266,8 +267,8 @@ class PartitionLog:
             segments = [LogSegment.create(storage, dir_path, max(log_start_offset, 0), config, now_ms)]
         elif clean_shutdown:
             try:
-                segments[-1].next_offset  # loads the active segment's indexes and tail
-            except SegmentCorruptError as e:
+                segments[-1].load_strict()
+            except (SegmentCorruptError, CorruptIndexError, FileNotFoundError) as e:
                 log.warning("%s: clean shutdown marker but a bad tail (%s); recovering", dir_path, e)
                 clean_shutdown = False
                 recovery_point = min(recovery_point, segments[-1].base_offset)

@@ -165,6 +165,19 @@ class LogSegment:
             log.warning("segment %s: rebuilding indexes (%s)", self.log_path, e)
             self.rebuild_indexes(truncate=False)
 
+    def load_strict(self) -> None:
+        """Load the index files and walk the tail; raise instead of rebuilding.
+
+        For the active segment after a clean shutdown: any surprise there means the
+        shutdown was not as clean as the marker says, and the caller recovers instead.
+        """
+        if self._offset_index is None:
+            try:
+                self._load_indexes()
+            except BaseException:
+                self._offset_index = self._time_index = None
+                raise
+
     def _load_indexes(self) -> None:
         storage = self.storage
         data = storage.read(self.index_path, 0, storage.size(self.index_path))
