@@ -175,6 +175,15 @@ class PartitionReplica:
         self.followers = {}
         return completions
 
+    def on_follower_fetched(self, log_start_offset: int, log_end_offset: int,
+                            leader_high_watermark: int) -> None:
+        """Follower: the fetcher appended what the leader sent; the follower's HW is the
+        leader's, capped by what it holds (a follower never exposes more than it has)."""
+        assert self.role is Role.FOLLOWER
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.high_watermark = max(min(leader_high_watermark, log_end_offset), log_start_offset)
+
     def stop(self) -> list[ProduceCompletion]:
         """No longer a replica (partition deleted or reassigned away)."""
         completions = self._fail_parked(ErrorCode.NOT_LEADER_OR_FOLLOWER)
