@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import random
 import signal
 import sys
 from typing import Any, Callable
 
+from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
 from quorum.raft import RaftQuorum, RaftSettings
 from quorum.server import ControllerApis, ControllerDriver, ControllerListener
@@ -20,18 +22,10 @@ from quorum.server import ControllerApis, ControllerDriver, ControllerListener
 log = logging.getLogger("quorum")
 
 
-def controller_factory(config: ControllerProcessConfig) -> Callable[[], Any] | None:
-    """The pure QuorumController, configured from the process config."""
-    try:
-        from quorum.controller import QuorumController
-        from quorum.controller.config import ControllerConfig
-    except ImportError:
-        # quorum/controller has no QuorumController yet: follow the log without deciding.
-        log.warning("quorum.controller.QuorumController is not available: "
-                    "serving the metadata log only (writes answer NOT_CONTROLLER)")
-        return None
+def controller_factory(config: ControllerProcessConfig) -> Callable[[], QuorumController]:
+    """A fresh pure QuorumController (also after loading a snapshot)."""
     controller_config = ControllerConfig(**config.controller_settings)  # type: ignore[arg-type]
-    return lambda: QuorumController(controller_config)
+    return lambda: QuorumController(controller_config, random.Random())
 
 
 async def serve(config: ControllerProcessConfig, stop: asyncio.Event,

@@ -12,7 +12,8 @@ the next one.
 The listener interface is the quorum's (``handle_commit(CommittedBatch)``,
 ``handle_load_snapshot(MetadataSnapshot)``), so the same replaying code serves a
 controller and an observer. Brokers can use this class as it is; it depends only on
-``clients`` and the value types of ``quorum.replicated_log``.
+``clients``, ``metadata_log`` and the value types of ``quorum.replicated_log``.
+``MetadataImageListener`` turns what it hands over into a ``MetadataImage``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import decode_batches
+from metadata_log.delta import replay_batch
+from metadata_log.image import EMPTY_IMAGE, Provenance
+from metadata_log.records import decode_record
+from metadata_log.snapshot import records_to_image
 from quorum.replicated_log import CommittedBatch, MetadataSnapshot
 from quorum.server import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 
@@ -165,3 +170,27 @@ class MetadataObserver:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class MetadataImageListener:
+    """Replays what an observer (or a quorum) hands over into a MetadataImage, as a broker
+    does: batches all-or-nothing (``metadata_log.replay_batch``), snapshots through
+    ``records_to_image``."""
+
+    def __init__(self) -> None:
+        self.image = EMPTY_IMAGE
+        self.batches_skipped = 0
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        outcome = replay_batch(self.image, [decode_record(r) for r in batch.records],
+                               Provenance(batch.last_offset, batch.epoch))
+        if outcome.error is not None:
+            self.batches_skipped += 1
+        self.image = outcome.image
+
+    def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
+        self.image = records_to_image([decode_record(r) for r in snapshot.records],
+                                      Provenance(snapshot.end_offset - 1, snapshot.epoch))
+
+    def handle_leader_change(self, leader: Any) -> None:
+        pass

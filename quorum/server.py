@@ -33,8 +33,7 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 from clients.protocol import (
     NEED_DATA, ApiKey, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
@@ -42,11 +41,12 @@ from clients.protocol import (
 )
 from clients.protocol import _schemas
 from clients.protocol.errors import ErrorCode
-from clients.records import build_batch, Record
-from quorum.port import MetadataQuorum, NotControllerError, LeaderAndEpoch
-from quorum.replicated_log import (
-    NO_LEADER, CommittedBatch, MetadataSnapshot, ReadStatus,
-)
+from clients.records import Record, build_batch
+from metadata_log.image import Provenance
+from metadata_log.records import decode_record, encode_record
+from metadata_log.snapshot import image_to_records, records_to_image
+from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
+from quorum.replicated_log import CommittedBatch, MetadataSnapshot, ReadStatus
 
 log = logging.getLogger(__name__)
 
@@ -107,24 +107,7 @@ class MetadataLogReader:
 
 # -- the controller, as the driver sees it ------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What a controller call returns (quorum.controller.result.ControllerResult's shape)."""
-
-    records: tuple[Any, ...]
-    response: Any
-
-
-class ControllerCore(Protocol):
-    """The pure QuorumController (quorum/controller): decisions return records; only replay
-    changes state."""
-
-    def replay(self, records: Sequence[Any], offset: int) -> None: ...
-    def poll(self, now_ms: int) -> Any: ...
-
-
-# Write APIs: api key -> the QuorumController method that decides it.
+# Write APIs: api key -> the QuorumController (quorum/controller) method that decides it.
 WRITE_HANDLERS: dict[int, str] = {
     ApiKey.BROKER_REGISTRATION: "handle_broker_registration",
     ApiKey.BROKER_HEARTBEAT: "handle_broker_heartbeat",
@@ -133,7 +116,7 @@ WRITE_HANDLERS: dict[int, str] = {
     ApiKey.DELETE_TOPICS: "handle_delete_topics",
     ApiKey.CREATE_PARTITIONS: "handle_create_partitions",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "handle_incremental_alter_configs",
-    ApiKey.ALLOCATE_PRODUCER_IDS: "allocate_producer_ids",
+    ApiKey.ALLOCATE_PRODUCER_IDS: "handle_allocate_producer_ids",
     ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
 }
 
@@ -177,14 +160,8 @@ def error_response(api_key: int, request: Any, code: int, message: str | None = 
     raise AssertionError(f"no error response for API {api_key}")
 
 
-def _decode_records(batch_records: Sequence[bytes]) -> list[Any]:
-    from metadata_log.records import decode_record
-    return [decode_record(r) for r in batch_records]
-
-
 def _encode_records(records: Sequence[Any]) -> list[bytes]:
-    from metadata_log.records import encode_record
-    return [r if isinstance(r, (bytes, bytearray)) else encode_record(r) for r in records]
+    return [encode_record(r) for r in records]
 
 
 class ControllerDriver:
@@ -218,13 +195,11 @@ class ControllerDriver:
 
     def handle_commit(self, batch: CommittedBatch) -> None:
         if self.controller is not None:
-            try:
-                self.controller.replay(_decode_records(batch.records), batch.last_offset)
-            except Exception:
-                # A committed batch the controller cannot replay is a bug on the writing
-                # side; every controller hits it alike. Count it and go on following.
+            outcome = self.controller.replay_encoded(batch.records, batch.last_offset, batch.epoch)
+            if outcome.error is not None:
+                # Skipped whole, on every controller alike (replay_batch): the writer's bug.
                 self.replay_errors += 1
-                log.exception("cannot replay committed batch at %d", batch.base_offset)
+                log.error("committed batch at %d skipped: %s", batch.base_offset, outcome.error)
         self._maybe_snapshot(batch)
 
     def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
@@ -233,14 +208,23 @@ class ControllerDriver:
             return
         self.controller = self.controller_factory()
         if snapshot.records:
-            self.controller.replay(_decode_records(snapshot.records), snapshot.end_offset - 1)
+            image = records_to_image([decode_record(r) for r in snapshot.records],
+                                     Provenance(snapshot.end_offset - 1, snapshot.epoch))
+            self.controller.load_image(image)
+        if self._was_active:
+            self.controller.activate(self.clock_ms())
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         active = self.quorum.is_active
-        if active and not self._was_active and self.controller is not None:
-            activate = getattr(self.controller, "activate", None)
-            if activate is not None:
-                activate(self.clock_ms())       # restart heartbeat sessions from now
+        if active != self._was_active:
+            log.info("%s at epoch %d (leader %d, committed offset %d)",
+                     "active controller" if active else "standby", leader.epoch,
+                     leader.leader_id, self.quorum.last_committed_offset)
+        if self.controller is not None and active != self._was_active:
+            if active:
+                self.controller.activate(self.clock_ms())   # fresh broker sessions from now
+            else:
+                self.controller.deactivate()
         self._was_active = active
 
     # -- writes --
@@ -250,6 +234,12 @@ class ControllerDriver:
         if self.controller is None or not self.quorum.is_active:
             return error_response(api_key, request, ErrorCode.NOT_CONTROLLER,
                                   f"not the active controller (active: {self.quorum.leader_id})")
+        if self._unresolved is None and not self._write_lock.locked():
+            # Deciding changes nothing: a decision without records (most heartbeats) is
+            # answered at once, without queueing behind writes.
+            decision = getattr(self.controller, method)(request, self.clock_ms())
+            if not decision.records:
+                return decision.response
         try:
             async with asyncio.timeout(self.write_timeout_ms / 1000):
                 async with self._write_lock:
@@ -283,8 +273,10 @@ class ControllerDriver:
         self._unresolved = None
 
     async def run_poll_loop(self) -> None:
+        wait_ms = self.poll_interval_ms
         while True:
-            await asyncio.sleep(self.poll_interval_ms / 1000)
+            await asyncio.sleep(min(wait_ms, self.poll_interval_ms) / 1000)
+            wait_ms = self.poll_interval_ms
             if self.controller is None or not self.quorum.is_active:
                 continue
             try:
@@ -293,9 +285,10 @@ class ControllerDriver:
                         await self._settle_unresolved()
                         if not self.quorum.is_active:
                             continue
-                        decision = self.controller.poll(self.clock_ms())
-                        records = getattr(decision, "records", ())
-                        await self._commit(records)
+                        decision, wait_ms = self.controller.poll(self.clock_ms())
+                        await self._commit(decision.records)
+                        if decision.records:
+                            wait_ms = 0     # more may be due now that these are replayed
             except (NotControllerError, TimeoutError):
                 pass
             except Exception:
@@ -326,7 +319,6 @@ class ControllerDriver:
 
     async def _snapshot(self, image: Any, batch: CommittedBatch) -> None:
         """The image after `batch` is immutable: encode it off the event loop thread."""
-        from metadata_log.snapshot import image_to_records
         try:
             records = await asyncio.to_thread(lambda: tuple(_encode_records(image_to_records(image))))
             snapshot = MetadataSnapshot(batch.next_offset, batch.epoch, records)
@@ -529,13 +521,12 @@ class ControllerApis:
         brokers = []
         image = getattr(self.driver.controller, "image", None)
         if image is not None:
-            for b in sorted(image.cluster.brokers.values(), key=lambda b: b.id):
-                if b.fenced:
+            for broker_id, b in sorted(image.cluster.brokers.items()):
+                if b.fenced or not b.endpoints:
                     continue
-                endpoint = b.endpoints[0] if b.endpoints else None
-                if endpoint is not None:
-                    brokers.append(m.DescribeClusterBroker(broker_id=b.id, host=endpoint.host,
-                                                           port=endpoint.port, rack=b.rack))
+                endpoint = b.endpoints[0]
+                brokers.append(m.DescribeClusterBroker(broker_id=broker_id, host=endpoint.host,
+                                                       port=endpoint.port, rack=b.rack))
         return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
                  brokers=brokers)
 

@@ -171,3 +171,51 @@ def test_describe_quorum_and_api_versions() -> None:
             conn.close()
             await listener.stop()
     asyncio.run(scenario())
+
+
+def test_brokers_register_unfence_and_create_topics_and_an_observer_gets_the_same_image() -> None:
+    """The real QuorumController behind the listener: decisions commit and replay, and an
+    observer replaying the fetched log reaches exactly the controller's image."""
+    import random
+
+    from quorum.controller import ControllerConfig, QuorumController
+    from quorum.observer import MetadataImageListener
+    from quorum_helpers import create_topic, heartbeat, register_broker
+
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1)
+        driver = ControllerDriver(quorum, lambda: QuorumController(ControllerConfig(),
+                                                                   random.Random(7)))
+        apis = ControllerApis(1, quorum, driver, {1: ("127.0.0.1", 0)})
+        listener = ControllerListener(apis, "127.0.0.1", 0)
+        port = await listener.start()
+        conn = await connect("127.0.0.1", port)
+        await conn.negotiate_versions()
+        follower = MetadataImageListener()
+        observer = MetadataObserver([("127.0.0.1", port)], follower)
+        task = asyncio.ensure_future(observer.run())
+        try:
+            for broker_id in (1, 2, 3):
+                registered = await register_broker(conn, broker_id, rack=f"r{broker_id}")
+                assert registered.error_code == 0
+                beat = await heartbeat(conn, broker_id, registered.broker_epoch)
+                assert beat.error_code == 0 and not beat.is_fenced
+            created = await create_topic(conn, "orders", partitions=6, replication=3)
+            assert [(t.name, t.error_code) for t in created.topics] == [("orders", 0)]
+            again = await create_topic(conn, "orders", partitions=6, replication=3)
+            assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+            image = driver.controller.image
+            assert image.topics.get("orders") is not None
+            await observer.wait_for_offset(quorum.last_committed_offset, timeout_s=10)
+            assert follower.image == image and follower.batches_skipped == 0
+            assert driver.replay_errors == 0
+            # A standby refuses writes and names the active controller.
+            quorum.elect(2)
+            refused = await create_topic(conn, "later", partitions=1, replication=1)
+            assert refused.topics[0].error_code == ErrorCode.NOT_CONTROLLER
+        finally:
+            task.cancel()
+            observer.close()
+            conn.close()
+            await listener.stop()
+    asyncio.run(scenario())

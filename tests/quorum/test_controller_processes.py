@@ -1,0 +1,160 @@
+"""Three real controller processes (`python -m quorum`) on 127.0.0.1 with random ports,
+talking the Kafka protocol, killed by pid. The scenarios of issue 4: failover keeps every
+committed record; with 2 of 3 gone writes fail clearly and reads still work; a restart of
+all keeps the state; an observer reaches the same image from any controller."""
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+
+from clients.protocol.errors import ErrorCode
+from quorum.observer import MetadataImageListener, MetadataObserver
+from quorum_helpers import (
+    ControllerProcesses, LogCollector, create_topic, describe_quorum, heartbeat, register_broker,
+)
+
+pytestmark = pytest.mark.process
+
+
+@pytest.fixture
+def controllers(tmp_path):
+    cluster = ControllerProcesses(tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+async def follow(cluster: ControllerProcesses, i: int, upto: int) -> LogCollector:
+    """Controller i's committed log up to at least `upto`, read with the metadata fetch."""
+    collector = LogCollector()
+    observer = MetadataObserver([cluster.address(i)], collector, fetch_wait_max_ms=100)
+    task = asyncio.ensure_future(observer.run())
+    try:
+        await observer.wait_for_offset(upto, timeout_s=15)
+    finally:
+        task.cancel()
+        observer.close()
+    assert not collector.snapshots and collector.batches_skipped == 0
+    return collector
+
+
+async def committed_log(cluster: ControllerProcesses, i: int, upto: int) -> dict[int, bytes]:
+    collector = await follow(cluster, i, upto)
+    return {o: r for o, r in collector.records.items() if o <= upto}
+
+
+async def register_brokers(conn, ids) -> dict[int, int]:
+    epochs = {}
+    for broker_id in ids:
+        response = await register_broker(conn, broker_id)
+        assert response.error_code == 0, response
+        epochs[broker_id] = response.broker_epoch
+    return epochs
+
+
+def test_killing_the_active_controller_elects_another_that_has_every_committed_record(controllers) -> None:
+    async def scenario():
+        for i in controllers.ids:
+            controllers.start(i)
+        first, conn = await controllers.active()
+        await register_brokers(conn, range(1, 6))
+        before = (await describe(conn)).high_watermark - 1
+        conn.close()
+        log_before = await committed_log(controllers, first, before)
+        controllers.kill(first, signal.SIGKILL)
+        second, conn = await controllers.active()
+        assert second != first
+        for i in controllers.live():
+            assert (await committed_log(controllers, i, before)) == log_before
+        epochs = await register_brokers(conn, [6])
+        assert epochs[6] > before
+        conn.close()
+    asyncio.run(scenario())
+
+
+def test_with_two_of_three_controllers_gone_writes_fail_clearly_and_reads_still_work(controllers) -> None:
+    async def scenario():
+        for i in controllers.ids:
+            controllers.start(i)
+        active, conn = await controllers.active()
+        epochs = await register_brokers(conn, [1, 2, 3])
+        last = (await describe(conn)).high_watermark - 1
+        conn.close()
+        survivor = next(i for i in controllers.ids if i != active)
+        for i in controllers.ids:
+            if i != survivor:
+                controllers.kill(i, signal.SIGKILL)
+        conn = await controllers.connect(survivor)
+        # Writes: a clear Kafka error, within the write timeout, whoever thinks it leads.
+        response = await register_broker(conn, 42)
+        assert response.error_code in (ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT)
+        beat = await heartbeat(conn, 1, epochs[1])
+        assert beat.error_code in (ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT)
+        # Reads: the committed log, and the image built from it, as before.
+        followed = await follow(controllers, survivor, last)
+        assert sorted(followed.records) == list(range(followed.image.provenance.offset + 1))
+        assert followed.image.provenance.offset >= last
+        assert {1, 2, 3} <= set(followed.image.cluster.brokers)
+        conn.close()
+    asyncio.run(scenario())
+
+
+def test_restarting_every_controller_keeps_the_committed_state(controllers) -> None:
+    async def scenario():
+        for i in controllers.ids:
+            controllers.start(i)
+        _, conn = await controllers.active()
+        await register_brokers(conn, [1, 2, 3])
+        last = (await describe(conn)).high_watermark - 1
+        conn.close()
+        before = await committed_log(controllers, controllers.ids[0], last)
+        # One clean stop, the others killed: durability must not depend on a clean exit.
+        controllers.kill(controllers.ids[0], signal.SIGTERM)
+        for i in controllers.ids[1:]:
+            controllers.kill(i, signal.SIGKILL)
+        for i in controllers.ids:
+            controllers.start(i)
+        _, conn = await controllers.active()
+        for i in controllers.ids:
+            assert (await committed_log(controllers, i, last)) == before
+        epochs = await register_brokers(conn, [4])
+        assert epochs[4] > last
+        conn.close()
+    asyncio.run(scenario())
+
+
+def test_an_observer_reaches_the_same_image_from_every_controller(controllers) -> None:
+    async def scenario():
+        for i in controllers.ids:
+            controllers.start(i)
+        _, conn = await controllers.active()
+        epochs = await register_brokers(conn, [1, 2, 3])
+        for broker_id, epoch in epochs.items():
+            assert not (await heartbeat(conn, broker_id, epoch)).is_fenced
+        for n in range(3):
+            created = await create_topic(conn, f"topic-{n}", partitions=4, replication=3)
+            assert created.topics[0].error_code == 0, created
+        last = (await describe(conn)).high_watermark - 1
+        conn.close()
+        # Read back from each controller up to the same offset: the same image.
+        images = []
+        for i in controllers.ids:
+            collector = await follow(controllers, i, last)
+            replayed = MetadataImageListener()
+            for base in sorted(collector.batch_offsets):
+                batch = collector.batch_offsets[base]
+                if batch.last_offset <= last:
+                    replayed.handle_commit(batch)
+            images.append(replayed.image)
+        assert images[0].topics.get("topic-2") is not None
+        assert images[0].topics.partition_count() == 12
+        assert images[0].provenance.offset == last
+        assert images[0] == images[1] == images[2]
+    asyncio.run(scenario())
+
+
+async def describe(conn):
+    return await describe_quorum(conn)
