@@ -57,6 +57,16 @@ class Harness:
     def advance(self, ms: int) -> None:
         self.now_ms += ms
 
+    def run_for(self, ms: int, heartbeating: list[int]) -> None:
+        """Let ``ms`` pass in heartbeat intervals: the brokers heartbeat, the controller
+        polls (and its periodic records are committed) at every step."""
+        end = self.now_ms + ms
+        while self.now_ms < end:
+            self.now_ms = min(end, self.now_ms + self.config.broker_heartbeat_interval_ms)
+            for b in heartbeating:
+                self.heartbeat(b)
+            self.poll()
+
     # ------------------------------------------------------------ brokers
 
     def registration_request(self, broker_id: int, rack: str | None = None,
