@@ -140,8 +140,8 @@ class LogManager:
         reports: dict[Key, RecoveryReport] = {}
         for name in storage.list_dir(manager.data_dir):
             key = parse_partition_dir_name(name)
-            if key is None or storage.exists(f"{manager.data_dir}/{name}/") is False:
-                continue
+            if key is None:
+                continue  # the checkpoint files and the marker
             config = config_for_topic(key[0]) if config_for_topic else default_config
             partition_log, report = PartitionLog.open(
                 storage, f"{manager.data_dir}/{name}", config, now_ms=now_ms,
