@@ -261,6 +261,7 @@ class PartitionLog:
         )
         segments = [LogSegment.open_existing(storage, dir_path, b, config, now_ms) for b in bases]
         epoch_cache = _load_epoch_cache(storage, dir_path)
+        epochs_on_disk = epoch_cache.entries()
         recovered: list[SegmentRecovery] = []
         deleted: list[int] = []
         if not segments:
@@ -295,8 +296,8 @@ class PartitionLog:
                         deleted.append(later.base_offset)
                     del segments[i + 1:]
                     break
-            for segment in segments[first:]:
-                segment.flush(indexes=segment is not segments[-1])
+            # No fsync here: the recovered bytes may still be only in the page cache, so
+            # the recovery point stays where it was and a later crash walks them again.
         log_end_offset = segments[-1].next_offset
         start = max(log_start_offset, segments[0].base_offset)
         if start > log_end_offset:
@@ -308,9 +309,12 @@ class PartitionLog:
             log_end_offset = start
         changed = epoch_cache.truncate_from_end(log_end_offset)
         changed |= epoch_cache.truncate_from_start(start)
-        partition_log = cls(storage, dir_path, config, segments, start, log_end_offset,
+        if clean_shutdown:
+            recovery_point = log_end_offset  # everything was fsynced by close()
+        recovery_point = max(min(recovery_point, log_end_offset), 0)
+        partition_log = cls(storage, dir_path, config, segments, start, recovery_point,
                             epoch_cache, now_ms)
-        if changed or recovered:
+        if changed or epoch_cache.entries() != epochs_on_disk:
             partition_log._write_epoch_checkpoint()
         truncated = sum(r.truncated_bytes for r in recovered)
         report = RecoveryReport(
@@ -841,10 +845,12 @@ def _tidy_directory(storage: Storage, dir_path: str) -> list[int]:
     Returns the base offsets of swap files made live.
     """
     completed: list[int] = []
+    changed = False
     names = storage.list_dir(dir_path)
     for name in names:
         if name.endswith((CLEANED_SUFFIX, ".deleted", ".tmp")):
             storage.delete(f"{dir_path}/{name}")
+            changed = True
     swaps = sorted(
         parsed[0] for name in names
         if (parsed := parse_segment_file_name(name)) is not None
@@ -869,11 +875,14 @@ def _tidy_directory(storage: Storage, dir_path: str) -> list[int]:
             storage.delete(f"{dir_path}/{segment_file_name(base, suffix)}")
         storage.rename(swap_path, f"{dir_path}/{segment_file_name(base, LOG_SUFFIX)}")
         completed.append(base)
+        changed = True
     names = set(storage.list_dir(dir_path))
     for name in names:
         parsed = parse_segment_file_name(name)
         if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             if segment_file_name(parsed[0], LOG_SUFFIX) not in names:
                 storage.delete(f"{dir_path}/{name}")
-    storage.fsync_dir(dir_path)
+                changed = True
+    if changed:
+        storage.fsync_dir(dir_path)
     return completed

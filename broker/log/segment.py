@@ -127,6 +127,7 @@ class LogSegment:
         # and must be rewritten whole at the next flush.
         self._index_file_bytes: int | None = None
         self._time_index_file_bytes: int | None = None
+        self._index_files_unsynced = False  # written since their last fsync
 
     # --- construction ---------------------------------------------------------------------
 
@@ -529,10 +530,14 @@ class LogSegment:
                 self.storage.truncate(path, start)
             if data:
                 self.storage.write(path, start, data)
-            if fsync and (data or file_bytes != start):
-                self.storage.fsync(path)
+            if data or file_bytes != start:
+                self._index_files_unsynced = True
             index.mark_persisted()
             setattr(self, attr, start + len(data))
+        if fsync and self._index_files_unsynced:
+            self.storage.fsync(self.index_path)
+            self.storage.fsync(self.time_index_path)
+            self._index_files_unsynced = False
 
     def close(self) -> None:
         if self.is_loaded:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from _log_helpers import make_batch
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from broker.log import LogConfig, LogManager, LogManagerConfig, SimStorage
 from clients.protocol.errors import ErrorCode
@@ -238,7 +238,6 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self._reopen(clean=True)
         assert (self.log.log_start_offset, self.log.log_end_offset) == (self.start, self.leo)
 
-    @precondition(lambda self: True)
     @rule(seed=st.integers(0, 2**32))
     def crash_and_recover(self, seed: int) -> None:
         durable = self.log.recovery_point
