@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Union
+from typing import Any, Callable, Iterable, Union
 
 from clients.protocol import messages
 from clients.protocol.types import ZERO_UUID
@@ -195,21 +195,26 @@ class _TopicDelta:
 _MISSING = object()
 
 
-def _check_partition(p: PartitionRegistration, what: str) -> None:
+def _check_partition(p: PartitionRegistration, what: Callable[[], str]) -> None:
     """Structural invariants of a partition; a violation means a bad record."""
-    if not p.replicas:
-        raise MetadataReplayError(f"{what}: no replicas")
-    if len(set(p.replicas)) != len(p.replicas):
-        raise MetadataReplayError(f"{what}: duplicate replicas {p.replicas}")
-    replicas = set(p.replicas)
-    if len(set(p.isr)) != len(p.isr) or not replicas.issuperset(p.isr):
-        raise MetadataReplayError(f"{what}: isr {p.isr} is not a subset of {p.replicas}")
-    if not p.isr:
-        raise MetadataReplayError(f"{what}: empty isr")
-    if p.leader != NO_LEADER and p.leader not in p.isr:
-        raise MetadataReplayError(f"{what}: leader {p.leader} not in isr {p.isr}")
-    if p.leader_epoch < 0 or p.partition_epoch < 0:
-        raise MetadataReplayError(f"{what}: negative epoch")
+    replicas, isr = p.replicas, p.isr
+    replica_set = set(replicas)
+    isr_set = set(isr)
+    if (not replicas or len(replica_set) != len(replicas) or not isr
+            or len(isr_set) != len(isr) or not isr_set <= replica_set
+            or (p.leader != NO_LEADER and p.leader not in isr_set)
+            or p.leader_epoch < 0 or p.partition_epoch < 0):
+        raise MetadataReplayError(
+            f"{what()}: replicas {replicas}, isr {isr}, leader {p.leader}, epochs "
+            f"{p.leader_epoch}/{p.partition_epoch} break the partition invariants")
+
+
+def _recovery_state(value: int, what: Callable[[], str]) -> LeaderRecoveryState:
+    if value == 0:
+        return LeaderRecoveryState.RECOVERED
+    if value == 1:
+        return LeaderRecoveryState.RECOVERING
+    raise MetadataReplayError(f"{what()}: leader_recovery_state {value}")
 
 
 class MetadataDelta:
@@ -382,20 +387,18 @@ class MetadataDelta:
 
     def _replay_partition(self, r: Any) -> None:
         td = self._topic(r.topic_id)
-        what = f"PartitionRecord {r.topic_id}-{r.partition_id}"
+
+        def what() -> str:
+            return f"PartitionRecord {r.topic_id}-{r.partition_id}"
         if td is None:
-            raise MetadataReplayError(f"{what}: unknown topic")
+            raise MetadataReplayError(f"{what()}: unknown topic")
         if r.partition_id < 0:
-            raise MetadataReplayError(f"{what}: negative partition id")
+            raise MetadataReplayError(f"{what()}: negative partition id")
         if td.get(r.partition_id) is not None:
             # Stricter than Kafka, which overwrites: Ketch's controller never writes a
             # partition twice, so a second one is a duplicated append.
-            raise MetadataReplayError(f"{what}: partition already exists")
-        try:
-            lrs = LeaderRecoveryState(r.leader_recovery_state)
-        except ValueError:
-            raise MetadataReplayError(f"{what}: leader_recovery_state "
-                                      f"{r.leader_recovery_state}") from None
+            raise MetadataReplayError(f"{what()}: partition already exists")
+        lrs = _recovery_state(r.leader_recovery_state, what)
         p = PartitionRegistration(
             replicas=tuple(r.replicas), isr=tuple(r.isr),
             removing_replicas=tuple(r.removing_replicas),
@@ -411,12 +414,14 @@ class MetadataDelta:
 
     def _replay_partition_change(self, r: Any) -> None:
         td = self._topic(r.topic_id)
-        what = f"PartitionChangeRecord {r.topic_id}-{r.partition_id}"
+
+        def what() -> str:
+            return f"PartitionChangeRecord {r.topic_id}-{r.partition_id}"
         if td is None:
-            raise MetadataReplayError(f"{what}: unknown topic")
+            raise MetadataReplayError(f"{what()}: unknown topic")
         old = td.get(r.partition_id)
         if old is None:
-            raise MetadataReplayError(f"{what}: unknown partition")
+            raise MetadataReplayError(f"{what()}: unknown partition")
         replicas = old.replicas if r.replicas is None else tuple(r.replicas)
         directories = old.directories
         if r.directories is not None:
@@ -426,16 +431,12 @@ class MetadataDelta:
         if r.leader == LEADER_UNCHANGED:
             leader, leader_epoch = old.leader, old.leader_epoch
         elif r.leader < NO_LEADER:
-            raise MetadataReplayError(f"{what}: leader {r.leader}")
+            raise MetadataReplayError(f"{what()}: leader {r.leader}")
         else:
             leader, leader_epoch = r.leader, old.leader_epoch + 1
         lrs = old.leader_recovery_state
         if r.leader_recovery_state != -1:
-            try:
-                lrs = LeaderRecoveryState(r.leader_recovery_state)
-            except ValueError:
-                raise MetadataReplayError(f"{what}: leader_recovery_state "
-                                          f"{r.leader_recovery_state}") from None
+            lrs = _recovery_state(r.leader_recovery_state, what)
         new = PartitionRegistration(
             replicas=replicas,
             isr=old.isr if r.isr is None else tuple(r.isr),

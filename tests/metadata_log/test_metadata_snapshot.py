@@ -116,15 +116,16 @@ def test_a_short_file_is_detected(tmp_path) -> None:
     assert HEADER_SIZE > 8
 
 
-def test_snapshot_of_100k_partitions(tmp_path) -> None:
+def test_snapshot_of_many_partitions(tmp_path) -> None:
+    # 20,000 here to keep CI fast; bench/quorum.py times 100,000.
     records = [register(b, b) for b in range(3)]
     for n in range(10):
         records.append(topic(f"t{n}", n))
-        records += [partition(n, i, [i % 3, (i + 1) % 3]) for i in range(10_000)]
+        records += [partition(n, i, [i % 3, (i + 1) % 3]) for i in range(2_000)]
     image = image_of(records)
     path = write_snapshot(tmp_path, image)
     loaded = read_snapshot(path)
-    assert loaded.topics.partition_count() == 100_000
+    assert loaded.topics.partition_count() == 20_000
     assert loaded == image
-    assert os.path.getsize(path) < 100_000 * 64
+    assert os.path.getsize(path) < 20_000 * 64
     assert loaded.provenance == Provenance(image.provenance.offset, 1)

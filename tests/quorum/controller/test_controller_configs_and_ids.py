@@ -1,0 +1,156 @@
+"""IncrementalAlterConfigs and producer id blocks."""
+from __future__ import annotations
+
+import pytest
+
+from clients.protocol import messages as M
+from clients.protocol.errors import ErrorCode
+from metadata_log import ConfigResourceType
+from tests.quorum.controller.harness import Harness
+
+IAC = M.IncrementalAlterConfigsRequest
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def alter(h: Harness, resource_type: int, name: str, *ops, validate_only: bool = False):
+    request = IAC(validate_only=validate_only, resources=[IAC.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=[IAC.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops])])
+    result = h.controller.handle_incremental_alter_configs(request, h.now_ms)
+    response = h.commit(result).responses[0]
+    assert (response.resource_type, response.resource_name) == (resource_type, name)
+    return response, result.records
+
+
+def setup() -> Harness:
+    h = Harness()
+    h.start_broker(1)
+    h.create_topic("t", configs={"retention.ms": "100"})
+    return h
+
+
+def test_set_and_delete_topic_configs() -> None:
+    h = setup()
+    response, records = alter(h, 2, "t", ("segment.bytes", SET, "2048"),
+                              ("retention.ms", DELETE, None))
+    assert (response.error_code, response.error_message) == (0, None)
+    assert dict(h.image.configs.topic("t")) == {"segment.bytes": "2048"}
+    assert [(r.name, r.value) for r in records] == [("retention.ms", None),
+                                                    ("segment.bytes", "2048")]
+
+
+def test_setting_the_current_value_writes_nothing() -> None:
+    h = setup()
+    response, records = alter(h, 2, "t", ("retention.ms", SET, "100"),
+                              ("segment.ms", DELETE, None))
+    assert response.error_code == 0 and records == ()
+
+
+def test_append_and_subtract_on_list_configs() -> None:
+    h = setup()
+    alter(h, 2, "t", ("cleanup.policy", APPEND, "compact"))        # default "delete" + compact
+    assert h.image.configs.topic("t")["cleanup.policy"] == "delete,compact"
+    alter(h, 2, "t", ("cleanup.policy", SUBTRACT, "delete"))
+    assert h.image.configs.topic("t")["cleanup.policy"] == "compact"
+    emptied, _ = alter(h, 2, "t", ("cleanup.policy", SUBTRACT, "compact"))
+    assert emptied.error_code == ErrorCode.INVALID_CONFIG
+    assert h.image.configs.topic("t")["cleanup.policy"] == "compact"
+
+
+def test_list_operations_on_other_types_are_invalid_configs() -> None:
+    h = setup()
+    response, _ = alter(h, 2, "t", ("retention.ms", APPEND, "5"))
+    assert (response.error_code, response.error_message) == (
+        ErrorCode.INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST.")
+
+
+def test_a_resource_is_altered_all_or_nothing() -> None:
+    h = setup()
+    response, records = alter(h, 2, "t", ("segment.bytes", SET, "2048"),
+                              ("min.insync.replicas", SET, "0"))
+    assert response.error_code == ErrorCode.INVALID_CONFIG
+    assert "min.insync.replicas" in response.error_message
+    assert records == () and dict(h.image.configs.topic("t")) == {"retention.ms": "100"}
+
+
+@pytest.mark.parametrize("rtype, name, ops, code", [
+    (2, "nope", [("retention.ms", SET, "1")], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (2, "t", [("retention.msec", SET, "1")], ErrorCode.INVALID_CONFIG),
+    (2, "t", [("retention.ms", SET, None)], ErrorCode.INVALID_REQUEST),
+    (2, "t", [("retention.ms", 7, "1")], ErrorCode.INVALID_REQUEST),
+    (2, "t", [("retention.ms", SET, "1"), ("retention.ms", SET, "2")], ErrorCode.INVALID_REQUEST),
+    (4, "x", [("log.retention.ms", SET, "1")], ErrorCode.INVALID_REQUEST),
+    (4, "", [("retention.ms", SET, "1")], ErrorCode.INVALID_CONFIG),
+    (8, "1", [("kafka.server", SET, "DEBUG")], ErrorCode.INVALID_REQUEST),
+    (3, "t", [("retention.ms", SET, "1")], ErrorCode.INVALID_REQUEST),
+])
+def test_refusals(rtype, name, ops, code) -> None:
+    h = setup()
+    response, records = alter(h, rtype, name, *ops)
+    assert response.error_code == code and response.error_message and records == ()
+
+
+def test_broker_configs_per_broker_and_cluster_wide() -> None:
+    h = setup()
+    alter(h, 4, "", ("min.insync.replicas", SET, "2"))
+    alter(h, 4, "1", ("log.retention.ms", SET, "-1"))
+    assert h.image.configs.cluster_default() == {"min.insync.replicas": "2"}
+    assert h.image.configs.get(ConfigResourceType.BROKER, "1") == {"log.retention.ms": "-1"}
+
+
+def test_validate_only_writes_nothing() -> None:
+    h = setup()
+    response, records = alter(h, 2, "t", ("segment.bytes", SET, "2048"), validate_only=True)
+    assert response.error_code == 0 and records == ()
+    assert "segment.bytes" not in h.image.configs.topic("t")
+
+
+def test_duplicate_resources_in_one_request() -> None:
+    h = setup()
+    resource = IAC.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        IAC.AlterableConfig(name="retention.ms", config_operation=SET, value="1")])
+    result = h.controller.handle_incremental_alter_configs(IAC(resources=[resource, resource]),
+                                                           h.now_ms)
+    assert result.records == ()
+    assert [r.error_code for r in result.response.responses] == [ErrorCode.INVALID_REQUEST] * 2
+
+
+# ---------------------------------------------------------------- producer ids
+
+def test_producer_id_blocks_are_consecutive_thousands() -> None:
+    h = setup()
+    epoch = h.image.cluster.get(1).broker_epoch
+    blocks = []
+    for _ in range(3):
+        response = h.commit(h.controller.allocate_producer_ids(1, epoch))
+        blocks.append((response.error_code, response.producer_id_start, response.producer_id_len))
+    assert blocks == [(0, 0, 1000), (0, 1000, 1000), (0, 2000, 1000)]
+    assert h.image.producer_ids.next_producer_id == 3000
+    via_request = h.commit(h.controller.handle_allocate_producer_ids(
+        M.AllocateProducerIdsRequest(broker_id=1, broker_epoch=epoch), h.now_ms))
+    assert via_request.producer_id_start == 3000
+
+
+def test_producer_ids_need_a_current_broker_epoch() -> None:
+    h = setup()
+    assert h.controller.allocate_producer_ids(1, 12345).response.error_code == \
+        ErrorCode.STALE_BROKER_EPOCH
+    assert h.controller.allocate_producer_ids(9, 1).response.error_code == \
+        ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_a_block_decided_twice_is_committed_once() -> None:
+    """Two decisions on the same image (a shell that broke the one-write-in-flight rule, or
+    a Raft retry): the second batch is refused on replay, so no block is handed out twice."""
+    h = setup()
+    epoch = h.image.cluster.get(1).broker_epoch
+    first = h.controller.allocate_producer_ids(1, epoch)
+    second = h.controller.allocate_producer_ids(1, epoch)
+    assert first.records == second.records
+    h.commit(first)
+    outcome = h.controller.replay(second.records, h.next_offset)
+    h.next_offset += 1
+    assert outcome.error is not None
+    assert h.image.producer_ids.next_producer_id == 1000
+    retry = h.commit(h.controller.allocate_producer_ids(1, epoch))
+    assert retry.producer_id_start == 1000
