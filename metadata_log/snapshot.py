@@ -21,11 +21,12 @@ that names the offset and epoch of the last record the image contains:
     body_length    int64
     body_crc       uint32    CRC-32C of the body
     header_crc     uint32    CRC-32C of every header byte before it
-    body           record_count x (unsigned varint length, framed record)
+    body           v2 record batches (clients.records), RECORDS_PER_BATCH records each:
+                   offsets 0..record_count-1, null keys, values = framed records
 
-Records are length-prefixed rather than in v2 record batches because ``clients.records``
-had no batch codec when this was written; the frame inside is the log's own, so moving the
-body into batches later changes only this file's framing.
+The body is what the metadata log itself holds (records in v2 batches, KRaft-framed
+values), so a reader needs no second format; each batch has its own CRC-32C on top of
+the body's. Timestamps are 0 so that the same image always gives the same bytes.
 
 Files are named ``<offset>-<epoch>.checkpoint`` (zero-padded, like Kafka's snapshot ids)
 and written atomically: a temporary file in the same directory, fsync, rename, fsync of
@@ -42,7 +43,7 @@ from typing import Any, Iterable
 import crc32c
 
 from clients.protocol import CorruptFrameError, messages
-from clients.protocol.types import read_uvarint, write_uvarint
+from clients.records import RecordBatchBuilder, RecordError, decode_batches
 from metadata_log.delta import MetadataDelta, MetadataReplayError
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record, encode_record
@@ -61,6 +62,7 @@ HEADER_SIZE = _HEADER.size + _HEADER_CRC.size
 SNAPSHOT_SUFFIX = ".checkpoint"
 # A snapshot body larger than this is refused before it is read (a limit on everything).
 SNAPSHOT_BYTES_MAX = 1 << 31
+RECORDS_PER_BATCH = 2000
 
 
 class CorruptSnapshotError(ValueError):
@@ -133,12 +135,13 @@ def _opt_list(v: tuple | None) -> list | None:
 
 def encode_snapshot(image: MetadataImage) -> bytes:
     body = bytearray()
-    count = 0
-    for record in image_to_records(image):
-        data = encode_record(record)
-        write_uvarint(body, len(data))
-        body += data
-        count += 1
+    records = image_to_records(image)
+    count = len(records)
+    for start in range(0, count, RECORDS_PER_BATCH):
+        builder = RecordBatchBuilder(base_offset=start)
+        for i, record in enumerate(records[start:start + RECORDS_PER_BATCH]):
+            builder.append(0, None, encode_record(record), offset_delta=i)
+        body += builder.build()
     p = image.provenance
     header = _HEADER.pack(MAGIC, FORMAT_VERSION, p.offset, p.epoch, count, len(body),
                           crc32c.crc32c(body))
@@ -169,18 +172,18 @@ def decode_snapshot(data: bytes) -> MetadataImage:
     if crc32c.crc32c(body) != body_crc:
         raise CorruptSnapshotError("snapshot body CRC mismatch")
     records = []
-    pos = 0
     try:
-        for _ in range(count):
-            n, pos = read_uvarint(body, pos)
-            if pos + n > len(body):
-                raise CorruptSnapshotError("snapshot record runs past the body")
-            records.append(decode_record(bytes(body[pos:pos + n])))
-            pos += n
-        if pos != len(body):
-            raise CorruptSnapshotError(f"{len(body) - pos} bytes after the last record")
+        for batch in decode_batches(body):
+            for r in batch.records:
+                if r.offset != len(records) or r.value is None:
+                    raise CorruptSnapshotError(f"snapshot record at offset {r.offset} is "
+                                               f"out of place or empty")
+                records.append(decode_record(r.value))
+        if len(records) != count:
+            raise CorruptSnapshotError(f"snapshot holds {len(records)} records, header says "
+                                       f"{count}")
         return records_to_image(records, provenance)
-    except (CorruptFrameError, MetadataReplayError) as e:
+    except (CorruptFrameError, RecordError, MetadataReplayError) as e:
         # The CRC matched, so these bytes were written this way: a bug, but report it typed.
         raise CorruptSnapshotError(f"snapshot records do not decode: {e}") from e
 
