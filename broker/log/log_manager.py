@@ -9,12 +9,14 @@ files of its own, as Kafka's `LogManager` keeps them:
   was fsynced. Written every `flush_offset_checkpoint_interval_ms` and at shutdown. It
   may lag the logs' real recovery points (that only costs recovery time), never lead
   them: it is written after the fsyncs it reports.
-* `log-start-offset-checkpoint`: per partition, the log start offset when DeleteRecords
-  moved it inside a segment (otherwise the first segment's base offset says it).
 * `.kafka_cleanshutdown`: written last by a clean shutdown, removed right after loading,
   so a crash at any later time leads to recovery at the next start.
 
-Both checkpoints use Kafka's text format: a version line `0`, a count line, then
+(Unlike Kafka, a log start offset that DeleteRecords moved inside a segment is kept by
+the partition itself, written before its leader epoch checkpoint is, so the two never
+disagree after a crash; see `PartitionLog.maybe_increment_log_start_offset`.)
+
+The checkpoint uses Kafka's text format: a version line `0`, a count line, then
 `topic partition offset` lines. An unreadable checkpoint is treated as absent (recovery
 from offset 0: slower, never wrong).
 
@@ -42,7 +44,6 @@ __all__ = [
     "LogManager",
     "LogManagerConfig",
     "RECOVERY_POINT_CHECKPOINT",
-    "LOG_START_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_MARKER",
     "encode_offset_checkpoint",
     "decode_offset_checkpoint",
@@ -53,7 +54,6 @@ __all__ = [
 log = logging.getLogger("ketch.log")
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 _NO_DEADLINE_MS = 2**31 - 1
 
@@ -63,7 +63,6 @@ Key = tuple[str, int]  # (topic, partition)
 @dataclass(frozen=True, slots=True)
 class LogManagerConfig:
     flush_offset_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
-    flush_start_offset_checkpoint_interval_ms: int = 60_000
     retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
 
 
@@ -115,7 +114,6 @@ class LogManager:
         self.manager_config = manager_config
         self._logs: dict[Key, PartitionLog] = {}
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
-        self._next_start_checkpoint_ms = now_ms + manager_config.flush_start_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
         self.closed = False
 
@@ -136,7 +134,6 @@ class LogManager:
         marker = manager._path(CLEAN_SHUTDOWN_MARKER)
         clean = storage.exists(marker)
         recovery_points = manager._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
-        start_offsets = manager._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         reports: dict[Key, RecoveryReport] = {}
         for name in storage.list_dir(manager.data_dir):
             key = parse_partition_dir_name(name)
@@ -146,11 +143,14 @@ class LogManager:
             partition_log, report = PartitionLog.open(
                 storage, f"{manager.data_dir}/{name}", config, now_ms=now_ms,
                 recovery_point=recovery_points.get(key, 0),
-                log_start_offset=start_offsets.get(key, 0),
                 clean_shutdown=clean,
             )
+            partition_log.on_recovery_point_lowered = manager.checkpoint_recovery_points
             manager._logs[key] = partition_log
             reports[key] = report
+        # Recovery may have cut logs below their checkpointed recovery points: the file
+        # must not keep claiming offsets that new appends will reuse.
+        manager.checkpoint_recovery_points()
         if clean:
             storage.delete(marker)
             storage.fsync_dir(manager.data_dir)
@@ -185,6 +185,7 @@ class LogManager:
             self.storage, self._path(partition_dir_name(topic, partition)),
             config or self.default_config, now_ms=now_ms, clean_shutdown=True,
         )
+        partition_log.on_recovery_point_lowered = self.checkpoint_recovery_points
         self._logs[key] = partition_log
         return partition_log
 
@@ -222,12 +223,7 @@ class LogManager:
             self.checkpoint_recovery_points()
             self._next_recovery_checkpoint_ms = (
                 now_ms + self.manager_config.flush_offset_checkpoint_interval_ms)
-        if now_ms >= self._next_start_checkpoint_ms:
-            self.checkpoint_log_start_offsets()
-            self._next_start_checkpoint_ms = (
-                now_ms + self.manager_config.flush_start_offset_checkpoint_interval_ms)
-        for due in (self._next_retention_ms, self._next_recovery_checkpoint_ms,
-                    self._next_start_checkpoint_ms):
+        for due in (self._next_retention_ms, self._next_recovery_checkpoint_ms):
             next_due = min(next_due, max(0, due - now_ms))
         return next_due
 
@@ -249,27 +245,18 @@ class LogManager:
         self.storage.write_atomically(self._path(RECOVERY_POINT_CHECKPOINT),
                                       encode_offset_checkpoint(offsets))
 
-    def checkpoint_log_start_offsets(self) -> None:
-        # Only offsets a segment base does not already say (Kafka writes them all; the
-        # file stays small for 10,000 partitions either way).
-        offsets = {key: pl.log_start_offset for key, pl in self._logs.items()
-                   if pl.log_start_offset > pl.segments[0].base_offset}
-        self.storage.write_atomically(self._path(LOG_START_OFFSET_CHECKPOINT),
-                                      encode_offset_checkpoint(offsets))
-
     def flush_all(self, now_ms: int) -> None:
         for _, partition_log in self.logs():
             partition_log.flush(now_ms)
         self.checkpoint_recovery_points()
 
     def shutdown(self) -> None:
-        """Clean shutdown: fsync every log, write the checkpoints, then the marker."""
+        """Clean shutdown: fsync every log, write the checkpoint, then the marker."""
         if self.closed:
             return
         for _, partition_log in self.logs():
             partition_log.close()
         self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
         self.storage.write_atomically(self._path(CLEAN_SHUTDOWN_MARKER), b"")
         self.storage.close()
         self.closed = True

@@ -46,6 +46,7 @@ import logging
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Callable
 
 from broker.log.config import LogConfig
 from broker.log.leader_epoch_cache import (
@@ -97,6 +98,9 @@ __all__ = [
 log = logging.getLogger("ketch.log")
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# The log start offset when it lies inside the first segment (DeleteRecords); absent when
+# the first segment's base offset says it. Text: a version line "0", then the offset.
+LOG_START_OFFSET_FILE = "log-start-offset"
 # ListOffsets sentinels (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -182,6 +186,11 @@ class PartitionLog:
         # Bumped whenever rolled segments change (truncation, retention, a cleaner swap), so
         # a cleaning pass built on an older layout is not committed.
         self.layout_version = 0
+        # Called when a truncation lowers the recovery point. The data directory's
+        # checkpoint must follow at once (LogManager sets this): a stale, higher value
+        # would let a crash skip recovering data appended below it after the truncation
+        # (Kafka's LogManager.truncateTo checkpoints for the same reason).
+        self.on_recovery_point_lowered: Callable[[], None] | None = None
         self.closed = False
         self._check_invariants()
 
@@ -262,6 +271,7 @@ class PartitionLog:
         segments = [LogSegment.open_existing(storage, dir_path, b, config, now_ms) for b in bases]
         epoch_cache = _load_epoch_cache(storage, dir_path)
         epochs_on_disk = epoch_cache.entries()
+        log_start_offset = max(log_start_offset, _load_log_start_offset(storage, dir_path))
         recovered: list[SegmentRecovery] = []
         deleted: list[int] = []
         if not segments:
@@ -314,6 +324,7 @@ class PartitionLog:
         recovery_point = max(min(recovery_point, log_end_offset), 0)
         partition_log = cls(storage, dir_path, config, segments, start, recovery_point,
                             epoch_cache, now_ms)
+        partition_log._persist_log_start_offset()
         if changed or epoch_cache.entries() != epochs_on_disk:
             partition_log._write_epoch_checkpoint()
         truncated = sum(r.truncated_bytes for r in recovered)
@@ -626,12 +637,17 @@ class PartitionLog:
         self.layout_version += 1
         self._rolled_unflushed = [s for s in self._rolled_unflushed if s in self._segments]
         self._log_end_offset = new_end
-        self._log_start_offset = min(self._log_start_offset, new_end)
+        if self._log_start_offset > new_end:
+            self._log_start_offset = new_end
+            self._persist_log_start_offset()
+        lowered = new_end < self._recovery_point
         self._recovery_point = min(self._recovery_point, new_end)
         self.first_dirty_offset = min(self.first_dirty_offset, new_end)
         if self.leader_epoch_cache.truncate_from_end(new_end):
             self._write_epoch_checkpoint()
         self._check_invariants()
+        if lowered and self.on_recovery_point_lowered is not None:
+            self.on_recovery_point_lowered()
         return True
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
@@ -648,10 +664,13 @@ class PartitionLog:
         self.first_dirty_offset = offset
         self._unflushed_messages = 0
         self.leader_epoch_cache.clear()
+        self._persist_log_start_offset()
         self._write_epoch_checkpoint()
         self.storage.fsync_dir(self.dir_path)
         self.layout_version += 1
         self._check_invariants()
+        if self.on_recovery_point_lowered is not None:
+            self.on_recovery_point_lowered()
 
     # --- retention ------------------------------------------------------------------------
 
@@ -665,6 +684,9 @@ class PartitionLog:
         if new_offset > self._log_start_offset:
             self._log_start_offset = new_offset
             self.first_dirty_offset = max(self.first_dirty_offset, new_offset)
+            # Durable before the epoch cache forgets epochs below it: after a crash the
+            # two must agree, or offsets between would have no epoch.
+            self._persist_log_start_offset()
             if self.leader_epoch_cache.truncate_from_start(new_offset):
                 self._write_epoch_checkpoint()
         return ErrorCode.NONE
@@ -718,6 +740,7 @@ class PartitionLog:
         self._recovery_point = max(self._recovery_point, min(self._segments[0].base_offset,
                                                               self._log_end_offset))
         self.first_dirty_offset = max(self.first_dirty_offset, self._log_start_offset)
+        self._persist_log_start_offset()
         if self.leader_epoch_cache.truncate_from_start(self._log_start_offset):
             self._write_epoch_checkpoint()
         self._check_invariants()
@@ -817,6 +840,17 @@ class PartitionLog:
 
     # --- checkpoints ----------------------------------------------------------------------
 
+    def _persist_log_start_offset(self) -> None:
+        """Keep LOG_START_OFFSET_FILE in step: present only when it says something."""
+        path = f"{self.dir_path}/{LOG_START_OFFSET_FILE}"
+        if self._log_start_offset > self._segments[0].base_offset:
+            data = f"0\n{self._log_start_offset}\n".encode("ascii")
+            if not self.storage.exists(path) or self.storage.read(path, 0, 64) != data:
+                self.storage.write_atomically(path, data)
+        elif self.storage.exists(path):
+            self.storage.delete(path)
+            self.storage.fsync_dir(self.dir_path)
+
     def _write_epoch_checkpoint(self) -> None:
         self.storage.write_atomically(f"{self.dir_path}/{LEADER_EPOCH_CHECKPOINT}",
                                       self.leader_epoch_cache.to_checkpoint())
@@ -824,6 +858,20 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
                 f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})")
+
+
+def _load_log_start_offset(storage: Storage, dir_path: str) -> int:
+    path = f"{dir_path}/{LOG_START_OFFSET_FILE}"
+    if not storage.exists(path):
+        return 0
+    try:
+        version, offset = storage.read(path, 0, 64).decode("ascii").split()
+        if version != "0" or int(offset) < 0:
+            raise ValueError(version)
+        return int(offset)
+    except (UnicodeDecodeError, ValueError):
+        log.warning("%s: unreadable log start offset file; using the first segment", dir_path)
+        return 0
 
 
 def _load_epoch_cache(storage: Storage, dir_path: str) -> LeaderEpochCache:

@@ -28,7 +28,6 @@ CONFIG = LogConfig(
     retention_bytes=3_000,
 )
 MANAGER = LogManagerConfig(flush_offset_checkpoint_interval_ms=50,
-                           flush_start_offset_checkpoint_interval_ms=50,
                            retention_check_interval_ms=2**40)  # retention only when a rule asks
 
 
