@@ -20,7 +20,7 @@ Idempotence comes from comparing against the image, never from remembering reque
 - elections and ISR removals build no record when nothing would change (election.py).
 
 Scans: fencing, controlled shutdown and the periodic elections look at every partition of
-the image (a few hundred ms for 100,000 partitions in CPython). Kafka keeps a
+the image (about 0.1 s for 100,000 partitions in CPython, measured). Kafka keeps a
 broker -> partitions index for this; Ketch can add one if brokers come and go often enough
 for it to matter.
 """
