@@ -191,6 +191,7 @@ class PartitionLog:
         # would let a crash skip recovering data appended below it after the truncation
         # (Kafka's LogManager.truncateTo checkpoints for the same reason).
         self.on_recovery_point_lowered: Callable[[], None] | None = None
+        self._epoch_checkpoint_dirty = False  # the cache has entries the file lacks
         self.closed = False
         self._check_invariants()
 
@@ -288,7 +289,10 @@ class PartitionLog:
             next_offset_min = segments[first - 1].next_offset if first > 0 else 0
 
             def assign_epoch(_position: int, header: BatchHeader) -> None:
-                if header.partition_leader_epoch >= 0:
+                # Only epochs newer than the cache knows (Kafka's LogSegment.recover): the
+                # checkpoint may hold epochs appended before a crash whose batches this
+                # walk revisits; re-assigning an older epoch would wipe later entries.
+                if header.partition_leader_epoch > epoch_cache.latest_epoch:
                     epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
 
             for i in range(first, len(segments)):
@@ -447,7 +451,11 @@ class PartitionLog:
             if epoch >= 0 and epoch != cache.latest_epoch:
                 epochs_changed |= cache.assign(epoch, header.base_offset)
         if epochs_changed:
-            self._write_epoch_checkpoint()
+            # Not written (and fsynced) here, on the hot path: an unclean start re-learns
+            # epochs from the batches it walks, which are all those at or above the
+            # recovery point. The checkpoint is written before the recovery point moves
+            # past them (`_advance_recovery_point`), as in KAFKA-15046.
+            self._epoch_checkpoint_dirty = True
         count = sum(h.records_count for h in headers)
         self._unflushed_messages += count
         if self._unflushed_messages >= self.config.flush_messages:
@@ -755,7 +763,7 @@ class PartitionLog:
             segment.flush(indexes=True)
         self._rolled_unflushed.clear()
         self.active_segment.flush(indexes=False)
-        self._recovery_point = self._log_end_offset
+        self._advance_recovery_point(self._log_end_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
 
@@ -767,7 +775,7 @@ class PartitionLog:
             segment.flush(indexes=True)
         self._rolled_unflushed.clear()
         self.storage.fsync_dir(self.dir_path)
-        self._recovery_point = max(self._recovery_point, self.active_segment.base_offset)
+        self._advance_recovery_point(max(self._recovery_point, self.active_segment.base_offset))
 
     def poll(self, now_ms: int) -> int:
         """Run the time-based duties; returns ms until this log next needs a poll."""
@@ -790,7 +798,7 @@ class PartitionLog:
                 self.storage.fsync(segment.log_path)
             segment.close()
         self._rolled_unflushed.clear()
-        self._recovery_point = self._log_end_offset
+        self._advance_recovery_point(self._log_end_offset)
         self.closed = True
 
     def delete(self) -> None:
@@ -851,9 +859,17 @@ class PartitionLog:
             self.storage.delete(path)
             self.storage.fsync_dir(self.dir_path)
 
+    def _advance_recovery_point(self, offset: int) -> None:
+        """Everything below `offset` is fsynced: first make the epoch checkpoint durable,
+        since recovery will no longer walk (and re-learn epochs from) those batches."""
+        if self._epoch_checkpoint_dirty:
+            self._write_epoch_checkpoint()
+        self._recovery_point = offset
+
     def _write_epoch_checkpoint(self) -> None:
         self.storage.write_atomically(f"{self.dir_path}/{LEADER_EPOCH_CHECKPOINT}",
                                       self.leader_epoch_cache.to_checkpoint())
+        self._epoch_checkpoint_dirty = False
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "

@@ -322,8 +322,12 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def index_room_for(self, batches: int) -> bool:
-        return (len(self.offset_index) + batches < self.offset_index.entries_max
-                and len(self.time_index) + batches < self.time_index.entries_max)
+        """Whether `batches` more batches can be indexed without passing either limit."""
+        self._ensure_loaded()
+        offsets, times = self._offset_index, self._time_index
+        assert offsets is not None and times is not None
+        return (len(offsets) + batches < offsets.entries_max
+                and len(times) + batches < times.entries_max)
 
     # --- append ---------------------------------------------------------------------------
 
