@@ -31,8 +31,9 @@ epoch cache are rebuilt in the same pass.
 Swap files. The compaction cleaner commits a cleaned segment by renaming
 `<base>.log.cleaned` to `<base>.log.swap`, deleting the segments it replaces, and then
 renaming the swap file to `<base>.log` (Kafka's `replaceSegments`). A crash between
-those steps leaves a `.swap` file; `plan_swap_completion` says which segments it
-replaces, so loading finishes the swap instead of keeping both copies.
+those steps leaves a `.swap` file; loading (`partition_log._tidy_directory`) walks it with
+`walk_segment` to learn its offset range, deletes the segments inside that range and
+makes the swap file live, instead of keeping both copies.
 """
 
 from __future__ import annotations

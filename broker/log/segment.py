@@ -464,8 +464,15 @@ class LogSegment:
         return out
 
     def read_bytes(self, position: int, length: int) -> bytes:
-        assert 0 <= position and position + length <= self.size_bytes
-        return self._read(position, length)
+        """Bytes of whole batches found by a walk. The cleaner calls this from its own
+        thread, where a truncation or deletion by the owner can shrink the segment
+        under it: that is a SegmentCorruptError for the cleaner to give up on, not a bug."""
+        if position < 0 or position + length > self.size_bytes:
+            raise SegmentCorruptError(f"{self.log_path}: [{position}, +{length}) is past the end")
+        data = self._read(position, length)
+        if len(data) != length:
+            raise SegmentCorruptError(f"{self.log_path}: short read at {position}")
+        return data
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> BatchPosition | None:
         """The first batch at or after `start_offset` whose max timestamp is >= timestamp."""

@@ -247,7 +247,9 @@ class PartitionLogMachine(RuleBasedStateMachine):
         k = len(stored)
         assert stored == [b.data for b in model[:k]], "recovered log is not a prefix of what was appended"
         assert all(b.last_offset < self.log.log_end_offset for b in model[:k])
-        lost = model[k:]
+        # Batches wholly below the log start offset were deleted by DeleteRecords: if the
+        # crash cut the log below that offset, recovery restarts it empty at the start.
+        lost = [b for b in model[k:] if b.last_offset >= old_start]
         assert all(b.last_offset >= durable for b in lost), "lost a batch below the recovery point"
         assert self.log.log_start_offset <= max(old_start, self.log.log_end_offset)
         self.batches = model[:k]
