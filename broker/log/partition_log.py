@@ -317,6 +317,8 @@ class PartitionLog:
         if start > log_end_offset:
             # A DeleteRecords advance beyond what survived a crash: nothing below it counts.
             for segment in segments:
+                if segment.size_bytes:
+                    deleted.append(segment.base_offset)
                 segment.delete_files()
             segments = [LogSegment.create(storage, dir_path, start, config, now_ms)]
             epoch_cache.clear()
@@ -530,7 +532,8 @@ class PartitionLog:
         else:
             old.on_become_inactive()
             old.flush_indexes(fsync=False)
-            self._rolled_unflushed.append(old)
+            if old not in self._rolled_unflushed:  # active again after a truncation
+                self._rolled_unflushed.append(old)
         segment = LogSegment.create(self.storage, self.dir_path, base, self.config, now_ms)
         self._segments.append(segment)
         self._bases.append(base)

@@ -322,3 +322,33 @@ def test_header_of_stored_batches_is_what_append_reported(storage_root) -> None:
     raw = storage.read(log.active_segment.log_path, r.position, 61)
     header = read_batch_header(raw)
     assert (header.base_offset, header.last_offset, header.partition_leader_epoch) == (0, 3, 9)
+
+
+def test_a_read_slice_goes_out_through_sendfile_byte_for_byte(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    storage = FileStorage(open_files_max=2)
+    log = open_log(storage, str(tmp_path / "t-0"))
+    for i in range(30):
+        log.append_as_leader(make_batch(3, tag=i), 0, 0)
+    result = log.read(10, 1000, log.log_end_offset)
+    slice_ = result.records
+    expected = log.read_records_bytes(slice_)
+    left, right = socket.socketpair()
+    try:
+        with storage.open_slice(slice_) as fd:
+            position, remaining = slice_.position, slice_.length_bytes
+            while remaining:
+                sent = os.sendfile(left.fileno(), fd, position, remaining)
+                position += sent
+                remaining -= sent
+        received = b""
+        while len(received) < len(expected):
+            received += right.recv(65536)
+    finally:
+        left.close()
+        right.close()
+        storage.close()
+    assert received == expected
+    assert [b.header.base_offset for b in decode_batches(received)][0] == 9
