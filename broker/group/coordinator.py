@@ -26,10 +26,10 @@ reports topics whose partition count grew.
   assignment is written, an OffsetCommit parked until its records are acknowledged).
 - ``Append(append_id, partition, records, timestamp_ms)``: append ``records`` (as one
   batch, ``Append.batch()``) to ``__consumer_offsets-<partition>`` with acks=all, then call
-  ``on_append_result(append_id, error_code, now_ms)``. Results for one partition must be
-  reported in the order the appends were returned: acknowledged records are replayed into
-  the partition's ``CoordinatorImage`` in that order, so the image stays equal to what
-  the log replays to.
+  ``on_append_result(append_id, error_code, now_ms)``. Successes for one partition must be
+  reported in the order the appends were returned (failures may come earlier):
+  acknowledged records are replayed into the partition's ``CoordinatorImage`` in that
+  order, so the image stays equal to what the log replays to.
 
 **Durable versus volatile state.** Committed offsets and the group snapshots in
 ``__consumer_offsets`` change only by replaying acknowledged records (STYLE.md: commands
@@ -337,12 +337,15 @@ class GroupCoordinator:
         effects: list[Effect] = []
         if pending is None:
             return effects     # its partition was unloaded; already answered
-        order = self._pending_order[pending.partition]
-        assert order and order[0] == append_id, \
-            "append results for one partition must arrive in append order"
-        order.popleft()
         error = ErrorCode(error_code) if error_code in ErrorCode._value2member_map_ \
             else E.UNKNOWN_SERVER_ERROR
+        order = self._pending_order[pending.partition]
+        # Replay must follow the log: a success may only be reported once every earlier
+        # append to the partition is resolved. A failure changes nothing, so it may come
+        # early (an append refused at once while an earlier one awaits replication).
+        assert error != E.NONE or order[0] == append_id, \
+            "successful appends to one partition must be reported in append order"
+        order.remove(append_id)
         image = self._images[pending.partition]
         if error == E.NONE:
             for record in pending.records:

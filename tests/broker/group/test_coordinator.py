@@ -627,3 +627,57 @@ def test_deleting_a_group_writes_tombstones_for_it_and_its_offsets() -> None:
     loader = h.log.load(h.coordinator.partition_for("solo"))
     assert loader.records_replayed == 5
     assert loader.image.group_ids() == set()
+
+
+# ------------------------------------------------------------------ shell contract
+
+def test_failures_may_be_reported_early_successes_only_in_order() -> None:
+    h = Harness(auto_ack=False)
+    first = h.commit("solo", {("t", 0): 1})
+    second = h.commit("solo", {("t", 0): 2})
+    a, b = h.pending_appends
+    h.pending_appends.clear()
+    # The second append was refused at once while the first still awaits replication.
+    h.run(h.coordinator.on_append_result(b.append_id, int(E.NOT_LEADER_OR_FOLLOWER), h.now_ms))
+    assert h.commit_errors(second) == {("t", 0): E.NOT_COORDINATOR}
+    h.log.append(a)
+    h.run(h.coordinator.on_append_result(a.append_id, 0, h.now_ms))
+    assert h.commit_errors(first) == {("t", 0): 0}
+    assert h.fetched("solo", {"t": [0]}) == {("t", 0): 1}
+    c = h.commit("solo", {("t", 0): 3})
+    d = h.commit("solo", {("t", 0): 4})
+    later = h.pending_appends[1]
+    with pytest.raises(AssertionError, match="append order"):
+        h.coordinator.on_append_result(later.append_id, 0, h.now_ms)
+    assert c and d
+
+
+def test_a_retried_join_supersedes_the_parked_one() -> None:
+    h = Harness()
+    ids = h.form_group("g", 2)
+    first = h.join("g", member_id=ids[0])          # leader rejoin: parked, waiting for ids[1]
+    retry = h.join("g", member_id=ids[0])
+    assert h.response(first).error_code == E.REBALANCE_IN_PROGRESS
+    assert h.response(retry) is None
+    h.join("g", member_id=ids[1])
+    assert h.response(retry).generation_id == 2
+
+
+def test_join_v0_uses_the_session_timeout_as_rebalance_timeout() -> None:
+    h = Harness()
+    t = h.join("g", version=0, session_timeout_ms=7_000, rebalance_timeout_ms=99_999)
+    h.settle()
+    m = h.group("g").members[h.response(t).member_id]
+    assert m.rebalance_timeout_ms == 7_000 and m.session_timeout_ms == 7_000
+
+
+def test_partition_count_change_during_sync_restarts_the_rebalance() -> None:
+    h = Harness(auto_ack=False)
+    tokens = [h.join_new("g", client_id=f"c{i}") for i in range(2)]
+    h.settle()
+    follower = next(h.response(t).member_id for t in tokens
+                    if h.response(t).member_id != h.response(t).leader)
+    fs = h.sync("g", follower, 1)
+    h.run(h.coordinator.on_partition_count_change(["t"], h.now_ms))
+    assert h.response(fs).error_code == E.REBALANCE_IN_PROGRESS
+    assert h.group("g").state is S.PREPARING_REBALANCE
