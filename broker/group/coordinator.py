@@ -53,8 +53,16 @@ until the earliest of them.
 
 Rule sources: apache/kafka ``core/.../coordinator/group/GroupCoordinator.scala`` and
 ``group-coordinator/.../classic/ClassicGroup.java``; KIP-134 (initial delay), KIP-211
-(offset retention), KIP-345 (static membership), KIP-394 (member id required), KIP-814
-(static leader skips assignment), KIP-848's ``GROUP_MAX_SIZE``-style checks aside.
+(offset retention), KIP-345 (static membership), KIP-389 (group.max.size), KIP-394
+(member id required), KIP-814 (a returning static leader skips assignment).
+
+Deliberate differences from Kafka, each for a reason given where it is coded: ties in
+protocol votes are broken by join order; a lone member may change its assignors; a member
+removed while a SyncGroup waits gets UNKNOWN_MEMBER_ID instead of silence; a retried
+JoinGroup or SyncGroup answers the superseded one with REBALANCE_IN_PROGRESS; a group
+refused before anything joined is not kept. Not implemented: transactional offset
+commits (TxnOffsetCommit), the KIP-848 consumer protocol, and the scan in ``poll`` is
+linear in groups and members (a timer wheel would make it logarithmic).
 """
 from __future__ import annotations
 

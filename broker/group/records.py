@@ -41,7 +41,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterable, Union
 
-from clients.protocol.types import CorruptFrameError, read_uvarint, write_uvarint
+from clients.protocol.types import CorruptFrameError, read_uvarint
 from clients.records import Record, build_batch, decode_batches
 from clients.records.errors import RecordError
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Hashable
 
 from clients.protocol import decode_message, messages
