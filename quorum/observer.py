@@ -111,11 +111,13 @@ class MetadataObserver:
         self.high_watermark = partition.high_watermark
         for batch in decode_batches(partition.records or b""):
             header = batch.header
-            if header.base_offset < self.fetch_offset:
-                assert header.last_offset < self.fetch_offset or header.base_offset == self.fetch_offset, \
-                    "committed batches are atomic: we never hold half of one"
-                continue
-            assert header.base_offset == self.fetch_offset, "metadata batches must follow on"
+            if header.last_offset < self.fetch_offset:
+                continue        # the batch holding an offset below ours: we have it
+            if header.base_offset != self.fetch_offset:
+                # Committed batches are atomic and contiguous; anything else is a controller
+                # we should not trust: move on to the next one.
+                raise ConnectionError(f"metadata batch at {header.base_offset} does not "
+                                      f"follow offset {self.fetch_offset}")
             committed = CommittedBatch(header.base_offset, header.partition_leader_epoch,
                                        batch.records[0].timestamp,
                                        tuple(r.value or b"" for r in batch.records))

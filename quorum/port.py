@@ -17,7 +17,8 @@ The port hides Raft. What callers see, on the asyncio thread:
 - listeners (``register``): ``handle_commit(batch)`` for every committed batch, in offset
   order; ``handle_load_snapshot(snapshot)`` when the log is replaced by a snapshot (at start
   from disk, or when a lagging node installs the leader's state): forget everything, load
-  the snapshot's records, then commits follow; ``handle_leader_change(leader)``.
+  the snapshot's records, then commits follow; ``handle_leader_change(leader)`` when the
+  leader or epoch changes and whenever ``is_active`` flips (read it in the callback).
 - ``log``: the committed log in memory (``CommittedLog``), read by the metadata fetch;
   ``wait_for_commit`` for its long polling.
 - ``leader``, ``epoch``, ``leader_id``, ``is_active``, ``last_committed_offset``.
@@ -275,8 +276,8 @@ class QuorumBase(MetadataQuorum):
 
     # -- internals --
 
-    def _set_leader(self, leader: LeaderAndEpoch) -> None:
-        if leader != self._leader:
+    def _set_leader(self, leader: LeaderAndEpoch, force: bool = False) -> None:
+        if leader != self._leader or force:
             self._leader = leader
             for listener in self._listeners:
                 listener.handle_leader_change(leader)
@@ -291,10 +292,13 @@ class QuorumBase(MetadataQuorum):
                 return      # wait for the LeaderChange to be applied (it carries the offset)
             self._active = True
             self._next_offset = resync_offset
-            self._set_leader(LeaderAndEpoch(self.node_id, self._established_epoch))
+            # Listeners learn that this node became active (is_active is now True) even
+            # when Raft had already reported it as the leader of this epoch.
+            self._set_leader(LeaderAndEpoch(self.node_id, self._established_epoch), force=True)
         elif not active and self._active:
             self._active = False
             self._fail_all("lost leadership")
+            self._set_leader(self._leader, force=True)
 
     def _maybe_propose(self) -> None:
         while self._active and self._waiting and len(self._in_flight) < self.in_flight_max:

@@ -48,6 +48,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -208,6 +209,16 @@ class _MetadataLogSyncObj(SyncObj):
     def apply_command(self, payload: bytes) -> None:
         self._quorum._apply_in_tick_thread(payload)
 
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802 (pysyncobj's name)
+        # pysyncobj checks the election deadline at the top of a tick, before it reads the
+        # sockets. A follower whose thread was starved (GIL, CPU, a slow fsync) for longer
+        # than the election timeout would start an election although the leader's
+        # heartbeats sit unread in its socket, deposing a healthy leader. Read first.
+        now = time.monotonic()
+        if now - self._quorum._last_tick > self._quorum.settings.election_timeout_min_s / 2:
+            self._poller.poll(0)
+        super()._onTick(timeToWait)
+
 
 class RaftQuorum(QuorumBase):
     """A controller's membership in the Raft quorum. Create it on the event loop thread."""
@@ -229,6 +240,8 @@ class RaftQuorum(QuorumBase):
         self._compactions: list[MetadataSnapshot] = []      # asyncio -> tick thread
         self._compactions_lock = threading.Lock()
         self.dumps_written = 0
+        self.tick_stalls = 0
+        self._last_tick = time.monotonic()
         journal_file = os.path.join(data_dir, JOURNAL_FILE)
         conf = SyncObjConf(
             password=settings.cluster_secret,
@@ -292,6 +305,14 @@ class RaftQuorum(QuorumBase):
         self._post(self._on_outcome, self._state.apply_encoded(payload))
 
     def _on_tick(self) -> None:
+        now = time.monotonic()
+        stall = now - self._last_tick
+        self._last_tick = now
+        if stall > self.settings.election_timeout_min_s:
+            # Longer than a follower waits for a heartbeat: elections may follow. Causes: CPU
+            # starvation (GIL or cores), a slow fsync, a huge entry.
+            self.tick_stalls += 1
+            logger.warning("raft tick thread stalled for %.0f ms", stall * 1000)
         with self._compactions_lock:
             compactions, self._compactions = self._compactions, []
         for snapshot in compactions:

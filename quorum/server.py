@@ -188,6 +188,7 @@ class ControllerDriver:
         self._snapshotting = False
         self._was_active = False
         self._poll_task: asyncio.Task[None] | None = None
+        self._poll_now = asyncio.Event()
         self.replay_errors = 0
         quorum.register(self)
 
@@ -223,6 +224,7 @@ class ControllerDriver:
         if self.controller is not None and active != self._was_active:
             if active:
                 self.controller.activate(self.clock_ms())   # fresh broker sessions from now
+                self._poll_now.set()                        # bootstrap, fencing: at once
             else:
                 self.controller.deactivate()
         self._was_active = active
@@ -275,7 +277,12 @@ class ControllerDriver:
     async def run_poll_loop(self) -> None:
         wait_ms = self.poll_interval_ms
         while True:
-            await asyncio.sleep(min(wait_ms, self.poll_interval_ms) / 1000)
+            try:
+                await asyncio.wait_for(self._poll_now.wait(),
+                                       min(wait_ms, self.poll_interval_ms) / 1000)
+            except asyncio.TimeoutError:
+                pass
+            self._poll_now.clear()
             wait_ms = self.poll_interval_ms
             if self.controller is None or not self.quorum.is_active:
                 continue

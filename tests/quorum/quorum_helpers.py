@@ -157,6 +157,12 @@ class ControllerProcesses:
     def live(self) -> list[int]:
         return sorted(self.procs)
 
+    def problems(self) -> list[str]:
+        """Tracebacks or CRITICAL lines in any controller's log (a journal conflict, a crash)."""
+        return [f"controller {i}: {line}" for i in self.logs
+                for line in self.log_text(i).splitlines()
+                if "Traceback" in line or " CRITICAL " in line]
+
     def log_text(self, i: int) -> str:
         return self.logs[i].read_text() if i in self.logs else ""
 

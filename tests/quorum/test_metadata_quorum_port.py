@@ -141,3 +141,21 @@ def test_empty_append_is_a_caller_bug() -> None:
         with pytest.raises(ValueError):
             quorum.append([])
     run(scenario())
+
+
+def test_listeners_hear_when_this_node_becomes_active_and_when_it_stops() -> None:
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1, active=False)
+        flips: list[bool] = []
+
+        class ActivityListener(Recorder):
+            def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+                super().handle_leader_change(leader)
+                flips.append(quorum.is_active)
+
+        quorum.register(ActivityListener())
+        quorum.elect(1)
+        assert quorum.is_active and flips[-1] is True
+        quorum.depose()
+        assert not quorum.is_active and flips[-1] is False
+    run(scenario())
