@@ -162,6 +162,9 @@ class KafkaServer:
             pass
         except asyncio.CancelledError:
             pass
+        except Exception:
+            # A bug in a handler: close this connection, keep the broker serving others.
+            log.exception("internal error serving %s:%s; closing the connection", client.host, client.port)
         finally:
             self._connections.discard(task)
             writer.close()

@@ -1,0 +1,460 @@
+"""API key -> handler: the broker's answers to Kafka requests.
+
+Handlers call the replica manager (data), the metadata image (Metadata, DescribeConfigs,
+DescribeCluster) and the controller channel (admin requests are forwarded to the active
+controller, as KRaft brokers do; a broker answers Metadata with its own id as the
+controller so that unmodified admin clients send their requests here).
+
+Advertised versions follow CLIENT-REQUIREMENTS.md ("Profile B"): every real client finds
+a version it speaks, aiokafka only non-flexible ones, and Produce is advertised from v0
+so that librdkafka 2.0.2 (kcat) turns compression on (KAFKA-18659); a Produce carrying
+magic 0/1 message sets is refused per partition (UNSUPPORTED_VERSION), never mis-parsed.
+Every version advertised here can be decoded: the codec covers each spec's full range.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from broker.replica.partition import TopicPartition
+from broker.server import ClientInfo
+from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
+from clients.protocol.errors import ErrorCode
+from metadata_log.image import NO_LEADER, ConfigResourceType
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+__all__ = ["KafkaApis", "SUPPORTED_VERSIONS"]
+
+# (min, max) per API key. Groups join in issue 6.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 11),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+# Forwarded to the active controller unchanged (KRaft's forwarding).
+_FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+              ApiKey.INCREMENTAL_ALTER_CONFIGS}
+
+# Kafka's config_source ids (DescribeConfigsResponse).
+_SOURCE_TOPIC = 1
+_SOURCE_DYNAMIC_DEFAULT_BROKER = 4
+_SOURCE_STATIC_BROKER = 4
+_SOURCE_DEFAULT = 5
+
+_TOPIC_CONFIG_DEFAULTS = {
+    "cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1",
+    "segment.bytes": "1073741824", "segment.ms": "604800000", "min.insync.replicas": "1",
+    "max.message.bytes": "1048588", "message.timestamp.type": "CreateTime",
+    "unclean.leader.election.enable": "false", "delete.retention.ms": "86400000",
+    "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.5",
+    "index.interval.bytes": "4096", "flush.messages": "9223372036854775807",
+    "flush.ms": "9223372036854775807", "segment.index.bytes": "10485760",
+}
+
+
+def _error_body(api_key: int, code: int) -> Any:
+    """A response with every error code field of the top level set (for refusals)."""
+    resp = getattr(messages, _response_name(api_key))()
+    if hasattr(resp, "error_code"):
+        resp.error_code = code
+    return resp
+
+
+def _response_name(api_key: int) -> str:
+    from clients.protocol.api_keys import RESPONSE_NAMES
+    return RESPONSE_NAMES[api_key]
+
+
+class KafkaApis:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.replicas = broker.replicas
+        self._handlers = {
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
+            ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
+        }
+        self._next_producer_id = 0
+        self._producer_id_end = 0
+        self._producer_id_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------ dispatch
+
+    def supported_versions(self) -> dict[int, tuple[int, int]]:
+        return {**self.broker.extra_versions, **SUPPORTED_VERSIONS}
+
+    async def handle(self, request: RequestReceived, client: ClientInfo) -> tuple[int, Any] | None:
+        header = request.header
+        api_key, version = header.api_key, header.api_version
+        supported = self.supported_versions().get(api_key)
+        if supported is None or not supported[0] <= version <= supported[1]:
+            if api_key == ApiKey.API_VERSIONS:
+                return self._api_versions_error()
+            log.info("unsupported %s v%d from %s", ApiKey(api_key).name, version, client.host)
+            return version, _error_body(api_key, ErrorCode.UNSUPPORTED_VERSION)
+        self.broker.metrics.requests.labels(ApiKey(api_key).name).inc()
+        if api_key in _FORWARDED:
+            return version, await self.forward(api_key, version, request.body)
+        handler = self._handlers.get(api_key) or self.broker.extra_handlers.get(api_key)
+        body = await handler(request.body, version, client)
+        if body is None:
+            return None
+        return version, body
+
+    def handle_unsupported(self, request: UnsupportedRequest) -> tuple[int, Any] | None:
+        if request.api_key == ApiKey.API_VERSIONS:
+            return self._api_versions_error()
+        return None
+
+    def _api_versions_error(self) -> tuple[int, Any]:
+        # KIP-511: answer an unknown ApiVersions version with error 35 in a v0 body that
+        # lists what we support; the client retries with a version from that list.
+        return 0, self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
+
+    def _api_versions_body(self, error_code: int) -> Any:
+        cls = messages.ApiVersionsResponse
+        return cls(error_code=error_code, api_keys=[
+            cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(self.supported_versions().items())])
+
+    # ------------------------------------------------------------ ApiVersions, Metadata
+
+    async def handle_api_versions(self, req: Any, version: int, client: ClientInfo) -> Any:
+        return self._api_versions_body(ErrorCode.NONE)
+
+    async def handle_metadata(self, req: Any, version: int, client: ClientInfo) -> Any:
+        broker = self.broker
+        image = self.replicas.image
+        if req.topics is None or (version == 0 and not req.topics):
+            names = sorted(image.topics.by_name)
+            explicit = False
+        else:
+            names = [t.name for t in req.topics if t.name is not None]
+            explicit = True
+        allow_create = (req.allow_auto_topic_creation if version >= 4 else True) and \
+            broker.config.auto_create_topics_enable
+        missing = [n for n in names if image.topics.get(n) is None]
+        create_errors: dict[str, int] = {}
+        if explicit and missing and allow_create:
+            create_errors = await broker.auto_create_topics(missing)
+            image = self.replicas.image
+        cls = messages.MetadataResponse
+        topics = []
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is None:
+                code = create_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topics.append(cls.MetadataResponseTopic(error_code=code, name=name))
+                continue
+            partitions = []
+            for index in sorted(topic.partitions):
+                reg = topic.partitions[index]
+                offline = [r for r in reg.replicas if not image.cluster.is_active(r)]
+                partitions.append(cls.MetadataResponsePartition(
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE if reg.leader == NO_LEADER else ErrorCode.NONE,
+                    partition_index=index, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
+                    replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
+                    offline_replicas=offline))
+            topics.append(cls.MetadataResponseTopic(
+                error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
+                is_internal=name.startswith("__"), partitions=partitions))
+        return cls(brokers=self._live_brokers(cls.MetadataResponseBroker), cluster_id=broker.cluster_id,
+                   controller_id=broker.config.node_id, topics=topics)
+
+    def _live_brokers(self, struct: type) -> list:
+        out = []
+        name = self.broker.config.listener_name
+        for b in sorted(self.replicas.image.cluster.brokers.values(), key=lambda b: b.broker_id):
+            if b.fenced:
+                continue
+            endpoint = b.endpoint(name) or (b.endpoints[0] if b.endpoints else None)
+            if endpoint is None:
+                continue
+            if struct is messages.DescribeClusterResponse.DescribeClusterBroker:
+                out.append(struct(broker_id=b.broker_id, host=endpoint.host, port=endpoint.port, rack=b.rack))
+            else:
+                out.append(struct(node_id=b.broker_id, host=endpoint.host, port=endpoint.port, rack=b.rack))
+        return out
+
+    # ------------------------------------------------------------ Produce
+
+    async def handle_produce(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.ProduceResponse
+        acks = req.acks
+        now = int(time.time() * 1000)
+        results: dict[tuple[str, int], list] = {}
+        waits = []
+        for topic in req.topic_data:
+            for p in topic.partition_data:
+                tp = TopicPartition(topic.name, p.index)
+                if acks not in (-1, 0, 1):
+                    results[(topic.name, p.index)] = [ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None]
+                    continue
+                if req.transactional_id is not None:
+                    # Transactions are not built yet: refuse rather than half-apply them.
+                    results[(topic.name, p.index)] = [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1,
+                                                      "transactions are not supported by Ketch yet"]
+                    continue
+                result, required = self.replicas.append(tp, p.records, acks, now)
+                results[(topic.name, p.index)] = [result.error_code, result.base_offset,
+                                                  result.log_append_time_ms, result.log_start_offset,
+                                                  result.error_message]
+                self.broker.metrics.produced_bytes.inc(len(p.records) if p.records is not None else 0)
+                if required is not None:
+                    waits.append(((topic.name, p.index), tp, required))
+        if acks == 0:
+            return None
+        if waits:
+            codes = await asyncio.gather(*(
+                self.replicas.wait_for_replication(tp, required, req.timeout_ms)
+                for _, tp, required in waits))
+            for (key, _, _), code in zip(waits, codes):
+                if code != ErrorCode.NONE:
+                    results[key][0] = code
+        by_topic: dict[str, list] = {}
+        for (name, index), (code, base, append_time, start, message) in results.items():
+            by_topic.setdefault(name, []).append(cls.PartitionProduceResponse(
+                index=index, error_code=code, base_offset=base if code == ErrorCode.NONE else -1,
+                log_append_time_ms=append_time, log_start_offset=start, error_message=message))
+        return cls(responses=[cls.TopicProduceResponse(name=n, partition_responses=ps)
+                              for n, ps in by_topic.items()])
+
+    # ------------------------------------------------------------ Fetch
+
+    async def handle_fetch(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.FetchResponse
+        if req.session_id != 0 or req.session_epoch > 0:
+            # Ketch keeps no fetch sessions (KIP-227): answering session 0 keeps clients on
+            # full fetches; an incremental fetch on a session we never gave is an error.
+            return cls(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+        replica_id = req.replica_id
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+        wanted = [(TopicPartition(t.topic, p.partition), p) for t in req.topics for p in t.partitions]
+        while True:
+            now = int(time.time() * 1000)
+            total = 0
+            any_error = False
+            results = []
+            for tp, p in wanted:
+                budget = max(0, req.max_bytes - total)
+                result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
+                                            p.current_leader_epoch, replica_id, now,
+                                            min_one_batch=(total == 0))
+                total += result.size_in_bytes
+                any_error |= result.error_code != ErrorCode.NONE
+                results.append((tp, result))
+            if total >= req.min_bytes or any_error or loop.time() >= deadline:
+                break
+            for _, result in results:  # release pinned regions before waiting
+                if hasattr(result.records, "release"):
+                    result.records.release()
+            await self.replicas.wait_for_data([tp for tp, _ in wanted], deadline - loop.time())
+        by_topic: dict[str, list] = {}
+        for tp, r in results:
+            by_topic.setdefault(tp.topic, []).append(cls.PartitionData(
+                partition_index=tp.partition, error_code=r.error_code, high_watermark=r.high_watermark,
+                last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
+                records=r.records if r.records is not None else b""))
+            self.broker.metrics.fetched_bytes.inc(r.size_in_bytes)
+        return cls(error_code=ErrorCode.NONE, session_id=0, responses=[
+            cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+    # ------------------------------------------------------------ offsets
+
+    async def handle_list_offsets(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.ListOffsetsResponse
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                code, ts, offset, epoch = self.replicas.list_offset(
+                    TopicPartition(t.name, p.partition_index), p.timestamp, p.current_leader_epoch,
+                    req.isolation_level == 1, req.replica_id)
+                parts.append(cls.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=code, timestamp=ts, offset=offset,
+                    leader_epoch=epoch))
+            topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+        return cls(topics=topics)
+
+    async def handle_offset_for_leader_epoch(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.OffsetForLeaderEpochResponse
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                code, epoch, end = self.replicas.end_offset_for_epoch(
+                    TopicPartition(t.topic, p.partition), p.leader_epoch, p.current_leader_epoch)
+                parts.append(cls.EpochEndOffset(error_code=code, partition=p.partition,
+                                                leader_epoch=epoch, end_offset=end))
+            topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        return cls(topics=topics)
+
+    async def handle_delete_records(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.DeleteRecordsResponse
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                code, low = self.broker.delete_records(TopicPartition(t.name, p.partition_index), p.offset)
+                parts.append(cls.DeleteRecordsPartitionResult(partition_index=p.partition_index,
+                                                               low_watermark=low, error_code=code))
+            topics.append(cls.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+        return cls(topics=topics)
+
+    # ------------------------------------------------------------ producer ids
+
+    async def handle_init_producer_id(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.InitProducerIdResponse
+        if req.transactional_id is not None:
+            return cls(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if version >= 3 and req.producer_id >= 0:
+            # KIP-360: an idempotent producer bumps its epoch after an error; the id stays.
+            if req.producer_epoch >= 0x7FFE:
+                return await self._new_producer_id(cls)
+            return cls(error_code=ErrorCode.NONE, producer_id=req.producer_id,
+                       producer_epoch=req.producer_epoch + 1)
+        return await self._new_producer_id(cls)
+
+    async def _new_producer_id(self, cls: type) -> Any:
+        async with self._producer_id_lock:
+            if self._next_producer_id >= self._producer_id_end:
+                try:
+                    start, length = await self.broker.allocate_producer_ids()
+                except ConnectionError:
+                    return cls(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                if length <= 0:
+                    return cls(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                self._next_producer_id, self._producer_id_end = start, start + length
+            producer_id = self._next_producer_id
+            self._next_producer_id += 1
+        return cls(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+
+    # ------------------------------------------------------------ admin
+
+    async def forward(self, api_key: int, version: int, body: Any) -> Any:
+        """Forward an admin request to the active controller and relay its answer."""
+        try:
+            used, resp = await self.broker.controller.request(api_key, (version, version), body,
+                                                              timeout_s=self.broker.config.request_timeout_ms / 1000)
+        except ConnectionError as e:
+            log.warning("forwarding %s failed: %s", ApiKey(api_key).name, e)
+            return self._forward_failure(api_key, body)
+        if api_key == ApiKey.CREATE_TOPICS:
+            # Kafka's admin clients expect the topic to be usable once created: wait until
+            # this broker's image has it (bounded by the request's timeout).
+            names = [t.name for t in resp.topics if t.error_code == ErrorCode.NONE]
+            await self.broker.wait_for_topics(names, getattr(body, "timeout_ms", 30_000) / 1000)
+        return resp
+
+    def _forward_failure(self, api_key: int, body: Any) -> Any:
+        code = ErrorCode.REQUEST_TIMED_OUT
+        message = "the controller quorum is unavailable"
+        if api_key == ApiKey.CREATE_TOPICS:
+            cls = messages.CreateTopicsResponse
+            return cls(topics=[cls.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
+                               for t in body.topics])
+        if api_key == ApiKey.DELETE_TOPICS:
+            cls = messages.DeleteTopicsResponse
+            names = [t.name for t in body.topics] or list(body.topic_names)
+            return cls(responses=[cls.DeletableTopicResult(name=n, error_code=code, error_message=message)
+                                  for n in names])
+        if api_key == ApiKey.CREATE_PARTITIONS:
+            cls = messages.CreatePartitionsResponse
+            return cls(results=[cls.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+                                for t in body.topics])
+        cls = messages.IncrementalAlterConfigsResponse
+        return cls(responses=[cls.AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=r.resource_type,
+            resource_name=r.resource_name) for r in body.resources])
+
+    async def handle_describe_configs(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.DescribeConfigsResponse
+        image = self.replicas.image
+        results = []
+        for r in req.resources:
+            if r.resource_type == ConfigResourceType.TOPIC:
+                if image.topics.get(r.resource_name) is None:
+                    results.append(cls.DescribeConfigsResult(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic",
+                        resource_type=r.resource_type, resource_name=r.resource_name))
+                    continue
+                own = image.configs.topic(r.resource_name)
+                merged = dict(_TOPIC_CONFIG_DEFAULTS)
+                merged.update(self.broker.config.topic_defaults)
+                merged.update(own)
+                entries = [(k, v, _SOURCE_TOPIC if k in own else _SOURCE_DEFAULT) for k, v in sorted(merged.items())]
+            elif r.resource_type == ConfigResourceType.BROKER:
+                if r.resource_name not in ("", str(self.broker.config.node_id)):
+                    results.append(cls.DescribeConfigsResult(
+                        error_code=ErrorCode.INVALID_REQUEST, error_message="describe a broker on that broker",
+                        resource_type=r.resource_type, resource_name=r.resource_name))
+                    continue
+                entries = [(k, v, _SOURCE_STATIC_BROKER) for k, v in sorted(self.broker.properties.items())
+                           if "secret" not in k]
+            else:
+                results.append(cls.DescribeConfigsResult(
+                    error_code=ErrorCode.INVALID_REQUEST, error_message="unsupported resource type",
+                    resource_type=r.resource_type, resource_name=r.resource_name))
+                continue
+            if r.configuration_keys is not None:
+                keys = set(r.configuration_keys)
+                entries = [e for e in entries if e[0] in keys]
+            results.append(cls.DescribeConfigsResult(
+                error_code=ErrorCode.NONE, resource_type=r.resource_type, resource_name=r.resource_name,
+                configs=[cls.DescribeConfigsResourceResult(name=k, value=v, read_only=False,
+                                                           is_default=src == _SOURCE_DEFAULT,
+                                                           config_source=src, is_sensitive=False)
+                         for k, v, src in entries]))
+        return cls(results=results)
+
+    async def handle_describe_cluster(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.DescribeClusterResponse
+        return cls(error_code=ErrorCode.NONE, cluster_id=self.broker.cluster_id,
+                   controller_id=self.broker.config.node_id, endpoint_type=1,
+                   brokers=self._live_brokers(cls.DescribeClusterBroker))
+
+    async def handle_describe_log_dirs(self, req: Any, version: int, client: ClientInfo) -> Any:
+        cls = messages.DescribeLogDirsResponse
+        wanted = None if req.topics is None else {
+            (t.topic, p) for t in req.topics for p in t.partitions}
+        by_topic: dict[str, list] = {}
+        for tp, hosted in sorted(self.replicas.partitions.items()):
+            if wanted is not None and (tp.topic, tp.partition) not in wanted:
+                continue
+            lag = max(0, hosted.replica.high_watermark - hosted.log.log_end_offset)
+            by_topic.setdefault(tp.topic, []).append(cls.DescribeLogDirsPartition(
+                partition_index=tp.partition, partition_size=hosted.log.size_bytes, offset_lag=lag))
+        usage = self.broker.disk_usage()
+        return cls(error_code=ErrorCode.NONE, results=[cls.DescribeLogDirsResult(
+            error_code=ErrorCode.NONE, log_dir=self.broker.config.log_dir,
+            topics=[cls.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in by_topic.items()],
+            total_bytes=usage[0], usable_bytes=usage[1])])

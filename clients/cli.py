@@ -1,0 +1,90 @@
+"""The ``ketch`` command.
+
+    ketch up [--dir DIR] [--controllers 3] [--brokers 3]   a local cluster (Ctrl-C stops it)
+    ketch controller --config FILE                         one controller (server.properties)
+    ketch broker --config FILE                             one broker (server.properties)
+
+Controllers and brokers run as their own processes (``python -m quorum`` / ``python -m
+broker``); this module only starts them, so ``clients`` imports nothing from them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from clients.launcher import LocalCluster
+
+
+def _props(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"ketch: {flag} takes KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.controllers not in (1, 3, 5):
+        print("ketch up: --controllers must be 1, 3 or 5 (a Raft quorum)", file=sys.stderr)
+        return 2
+    if args.brokers < 1:
+        print("ketch up: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    cluster = LocalCluster(args.dir, args.controllers, args.brokers,
+                           broker_props=_props(args.broker_prop, "--broker-prop"),
+                           controller_props=_props(args.controller_prop, "--controller-prop"))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        print(f"ketch: starting {len(cluster.spec.controllers)} controllers and "
+              f"{len(cluster.spec.brokers)} brokers in {cluster.dir}", flush=True)
+        cluster.start(timeout_s=args.timeout)
+        print(f"ketch: cluster {cluster.spec.cluster_id} is up", flush=True)
+        print(f"bootstrap.servers={cluster.spec.bootstrap_servers}", flush=True)
+        print(f"ketch: details in {cluster.json_path}; Ctrl-C stops the cluster", flush=True)
+        while not stop.wait(0.5):
+            cluster._check_alive()
+    except (RuntimeError, TimeoutError) as e:
+        print(f"ketch up: {e}", file=sys.stderr)
+        cluster.stop()
+        return 1
+    print("ketch: stopping (controlled shutdown of the brokers first)", flush=True)
+    cluster.stop()
+    print("ketch: stopped", flush=True)
+    return 0
+
+
+def cmd_node(module: str, args: argparse.Namespace) -> int:
+    os.execv(sys.executable, [sys.executable, "-m", module, "--config", args.config])
+    return 1  # not reached
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ketch", description="Ketch: a Kafka-compatible streaming platform.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run a local cluster (3 controllers, 3 brokers)")
+    up.add_argument("--dir", default="./ketch-data", help="where the cluster keeps its data")
+    up.add_argument("--controllers", type=int, default=3)
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="a server.properties override for every broker")
+    up.add_argument("--controller-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="a server.properties override for every controller")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the cluster")
+    for role in ("controller", "broker"):
+        p = sub.add_parser(role, help=f"run one {role} from a server.properties file")
+        p.add_argument("--config", required=True)
+    args = ap.parse_args(argv)
+    if args.command == "up":
+        return cmd_up(args)
+    return cmd_node("quorum" if args.command == "controller" else "broker", args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
