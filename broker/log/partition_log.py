@@ -792,16 +792,28 @@ class PartitionLog:
             return _NO_DEADLINE_MS
         return min(_NO_DEADLINE_MS, self.config.flush_ms - waited)
 
-    def close(self) -> None:
-        """Clean shutdown: everything fsynced, index files written, files closed."""
+    def close(self, *, fsync: bool = True) -> None:
+        """Clean shutdown: index files written, everything durable, files closed.
+
+        With `fsync=False` nothing is fsynced and the epoch checkpoint is only staged:
+        the caller (LogManager.shutdown) must call `storage.sync_all()` before it records
+        the recovery point or the clean-shutdown marker.
+        """
         if self.closed:
             return
         for segment in self._segments:
-            if segment is self.active_segment or segment in self._rolled_unflushed:
+            if fsync and (segment is self.active_segment or segment in self._rolled_unflushed):
                 self.storage.fsync(segment.log_path)
-            segment.close()
+            segment.close(fsync=fsync)
         self._rolled_unflushed.clear()
-        self._advance_recovery_point(self._log_end_offset)
+        if fsync:
+            self._advance_recovery_point(self._log_end_offset)
+        else:
+            if self._epoch_checkpoint_dirty:
+                self.storage.stage_atomic_write(f"{self.dir_path}/{LEADER_EPOCH_CHECKPOINT}",
+                                                self.leader_epoch_cache.to_checkpoint())
+                self._epoch_checkpoint_dirty = False
+            self._recovery_point = self._log_end_offset
         self.closed = True
 
     def delete(self) -> None:

@@ -550,10 +550,10 @@ class LogSegment:
             self.storage.fsync(self.time_index_path)
             self._index_files_unsynced = False
 
-    def close(self) -> None:
+    def close(self, *, fsync: bool = True) -> None:
         if self.is_loaded:
             self._append_final_time_entry()
-        self.flush_indexes(fsync=True)
+        self.flush_indexes(fsync=fsync)
 
     def delete_files(self) -> None:
         for path in (self.log_path, self.index_path, self.time_index_path):

@@ -23,6 +23,13 @@ a small synchronous port of positional file operations (like Kafka's `Replicated
   operations (create, rename, delete) and `write_atomically` are durable at once, which
   is what a journaling filesystem gives after the directory fsync `FileStorage` does.
 
+Batched durability. A clean shutdown of 10,000 partitions would cost some 50,000 fsyncs
+one by one; instead the caller writes without fsync, stages its small atomic files
+(`stage_atomic_write`: the data goes to `<path>.tmp`, the rename waits), and calls
+`sync_all` once: one `sync()` for the data, then the staged renames, then a second
+`sync()` for them. A crash before the renames leaves the old files intact and stray
+`.tmp` files, which loading deletes.
+
 Zero-copy reads. A read returns a `FileSlice` naming a path, a byte range and the file's
 *generation*. The generation changes whenever the path's content is replaced or cut
 (delete, rename onto it, truncate, create), so a slice taken before a compaction swap or
@@ -99,6 +106,8 @@ class Storage(Protocol):
     def rename(self, src: str, dst: str) -> None: ...
     def delete(self, path: str) -> None: ...
     def write_atomically(self, path: str, data: bytes) -> None: ...
+    def stage_atomic_write(self, path: str, data: bytes) -> None: ...
+    def sync_all(self) -> None: ...
     def generation(self, path: str) -> int: ...
     def open_slice(self, file_slice: FileSlice) -> ContextManager[int]: ...
     def read_slice(self, file_slice: FileSlice) -> bytes: ...
@@ -147,6 +156,7 @@ class FileStorage:
         # Invariant: len(_handles) <= open_files_max, except while more are pinned.
         self._handles: OrderedDict[str, _Handle] = OrderedDict()
         self._generations = _Generations()
+        self._staged: list[tuple[str, str]] = []  # (tmp, final) renames awaiting sync_all
         self.opens_total = 0  # how many times a descriptor was opened (for the bench)
 
     # --- descriptor cache ---------------------------------------------------------------
@@ -307,6 +317,28 @@ class FileStorage:
         self.rename(tmp, path)
         self.fsync_dir(os.path.dirname(path) or ".")
 
+    def stage_atomic_write(self, path: str, data: bytes) -> None:
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        with self._lock:
+            self._staged.append((tmp, path))
+
+    def sync_all(self) -> None:
+        """Make every write so far durable, then the staged files (see the module doc)."""
+        os.sync()
+        with self._lock:
+            staged, self._staged = self._staged, []
+        if staged:
+            for tmp, path in staged:
+                self.rename(tmp, path)
+            os.sync()
+
     def generation(self, path: str) -> int:
         with self._lock:
             return self._generations.get(path)
@@ -356,6 +388,7 @@ class SimStorage:
         self._files: dict[str, _SimFile] = {}
         self._dirs: set[str] = set()
         self._generations = _Generations()
+        self._staged: list[tuple[str, str]] = []
         self.open_files = 0  # nothing is ever held open
 
     def _file(self, path: str) -> _SimFile:
@@ -438,6 +471,19 @@ class SimStorage:
         f.durable = bytearray(data)
         self._files[path] = f
         self._generations.bump(path)
+
+    def stage_atomic_write(self, path: str, data: bytes) -> None:
+        tmp = path + ".tmp"
+        self.create(tmp)
+        self.write(tmp, 0, data)
+        self._staged.append((tmp, path))
+
+    def sync_all(self) -> None:
+        for path in self._files:
+            self.fsync(path)
+        staged, self._staged = self._staged, []
+        for tmp, path in staged:
+            self.rename(tmp, path)
 
     def generation(self, path: str) -> int:
         return self._generations.get(path)
