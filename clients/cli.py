@@ -48,8 +48,15 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"ketch: cluster {cluster.spec.cluster_id} is up", flush=True)
         print(f"bootstrap.servers={cluster.spec.bootstrap_servers}", flush=True)
         print(f"ketch: details in {cluster.json_path}; Ctrl-C stops the cluster", flush=True)
+        reported: set[int] = set()
         while not stop.wait(0.5):
-            cluster._check_alive()
+            # A node that dies is reported, not fatal: the rest of the cluster keeps serving
+            # (the chaos suite kills nodes on purpose and restarts them).
+            for node_id, code in cluster.exited_nodes().items():
+                if node_id not in reported:
+                    reported.add(node_id)
+                    print(f"ketch: node {node_id} exited with {code}; see its node.log", flush=True)
+            reported &= set(cluster.exited_nodes())
     except (RuntimeError, TimeoutError) as e:
         print(f"ketch up: {e}", file=sys.stderr)
         cluster.stop()

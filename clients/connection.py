@@ -71,6 +71,8 @@ class KafkaConnection:
             raise ConnectionClosedError(str(self._closed))
         _, data = self._conn.send(api_key, api_version, body)
         waiter = asyncio.get_running_loop().create_future()
+        # A waiter abandoned by a timeout may still fail later: mark its error as seen.
+        waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._waiters.append(waiter)
         self._writer.write(data)
         try:

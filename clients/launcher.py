@@ -227,6 +227,10 @@ class LocalCluster:
                 raise RuntimeError(f"{node.role} {node_id} exited with {proc.returncode}; "
                                    f"last lines of {node.log}:\n{_tail(node.log)}")
 
+    def exited_nodes(self) -> dict[int, int]:
+        return {node_id: proc.returncode for node_id, proc in self.processes.items()
+                if proc.poll() is not None}
+
     def signal_node(self, node_id: int, sig: int) -> None:
         proc = self.processes.get(node_id)
         if proc is not None and proc.poll() is None:
