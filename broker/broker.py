@@ -29,6 +29,8 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 from broker.fetcher import ReplicaFetcherManager
+from broker.group.coordinator import GroupConfig
+from broker.group.driver import GroupCoordinatorDriver
 from broker.log import FileStorage, LogConfig, LogManager
 from broker.metadata_follower import CommittedBatch, MetadataObserver, MetadataSnapshot
 from broker.replica.partition import AlterIsr, TopicPartition
@@ -81,6 +83,22 @@ class _ImageListener:
         self.on_change()
 
 
+def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
+    def num(key: str, default: int) -> int:
+        try:
+            return int(props.get(key, default))
+        except ValueError:
+            raise SystemExit(f"{key}={props[key]!r} is not an integer") from None
+    return GroupConfig(
+        group_min_session_timeout_ms=num("group.min.session.timeout.ms", 6_000),
+        group_max_session_timeout_ms=num("group.max.session.timeout.ms", 1_800_000),
+        group_initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms", 3_000),
+        group_max_size=num("group.max.size", 2**31 - 1),
+        offsets_retention_minutes=num("offsets.retention.minutes", 7 * 24 * 60),
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+    )
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, properties: dict[str, str]) -> None:
         self.config = config
@@ -109,9 +127,12 @@ class Broker:
         self.observer = MetadataObserver(list(config.controller_voters.values()), self.listener,
                                          replica_id=config.node_id,
                                          fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
-        # Issue 6 (groups) plugs in more APIs here.
+        # APIs served by other components (the group coordinator).
         self.extra_handlers: dict[int, Callable[..., Awaitable[Any]]] = {}
         self.extra_versions: dict[int, tuple[int, int]] = {}
+        self.groups = GroupCoordinatorDriver(self, _group_config(config, properties))
+        self.groups.install()
+        self._partition_counts: dict[str, int] = {}
         self.apis = KafkaApis(self)
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes)
@@ -154,6 +175,7 @@ class Broker:
         port = await self.server.start()
         log.info("broker %d listening on %s:%d", self.config.node_id, self.config.listener_host, port)
         loop = asyncio.get_running_loop()
+        self.groups.start()
         self._tasks = [loop.create_task(self.observer.run(), name="metadata-observer"),
                        loop.create_task(self._lifecycle(), name="heartbeats"),
                        loop.create_task(self._poll_loop(), name="replica-poll")]
@@ -176,6 +198,11 @@ class Broker:
         except Exception:
             log.exception("applying metadata offset %d failed", image.provenance.offset)
             raise
+        counts = {t.name: len(t.partitions) for t in image.topics.by_id.values()}
+        grown = [n for n, c in counts.items() if self._partition_counts.get(n, c) < c]
+        self._partition_counts = counts
+        if grown:
+            self.groups._run(self.groups.core.on_partition_count_change(grown, now_ms()))
         self.metrics.metadata_offset.set(image.provenance.offset)
         self.metrics.partitions_led.set(sum(1 for h in self.replicas.partitions.values()
                                             if h.replica.leader_id == self.config.node_id))
@@ -382,6 +409,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.server.stop()
+        await self.groups.stop()
         await self.fetchers.close()
         self.observer.close()
         self.controller.close()

@@ -107,6 +107,9 @@ class ReplicaManager:
         # Set by the broker: (partition, leader id, leader epoch) -> start/stop following.
         self.on_become_follower: Callable[[HostedPartition], None] = lambda p: None
         self.on_stop_following: Callable[[TopicPartition], None] = lambda tp: None
+        # Told after every role change of a hosted partition (the group coordinator
+        # loads and unloads __consumer_offsets partitions with their leadership).
+        self.leadership_listeners: list[Callable[[HostedPartition], None]] = []
 
     # ------------------------------------------------------------ configs
 
@@ -210,6 +213,8 @@ class ReplicaManager:
         hosted.registration = reg
         self._complete(completions)
         hosted.wake()
+        for listener in self.leadership_listeners:
+            listener(hosted)
 
     def _stop_partition(self, tp: TopicPartition, delete: bool) -> None:
         hosted = self.partitions.pop(tp, None)
@@ -218,6 +223,8 @@ class ReplicaManager:
         self.on_stop_following(tp)
         self._complete(hosted.replica.stop())
         hosted.wake()
+        for listener in self.leadership_listeners:
+            listener(hosted)
         if delete:
             self.logs.delete_log(tp.topic, tp.partition)
             self._hw_checkpoint.pop((tp.topic, tp.partition), None)

@@ -40,12 +40,13 @@ class ApiHandler(Protocol):
 
 
 class ClientInfo:
-    __slots__ = ("host", "port", "connection_id")
+    __slots__ = ("host", "port", "connection_id", "client_id")
 
     def __init__(self, host: str, port: int, connection_id: int) -> None:
         self.host = host
         self.port = port
         self.connection_id = connection_id
+        self.client_id: str | None = None   # of the request being handled
 
 
 class FileRegion:
@@ -149,6 +150,7 @@ class KafkaServer:
                             return
                         api_key, correlation_id = event.api_key, event.correlation_id
                     else:
+                        client.client_id = event.header.client_id
                         answer = await self.handler.handle(event, client)
                         if answer is None:
                             continue
