@@ -71,6 +71,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
+_ABSENT = -1  # an index file known not to exist (an empty index is not written)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -123,6 +124,7 @@ class LogSegment:
         self._offset_of_max_timestamp = base_offset
         self._first_batch_timestamp: int | None = None  # rolling base of segment.ms
         self._bytes_since_index_entry = 0
+        self._last_batch_position = -1  # start of the last batch the tail walk saw
         # Bytes of each index file on disk; None: the file is absent or of unknown shape
         # and must be rewritten whole at the next flush.
         self._index_file_bytes: int | None = None
@@ -141,6 +143,7 @@ class LogSegment:
             storage.delete(path)  # stale files of an earlier segment at this offset
         segment._offset_index = OffsetIndex(base_offset, config.offset_index_entries_max)
         segment._time_index = TimeIndex(base_offset, config.time_index_entries_max)
+        segment._index_file_bytes = segment._time_index_file_bytes = _ABSENT
         return segment
 
     @classmethod
@@ -181,9 +184,13 @@ class LogSegment:
 
     def _load_indexes(self) -> None:
         storage = self.storage
-        data = storage.read(self.index_path, 0, storage.size(self.index_path))
+        # An index with no entries is never written (creating two files per partition
+        # dominates the shutdown of 10,000 small partitions), so a missing file is an
+        # empty index; for a big segment that is suspicious and rebuilds below.
+        data = self._read_whole(self.index_path)
         offset_index = OffsetIndex.from_bytes(
-            self.base_offset, self.config.offset_index_entries_max, data, max(self.size_bytes, 1)
+            self.base_offset, self.config.offset_index_entries_max, data or b"",
+            max(self.size_bytes, 1)
         )
         if self.size_bytes and not offset_index.is_full and len(offset_index) == 0 and (
             self.size_bytes > 2 * self.config.index_interval_bytes + self.config.max_message_bytes
@@ -191,22 +198,37 @@ class LogSegment:
             # An empty index over a big segment: the file was never written (a crash
             # between roll and index flush). Walking 1 GiB per lookup would be the cost.
             raise CorruptIndexError("empty index over a large segment")
-        tdata = storage.read(self.time_index_path, 0, storage.size(self.time_index_path))
+        tdata = self._read_whole(self.time_index_path)
+        if tdata is None and len(offset_index) and self.size_bytes:
+            # Without time entries the segment's max timestamp is only known from a walk
+            # of every batch, which an index with entries does not do: rebuild both.
+            raise CorruptIndexError("time index missing beside a non-empty offset index")
         self._offset_index = offset_index
-        self._index_file_bytes = len(data)
+        self._index_file_bytes = _ABSENT if data is None else len(data)
         # The walk below fills next_offset; check the time index against it afterwards.
         self._time_index = TimeIndex(self.base_offset, self.config.time_index_entries_max)
         self._time_index_file_bytes = None
         self._recompute_tail_state()
+        if len(offset_index) == 0 and self._last_batch_position > self.config.index_interval_bytes:
+            # No entries, yet a batch starts past the first interval: the index had
+            # entries once (its file missing or emptied by a crash).
+            self._offset_index = None
+            raise CorruptIndexError("empty index for a segment that had entries")
         time_index = TimeIndex.from_bytes(
-            self.base_offset, self.config.time_index_entries_max, tdata, self._next_offset
+            self.base_offset, self.config.time_index_entries_max, tdata or b"", self._next_offset
         )
         self._time_index = time_index
-        self._time_index_file_bytes = len(tdata)
+        self._time_index_file_bytes = _ABSENT if tdata is None else len(tdata)
         last = time_index.last_entry
         if last.timestamp > self._max_timestamp:
             self._max_timestamp = last.timestamp
             self._offset_of_max_timestamp = last.offset
+
+    def _read_whole(self, path: str) -> bytes | None:
+        try:
+            return self.storage.read(path, 0, self.storage.size(path))
+        except FileNotFoundError:
+            return None
 
     def rebuild_indexes(
         self,
@@ -266,9 +288,11 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         self._next_offset = self.base_offset
         pos = entry.position
+        self._last_batch_position = -1
         if self.size_bytes and self._first_batch_timestamp is None:
             self._first_batch_timestamp = self._header_at(0).max_timestamp
         while pos < self.size_bytes:
+            self._last_batch_position = pos
             header = self._header_at(pos)
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp = header.max_timestamp
@@ -532,7 +556,14 @@ class LogSegment:
         ):
             file_bytes = getattr(self, attr)
             start, data = index.unpersisted()
-            if file_bytes is None:
+            # Files are skipped only while the offset index is empty: once it has entries
+            # both exist, so a missing time index means a lost file (see _load_indexes).
+            if len(self._offset_index) == 0 and file_bytes in (None, _ABSENT):
+                if file_bytes is None:
+                    self.storage.delete(path)  # empty: no file (see _load_indexes)
+                    setattr(self, attr, _ABSENT)
+                continue
+            if file_bytes is None or file_bytes == _ABSENT:
                 self.storage.create(path)
                 index.forget_persisted()
                 start, data = index.unpersisted()
@@ -546,8 +577,10 @@ class LogSegment:
             index.mark_persisted()
             setattr(self, attr, start + len(data))
         if fsync and self._index_files_unsynced:
-            self.storage.fsync(self.index_path)
-            self.storage.fsync(self.time_index_path)
+            if self._index_file_bytes not in (None, _ABSENT):
+                self.storage.fsync(self.index_path)
+            if self._time_index_file_bytes not in (None, _ABSENT):
+                self.storage.fsync(self.time_index_path)
             self._index_files_unsynced = False
 
     def close(self, *, fsync: bool = True) -> None:
