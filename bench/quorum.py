@@ -454,16 +454,12 @@ async def measure_partitions(total: int, topics: int) -> dict:
                 broker_id=broker_id, broker_epoch=reg.broker_epoch, current_metadata_offset=1 << 40))
             assert not beat.is_fenced, beat
         per_topic = total // topics
-        version = conn.pick_version(ApiKey.CREATE_TOPICS, 2, 7)
+        conn.close()
         t0 = time.perf_counter()
-        responses = await asyncio.gather(*(conn.request(
-            ApiKey.CREATE_TOPICS, version, messages.CreateTopicsRequest(
-                topics=[messages.CreateTopicsRequest.CreatableTopic(
-                    name=f"bench-{n}", num_partitions=per_topic, replication_factor=3)],
-                timeout_ms=120_000), timeout_s=600) for n in range(topics)))
+        retried = await create_topics(cluster, [f"bench-{n}" for n in range(topics)], per_topic)
         create_s = time.perf_counter() - t0
-        errors = [t.error_code for r in responses for t in r.topics if t.error_code]
-        assert not errors, errors
+        during_create = log_counts(cluster)
+        active, conn = await find_active(cluster)
         last = await describe_hw(conn) - 1
         conn.close()
         from_zero = run_observer(cluster, last)
@@ -485,6 +481,7 @@ async def measure_partitions(total: int, topics: int) -> dict:
         assert from_snapshot["snapshots_loaded"] >= 1, from_snapshot
         return {
             "partitions": total, "topics": topics, "create_commit_s": create_s,
+            "topics_resent": retried, **during_create,
             "log_records": last + 1, "restart_all_s": restart_s,
             "snapshot_end_offset": snapshot_end,
             "observer_from_zero": from_zero, "observer_from_snapshot": from_snapshot,
@@ -493,6 +490,71 @@ async def measure_partitions(total: int, topics: int) -> dict:
     finally:
         cluster.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+async def create_topics(cluster: Controllers, names: list[str], partitions: int) -> int:
+    """CreateTopics as an admin client does it: resend what failed with NOT_CONTROLLER or a
+    timeout to the (new) active controller; TOPIC_ALREADY_EXISTS on a resend means the
+    first attempt was committed. Returns how many topics had to be resent."""
+    from clients.protocol import ApiKey, messages
+    from clients.protocol.errors import ErrorCode
+    pending, resent = list(names), 0
+    while pending:
+        _, conn = await find_active(cluster, timeout_s=120)
+        version = conn.pick_version(ApiKey.CREATE_TOPICS, 2, 7)
+        try:
+            responses = await asyncio.gather(*(conn.request(
+                ApiKey.CREATE_TOPICS, version, messages.CreateTopicsRequest(
+                    topics=[messages.CreateTopicsRequest.CreatableTopic(
+                        name=name, num_partitions=partitions, replication_factor=3)],
+                    timeout_ms=120_000), timeout_s=600) for name in pending))
+        except (OSError, ConnectionError, asyncio.TimeoutError):
+            conn.close()
+            continue
+        conn.close()
+        failed = []
+        for name, response in zip(pending, responses):
+            code = response.topics[0].error_code
+            if code in (ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT):
+                failed.append(name)
+            else:
+                assert code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS), (name, code)
+        if failed:
+            codes = sorted({r.topics[0].error_code for r in responses if r.topics[0].error_code})
+            print(f"  (resending {len(failed)} topics: error codes {codes})", file=sys.stderr)
+        resent += len(failed)
+        pending = failed
+    return resent
+
+
+def log_counts(cluster: Controllers) -> dict:
+    text = ""
+    for i in (1, 2, 3):
+        try:
+            with open(os.path.join(cluster.work, f"c{i}.log")) as f:
+                text += f.read()
+        except OSError:
+            pass
+    return {"raft_tick_stalls": text.count("raft tick thread stalled"),
+            "activations": text.count("active controller at epoch")}
+
+
+def fsync_probe(samples: int = 200) -> dict:
+    """fdatasync of a small append in the same filesystem, to read the commit figures by."""
+    fd, path = tempfile.mkstemp(prefix="bench-fsync-")
+    try:
+        times = []
+        for _ in range(samples):
+            os.write(fd, b"x" * 128)
+            t = time.perf_counter()
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    times.sort()
+    return {"fdatasync_p50_ms": percentile(times, 0.5) * 1e3,
+            "fdatasync_p99_ms": percentile(times, 0.99) * 1e3}
 
 
 async def wait_for_snapshot(conn, covering: int) -> int:
@@ -544,7 +606,10 @@ def main() -> None:
         args.seconds, args.latency_ops, args.failover_rounds = 2.0, 500, 2
         args.partitions, args.topics = 10_000, 10
 
-    print(f"commits: 3 processes on loopback, cluster secret on, {args.seconds:.0f} s per run")
+    probe = fsync_probe()
+    print(f"commits: 3 processes on loopback, cluster secret on, {args.seconds:.0f} s per run "
+          f"(fdatasync here now: p50 {probe['fdatasync_p50_ms']:.2f} ms, "
+          f"p99 {probe['fdatasync_p99_ms']:.2f} ms; load average {os.getloadavg()[0]:.1f})")
     raw = run_trio("raw", args)
     print(f"  bare pysyncobj counter   {raw['commits_per_s']:9.0f} commits/s "
           f"({args.raw_in_flight} in flight)   latency p50 {raw['latency_p50_ms']:.2f} ms"
@@ -573,7 +638,9 @@ def main() -> None:
     big = asyncio.run(measure_partitions(args.partitions, args.topics))
     zero, snap = big["observer_from_zero"], big["observer_from_snapshot"]
     print(f"{big['partitions']} partitions in {big['topics']} topics: committed in "
-          f"{big['create_commit_s']:.1f} s ({big['log_records']} records in the log)")
+          f"{big['create_commit_s']:.1f} s ({big['log_records']} records in the log; "
+          f"{big['topics_resent']} topics resent after a controller change; "
+          f"{big['raft_tick_stalls']} raft tick stalls > election timeout in the logs)")
     print(f"  new observer from offset 0:  {zero['seconds']:.1f} s, +{zero['rss_growth_mb']:.0f} MB RSS"
           f" (peak {zero['rss_peak_mb']:.0f} MB), {zero['partitions']} partitions")
     print(f"  new observer from snapshot:  {snap['seconds']:.1f} s, +{snap['rss_growth_mb']:.0f} MB RSS"
@@ -582,6 +649,8 @@ def main() -> None:
           f"to an active one: {big['restart_all_s']:.1f} s")
     summary = {
         "bench": "quorum",
+        "fsync_probe": {k: round(v, 3) for k, v in probe.items()},
+        "load_average": round(os.getloadavg()[0], 2),
         "settings": {"appendEntriesUseBatch": False, "raftMinTimeout": 0.15, "raftMaxTimeout": 0.3,
                      "password": True, "fsync_journal": True},
         "counter": {k: round(v, 3) for k, v in raw.items()},
@@ -596,6 +665,7 @@ def main() -> None:
             "observer_from_snapshot_s": round(snap["seconds"], 2),
             "observer_from_snapshot_rss_growth_mb": round(snap["rss_growth_mb"], 1),
             "same_topics": big["same_topics"], "restart_all_s": round(big["restart_all_s"], 2),
+            "topics_resent": big["topics_resent"], "raft_tick_stalls": big["raft_tick_stalls"],
         },
     }
     print(json.dumps(summary, separators=(",", ":")))

@@ -240,8 +240,10 @@ class RaftQuorum(QuorumBase):
         self._compactions: list[MetadataSnapshot] = []      # asyncio -> tick thread
         self._compactions_lock = threading.Lock()
         self.dumps_written = 0
+        self.dumped_snapshot_end_offset = -1     # the metadata snapshot in the last dump
         self.tick_stalls = 0
         self._last_tick = time.monotonic()
+        self._ticked = False
         journal_file = os.path.join(data_dir, JOURNAL_FILE)
         conf = SyncObjConf(
             password=settings.cluster_secret,
@@ -308,16 +310,21 @@ class RaftQuorum(QuorumBase):
         now = time.monotonic()
         stall = now - self._last_tick
         self._last_tick = now
-        if stall > self.settings.election_timeout_min_s:
+        if stall > self.settings.election_timeout_min_s and self._ticked:
             # Longer than a follower waits for a heartbeat: elections may follow. Causes: CPU
             # starvation (GIL or cores), a slow fsync, a huge entry.
             self.tick_stalls += 1
             logger.warning("raft tick thread stalled for %.0f ms", stall * 1000)
+        self._ticked = True
         with self._compactions_lock:
             compactions, self._compactions = self._compactions, []
         for snapshot in compactions:
             if snapshot.end_offset <= self._state.next_offset:
                 self._state.compact(snapshot)
+        if compactions:
+            # Dump now: the journal then shrinks with the metadata log, and a restart loads
+            # the snapshot instead of replaying every entry since the last dump.
+            self._syncobj.forceLogCompaction()
         self.journal.sync()         # entries added this tick are durable before the next
         self._report_role()
 
@@ -351,6 +358,8 @@ class RaftQuorum(QuorumBase):
         # pysyncobj renames file_name into place next; FsyncJournal.deleteEntriesTo fsyncs
         # the directory before it drops the entries this dump covers.
         self.dumps_written += 1
+        self.dumped_snapshot_end_offset = (self._state.snapshot.end_offset
+                                           if self._state.snapshot is not None else -1)
 
     def _read_dump(self, file_name: str) -> tuple[Any, Any, Any]:
         with open(file_name, "rb") as f:

@@ -167,11 +167,11 @@ def test_a_voter_behind_the_compacted_log_catches_up_from_the_leaders_dump(tmp_p
             await cluster.stop(laggard)
             for i in range(60):
                 await active.append([b"late-%d" % i])
-            # The leader's image at 30 stands for offsets 0..29 (an opaque record here).
+            # The leader's image at 31 stands for offsets 0..30 (an opaque record here).
             active.install_snapshot(MetadataSnapshot(31, active.epoch, (b"image@31",)))
             for i in range(60, 100):
                 await active.append([b"late-%d" % i])
-            await _until(lambda: active.dumps_written > 0)
+            await _until(lambda: active.dumped_snapshot_end_offset == 31)
             assert active.log.log_start_offset == 31
             cluster.start(laggard)
             await cluster.converged(100)
@@ -189,3 +189,35 @@ async def _until(predicate, timeout_s: float = 10.0) -> None:
         while not predicate():
             await asyncio.sleep(0.02)
     await asyncio.wait_for(poll(), timeout_s)
+
+
+def test_a_restart_after_a_metadata_snapshot_loads_it_then_the_entries_after_it(tmp_path) -> None:
+    async def scenario():
+        cluster = Cluster(tmp_path)
+        try:
+            for i in (1, 2, 3):
+                cluster.start(i)
+            active = await cluster.active()
+            for i in range(10):
+                await active.append([b"r%d" % i])
+            for quorum in cluster.nodes.values():
+                await quorum.wait_for_commit(9, 10)
+                quorum.install_snapshot(MetadataSnapshot(10, active.epoch, (b"image@10",)))
+            await _until(lambda: all(q.dumped_snapshot_end_offset == 10
+                                      for q in cluster.nodes.values()))
+            await active.append([b"after-snapshot"])
+            await cluster.converged(10)
+            await cluster.close()
+            for i in (1, 2, 3):
+                cluster.start(i)
+            active = await cluster.active()
+            await cluster.converged(10)
+            for follower in cluster.followers.values():
+                assert follower.loaded[0] == MetadataSnapshot(10, follower.loaded[0].epoch, (b"image@10",))
+                assert follower.records[10] == b"after-snapshot"
+            for quorum in cluster.nodes.values():
+                assert quorum.log.log_start_offset == 10
+                assert len(quorum.journal) < 10      # the dump replaced the journal's entries
+        finally:
+            await cluster.close()
+    run(scenario())
