@@ -385,13 +385,15 @@ class InMemoryQuorum(QuorumBase):
     """A one-node quorum in memory, for tests of the modules above the port. It applies
     commands with the real ReplicatedLogState on the next loop iteration, so appends are
     asynchronous and fenced exactly as with Raft. `elect` and `depose` stand in for
-    elections; `fail_next_proposals` makes Raft lose entries."""
+    elections; `fail_next_proposals` makes Raft lose entries; `hold_commits` stands for a
+    quorum that cannot commit (proposals wait until `release_commits`)."""
 
     def __init__(self, node_id: int = 0, *, active: bool = True, **kwargs: object) -> None:
         super().__init__(node_id, **kwargs)  # type: ignore[arg-type]
         self.state = ReplicatedLogState()
         self._term = 0
         self._lose = 0
+        self._held: list[bytes] | None = None
         if active:
             self.elect(node_id)
 
@@ -410,6 +412,14 @@ class InMemoryQuorum(QuorumBase):
     def fail_next_proposals(self, count: int) -> None:
         self._lose = count
 
+    def hold_commits(self) -> None:
+        self._held = []
+
+    def release_commits(self) -> None:
+        held, self._held = self._held or [], None
+        for payload in held:
+            self._apply_now(payload)
+
     def _apply_now(self, payload: bytes) -> None:
         self._on_outcome(self.state.apply_encoded(payload))
 
@@ -418,6 +428,9 @@ class InMemoryQuorum(QuorumBase):
         if self._lose > 0:
             self._lose -= 1
             loop.call_soon(self._on_proposal_failed, request_id, "lost (test)")
+            return
+        if self._held is not None:
+            self._held.append(payload)
             return
         loop.call_soon(self._apply_now, payload)
 

@@ -219,3 +219,41 @@ def test_brokers_register_unfence_and_create_topics_and_an_observer_gets_the_sam
             conn.close()
             await listener.stop()
     asyncio.run(scenario())
+
+
+def test_a_write_the_quorum_cannot_commit_times_out_and_the_next_decision_sees_its_outcome() -> None:
+    """REQUEST_TIMED_OUT has an unknown outcome: the record may still commit. The driver
+    decides nothing until it knows, so a retry sees the first attempt."""
+    import random
+
+    from quorum.controller import ControllerConfig, QuorumController
+    from quorum_helpers import create_topic, heartbeat, register_broker
+
+    async def scenario():
+        quorum = InMemoryQuorum(node_id=1)
+        driver = ControllerDriver(quorum, lambda: QuorumController(ControllerConfig(),
+                                                                   random.Random(3)),
+                                  write_timeout_ms=500)
+        apis = ControllerApis(1, quorum, driver, {1: ("127.0.0.1", 0)})
+        listener = ControllerListener(apis, "127.0.0.1", 0)
+        port = await listener.start()
+        conn = await connect("127.0.0.1", port)
+        await conn.negotiate_versions()
+        try:
+            registered = await register_broker(conn, 1)
+            assert not (await heartbeat(conn, 1, registered.broker_epoch)).is_fenced
+            quorum.hold_commits()
+            first = await create_topic(conn, "t", partitions=2, replication=1)
+            assert first.topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT
+            pending = asyncio.ensure_future(create_topic(conn, "t", partitions=2, replication=1))
+            await asyncio.sleep(0.05)
+            assert not pending.done()       # waits for the first attempt's outcome
+            quorum.release_commits()
+            retry = await pending
+            assert retry.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+            assert driver.controller.image.topics.get("t") is not None
+            assert driver.replay_errors == 0
+        finally:
+            conn.close()
+            await listener.stop()
+    asyncio.run(scenario())
