@@ -12,7 +12,8 @@ the next one.
 The listener interface is the quorum's (``handle_commit(CommittedBatch)``,
 ``handle_load_snapshot(MetadataSnapshot)``), so the same replaying code serves a
 controller and an observer. Brokers can use this class as it is; it depends only on
-``clients``, ``metadata_log`` and the value types of ``quorum.replicated_log``.
+``clients``, ``metadata_log`` and the value types of ``quorum.replicated_log`` (so the
+pair can move to a package brokers may import without touching anything else).
 ``MetadataImageListener`` turns what it hands over into a ``MetadataImage``.
 """
 from __future__ import annotations
@@ -29,8 +30,9 @@ from metadata_log.delta import replay_batch
 from metadata_log.image import EMPTY_IMAGE, Provenance
 from metadata_log.records import decode_record
 from metadata_log.snapshot import records_to_image
-from quorum.replicated_log import CommittedBatch, MetadataSnapshot
-from quorum.server import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+from quorum.replicated_log import (
+    METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
+)
 
 log = logging.getLogger(__name__)
 

@@ -43,12 +43,18 @@ from __future__ import annotations
 
 import bisect
 import struct
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Iterator, Sequence
 
 import crc32c
+
+# The metadata log as Kafka names it: observers Fetch this topic-partition.
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)        # Kafka: Uuid.METADATA_TOPIC_ID = new Uuid(0L, 1L)
+METADATA_PARTITION = 0
 
 REQUEST_ID_BYTES = 16
 DEDUPE_WINDOW_DEFAULT = 4096

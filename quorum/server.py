@@ -47,13 +47,13 @@ from metadata_log.image import Provenance
 from metadata_log.records import decode_record, encode_record
 from metadata_log.snapshot import image_to_records, records_to_image
 from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
-from quorum.replicated_log import CommittedBatch, MetadataSnapshot, ReadStatus
+from quorum.replicated_log import (
+    METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
+    ReadStatus,
+)
 
 log = logging.getLogger(__name__)
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_TOPIC_ID = uuid.UUID(int=1)        # Kafka: Uuid.METADATA_TOPIC_ID = new Uuid(0L, 1L)
-METADATA_PARTITION = 0
 SNAPSHOT_RECORDS_PER_BATCH = 1000
 READ_CHUNK_BYTES = 256 * 1024
 FETCH_BYTES_MAX_DEFAULT = 8 * 1024 * 1024
