@@ -268,7 +268,7 @@ class Broker:
         checkpoint_every = 5.0
         loop = asyncio.get_running_loop()
         next_checkpoint = loop.time() + checkpoint_every
-        while True:
+        while not self._stopping:
             delay = self.replicas.poll(now_ms())
             if loop.time() >= next_checkpoint:
                 self.replicas.checkpoint_high_watermarks()
@@ -405,6 +405,7 @@ class Broker:
 
     async def stop(self) -> None:
         self._stopping = True
+        self.observer.close()   # its loop checks this: cancel() alone can be swallowed (3.11)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

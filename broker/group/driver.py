@@ -70,6 +70,7 @@ class GroupCoordinatorDriver:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._creating = False
+        self._stopped = False
 
     def install(self) -> None:
         handlers = {
@@ -93,6 +94,9 @@ class GroupCoordinatorDriver:
         self._task = asyncio.get_running_loop().create_task(self._poll_loop(), name="group-poll")
 
     async def stop(self) -> None:
+        # A flag, not only cancel(): Python 3.11's wait_for swallows a cancellation that
+        # races with the awaited event (bpo-42130), and _run sets that event right here.
+        self._stopped = True
         self._run(self.core.shutdown(_now_ms()))
         if self._task is not None:
             self._task.cancel()
@@ -175,7 +179,7 @@ class GroupCoordinatorDriver:
         return resp
 
     async def _poll_loop(self) -> None:
-        while True:
+        while not self._stopped:
             effects, wait_ms = self.core.poll(_now_ms())
             self._wakeup.clear()
             self._run(effects)
