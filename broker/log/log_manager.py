@@ -20,7 +20,7 @@ The checkpoint uses Kafka's text format: a version line `0`, a count line, then
 `topic partition offset` lines. An unreadable checkpoint is treated as absent (recovery
 from offset 0: slower, never wrong).
 
-`poll(now_ms)` runs, for every log: deferred roll fsyncs and the flush policy; every
+`poll(now_ms)` runs, for every log: the flush.ms policy; every
 `retention_check_interval_ms` the retention pass (which needs each partition's high
 watermark from the replica layer); and the checkpoint writes. It returns the ms until
 something is next due. It does no waiting of its own; the broker's shell calls it.

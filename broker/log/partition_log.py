@@ -28,11 +28,25 @@ Operations and what they change:
   (a follower that fell below the leader's log start).
 * `delete_old_segments` (retention.ms, retention.bytes, the log start offset) and
   `maybe_increment_log_start_offset` (DeleteRecords).
-* Durability: `flush` fsyncs up to the LEO and moves the recovery point; `poll` runs the
-  flush.messages/flush.ms policy and fsyncs segments rolled since the last poll (the roll
-  itself does not wait for the disk, as Kafka schedules that flush too); `close` is the
-  clean shutdown. Loading (`open`) trusts a clean shutdown and otherwise recovers every
+* Durability: `flush` fsyncs up to the LEO and moves the recovery point; appends run
+  flush.messages and `poll` flush.ms; a roll fsyncs the segment it closes before the new
+  one takes a byte (so a crash loses only the log's tail, never whole batches in the
+  middle, which Kafka's deferred roll flush allows); `close` is the clean shutdown.
+  Loading (`open`) trusts a clean shutdown and otherwise recovers every
   segment from the one holding the recovery point (`recovery.py`).
+
+Files besides the segments, and the order that keeps them consistent after a crash:
+
+* `leader-epoch-checkpoint` (Kafka's format). Written at once by truncations and log
+  start moves; a new epoch from an append only marks it dirty, and it is written before
+  the recovery point passes that epoch's start (recovery re-learns epochs at or above
+  the recovery point from the batches, as KAFKA-15046 reasons).
+* `log-start-offset`, only while DeleteRecords has put the log start inside the first
+  segment; written before the epoch checkpoint forgets the epochs below it. (Kafka keeps
+  this in a data-directory checkpoint written every minute; per partition it can be
+  made durable at the moment it matters.)
+* The recovery point lives in the data directory's checkpoint (`LogManager`);
+  `on_recovery_point_lowered` asks for a rewrite when a truncation lowers it.
 
 Everything is synchronous and single-threaded: one owner (the partition's driver) calls
 these methods. The cleaner reads only rolled segments, which do not change except
@@ -181,7 +195,6 @@ class PartitionLog:
         self.leader_epoch_cache = epoch_cache
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
-        self._rolled_unflushed: list[LogSegment] = []  # rolled, not yet fsynced
         self.first_dirty_offset = log_start_offset  # the cleaner's checkpoint, in memory
         # Bumped whenever rolled segments change (truncation, retention, a cleaner swap), so
         # a cleaning pass built on an older layout is not committed.
@@ -257,8 +270,9 @@ class PartitionLog:
     ) -> tuple[PartitionLog, RecoveryReport]:
         """Load (or create) the log in `dir_path`.
 
-        `recovery_point` and `log_start_offset` come from the data directory's checkpoint
-        files (`LogManager`); `clean_shutdown` from its marker. After an unclean stop,
+        `recovery_point` comes from the data directory's checkpoint and `clean_shutdown`
+        from its marker (`LogManager`); `log_start_offset` is a lower bound, the partition's
+        own `log-start-offset` file and first segment give the rest. After an unclean stop,
         every segment from the one holding the recovery point is walked and validated;
         the first bad batch and everything after it is dropped and reported.
         """
@@ -517,8 +531,8 @@ class PartitionLog:
     def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at `base_offset` (default: the LEO).
 
-        The old one's final time index entry and index files are written now; its fsync
-        waits for `poll` (or `flush`), which then moves the recovery point past it.
+        The old one gets its final time index entry and is fsynced with its index files;
+        the recovery point moves to the new segment's base.
         """
         base = self._log_end_offset if base_offset is None else base_offset
         assert base >= self._log_end_offset, (base, self._log_end_offset)
@@ -530,15 +544,21 @@ class PartitionLog:
             self._segments.pop()
             self._bases.pop()
         else:
+            # fsync the old segment before a byte goes into the new one. Deferring it
+            # (as Kafka does) lets a crash drop whole batches at the end of the old
+            # segment while the new one keeps its data: a hole in the middle of the log
+            # that no check can tell from a legitimate gap. The cost is one fsync per
+            # segment.bytes written, off the common path.
             old.on_become_inactive()
-            old.flush_indexes(fsync=False)
-            if old not in self._rolled_unflushed:  # active again after a truncation
-                self._rolled_unflushed.append(old)
+            old.flush(indexes=True)
         segment = LogSegment.create(self.storage, self.dir_path, base, self.config, now_ms)
+        self.storage.fsync_dir(self.dir_path)
         self._segments.append(segment)
         self._bases.append(base)
         if base > self._log_end_offset:
             self._log_end_offset = base  # a follower's gap, or the empty segment was replaced
+        if old.size_bytes:
+            self._advance_recovery_point(max(self._recovery_point, base))
         return segment
 
     # --- reads ----------------------------------------------------------------------------
@@ -646,7 +666,6 @@ class PartitionLog:
         new_end = max(new_end, active.next_offset)
         self.storage.fsync(active.log_path)  # a truncation must not come back after a crash
         self.layout_version += 1
-        self._rolled_unflushed = [s for s in self._rolled_unflushed if s in self._segments]
         self._log_end_offset = new_end
         if self._log_start_offset > new_end:
             self._log_start_offset = new_end
@@ -670,7 +689,6 @@ class PartitionLog:
         segment = LogSegment.create(self.storage, self.dir_path, offset, self.config, now_ms)
         self._segments = [segment]
         self._bases = [offset]
-        self._rolled_unflushed = []
         self._log_end_offset = self._log_start_offset = self._recovery_point = offset
         self.first_dirty_offset = offset
         self._unflushed_messages = 0
@@ -745,7 +763,6 @@ class PartitionLog:
             segment.delete_files()
         del self._segments[: len(doomed)]
         del self._bases[: len(doomed)]
-        self._rolled_unflushed = [s for s in self._rolled_unflushed if s in self._segments]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = max(self._recovery_point, min(self._segments[0].base_offset,
@@ -762,27 +779,13 @@ class PartitionLog:
 
     def flush(self, now_ms: int) -> None:
         """fsync everything up to the LEO; the recovery point becomes the LEO."""
-        for segment in self._rolled_unflushed:
-            segment.flush(indexes=True)
-        self._rolled_unflushed.clear()
         self.active_segment.flush(indexes=False)
         self._advance_recovery_point(self._log_end_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
 
-    def flush_rolled_segments(self) -> None:
-        """fsync segments rolled since the last flush; the recovery point moves past them."""
-        if not self._rolled_unflushed:
-            return
-        for segment in self._rolled_unflushed:
-            segment.flush(indexes=True)
-        self._rolled_unflushed.clear()
-        self.storage.fsync_dir(self.dir_path)
-        self._advance_recovery_point(max(self._recovery_point, self.active_segment.base_offset))
-
     def poll(self, now_ms: int) -> int:
-        """Run the time-based duties; returns ms until this log next needs a poll."""
-        self.flush_rolled_segments()
+        """Run the flush.ms policy; returns ms until this log next needs a poll."""
         if self._unflushed_messages == 0:
             self._last_flush_ms = max(self._last_flush_ms, now_ms)
             return _NO_DEADLINE_MS
@@ -802,10 +805,9 @@ class PartitionLog:
         if self.closed:
             return
         for segment in self._segments:
-            if fsync and (segment is self.active_segment or segment in self._rolled_unflushed):
-                self.storage.fsync(segment.log_path)
+            if fsync and segment is self.active_segment:
+                self.storage.fsync(segment.log_path)  # rolled ones were fsynced at roll
             segment.close(fsync=fsync)
-        self._rolled_unflushed.clear()
         if fsync:
             self._advance_recovery_point(self._log_end_offset)
         else:
@@ -857,7 +859,6 @@ class PartitionLog:
         self.layout_version += 1
         self._segments[first: first + len(old)] = [segment]
         self._bases[first: first + len(old)] = [base_offset]
-        self._rolled_unflushed = [s for s in self._rolled_unflushed if s in self._segments]
         self._check_invariants()
         return True
 

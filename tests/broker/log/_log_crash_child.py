@@ -59,7 +59,7 @@ def main() -> None:
         out.flush()
         now_ms += 7
         if base % 11 == 0:
-            manager.poll(now_ms)  # deferred roll fsyncs and recovery point checkpoints
+            manager.poll(now_ms)  # recovery point checkpoints
 
 
 if __name__ == "__main__":

@@ -16,6 +16,12 @@ COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_
                     delete_retention_ms=1_000)
 
 
+def roll_and_flush(log: PartitionLog) -> None:
+    """Roll, then fsync: the cleaner only rewrites segments below the recovery point."""
+    log.roll(now_ms=0)
+    log.flush(now_ms=0)
+
+
 def open_log(storage=None, config=COMPACT) -> tuple[SimStorage, PartitionLog]:
     storage = storage or SimStorage()
     log, _ = PartitionLog.open(storage, "/d/c-0", config, now_ms=0)
@@ -38,7 +44,7 @@ def test_latest_value_per_key_survives_with_its_offset() -> None:
         key = b"key-%d" % rng.randrange(8)
         value = b"v%03d" % i
         written.append((write(log, key, value), key, value))
-    log.roll(now_ms=0)
+    roll_and_flush(log)
     before_bytes = log.size_bytes
     result = LogCleaner(storage).clean(log, high_watermark=log.log_end_offset, now_ms=10)
     assert result.committed and result.records_removed > 0
@@ -62,7 +68,7 @@ def test_tombstones_are_kept_for_delete_retention_ms_then_removed() -> None:
     write(log, b"b", b"1")
     write(log, b"a", None)  # tombstone for a
     write(log, b"c", b"1")
-    log.roll(now_ms=0)
+    roll_and_flush(log)
     cleaner = LogCleaner(storage)
     cleaner.clean(log, log.log_end_offset, now_ms=5_000)
     assert offsets_and_values(read_all(log)) == [(1, b"b", b"1"), (2, b"a", None), (3, b"c", b"1")]
@@ -82,7 +88,7 @@ def test_compressed_batches_are_cleaned_and_stay_compressed() -> None:
     for i in range(10):
         log.append_as_leader(make_batch(4, keys=[b"x", b"y", b"x", b"z"], tag=i,
                                         compression=CompressionType.LZ4), 0, 0)
-    log.roll(now_ms=0)
+    roll_and_flush(log)
     LogCleaner(storage).clean(log, log.log_end_offset, now_ms=0)
     batches = read_all(log)
     assert [(o, k) for o, k, _ in offsets_and_values(batches)] == [(37, b"y"), (38, b"x"), (39, b"z")]
@@ -124,7 +130,7 @@ def test_a_pass_built_before_a_truncation_is_not_committed() -> None:
     storage, log = open_log()
     for i in range(40):
         write(log, b"k%d" % (i % 3), b"%d" % i)
-    log.roll(now_ms=0)
+    roll_and_flush(log)
     cleaner = LogCleaner(storage)
     plan = cleaner.prepare(log, log.log_end_offset, now_ms=0)
     built = cleaner.build(plan, 1_000, 100, COMPACT.segment_bytes)
@@ -138,7 +144,7 @@ def test_a_pass_built_before_a_truncation_is_not_committed() -> None:
     plan = cleaner.prepare(log, log.log_end_offset, now_ms=0)
     built = cleaner.build(plan, 1_000, 100, COMPACT.segment_bytes)
     write(log, b"k0", b"late")
-    log.roll(now_ms=0)
+    roll_and_flush(log)
     assert cleaner.commit(log, plan, *built, now_ms=0).committed
 
 
@@ -149,7 +155,7 @@ def test_a_small_key_map_converges_over_several_passes() -> None:
     for i in range(200):
         key = b"key-%02d" % (i % 13)
         latest[key] = (write(log, key, b"%d" % i), key, b"%d" % i)
-    log.roll(now_ms=0)
+    roll_and_flush(log)
     cleaner = LogCleaner(storage)
     for _ in range(60):
         result = cleaner.clean(log, log.log_end_offset, now_ms=0)
@@ -174,7 +180,7 @@ def test_compaction_never_changes_the_latest_state_per_key(ops, passes) -> None:
         offset = write(log, key, value)
         original[offset] = (key, value)
         if roll:
-            log.roll(now_ms=0)
+            roll_and_flush(log)
 
     def state(records):
         out = {}
