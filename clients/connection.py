@@ -8,11 +8,12 @@ by tests. Version choice is the caller's: ``negotiate_versions`` asks ApiVersion
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, CorruptFrameError, messages
 
-__all__ = ["KafkaConnection", "ConnectionClosedError", "connect"]
+__all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect", "parse_connect_via"]
 
 
 class ConnectionClosedError(ConnectionError):
@@ -119,7 +120,26 @@ class KafkaConnection:
             pass
 
 
+def parse_connect_via(spec: str) -> dict[tuple[str, int], tuple[str, int]]:
+    """``host:port=host:port,...``: dial the right-hand address instead of the left."""
+    routes = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        left, sep, right = item.partition("=")
+        if not sep:
+            raise ValueError(f"KETCH_CONNECT_VIA entry {item!r} is not host:port=host:port")
+        (lh, _, lp), (rh, _, rp) = left.rpartition(":"), right.rpartition(":")
+        routes[(lh, int(lp))] = (rh, int(rp))
+    return routes
+
+
+# Where this process dials, per destination: the chaos suite routes each inter-node link
+# through its own fault proxy by setting KETCH_CONNECT_VIA in a node's environment.
+CONNECT_VIA: dict[tuple[str, int], tuple[str, int]] = parse_connect_via(
+    os.environ.get("KETCH_CONNECT_VIA", ""))
+
+
 async def connect(host: str, port: int, client_id: str | None = "ketch",
                   timeout_s: float = 10.0) -> KafkaConnection:
+    host, port = CONNECT_VIA.get((host, port), (host, port))
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
     return KafkaConnection(reader, writer, client_id=client_id)
