@@ -116,6 +116,8 @@ class LocalCluster:
         self.controller_props = controller_props or {}
         self.spec = self._load_or_format()
         self.processes: dict[int, subprocess.Popen] = {}
+        # Extra environment per node id (e.g. KETCH_CONNECT_VIA for the chaos proxies).
+        self.node_env: dict[int, dict[str, str]] = {}
 
     @property
     def json_path(self) -> str:
@@ -193,7 +195,8 @@ class LocalCluster:
         log_file = open(node.log, "ab")
         proc = subprocess.Popen([sys.executable, "-m", module, "--config", node.config],
                                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=self.dir, env=_child_env(), start_new_session=True)
+                                cwd=self.dir, env={**_child_env(), **self.node_env.get(node_id, {})},
+                                start_new_session=True)
         log_file.close()
         node.pid = proc.pid
         self.processes[node_id] = proc
