@@ -22,7 +22,14 @@ Picture of a produce and a fetch:
              os.sendfile(sock, fd, s.position, s.length_bytes)`.
 """
 
-from broker.log.cleaner import CleaningPlan, CleanResult, LogCleaner, cleanable_range, dirty_ratio
+from broker.log.cleaner import (
+    CleaningPlan,
+    CleanResult,
+    LogCleaner,
+    cleanable_range,
+    dirty_ratio,
+    logs_to_clean,
+)
 from broker.log.config import CREATE_TIME, LOG_APPEND_TIME, NO_LIMIT, LogConfig, LogConfigError
 from broker.log.leader_epoch_cache import (
     UNDEFINED_EPOCH,
@@ -90,6 +97,7 @@ __all__ = [
     "CleanResult",
     "cleanable_range",
     "dirty_ratio",
+    "logs_to_clean",
     # storage
     "Storage",
     "FileStorage",

@@ -48,6 +48,7 @@ import hashlib
 import logging
 import struct
 from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterable
 
 import crc32c
 
@@ -78,6 +79,7 @@ __all__ = [
     "CleanResult",
     "cleanable_range",
     "dirty_ratio",
+    "logs_to_clean",
 ]
 
 log = logging.getLogger("ketch.log.cleaner")
@@ -121,6 +123,24 @@ def dirty_ratio(partition_log: PartitionLog, high_watermark: int, now_ms: int) -
             dirty += segment.size_bytes
     total = clean + dirty
     return dirty / total if total else 0.0
+
+
+def logs_to_clean(
+    logs: Iterable[tuple[Hashable, PartitionLog]],
+    now_ms: int,
+    high_watermark_of: Callable[[Hashable], int],
+) -> list[tuple[Hashable, PartitionLog, float]]:
+    """Compacted logs whose dirty ratio reached min.cleanable.dirty.ratio, dirtiest first
+    (Kafka's `grabFilthiestCompactedLog`). The caller cleans one per pass."""
+    chosen = []
+    for key, partition_log in logs:
+        if not partition_log.config.compact or partition_log.closed:
+            continue
+        ratio = dirty_ratio(partition_log, high_watermark_of(key), now_ms)
+        if ratio > 0 and ratio >= partition_log.config.min_cleanable_dirty_ratio:
+            chosen.append((key, partition_log, ratio))
+    chosen.sort(key=lambda item: -item[2])
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from _log_helpers import make_batch, offsets_and_values, read_all
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log import LogCleaner, LogConfig, PartitionLog, SimStorage, dirty_ratio
+from broker.log import LogCleaner, LogConfig, PartitionLog, SimStorage, dirty_ratio, logs_to_clean
 from clients.protocol.errors import ErrorCode
 from clients.records import CompressionType
 
@@ -200,3 +200,26 @@ def test_compaction_never_changes_the_latest_state_per_key(ops, passes) -> None:
         offsets = [o for o, _, _ in records]
         assert offsets == sorted(set(offsets))
     assert log.log_end_offset == len(ops)
+
+
+def test_logs_to_clean_picks_compacted_logs_past_the_dirty_ratio() -> None:
+    storage = SimStorage()
+    logs = {}
+    for name, overwrites in (("a", 2), ("b", 10), ("c", 1)):
+        log, _ = PartitionLog.open(storage, f"/d/{name}-0", COMPACT, now_ms=0)
+        for i in range(40):
+            write(log, b"k%d" % (i % (40 // overwrites)), b"v")
+        roll_and_flush(log)
+        logs[name] = log
+    deleting, _ = PartitionLog.open(storage, "/d/del-0", LogConfig(segment_bytes=600), now_ms=0)
+    chosen = logs_to_clean([(k, v) for k, v in logs.items()] + [("del", deleting)], 0,
+                           lambda key: 10**9)
+    assert [(key, ratio) for key, _, ratio in chosen] == [("a", 1.0), ("b", 1.0), ("c", 1.0)]
+    LogCleaner(storage).clean(logs["b"], 10**9, now_ms=0)
+    # b is clean now; a gets a little dirt on top of a cleaned part: below the 0.5 ratio.
+    LogCleaner(storage).clean(logs["a"], 10**9, now_ms=0)
+    write(logs["a"], b"k0", b"again")
+    roll_and_flush(logs["a"])
+    assert 0 < dirty_ratio(logs["a"], 10**9, 0) < 0.5
+    chosen = logs_to_clean(logs.items(), 0, lambda key: 10**9)
+    assert [key for key, _, _ in chosen] == ["c"]
