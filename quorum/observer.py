@@ -25,7 +25,7 @@ from typing import Any, Protocol, Sequence
 from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
-from clients.records import decode_batches
+from clients.records import decode_batch, decode_batches, iter_batches
 from metadata_log.delta import replay_batch
 from metadata_log.image import EMPTY_IMAGE, Provenance
 from metadata_log.records import decode_record
@@ -148,8 +148,13 @@ class MetadataObserver:
                 raise ConnectionError("snapshot fetch made no progress")
             chunks.append(data)
             position += len(data)
-        records = tuple(r.value or b"" for b in decode_batches(b"".join(chunks)) for r in b.records)
-        self.listener.handle_load_snapshot(MetadataSnapshot(end_offset, epoch, records))
+        data = b"".join(chunks)
+        del chunks
+        values: list[bytes] = []
+        for pos, _ in iter_batches(data):       # one batch decoded at a time: bounded memory
+            values.extend(r.value or b"" for r in decode_batch(data, pos).records)
+        del data
+        self.listener.handle_load_snapshot(MetadataSnapshot(end_offset, epoch, tuple(values)))
         self.fetch_offset = end_offset
         self.snapshots_loaded += 1
 
@@ -193,7 +198,7 @@ class MetadataImageListener:
         self.image = outcome.image
 
     def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
-        self.image = records_to_image([decode_record(r) for r in snapshot.records],
+        self.image = records_to_image((decode_record(r) for r in snapshot.records),
                                       Provenance(snapshot.end_offset - 1, snapshot.epoch))
 
     def handle_leader_change(self, leader: Any) -> None:

@@ -14,26 +14,44 @@ Leadership: when this node wins a term it proposes ``LeaderChangeCommand(term, n
 Once that entry is applied every earlier entry is applied too, and only then does the
 node become the *active* controller and may append (see ``quorum/replicated_log.py``).
 
-Settings, and why (measured on the 2-core CI machine, 3 processes on loopback; the numbers
-are in bench/quorum.py's output and the commit notes):
+Settings, and why. Measured on the 2-core machine these sessions run on, 3 processes on
+loopback (bench/quorum.py prints the current figures; the machine is shared, so they move
+with its load):
 
 - ``appendEntriesUseBatch=False``: with batching on, a command waits for the next heartbeat
-  (~100 ms p50); off, it is sent at once (< 1 ms p50 with the password on).
+  (bare counter, password on, 64 in flight: 104 ms p50, 723 commits/s); off, it is sent at
+  once (1 in flight: 0.8-1.6 ms p50; 16 in flight: 1,300-2,800 commits/s).
+- ``password=<cluster secret>``: pysyncobj's transport unpickles what it receives. With a
+  password every message is Fernet-encrypted and HMAC-authenticated before it is
+  unpickled, so only holders of the secret can make a controller unpickle anything. This
+  is mandatory here (``RaftSettings`` refuses an empty secret). Its price, measured: 1 in
+  flight, 2,300 commits/s and 0.34 ms p50 without it, 1,000/s and 0.83 ms with it.
+- ``bindAddress=<raft host:port>``: pysyncobj would otherwise bind 0.0.0.0.
 - ``raftMinTimeout=0.15``, ``raftMaxTimeout=0.3``, ``appendEntriesPeriod=0.04`` (pysyncobj
-  requires min timeout > 3 x period): failover in 0.15-0.5 s instead of up to 2.4 s with
-  the defaults (0.4 / 1.4 s).
+  requires min timeout > 3 x period): SIGKILL of the active controller to the next
+  committed write took 225-525 ms (p50 ~270-290 ms) over 15 kills; the defaults (0.4/1.4 s)
+  give up to 2.4 s. The price: a node whose thread is starved for more than 150 ms causes
+  an election. Causes seen, and what was done: full GC passes over a 100k-partition image
+  (``gc.freeze`` in server.py), a third thread competing for the GIL (none now), fsync
+  under other processes' I/O (fdatasync 0.2 ms p50 idle, 4 ms p50 / 24 ms p99 under load),
+  and CPU overload (load > 3 on 2 cores during a 100k-partition restart). Each such
+  election costs a few hundred ms of NOT_CONTROLLER, which clients retry. The timeouts are
+  configurable (``ketch.raft.election.timeout.min.ms`` / ``.max.ms``) for busier machines;
+  ``RaftQuorum`` logs every stall longer than the minimum timeout.
 - ``connectionRetryTime=0.25`` (default 5 s): a restarted controller rejoins in well under a
   second. ``connectionTimeout=1.0`` (default 3.5 s, must be >= raftMaxTimeout).
 - ``leaderFallbackTimeout=1.0`` (default 30 s): a leader cut off from the majority steps
   down after 1 s, so writes fail with NOT_CONTROLLER instead of hanging for 30 s.
-- ``password=<cluster secret>``: pysyncobj's transport unpickles what it receives. With a
-  password every message is Fernet-encrypted and authenticated (HMAC) before it is
-  unpickled, so only holders of the secret can make a controller unpickle anything. This
-  is mandatory here (``RaftSettings`` refuses an empty secret). It roughly halves throughput.
-- ``bindAddress=<raft host:port>``: pysyncobj would otherwise bind 0.0.0.0.
-- The journal is ``FsyncJournal`` (durable before every send, grouped), installed through
-  pysyncobj's ``createJournal`` hook; the dump uses our own serializer (no pickle on disk)
-  and fsyncs before pysyncobj renames it into place.
+- The journal is ``FsyncJournal`` (durable before every ack and vote, fsyncs grouped),
+  installed through pysyncobj's ``createJournal`` hook. Its price: about +0.5-1 ms p50 per
+  commit (two fsyncs, the leader's overlapped with the followers'); throughput comes from
+  records per entry instead (group commit in ``QuorumBase``: ~650 records per entry and
+  80,000-140,000 records/s with 256 writers, 35-60x the bare counter's commits/s).
+- The dump uses our own format (``_encode_dump``: no pickle on disk) and is fsynced before
+  pysyncobj renames it into place; pysyncobj's own dump never is.
+- pysyncobj reads sockets only after its election check; ``_onTick`` reads them first when
+  the thread was stalled, so a starved follower does not depose a healthy leader whose
+  heartbeats sit unread in its socket.
 
 Dedupe and fencing are in ``ReplicatedLogState.apply``; log compaction is two-level: the
 caller installs a metadata snapshot (the image's records at a committed offset) which

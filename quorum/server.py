@@ -228,7 +228,7 @@ class ControllerDriver:
             return
         self.controller = self.controller_factory()
         if snapshot.records:
-            image = records_to_image([decode_record(r) for r in snapshot.records],
+            image = records_to_image((decode_record(r) for r in snapshot.records),
                                      Provenance(snapshot.end_offset - 1, snapshot.epoch))
             self.controller.load_image(image)
             self._records_since_freeze += len(snapshot.records)
