@@ -1,0 +1,141 @@
+"""Small blocking helpers for the process tests: raw Kafka round trips, cluster state
+polled through Metadata, and the log segments a replica has on disk.
+
+Everything here talks to the brokers with Ketch's own codec (``clients.protocol``) over a
+plain socket, so the answers do not depend on any client library's caching.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
+from clients.records import decode_batches, iter_batches
+
+T = TypeVar("T")
+
+__all__ = [
+    "PartitionState", "roundtrip", "metadata", "partition_states", "wait_until",
+    "high_watermarks", "segment_batches", "alive_broker_ports",
+]
+
+
+def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` otherwise.
+
+    Exceptions from the probe count as "not yet" (a broker may be restarting), and the
+    last one is reported if time runs out."""
+    deadline = time.monotonic() + timeout_s
+    last_error: BaseException | None = None
+    last_value: Any = None
+    while True:
+        try:
+            last_value = probe()
+            if last_value:
+                return last_value
+        except (OSError, ConnectionError, TimeoutError, ValueError) as e:
+            last_error = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; "
+                                 f"last value {last_value!r}, last error {last_error!r}")
+        time.sleep(interval_s)
+
+
+def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 10.0,
+              host: str = "127.0.0.1") -> Any:
+    """One request on a fresh connection; the decoded response body."""
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        conn = ClientConnection(client_id="ketch-it")
+        _, data = conn.send(api_key, api_version, body)
+        s.sendall(data)
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"broker on port {port} closed the connection")
+            conn.receive_data(chunk)
+            event = conn.next_event()
+            if event is not NEED_DATA:
+                return event.body
+
+
+def alive_broker_ports(cluster) -> list[int]:
+    return [b.port for b in cluster.spec.brokers
+            if cluster.processes.get(b.id) is not None and cluster.processes[b.id].poll() is None]
+
+
+def metadata(port: int, topics: list[str] | None, version: int = 12,
+             allow_auto_topic_creation: bool = False) -> Any:
+    req = messages.MetadataRequest(
+        topics=None if topics is None else [messages.MetadataRequest.MetadataRequestTopic(name=t)
+                                            for t in topics],
+        allow_auto_topic_creation=allow_auto_topic_creation)
+    return roundtrip(port, ApiKey.METADATA, version, req)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    partition: int
+    error_code: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def partition_states(cluster, topic: str, port: int | None = None) -> dict[int, PartitionState]:
+    """The topic's partitions as one live broker's metadata image shows them."""
+    ports = [port] if port is not None else alive_broker_ports(cluster)
+    last: BaseException | None = None
+    for p in ports:
+        try:
+            resp = metadata(p, [topic])
+        except OSError as e:
+            last = e
+            continue
+        (t,) = resp.topics
+        if t.error_code != 0:
+            raise ValueError(f"metadata for {topic}: error {t.error_code}")
+        return {pp.partition_index: PartitionState(pp.partition_index, pp.error_code, pp.leader_id,
+                                                   pp.leader_epoch, tuple(pp.replica_nodes),
+                                                   tuple(pp.isr_nodes))
+                for pp in t.partitions}
+    raise ConnectionError(f"no broker answered Metadata: {last!r}")
+
+
+def high_watermarks(cluster, topic: str, partitions: list[int]) -> dict[int, int]:
+    """Latest offsets (the high watermark, isolation READ_UNCOMMITTED) from each leader."""
+    states = partition_states(cluster, topic)
+    ports = {b.id: b.port for b in cluster.spec.brokers}
+    out = {}
+    cls = messages.ListOffsetsRequest
+    for p in partitions:
+        leader = states[p].leader
+        resp = roundtrip(ports[leader], ApiKey.LIST_OFFSETS, 7, cls(
+            replica_id=-1, isolation_level=0, topics=[cls.ListOffsetsTopic(
+                name=topic, partitions=[cls.ListOffsetsPartition(
+                    partition_index=p, current_leader_epoch=-1, timestamp=-1)])]))
+        (r,) = resp.topics[0].partitions
+        if r.error_code != 0:
+            raise ValueError(f"ListOffsets {topic}-{p} on broker {leader}: error {r.error_code}")
+        out[p] = r.offset
+    return out
+
+
+def segment_batches(data_dir: str, topic: str, partition: int) -> list[tuple[bytes, Any]]:
+    """(raw bytes, decoded RecordBatch) of every whole batch in the replica's segment files,
+    in offset order. A torn tail (a batch being written) is left out."""
+    out = []
+    paths = sorted(glob.glob(os.path.join(data_dir, f"{topic}-{partition}", "*.log")))
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        positions = [(pos, h.size_in_bytes) for pos, h in iter_batches(data, partial_tail_ok=True)]
+        end = positions[-1][0] + positions[-1][1] if positions else 0
+        for (pos, size), batch in zip(positions, decode_batches(data[:end])):
+            out.append((data[pos:pos + size], batch))
+    out.sort(key=lambda x: x[1].header.base_offset)
+    return out
