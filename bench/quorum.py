@@ -396,7 +396,7 @@ def topics_digest(image) -> str:
 
 def observer_worker(args: argparse.Namespace) -> None:
     """A fresh process following the metadata log into an image until `--until` offset."""
-    from quorum.observer import MetadataImageListener, MetadataObserver
+    from broker.metadata_follower import MetadataImageListener, MetadataObserver
 
     async def run() -> None:
         rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

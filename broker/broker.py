@@ -32,17 +32,13 @@ from broker.fetcher import ReplicaFetcherManager
 from broker.group.coordinator import GroupConfig
 from broker.group.driver import GroupCoordinatorDriver
 from broker.log import FileStorage, LogConfig, LogManager
-from broker.metadata_follower import CommittedBatch, MetadataObserver, MetadataSnapshot
+from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from broker.replica.partition import AlterIsr, TopicPartition
 from broker.replica_manager import HostedPartition, ReplicaManager, now_ms
 from broker.server import KafkaServer
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
-from metadata_log.delta import replay_batch
-from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
-from metadata_log.records import decode_record
-from metadata_log.snapshot import records_to_image
 
 log = logging.getLogger(__name__)
 
@@ -60,27 +56,6 @@ class BrokerMetrics:
         self.fetched_bytes = Counter("ketch_broker_fetched_bytes", "Record bytes served", registry=self.registry)
         self.partitions_led = Gauge("ketch_broker_partitions_led", "Partitions this broker leads", registry=self.registry)
         self.metadata_offset = Gauge("ketch_broker_metadata_offset", "Metadata log offset applied", registry=self.registry)
-
-
-class _ImageListener:
-    """Replays committed metadata batches into the broker's image (observer listener)."""
-
-    def __init__(self, on_change: Callable[[], None]) -> None:
-        self.image: MetadataImage = EMPTY_IMAGE
-        self.on_change = on_change
-
-    def handle_commit(self, batch: CommittedBatch) -> None:
-        outcome = replay_batch(self.image, [decode_record(r) for r in batch.records],
-                               Provenance(batch.last_offset, batch.epoch))
-        if outcome.error is not None:
-            log.error("metadata batch at %d skipped: %s", batch.base_offset, outcome.error)
-        self.image = outcome.image
-        self.on_change()
-
-    def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
-        self.image = records_to_image([decode_record(r) for r in snapshot.records],
-                                      Provenance(snapshot.end_offset - 1, snapshot.epoch))
-        self.on_change()
 
 
 def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
@@ -123,7 +98,7 @@ class Broker:
         self.replicas.on_become_follower = self.fetchers.add
         self.replicas.on_stop_following = self.fetchers.remove
         self.replicas.send_alter_isr = self._send_alter_isr
-        self.listener = _ImageListener(self._schedule_apply)
+        self.listener = MetadataImageListener(self._schedule_apply)
         self.observer = MetadataObserver(list(config.controller_voters.values()), self.listener,
                                          replica_id=config.node_id,
                                          fetch_wait_max_ms=config.replica_fetch_wait_max_ms)

@@ -51,10 +51,9 @@ from typing import Iterator, Sequence
 
 import crc32c
 
-# The metadata log as Kafka names it: observers Fetch this topic-partition.
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_TOPIC_ID = uuid.UUID(int=1)        # Kafka: Uuid.METADATA_TOPIC_ID = new Uuid(0L, 1L)
-METADATA_PARTITION = 0
+from metadata_log.committed import (  # noqa: F401  (re-exported: the log's value types)
+    METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
+)
 
 REQUEST_ID_BYTES = 16
 DEDUPE_WINDOW_DEFAULT = 4096
@@ -68,44 +67,6 @@ class CorruptCommandError(Exception):
 
 # ---------------------------------------------------------------------------------------
 # Value objects
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedBatch:
-    """Records appended atomically by one leader, with their offsets."""
-
-    base_offset: int
-    epoch: int                      # leader epoch (Raft term) of the controller that wrote it
-    append_time_ms: int             # wall clock of the leader when it proposed the batch
-    records: tuple[bytes, ...]      # Invariant: non-empty
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + len(self.records) - 1
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + len(self.records)
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(len(r) for r in self.records)
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataSnapshot:
-    """The records of a metadata image that reflects every record below ``end_offset``.
-
-    Kafka names a snapshot by (end_offset, epoch): end_offset is exclusive, epoch is the epoch
-    of the last record it contains (KIP-630)."""
-
-    end_offset: int                 # Invariant: >= 0; the log after it starts at end_offset
-    epoch: int
-    records: tuple[bytes, ...]
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(len(r) for r in self.records)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
-from quorum.observer import MetadataImageListener
+from broker.metadata_follower import MetadataImageListener
 from quorum.replicated_log import CommittedBatch, MetadataSnapshot
 from quorum.server import METADATA_TOPIC
 

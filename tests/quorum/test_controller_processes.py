@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from clients.protocol.errors import ErrorCode
-from quorum.observer import MetadataImageListener, MetadataObserver
+from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from quorum_helpers import (
     ControllerProcesses, LogCollector, create_topic, describe_quorum, heartbeat, register_broker,
 )

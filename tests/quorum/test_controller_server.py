@@ -9,7 +9,7 @@ from clients.connection import connect
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import decode_batches
-from quorum.observer import MetadataObserver
+from broker.metadata_follower import MetadataObserver
 from quorum.port import InMemoryQuorum
 from quorum.replicated_log import CommittedBatch, MetadataSnapshot
 from quorum.server import (
@@ -179,7 +179,7 @@ def test_brokers_register_unfence_and_create_topics_and_an_observer_gets_the_sam
     import random
 
     from quorum.controller import ControllerConfig, QuorumController
-    from quorum.observer import MetadataImageListener
+    from broker.metadata_follower import MetadataImageListener
     from quorum_helpers import create_topic, heartbeat, register_broker
 
     async def scenario():

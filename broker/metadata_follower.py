@@ -10,17 +10,16 @@ answer (they serve their committed log); on a connection error the observer move
 the next one.
 
 The listener interface is the quorum's (``handle_commit(CommittedBatch)``,
-``handle_load_snapshot(MetadataSnapshot)``), so the same replaying code serves a
-controller and an observer. Brokers can use this class as it is; it depends only on
-``clients``, ``metadata_log`` and the value types of ``quorum.replicated_log`` (so the
-pair can move to a package brokers may import without touching anything else).
-``MetadataImageListener`` turns what it hands over into a ``MetadataImage``.
+``handle_load_snapshot(MetadataSnapshot)``, value types from ``metadata_log.committed``),
+so the same replaying code serves a controller and an observer. It depends only on
+``clients`` and ``metadata_log``: the quorum's tests and benchmarks use it as a broker
+would. ``MetadataImageListener`` turns what it hands over into a ``MetadataImage``.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
@@ -30,7 +29,7 @@ from metadata_log.delta import replay_batch
 from metadata_log.image import EMPTY_IMAGE, Provenance
 from metadata_log.records import decode_record
 from metadata_log.snapshot import records_to_image
-from quorum.replicated_log import (
+from metadata_log.committed import (
     METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
 )
 
@@ -63,6 +62,7 @@ class MetadataObserver:
         self._conn: KafkaConnection | None = None
         self._index = 0
         self._changed = asyncio.Condition()
+        self._closed = False
 
     async def _connection(self) -> KafkaConnection:
         if self._conn is None or self._conn.closed:
@@ -159,7 +159,8 @@ class MetadataObserver:
         self.snapshots_loaded += 1
 
     async def run(self) -> None:
-        while True:
+        # A flag, not only cancel(): Python 3.11's wait_for can swallow a cancellation.
+        while not self._closed:
             try:
                 await self.poll_once()
             except (OSError, ConnectionError, asyncio.TimeoutError) as e:
@@ -176,6 +177,7 @@ class MetadataObserver:
         await asyncio.wait_for(reached(), timeout_s)
 
     def close(self) -> None:
+        self._closed = True
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -186,20 +188,25 @@ class MetadataImageListener:
     does: batches all-or-nothing (``metadata_log.replay_batch``), snapshots through
     ``records_to_image``."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
         self.image = EMPTY_IMAGE
         self.batches_skipped = 0
+        self.on_change = on_change
 
     def handle_commit(self, batch: CommittedBatch) -> None:
         outcome = replay_batch(self.image, [decode_record(r) for r in batch.records],
                                Provenance(batch.last_offset, batch.epoch))
         if outcome.error is not None:
             self.batches_skipped += 1
+            log.error("metadata batch at %d skipped on every replica: %s", batch.base_offset,
+                      outcome.error)
         self.image = outcome.image
+        self.on_change()
 
     def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
         self.image = records_to_image((decode_record(r) for r in snapshot.records),
                                       Provenance(snapshot.end_offset - 1, snapshot.epoch))
+        self.on_change()
 
     def handle_leader_change(self, leader: Any) -> None:
         pass
