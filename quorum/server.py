@@ -297,7 +297,10 @@ class ControllerDriver:
 
     async def run_poll_loop(self) -> None:
         wait_ms = self.poll_interval_ms
-        while True:
+        # A flag, not only cancel(): Python 3.11's wait_for can swallow a cancellation
+        # that races with the awaited event.
+        self._stopped = False
+        while not self._stopped:
             try:
                 await asyncio.wait_for(self._poll_now.wait(),
                                        min(wait_ms, self.poll_interval_ms) / 1000)
@@ -326,6 +329,7 @@ class ControllerDriver:
         self._poll_task = asyncio.get_running_loop().create_task(self.run_poll_loop())
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._poll_task is not None:
             self._poll_task.cancel()
             try:
