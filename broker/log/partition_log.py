@@ -84,13 +84,13 @@ from broker.log.segment import (
 )
 from broker.log.storage import FileSlice, Storage
 from clients.protocol.errors import ErrorCode
+from broker.log.segment import AppendedBatch
 from clients.records import (
     NO_TIMESTAMP,
     BatchHeader,
     RecordError,
     assign_base_offset,
     decode_batch,
-    read_batch_header,
     set_log_append_time,
     set_partition_leader_epoch,
     validate_batches,
@@ -407,16 +407,21 @@ class PartitionLog:
         # Everything is valid: from here on the log changes.
         log_append_time = now_ms if config.log_append_time else NO_TIMESTAMP
         next_offset = self._log_end_offset
-        stamped: list[BatchHeader] = []
+        stamped: list[AppendedBatch] = []
         pos = 0
         for header in headers:
             assign_base_offset(buf, next_offset, pos)
             set_partition_leader_epoch(buf, leader_epoch, pos)
+            max_timestamp = header.max_timestamp
             if config.log_append_time:
                 set_log_append_time(buf, now_ms, pos)
-            stamped.append(read_batch_header(buf, pos))
-            next_offset += header.last_offset_delta + 1
-            pos += header.size_in_bytes
+                max_timestamp = now_ms
+            last_offset = next_offset + header.last_offset_delta
+            size = header.size_in_bytes
+            stamped.append(AppendedBatch(next_offset, last_offset, max_timestamp, size,
+                                         leader_epoch, header.records_count))
+            next_offset = last_offset + 1
+            pos += size
         return self._append(buf, stamped, now_ms, log_append_time)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> AppendResult:
@@ -445,34 +450,40 @@ class PartitionLog:
         first_relative_limit = headers[-1].last_offset - headers[0].base_offset
         if first_relative_limit > _INT32_MAX:
             return self._error(ErrorCode.INVALID_RECORD, "offsets span more than a segment can hold")
-        return self._append(records, headers, now_ms, NO_TIMESTAMP)
+        batches = [AppendedBatch(h.base_offset, h.last_offset, h.max_timestamp, h.size_in_bytes,
+                                 h.partition_leader_epoch, h.records_count) for h in headers]
+        return self._append(records, batches, now_ms, NO_TIMESTAMP)
 
     def _append(
         self,
         data: bytes | bytearray | memoryview,
-        headers: list[BatchHeader],
+        batches: list[AppendedBatch],
         now_ms: int,
         log_append_time_ms: int,
     ) -> AppendResult:
-        first, last = headers[0], headers[-1]
-        incoming_max_ts = max(h.max_timestamp for h in headers)
-        self._maybe_roll(len(data), len(headers), first.base_offset, last.last_offset,
-                         incoming_max_ts, now_ms)
-        position = self.active_segment.append(data, headers)
-        self._log_end_offset = last.last_offset + 1
+        first, last = batches[0], batches[-1]
+        count = 0
+        incoming_max_ts = NO_TIMESTAMP
         epochs_changed = False
         cache = self.leader_epoch_cache
-        for header in headers:
-            epoch = header.partition_leader_epoch
+        for batch in batches:
+            count += batch.records_count
+            if batch.max_timestamp > incoming_max_ts:
+                incoming_max_ts = batch.max_timestamp
+        self._maybe_roll(len(data), len(batches), first.base_offset, last.last_offset,
+                         incoming_max_ts, now_ms)
+        position = self._segments[-1].append(data, batches)
+        self._log_end_offset = last.last_offset + 1
+        for batch in batches:
+            epoch = batch.partition_leader_epoch
             if epoch >= 0 and epoch != cache.latest_epoch:
-                epochs_changed |= cache.assign(epoch, header.base_offset)
+                epochs_changed |= cache.assign(epoch, batch.base_offset)
         if epochs_changed:
             # Not written (and fsynced) here, on the hot path: an unclean start re-learns
             # epochs from the batches it walks, which are all those at or above the
             # recovery point. The checkpoint is written before the recovery point moves
             # past them (`_advance_recovery_point`), as in KAFKA-15046.
             self._epoch_checkpoint_dirty = True
-        count = sum(h.records_count for h in headers)
         self._unflushed_messages += count
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush(now_ms)
@@ -515,14 +526,15 @@ class PartitionLog:
         self, size: int, batches: int, first_offset: int, last_offset: int,
         incoming_max_ts: int, now_ms: int,
     ) -> None:
-        active = self.active_segment
+        active = self._segments[-1]
         if active.size_bytes == 0:
             if last_offset - active.base_offset > _INT32_MAX:
                 self.roll(now_ms, first_offset)  # an empty segment too far behind: replace it
             return
+        config = self.config
         if (
-            active.size_bytes + size > self.config.segment_bytes
-            or active.time_waited_for_roll_ms(now_ms, incoming_max_ts) > self.config.segment_ms
+            active.size_bytes + size > config.segment_bytes
+            or active.time_waited_for_roll_ms(now_ms, incoming_max_ts) > config.segment_ms
             or not active.index_room_for(batches)
             or last_offset - active.base_offset > _INT32_MAX
         ):

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from broker.log.config import LogConfig
 from broker.log.offset_index import CorruptIndexError, OffsetIndex
@@ -88,6 +88,17 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
 
 class SegmentCorruptError(Exception):
     """Bytes inside a segment's validated range no longer parse: the disk changed them."""
+
+
+class AppendedBatch(NamedTuple):
+    """What a segment needs of a batch it appends (cheaper than a re-read header)."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    size_in_bytes: int
+    partition_leader_epoch: int
+    records_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,24 +366,25 @@ class LogSegment:
 
     # --- append ---------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> int:
+    def append(self, data: bytes | bytearray | memoryview, batches: list[AppendedBatch]) -> int:
         """Write validated batches with assigned offsets at the end; returns the position."""
         self._ensure_loaded()
-        assert headers and headers[0].base_offset >= self._next_offset, (headers[0], self._next_offset)
-        assert headers[-1].last_offset - self.base_offset <= _INT32_MAX
+        assert batches and batches[0].base_offset >= self._next_offset, (batches[0], self._next_offset)
+        assert batches[-1].last_offset - self.base_offset <= _INT32_MAX
         assert self.size_bytes + len(data) <= _INT32_MAX
         position = self.size_bytes
         self.storage.write(self.log_path, position, data)
         pos = position
-        for header in headers:
-            self._index_batch(pos, header)
-            pos += header.size_in_bytes
+        index_batch = self._index_batch
+        for batch in batches:
+            index_batch(pos, batch)
+            pos += batch.size_in_bytes
         assert pos == position + len(data), (pos, position, len(data))
         self.size_bytes = pos
-        self._next_offset = headers[-1].last_offset + 1
+        self._next_offset = batches[-1].last_offset + 1
         return position
 
-    def _index_batch(self, position: int, header: BatchHeader) -> None:
+    def _index_batch(self, position: int, header: BatchHeader | AppendedBatch) -> None:
         assert self._offset_index is not None and self._time_index is not None
         if self._first_batch_timestamp is None:
             self._first_batch_timestamp = header.max_timestamp

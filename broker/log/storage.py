@@ -254,13 +254,16 @@ class FileStorage:
     def write(self, path: str, position: int, data: bytes | bytearray | memoryview) -> None:
         handle = self._acquire(path)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.pwrite(handle.fd, view, position)
-                if written == 0:
-                    raise StorageError(errno.EIO, "pwrite wrote nothing", path)
-                view = view[written:]
+            written = os.pwrite(handle.fd, data, position)
+            if written != len(data):  # a short write: rare (disk full, signals); finish it
+                view = memoryview(data)[written:]
                 position += written
+                while view:
+                    written = os.pwrite(handle.fd, view, position)
+                    if written == 0:
+                        raise StorageError(errno.EIO, "pwrite wrote nothing", path)
+                    view = view[written:]
+                    position += written
         finally:
             self._release(handle)
 
