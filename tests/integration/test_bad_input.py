@@ -1,0 +1,274 @@
+"""Bad input against a live broker, over raw sockets with Ketch's codec.
+
+A malformed frame or an oversized length prefix closes that connection only: requests
+before it on the same connection are answered, other connections and fresh ones are
+served, and records acknowledged before are still there. ApiVersions at a version the
+broker does not know gets error 35 and the supported list (KIP-511); topics that do not
+exist, when the client disables auto-creation, get UNKNOWN_TOPIC_OR_PARTITION; bad record
+batches get their per-partition Kafka error codes.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+
+from broker.apis import SUPPORTED_VERSIONS
+from clients.protocol import ApiKey, ClientConnection, NEED_DATA, decode_response, messages
+from clients.protocol.errors import ErrorCode
+from clients.records import CompressionType, Record, build_batch
+from integration_helpers import metadata, partition_states, roundtrip, wait_until
+
+pytestmark = [pytest.mark.process]
+
+CLOSE_TIMEOUT_S = 10.0
+
+
+class RawConnection:
+    """A blocking socket speaking Kafka, which can also send arbitrary bytes."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=CLOSE_TIMEOUT_S)
+        self.conn = ClientConnection(client_id="ketch-bad-input")
+
+    def send(self, api_key: int, version: int, body) -> None:
+        _, data = self.conn.send(api_key, version, body)
+        self.sock.sendall(data)
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def receive(self):
+        while (event := self.conn.next_event()) is NEED_DATA:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            self.conn.receive_data(chunk)
+        return event.body
+
+    def request(self, api_key: int, version: int, body):
+        self.send(api_key, version, body)
+        return self.receive()
+
+    def read_until_closed(self) -> bytes:
+        """What the broker still sends before it closes; fails if it keeps the socket open."""
+        data = b""
+        try:
+            while chunk := self.sock.recv(1 << 16):
+                data += chunk
+        except ConnectionResetError:
+            pass
+        except socket.timeout:
+            raise AssertionError(f"the broker kept the connection open for {CLOSE_TIMEOUT_S}s")
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _api_versions(conn: RawConnection):
+    return conn.request(ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
+        client_software_name="ketch-it", client_software_version="1"))
+
+
+def _request_frame(api_key: int, version: int, correlation_id: int, body: bytes,
+                   flexible_header: bool) -> bytes:
+    client_id = b"ketch-bad-input"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    if flexible_header:
+        header += b"\x00"     # no tagged fields
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.fixture(scope="module")
+def broker_port(cluster) -> int:
+    return cluster.spec.brokers[0].port
+
+
+@pytest.fixture(scope="module")
+def acked(cluster):
+    """Records acknowledged before any bad input; checked again at the end."""
+    from kafka import KafkaProducer
+
+    topic = f"bad-input-{uuid.uuid4().hex[:8]}"
+    producer = KafkaProducer(bootstrap_servers=cluster.spec.bootstrap_servers)
+    futures = [producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=0) for i in range(20)]
+    producer.flush(30)
+    offsets = [f.get(30).offset for f in futures]
+    producer.close()
+    assert offsets == list(range(20))
+    return topic
+
+
+def test_garbage_frame_closes_that_connection_only(cluster, broker_port, acked) -> None:
+    bystander = RawConnection(broker_port)
+    victim = RawConnection(broker_port)
+    try:
+        assert _api_versions(bystander).error_code == 0
+        # A good request pipelined before the garbage is still answered, in order.
+        victim.send(ApiKey.METADATA, 1, messages.MetadataRequest(topics=[]))
+        victim.send_raw(struct.pack(">i", 24) + bytes([0x00, 0x03, 0x00, 0x09]) + b"\xfe" * 20)
+        assert victim.receive().brokers, "the request before the garbage got no answer"
+        assert victim.read_until_closed() == b""
+        assert _api_versions(bystander).error_code == 0
+    finally:
+        victim.close()
+        bystander.close()
+    fresh = RawConnection(broker_port)
+    try:
+        assert _api_versions(fresh).error_code == 0
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("frame", [
+    struct.pack(">i", 3) + b"abc",                     # shorter than any request header
+    struct.pack(">i", 10) + b"\xff" * 10,              # API key -1
+    struct.pack(">i", 9) + struct.pack(">hhi", ApiKey.METADATA, 12, 7) + b"\x05",   # torn header
+], ids=["short", "negative-api-key", "torn-flexible-header"])
+def test_malformed_frames_close_the_connection(broker_port, frame: bytes) -> None:
+    conn = RawConnection(broker_port)
+    try:
+        conn.send_raw(frame)
+        assert conn.read_until_closed() == b""
+    finally:
+        conn.close()
+    fresh = RawConnection(broker_port)
+    try:
+        assert _api_versions(fresh).error_code == 0
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("size", [0x7FFFFFFF, 100 * 1024 * 1024 + 1, -1],
+                         ids=["int32-max", "one-past-socket.request.max.bytes", "negative"])
+def test_oversized_length_prefix_is_refused_at_once(broker_port, size: int) -> None:
+    """Only the 4 length bytes are sent: a broker that waited for (or buffered) the body
+    would keep the connection open."""
+    conn = RawConnection(broker_port)
+    try:
+        conn.send_raw(struct.pack(">i", size))
+        assert conn.read_until_closed() == b""
+    finally:
+        conn.close()
+    fresh = RawConnection(broker_port)
+    try:
+        assert _api_versions(fresh).error_code == 0
+    finally:
+        fresh.close()
+
+
+def test_unknown_api_versions_version_gets_error_35_and_the_supported_list(broker_port) -> None:
+    conn = RawConnection(broker_port)
+    try:
+        # ApiVersions v127, flexible header and a v3-style body, as a newer client sends it.
+        body = b"\x09ketch-it\x021\x00"
+        conn.send_raw(_request_frame(ApiKey.API_VERSIONS, 127, 4242, body, flexible_header=True))
+        # The answer is an ApiVersions v0 response (header v0): length, correlation id, body.
+        raw = b""
+        while len(raw) < 4 or len(raw) < 4 + struct.unpack_from(">i", raw)[0]:
+            chunk = conn.sock.recv(1 << 16)
+            assert chunk, "closed instead of answering with error 35"
+            raw += chunk
+        header, resp = decode_response(ApiKey.API_VERSIONS, 0, raw[4:])
+        assert header.correlation_id == 4242
+        assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION == 35
+        listed = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        for api_key, versions in SUPPORTED_VERSIONS.items():
+            assert listed.get(api_key) == versions, ApiKey(api_key).name
+        # The client retries on the same connection with a version from the list.
+        assert listed[ApiKey.API_VERSIONS][1] >= 3
+        assert _api_versions(conn).error_code == 0
+    finally:
+        conn.close()
+
+
+def test_unknown_api_key_closes_the_connection(broker_port) -> None:
+    conn = RawConnection(broker_port)
+    try:
+        conn.send_raw(_request_frame(9999, 0, 1, b"", flexible_header=False))
+        assert conn.read_until_closed() == b""
+    finally:
+        conn.close()
+
+
+def test_unknown_topic_without_auto_creation(cluster, broker_port) -> None:
+    topic = f"never-created-{uuid.uuid4().hex[:8]}"
+    for version in (4, 9, 12):
+        resp = metadata(broker_port, [topic], version=version, allow_auto_topic_creation=False)
+        (t,) = resp.topics
+        assert (t.name, t.error_code) == (topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), version
+        assert t.partitions == []
+    # Produce and Fetch never create topics.
+    batch = build_batch([Record(0, int(time.time() * 1000), b"k", b"v")])
+    produce = roundtrip(broker_port, ApiKey.PRODUCE, 9, messages.ProduceRequest(
+        acks=-1, timeout_ms=5000, topic_data=[messages.ProduceRequest.TopicProduceData(
+            name=topic, partition_data=[messages.ProduceRequest.PartitionProduceData(index=0, records=batch)])]))
+    (p,) = produce.responses[0].partition_responses
+    assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    cls = messages.FetchRequest
+    fetch = roundtrip(broker_port, ApiKey.FETCH, 12, cls(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=0, session_epoch=-1,
+        topics=[cls.FetchTopic(topic=topic, partitions=[cls.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+            partition_max_bytes=1 << 20)])]))
+    assert fetch.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    everything = metadata(broker_port, None)
+    assert topic not in {t.name for t in everything.topics}
+    # With the client's permission (and auto.create.topics.enable's default, true) it is created.
+    resp = metadata(broker_port, [topic], version=12, allow_auto_topic_creation=True)
+    assert resp.topics[0].error_code in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+    states = wait_until(lambda: partition_states(cluster, topic), 30, f"{topic} auto-created")
+    assert len(states) == 3                     # num.partitions in the test cluster
+
+
+def _produce_one(port: int, topic: str, records: bytes) -> int:
+    resp = roundtrip(port, ApiKey.PRODUCE, 9, messages.ProduceRequest(
+        acks=-1, timeout_ms=10000, topic_data=[messages.ProduceRequest.TopicProduceData(
+            name=topic, partition_data=[messages.ProduceRequest.PartitionProduceData(index=0, records=records)])]))
+    return resp.responses[0].partition_responses[0].error_code
+
+
+def test_bad_record_batches_get_partition_error_codes(cluster, acked) -> None:
+    states = partition_states(cluster, acked)
+    port = cluster.spec.node(states[0].leader).port
+    good = bytearray(build_batch([Record(0, int(time.time() * 1000), b"k", b"v" * 50)]))
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 0xFF
+    assert _produce_one(port, acked, bytes(bad_crc)) == ErrorCode.CORRUPT_MESSAGE
+    legacy = bytearray(good)
+    legacy[16] = 1                                  # magic byte: a v1 message set
+    assert _produce_one(port, acked, bytes(legacy)) == ErrorCode.UNSUPPORTED_VERSION
+    bad_codec = bytearray(build_batch([Record(0, int(time.time() * 1000), b"k", b"v")]))
+    bad_codec[22] |= 0x07                           # attributes low bits: codec id 7
+    assert _produce_one(port, acked, bytes(bad_codec)) in (
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, ErrorCode.CORRUPT_MESSAGE)   # the CRC no longer matches either
+    assert _produce_one(port, acked, bytes(good[:-5])) == ErrorCode.CORRUPT_MESSAGE   # torn batch
+    huge = build_batch([Record(0, int(time.time() * 1000), None, b"x" * (1_100_000))],
+                       compression=CompressionType.NONE)
+    assert _produce_one(port, acked, huge) in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
+    # None of these reached the log: the next good batch lands right after the 20 acked.
+    resp = roundtrip(port, ApiKey.PRODUCE, 9, messages.ProduceRequest(
+        acks=-1, timeout_ms=10000, topic_data=[messages.ProduceRequest.TopicProduceData(
+            name=acked, partition_data=[messages.ProduceRequest.PartitionProduceData(index=0, records=bytes(good))])]))
+    p = resp.responses[0].partition_responses[0]
+    assert (p.error_code, p.base_offset) == (ErrorCode.NONE, 20)
+
+
+def test_acknowledged_records_survive_the_bad_input(cluster, acked) -> None:
+    """Runs last in this module: the records acknowledged before are all still there."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.spec.bootstrap_servers, group_id=None,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=10000)
+    try:
+        consumer.assign([TopicPartition(acked, 0)])
+        got = [(m.offset, m.key, m.value) for _, m in zip(range(20), consumer)]
+    finally:
+        consumer.close()
+    assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(20)]
