@@ -64,7 +64,6 @@ from typing import Callable
 
 from broker.log.config import LogConfig
 from broker.log.leader_epoch_cache import (
-    UNDEFINED_EPOCH,
     CorruptCheckpointError,
     EpochEndOffset,
     LeaderEpochCache,
