@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from broker.admin_http import AdminHttpServer
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
@@ -111,6 +112,8 @@ class Broker:
         self.apis = KafkaApis(self)
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes)
+        self.http = (AdminHttpServer(self, config.listener_host, config.http_port)
+                     if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False
         self._alter_in_flight: set[TopicPartition] = set()
@@ -149,6 +152,10 @@ class Broker:
     async def start(self) -> None:
         port = await self.server.start()
         log.info("broker %d listening on %s:%d", self.config.node_id, self.config.listener_host, port)
+        if self.http is not None:
+            http_port = await self.http.start()
+            log.info("broker %d HTTP admin API and /metrics on %s:%d", self.config.node_id,
+                     self.config.listener_host, http_port)
         loop = asyncio.get_running_loop()
         self.groups.start()
         self._tasks = [loop.create_task(self.observer.run(), name="metadata-observer"),
@@ -385,6 +392,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.server.stop()
+        if self.http is not None:
+            await self.http.stop()
         await self.groups.stop()
         await self.fetchers.close()
         self.observer.close()

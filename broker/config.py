@@ -13,7 +13,7 @@
     replica.fetch.wait.max.ms=500      request.timeout.ms=30000
     log.segment.bytes, log.retention.ms, log.retention.bytes, log.cleanup.policy, ...
         (broker-wide defaults of the topic configs, Kafka's log.* names)
-    ketch.http.port=0                  (the HTTP admin API and /metrics; 0 = any free port)
+    ketch.http.port=-1                 (the HTTP admin API and /metrics; 0 = any free port, -1 = off)
 
 Bad configuration raises ``ConfigError`` naming the key; the process refuses to start.
 """
@@ -84,7 +84,7 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     replica_fetch_wait_max_ms: int = 500
     request_timeout_ms: int = 30_000
-    http_port: int = 0
+    http_port: int = -1
     # Topic-config defaults (topic config names), merged under each topic's own configs.
     topic_defaults: dict[str, str] = field(default_factory=dict)
 
@@ -146,7 +146,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 3),
         replica_fetch_wait_max_ms=_int(props, "replica.fetch.wait.max.ms", 500),
         request_timeout_ms=_int(props, "request.timeout.ms", 30_000),
-        http_port=_int(props, "ketch.http.port", 0),
+        http_port=_int(props, "ketch.http.port", -1),
         topic_defaults=topic_defaults,
     )
     if config.node_id < 0:

@@ -47,6 +47,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         cluster.start(timeout_s=args.timeout)
         print(f"ketch: cluster {cluster.spec.cluster_id} is up", flush=True)
         print(f"bootstrap.servers={cluster.spec.bootstrap_servers}", flush=True)
+        for b in cluster.spec.brokers:
+            if b.http_port:
+                print(f"ketch: broker {b.id} admin API and metrics at http://127.0.0.1:{b.http_port}/",
+                      flush=True)
         print(f"ketch: details in {cluster.json_path}; Ctrl-C stops the cluster", flush=True)
         reported: set[int] = set()
         while not stop.wait(0.5):

@@ -70,6 +70,7 @@ class NodeSpec:
     log: str
     raft_port: int | None = None
     pid: int | None = None
+    http_port: int | None = None     # brokers: the HTTP admin API and /metrics
 
 
 @dataclass
@@ -130,13 +131,15 @@ class LocalCluster:
             self._write_configs(spec)   # overrides given on this run apply again
             return spec
         os.makedirs(self.dir, exist_ok=True)
-        ports = free_ports(2 * self.controllers + self.brokers)
+        ports = free_ports(2 * self.controllers + 2 * self.brokers)
         spec = ClusterSpec(self.dir, new_cluster_id())
         for i in range(self.controllers):
             node_id = CONTROLLER_ID_BASE + i + 1
             spec.nodes.append(self._node(node_id, "controller", ports[2 * i], ports[2 * i + 1]))
         for i in range(self.brokers):
-            spec.nodes.append(self._node(i + 1, "broker", ports[2 * self.controllers + i]))
+            node = self._node(i + 1, "broker", ports[2 * self.controllers + i])
+            node.http_port = ports[2 * self.controllers + self.brokers + i]
+            spec.nodes.append(node)
         secret_path = os.path.join(self.dir, "cluster.secret")
         with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(secrets.token_urlsafe(32))
@@ -176,6 +179,8 @@ class LocalCluster:
                     "offsets.topic.replication.factor": replication,
                     "min.insync.replicas": "1",
                 })
+                if node.http_port is not None:
+                    props["ketch.http.port"] = str(node.http_port)
                 props.update(self.broker_props)
             with open(node.config, "w") as f:
                 f.write(format_properties(props))
