@@ -209,7 +209,7 @@ class LogCleaner:
         return CleaningPlan(partition_log.layout_version, tuple(chosen), tuple(uppers),
                             first_dirty, first_uncleanable, now_ms)
 
-    def build(self, plan: CleaningPlan, config_delete_retention_ms: int,
+    def build(self, plan: CleaningPlan, delete_retention_ms: int,
               key_map_entries_max: int, segment_bytes: int) -> tuple[list[CleanedGroup], int, _Stats] | None:
         """Any thread: write the cleaned files; None if the segments vanished meanwhile.
 
@@ -218,7 +218,7 @@ class LogCleaner:
         stats = _Stats()
         try:
             key_map, map_end = self._build_key_map(plan, key_map_entries_max, stats)
-            groups = self._clean_segments(plan, key_map, map_end, config_delete_retention_ms,
+            groups = self._clean_segments(plan, key_map, map_end, delete_retention_ms,
                                           segment_bytes, stats)
         except (OSError, RecordError, SegmentCorruptError) as e:
             # A segment deleted or truncated under us: give up this pass, lose nothing.
