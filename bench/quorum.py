@@ -432,7 +432,7 @@ def run_observer(cluster: Controllers, until: int) -> dict:
 
 async def describe_hw(conn) -> int:
     from clients.protocol import ApiKey, messages
-    from quorum.server import METADATA_TOPIC
+    from metadata_log.committed import METADATA_TOPIC
     request = messages.DescribeQuorumRequest(topics=[messages.DescribeQuorumRequest.TopicData(
         topic_name=METADATA_TOPIC, partitions=[messages.DescribeQuorumRequest.PartitionData(
             partition_index=0)])])
@@ -560,7 +560,7 @@ def fsync_probe(samples: int = 200) -> dict:
 async def wait_for_snapshot(conn, covering: int) -> int:
     """Until a fetch from offset 0 is sent to a snapshot that covers `covering`; its end."""
     from clients.protocol import ApiKey, messages
-    from quorum.server import METADATA_TOPIC, METADATA_TOPIC_ID
+    from metadata_log.committed import METADATA_TOPIC, METADATA_TOPIC_ID
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         request = messages.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=1, topics=[

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from broker.replica.partition import TopicPartition
-from broker.server import ClientInfo
+from clients.server import ClientInfo
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
+from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from metadata_log.image import NO_LEADER, ConfigResourceType
 
@@ -72,19 +72,6 @@ _TOPIC_CONFIG_DEFAULTS = {
 }
 
 
-def _error_body(api_key: int, code: int) -> Any:
-    """A response with every error code field of the top level set (for refusals)."""
-    resp = getattr(messages, _response_name(api_key))()
-    if hasattr(resp, "error_code"):
-        resp.error_code = code
-    return resp
-
-
-def _response_name(api_key: int) -> str:
-    from clients.protocol.api_keys import RESPONSE_NAMES
-    return RESPONSE_NAMES[api_key]
-
-
 class KafkaApis:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -119,7 +106,8 @@ class KafkaApis:
             if api_key == ApiKey.API_VERSIONS:
                 return self._api_versions_error()
             log.info("unsupported %s v%d from %s", ApiKey(api_key).name, version, client.host)
-            return version, _error_body(api_key, ErrorCode.UNSUPPORTED_VERSION)
+            return version, error_response(api_key, request.body, ErrorCode.UNSUPPORTED_VERSION,
+                                           f"version {version} is not supported")
         self.broker.metrics.requests.labels(ApiKey(api_key).name).inc()
         if api_key in _FORWARDED:
             return version, await self.forward(api_key, version, request.body)
@@ -367,34 +355,14 @@ class KafkaApis:
                                                               timeout_s=self.broker.config.request_timeout_ms / 1000)
         except ConnectionError as e:
             log.warning("forwarding %s failed: %s", ApiKey(api_key).name, e)
-            return self._forward_failure(api_key, body)
+            return error_response(api_key, body, ErrorCode.REQUEST_TIMED_OUT,
+                                  "the controller quorum is unavailable")
         if api_key == ApiKey.CREATE_TOPICS:
             # Kafka's admin clients expect the topic to be usable once created: wait until
             # this broker's image has it (bounded by the request's timeout).
             names = [t.name for t in resp.topics if t.error_code == ErrorCode.NONE]
             await self.broker.wait_for_topics(names, getattr(body, "timeout_ms", 30_000) / 1000)
         return resp
-
-    def _forward_failure(self, api_key: int, body: Any) -> Any:
-        code = ErrorCode.REQUEST_TIMED_OUT
-        message = "the controller quorum is unavailable"
-        if api_key == ApiKey.CREATE_TOPICS:
-            cls = messages.CreateTopicsResponse
-            return cls(topics=[cls.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
-                               for t in body.topics])
-        if api_key == ApiKey.DELETE_TOPICS:
-            cls = messages.DeleteTopicsResponse
-            names = [t.name for t in body.topics] or list(body.topic_names)
-            return cls(responses=[cls.DeletableTopicResult(name=n, error_code=code, error_message=message)
-                                  for n in names])
-        if api_key == ApiKey.CREATE_PARTITIONS:
-            cls = messages.CreatePartitionsResponse
-            return cls(results=[cls.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
-                                for t in body.topics])
-        cls = messages.IncrementalAlterConfigsResponse
-        return cls(responses=[cls.AlterConfigsResourceResponse(
-            error_code=code, error_message=message, resource_type=r.resource_type,
-            resource_name=r.resource_name) for r in body.resources])
 
     async def handle_describe_configs(self, req: Any, version: int, client: ClientInfo) -> Any:
         cls = messages.DescribeConfigsResponse

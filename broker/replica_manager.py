@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from broker.log import (
-    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, AppendResult, FileSlice, LogConfig,
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, AppendResult, FileSlice, LogConfig,
     LogManager, PartitionLog, StaleFileSliceError,
 )
 from broker.log.log_manager import decode_offset_checkpoint, encode_offset_checkpoint
 from broker.producer_state import ProducerStateTable
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role, TopicPartition
-from broker.server import FileRegion
+from clients.server import FileRegion
 from clients.protocol.errors import ErrorCode
-from clients.records import RecordError, iter_batches, read_batch_header
+from clients.records import RecordError, iter_batches
 from metadata_log.image import NO_LEADER, MetadataImage, PartitionRegistration
 
 log = logging.getLogger(__name__)

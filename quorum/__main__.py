@@ -17,7 +17,8 @@ from typing import Any, Callable
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
 from quorum.raft import RaftQuorum, RaftSettings
-from quorum.server import ControllerApis, ControllerDriver, ControllerListener
+from clients.server import KafkaServer
+from quorum.server import ControllerApis, ControllerDriver
 
 log = logging.getLogger("quorum")
 
@@ -41,7 +42,7 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                               snapshot_bytes=config.snapshot_bytes)
     apis = ControllerApis(config.node_id, quorum, driver, config.voters,
                           cluster_id=config.cluster_id)
-    listener = ControllerListener(apis, config.listener_host, config.listener_port)
+    listener = KafkaServer(apis, config.listener_host, config.listener_port)
     try:
         port = await listener.start()
         driver.start()

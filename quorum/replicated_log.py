@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import bisect
 import struct
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from enum import Enum, IntEnum
@@ -51,9 +50,7 @@ from typing import Iterator, Sequence
 
 import crc32c
 
-from metadata_log.committed import (  # noqa: F401  (re-exported: the log's value types)
-    METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
-)
+from metadata_log.committed import CommittedBatch, MetadataSnapshot
 
 REQUEST_ID_BYTES = 16
 DEDUPE_WINDOW_DEFAULT = 4096

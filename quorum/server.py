@@ -1,6 +1,6 @@
 """The controller process's asyncio side: a Kafka-protocol listener in front of the quorum.
 
-    socket -> ServerConnection -> ControllerApis.handle
+    socket -> clients.server.KafkaServer -> ControllerApis.handle
         reads  (any controller, from its committed log):
                Fetch / FetchSnapshot on __cluster_metadata-0 (observers follow the log),
                DescribeQuorum, DescribeCluster, ApiVersions
@@ -33,29 +33,28 @@ import asyncio
 import gc
 import logging
 import time
-import uuid
 from typing import Any, Callable, Sequence
 
 from clients.protocol import (
-    NEED_DATA, ApiKey, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
+    ApiKey, RequestReceived, UnsupportedRequest,
     messages,
 )
 from clients.protocol import _schemas
+from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch
 from metadata_log.image import Provenance
 from metadata_log.records import decode_record, encode_record
 from metadata_log.snapshot import image_to_records, records_to_image
-from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
-from quorum.replicated_log import (
+from metadata_log.committed import (
     METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
-    ReadStatus,
 )
+from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
+from quorum.replicated_log import ReadStatus
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_RECORDS_PER_BATCH = 1000
-READ_CHUNK_BYTES = 256 * 1024
 FETCH_BYTES_MAX_DEFAULT = 8 * 1024 * 1024
 
 
@@ -120,45 +119,6 @@ WRITE_HANDLERS: dict[int, str] = {
     ApiKey.ALLOCATE_PRODUCER_IDS: "handle_allocate_producer_ids",
     ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
 }
-
-
-def error_response(api_key: int, request: Any, code: int, message: str | None = None) -> Any:
-    """The response of a write API answering `code` for everything the request names."""
-    m = messages
-    if api_key == ApiKey.BROKER_REGISTRATION:
-        return m.BrokerRegistrationResponse(error_code=code)
-    if api_key == ApiKey.BROKER_HEARTBEAT:
-        return m.BrokerHeartbeatResponse(error_code=code)
-    if api_key == ApiKey.ALTER_PARTITION:
-        return m.AlterPartitionResponse(error_code=code)
-    if api_key == ApiKey.ALLOCATE_PRODUCER_IDS:
-        return m.AllocateProducerIdsResponse(error_code=code)
-    if api_key == ApiKey.UNREGISTER_BROKER:
-        return m.UnregisterBrokerResponse(error_code=code, error_message=message)
-    if api_key == ApiKey.CREATE_TOPICS:
-        return m.CreateTopicsResponse(topics=[
-            m.CreateTopicsResponse.CreatableTopicResult(name=t.name, error_code=code,
-                                                        error_message=message)
-            for t in request.topics])
-    if api_key == ApiKey.DELETE_TOPICS:
-        names = [(t.name, t.topic_id) for t in request.topics] or \
-                [(n, uuid.UUID(int=0)) for n in request.topic_names]
-        return m.DeleteTopicsResponse(responses=[
-            m.DeleteTopicsResponse.DeletableTopicResult(name=n, topic_id=i, error_code=code,
-                                                        error_message=message)
-            for n, i in names])
-    if api_key == ApiKey.CREATE_PARTITIONS:
-        return m.CreatePartitionsResponse(results=[
-            m.CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=code,
-                                                                   error_message=message)
-            for t in request.topics])
-    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
-        return m.IncrementalAlterConfigsResponse(responses=[
-            m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-                error_code=code, error_message=message, resource_type=r.resource_type,
-                resource_name=r.resource_name)
-            for r in request.resources])
-    raise AssertionError(f"no error response for API {api_key}")
 
 
 def _encode_records(records: Sequence[Any]) -> list[bytes]:
@@ -420,7 +380,16 @@ class ControllerApis:
                 apis.pop(k, None)
         return apis
 
-    async def handle(self, event: RequestReceived) -> tuple[int, Any]:
+    # ApiHandler (clients.server): the shared listener calls these, one request at a time
+    # per connection, so a long-polling fetch holds only its own connection.
+
+    def handle_unsupported(self, event: UnsupportedRequest) -> tuple[int, Any] | None:
+        if event.api_key != ApiKey.API_VERSIONS:
+            return None     # close: an API key or version no schema knows
+        # KIP-511: answer an unknown ApiVersions version with v0 and error 35.
+        return 0, self.api_versions(ErrorCode.UNSUPPORTED_VERSION)
+
+    async def handle(self, event: RequestReceived, client: Any = None) -> tuple[int, Any]:
         key, version, body = event.header.api_key, event.header.api_version, event.body
         if key == ApiKey.API_VERSIONS:
             return version, self.api_versions(ErrorCode.NONE)
@@ -434,7 +403,8 @@ class ControllerApis:
             return version, self.describe_cluster()
         if key in WRITE_HANDLERS and key in self.served():
             return version, await self.driver.write(key, body)
-        raise _Unserved(key, version)
+        return version, error_response(key, body, ErrorCode.UNSUPPORTED_VERSION,
+                                       "not served by a controller")
 
     def api_versions(self, code: int) -> Any:
         return messages.ApiVersionsResponse(error_code=code, api_keys=[
@@ -569,79 +539,3 @@ class ControllerApis:
                                                        port=endpoint.port, rack=b.rack))
         return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
                  brokers=brokers)
-
-
-class _Unserved(Exception):
-    def __init__(self, api_key: int, api_version: int) -> None:
-        super().__init__(f"API {api_key} v{api_version} is not served by a controller")
-        self.api_key = api_key
-
-
-# -- the listener -----------------------------------------------------------------------------
-
-
-class ControllerListener:
-    """One request at a time per connection, in order (Kafka mutes a channel until its
-    response is sent), so a long-polling fetch holds only its own connection."""
-
-    def __init__(self, apis: ControllerApis, host: str, port: int,
-                 frame_bytes_max: int = 100 * 1024 * 1024) -> None:
-        self.apis = apis
-        self.host = host
-        self.port = port
-        self.frame_bytes_max = frame_bytes_max
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                  reuse_address=True, limit=READ_CHUNK_BYTES)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self.port
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        conn = ServerConnection(frame_bytes_max=self.frame_bytes_max)
-        try:
-            while True:
-                data = await reader.read(READ_CHUNK_BYTES)
-                if not data:
-                    return
-                conn.receive_data(data)
-                while (event := conn.next_event()) is not NEED_DATA:
-                    if isinstance(event, UnsupportedRequest):
-                        if event.api_key != ApiKey.API_VERSIONS:
-                            return
-                        # KIP-511: answer an unknown ApiVersions version with v0 and error 35.
-                        answer = (0, self.apis.api_versions(ErrorCode.UNSUPPORTED_VERSION))
-                        key, correlation_id = event.api_key, event.correlation_id
-                    else:
-                        try:
-                            answer = await self.apis.handle(event)
-                        except _Unserved as e:
-                            log.info("closing connection: %s", e)
-                            return
-                        key, correlation_id = event.header.api_key, event.header.correlation_id
-                    version, body = answer
-                    for part in conn.send(key, version, correlation_id, body):
-                        writer.write(part)
-                    await writer.drain()
-        except CorruptFrameError as e:
-            log.warning("closing connection: %s", e)
-        except (ConnectionError, OSError, asyncio.CancelledError):
-            pass
-        finally:
-            self._connections.discard(task)
-            writer.close()

@@ -18,7 +18,7 @@ from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from broker.metadata_follower import MetadataImageListener
 from quorum.replicated_log import CommittedBatch, MetadataSnapshot
-from quorum.server import METADATA_TOPIC
+from metadata_log.committed import METADATA_TOPIC
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "process-test-secret"

@@ -10,10 +10,11 @@ from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import decode_batches
 from broker.metadata_follower import MetadataObserver
+from clients.server import KafkaServer
 from quorum.port import InMemoryQuorum
 from quorum.replicated_log import CommittedBatch, MetadataSnapshot
 from quorum.server import (
-    METADATA_TOPIC, METADATA_TOPIC_ID, ControllerApis, ControllerDriver, ControllerListener,
+    METADATA_TOPIC, METADATA_TOPIC_ID, ControllerApis, ControllerDriver,
 )
 
 
@@ -34,7 +35,7 @@ class Records:
 async def start(quorum: InMemoryQuorum):
     driver = ControllerDriver(quorum, None)
     apis = ControllerApis(quorum.node_id, quorum, driver, {quorum.node_id: ("127.0.0.1", 0)})
-    listener = ControllerListener(apis, "127.0.0.1", 0)
+    listener = KafkaServer(apis, "127.0.0.1", 0)
     port = await listener.start()
     return listener, port
 
@@ -187,7 +188,7 @@ def test_brokers_register_unfence_and_create_topics_and_an_observer_gets_the_sam
         driver = ControllerDriver(quorum, lambda: QuorumController(ControllerConfig(),
                                                                    random.Random(7)))
         apis = ControllerApis(1, quorum, driver, {1: ("127.0.0.1", 0)})
-        listener = ControllerListener(apis, "127.0.0.1", 0)
+        listener = KafkaServer(apis, "127.0.0.1", 0)
         port = await listener.start()
         conn = await connect("127.0.0.1", port)
         await conn.negotiate_versions()
@@ -235,7 +236,7 @@ def test_a_write_the_quorum_cannot_commit_times_out_and_the_next_decision_sees_i
                                                                    random.Random(3)),
                                   write_timeout_ms=500)
         apis = ControllerApis(1, quorum, driver, {1: ("127.0.0.1", 0)})
-        listener = ControllerListener(apis, "127.0.0.1", 0)
+        listener = KafkaServer(apis, "127.0.0.1", 0)
         port = await listener.start()
         conn = await connect("127.0.0.1", port)
         await conn.negotiate_versions()

@@ -1,4 +1,7 @@
-"""The broker's asyncio listener: socket bytes <-> ServerConnection <-> API handlers.
+"""The asyncio Kafka-protocol listener: socket bytes <-> ServerConnection <-> API handlers.
+
+Shared by brokers and controllers (as Apache Kafka's clients module holds the network
+layer both use); what each serves is its ``ApiHandler``.
 
 Each connection is served one request at a time, in arrival order, as Kafka's network
 layer does (it mutes a channel until the response to its current request is sent): that

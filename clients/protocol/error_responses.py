@@ -1,0 +1,62 @@
+"""Error responses for whole requests: refuse everything a request names with one code.
+
+Used where a request cannot be served at all: a standby controller (NOT_CONTROLLER), a
+metadata write that timed out, a broker that cannot reach the controllers to forward an
+admin request, an API version a node does not serve.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from clients.protocol import messages
+from clients.protocol.api_keys import RESPONSE_NAMES, ApiKey
+
+__all__ = ["error_response"]
+
+
+def error_response(api_key: int, request: Any, code: int, message: str | None = None) -> Any:
+    """The response answering ``code`` for everything ``request`` names (Kafka's
+    ``AbstractRequest.getErrorResponse``): per topic for the admin APIs, top level
+    otherwise."""
+    m = messages
+    if api_key == ApiKey.BROKER_REGISTRATION:
+        return m.BrokerRegistrationResponse(error_code=code)
+    if api_key == ApiKey.BROKER_HEARTBEAT:
+        return m.BrokerHeartbeatResponse(error_code=code)
+    if api_key == ApiKey.ALTER_PARTITION:
+        return m.AlterPartitionResponse(error_code=code)
+    if api_key == ApiKey.ALLOCATE_PRODUCER_IDS:
+        return m.AllocateProducerIdsResponse(error_code=code)
+    if api_key == ApiKey.UNREGISTER_BROKER:
+        return m.UnregisterBrokerResponse(error_code=code, error_message=message)
+    if api_key == ApiKey.CREATE_TOPICS:
+        return m.CreateTopicsResponse(topics=[
+            m.CreateTopicsResponse.CreatableTopicResult(name=t.name, error_code=code,
+                                                        error_message=message)
+            for t in request.topics])
+    if api_key == ApiKey.DELETE_TOPICS:
+        names = [(t.name, t.topic_id) for t in request.topics] or \
+                [(n, uuid.UUID(int=0)) for n in request.topic_names]
+        return m.DeleteTopicsResponse(responses=[
+            m.DeleteTopicsResponse.DeletableTopicResult(name=n, topic_id=i, error_code=code,
+                                                        error_message=message)
+            for n, i in names])
+    if api_key == ApiKey.CREATE_PARTITIONS:
+        return m.CreatePartitionsResponse(results=[
+            m.CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=code,
+                                                                   error_message=message)
+            for t in request.topics])
+    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        return m.IncrementalAlterConfigsResponse(responses=[
+            m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=message, resource_type=r.resource_type,
+                resource_name=r.resource_name)
+            for r in request.resources])
+    # Any other API: its response with the top-level error code set, where it has one.
+    resp = getattr(m, RESPONSE_NAMES[api_key])()
+    if hasattr(resp, "error_code"):
+        resp.error_code = code
+    if message is not None and hasattr(resp, "error_message"):
+        resp.error_message = message
+    return resp
