@@ -158,7 +158,8 @@ def test_a_voter_behind_the_compacted_log_catches_up_from_the_leaders_dump(tmp_p
         # Not a failover test: slow elections keep a loaded machine from moving the leader
         # while the scenario writes through it.
         settings = RaftSettings(cluster_secret=SECRET, log_compaction_entries_min=20,
-                                election_timeout_min_s=1.0, election_timeout_max_s=2.0)
+                                election_timeout_min_s=1.0, election_timeout_max_s=2.0,
+                                connection_timeout_s=2.0, leader_fallback_timeout_s=3.0)
         cluster = Cluster(tmp_path, settings)
         try:
             for i in (1, 2, 3):
