@@ -32,6 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ConfigError) as e:
         print(f"ketch broker: {e}", file=sys.stderr)
         return 2
+    if config.event_loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            print("ketch broker: ketch.event.loop=uvloop but uvloop is not installed "
+                  "(pip install 'ketch[fast]')", file=sys.stderr)
+            return 2
+        return uvloop.run(_run(config, props))
     return asyncio.run(_run(config, props))
 
 

@@ -91,8 +91,10 @@ class Broker:
         for key, report in reports.items():
             if report.dropped_anything:
                 log.warning("%s-%d: recovery dropped %d bytes", key[0], key[1], report.truncated_bytes)
+        zero_copy = config.event_loop == "asyncio"   # uvloop has no loop.sendfile
         self.replicas = ReplicaManager(config.node_id, self.logs, default_log_config,
-                                       dict(config.topic_defaults), config.replica_lag_time_max_ms)
+                                       dict(config.topic_defaults), config.replica_lag_time_max_ms,
+                                       use_sendfile=zero_copy)
         self.controller = ControllerChannel(config.controller_voters, f"broker-{config.node_id}")
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
@@ -111,7 +113,8 @@ class Broker:
         self._partition_counts: dict[str, int] = {}
         self.apis = KafkaApis(self)
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
-                                  frame_bytes_max=config.socket_request_max_bytes)
+                                  frame_bytes_max=config.socket_request_max_bytes,
+                                  use_sendfile=zero_copy)
         self.http = (AdminHttpServer(self, config.listener_host, config.http_port)
                      if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []

@@ -14,6 +14,8 @@
     log.segment.bytes, log.retention.ms, log.retention.bytes, log.cleanup.policy, ...
         (broker-wide defaults of the topic configs, Kafka's log.* names)
     ketch.http.port=-1                 (the HTTP admin API and /metrics; 0 = any free port, -1 = off)
+    ketch.event.loop=asyncio           (or uvloop: faster request handling, but its loop has no
+                                        sendfile, so fetches copy log data through Python)
 
 Bad configuration raises ``ConfigError`` naming the key; the process refuses to start.
 """
@@ -85,6 +87,7 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = 500
     request_timeout_ms: int = 30_000
     http_port: int = -1
+    event_loop: str = "asyncio"
     # Topic-config defaults (topic config names), merged under each topic's own configs.
     topic_defaults: dict[str, str] = field(default_factory=dict)
 
@@ -147,12 +150,15 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         replica_fetch_wait_max_ms=_int(props, "replica.fetch.wait.max.ms", 500),
         request_timeout_ms=_int(props, "request.timeout.ms", 30_000),
         http_port=_int(props, "ketch.http.port", -1),
+        event_loop=props.get("ketch.event.loop", "asyncio").strip().lower(),
         topic_defaults=topic_defaults,
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")
     if config.num_partitions < 1 or config.default_replication_factor < 1:
         raise ConfigError("num.partitions and default.replication.factor must be >= 1")
+    if config.event_loop not in ("asyncio", "uvloop"):
+        raise ConfigError(f"ketch.event.loop={config.event_loop!r}: asyncio or uvloop")
     if config.socket_request_max_bytes <= 0 or config.heartbeat_interval_ms <= 0:
         raise ConfigError("socket.request.max.bytes and broker.heartbeat.interval.ms must be positive")
     return config
