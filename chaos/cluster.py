@@ -1,0 +1,471 @@
+"""A chaos cluster: ``LocalCluster`` plus fault proxies and the questions a scenario asks.
+
+``ChaosCluster`` starts controllers and brokers as real processes (``clients.launcher``)
+and, on request, routes every inter-node link through its own proxy (``chaos.proxy``):
+broker i reaches node j's port through the proxy named ``"i->j"`` (``KETCH_CONNECT_VIA``
+in broker i's environment). With ``client_proxies`` each broker also advertises a proxy
+in front of its listener (``"client->j"``), so that real client libraries, which learn
+broker addresses from Metadata, go through a proxy too (N6 drops Produce responses there).
+
+Questions are answered with Ketch's own codec over plain sockets, so no client library's
+cache colours them: the partition state each live broker's metadata image shows, the
+leader of a partition, the active controller (DescribeQuorum), high watermarks
+(ListOffsets), whether a broker is registered and unfenced. ``wait_until`` polls a probe
+until it holds (scenarios await conditions, they do not sleep for them).
+
+Everything here blocks; processes are stopped by pid (``LocalCluster``).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+from chaos.proxy import ProxyHub
+from clients.launcher import LocalCluster, NodeSpec
+from clients.properties import format_properties, load_properties
+from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
+from clients.protocol.errors import ErrorCode
+
+T = TypeVar("T")
+
+__all__ = [
+    "ChaosCluster", "ChaosTimeout", "FAST_BROKER", "FAST_CONTROLLER", "PartitionState",
+    "roundtrip", "wait_until",
+]
+
+# Fast failure detection, as tests/integration uses: a silent broker is fenced after 2.5 s
+# and a silent follower leaves the ISR after 3 s.
+FAST_BROKER = {
+    "broker.heartbeat.interval.ms": "300",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "num.partitions": "1",
+    # Consumer groups (N7, L5): a small offsets topic and no initial rebalance delay.
+    "offsets.topic.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    # Leadership moves only because of the faults a scenario injects.
+    "auto.leader.rebalance.enable": "false",
+}
+FAST_CONTROLLER = {
+    "broker.session.timeout.ms": "2500",
+    "broker.heartbeat.interval.ms": "300",
+    "auto.leader.rebalance.enable": "false",
+}
+
+
+class ChaosTimeout(AssertionError):
+    """A condition a scenario awaited did not come true in time."""
+
+
+def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
+    """Poll ``probe`` until it returns something truthy. Connection errors count as "not
+    yet" (a node may be restarting); the last one is reported if time runs out."""
+    deadline = time.monotonic() + timeout_s
+    last_error: BaseException | None = None
+    last_value: Any = None
+    while True:
+        try:
+            last_value = probe()
+            if last_value:
+                return last_value
+        except (OSError, ConnectionError, TimeoutError, ValueError, KeyError) as e:
+            last_error = e
+        if time.monotonic() >= deadline:
+            raise ChaosTimeout(f"timed out after {timeout_s:.0f}s waiting for {what}; "
+                               f"last value {last_value!r}, last error {last_error!r}")
+        time.sleep(interval_s)
+
+
+def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 5.0,
+              host: str = "127.0.0.1") -> Any:
+    """One request on a fresh connection; the decoded response body."""
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.settimeout(timeout_s)
+        conn = ClientConnection(client_id="ketch-chaos")
+        _, data = conn.send(api_key, api_version, body)
+        s.sendall(data)
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"port {port} closed the connection")
+            conn.receive_data(chunk)
+            event = conn.next_event()
+            if event is not NEED_DATA:
+                return event.body
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition as one broker's metadata image shows it."""
+    partition: int
+    error_code: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class _Local(LocalCluster):
+    """LocalCluster with per-node properties (advertised listeners differ per broker)."""
+    node_props: dict[int, dict[str, str]]
+
+    def _write_configs(self, spec: Any) -> None:
+        super()._write_configs(spec)
+        for node in spec.nodes:
+            extra = getattr(self, "node_props", {}).get(node.id)
+            if extra:
+                props = load_properties(node.config)
+                props.update(extra)
+                with open(node.config, "w") as f:
+                    f.write(format_properties(props))
+
+
+class ChaosCluster:
+    def __init__(self, directory: str, *, brokers: int = 3, controllers: int = 3,
+                 broker_props: dict[str, str] | None = None,
+                 controller_props: dict[str, str] | None = None,
+                 proxied_links: bool = False, client_proxies: bool = False,
+                 say: Callable[[str], None] = lambda msg: None) -> None:
+        self.dir = os.path.abspath(directory)
+        self.n_brokers = brokers
+        self.n_controllers = controllers
+        self.broker_props = {**FAST_BROKER, **(broker_props or {})}
+        self.controller_props = {**FAST_CONTROLLER, **(controller_props or {})}
+        self.proxied_links = proxied_links
+        self.client_proxies = client_proxies
+        self.say = say
+        self.hub: ProxyHub | None = None
+        self.local: _Local | None = None
+        self.paused: set[int] = set()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, timeout_s: float = 120.0, attempts: int = 3) -> None:
+        """Format and start; a port taken between picking and binding is retried on
+        fresh ports (LocalCluster picks free ports before the nodes bind them)."""
+        for attempt in range(attempts):
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self._prepare()
+            try:
+                self.local.start(timeout_s=timeout_s)
+                return
+            except RuntimeError as e:
+                self.stop()
+                if "address already in use" not in str(e) or attempt == attempts - 1:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+
+    def _prepare(self) -> None:
+        self.local = _Local(self.dir, controllers=self.n_controllers, brokers=self.n_brokers,
+                            broker_props=self.broker_props, controller_props=self.controller_props)
+        self.local.node_props = {}
+        spec = self.local.spec
+        if not (self.proxied_links or self.client_proxies):
+            return
+        self.hub = ProxyHub()
+        advertised: dict[int, int] = {}
+        if self.client_proxies:
+            for b in spec.brokers:
+                link = self.hub.add(f"client->{b.id}", ("127.0.0.1", b.port))
+                advertised[b.id] = link.listen_port
+                self.local.node_props[b.id] = {
+                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{link.listen_port}"}
+        if self.proxied_links:
+            for src in spec.brokers:
+                routes = []
+                for dst in spec.nodes:
+                    if dst.id == src.id:
+                        continue
+                    link = self.hub.add(f"{src.id}->{dst.id}", ("127.0.0.1", dst.port))
+                    routes.append(f"127.0.0.1:{dst.port}=127.0.0.1:{link.listen_port}")
+                    if dst.id in advertised:
+                        routes.append(f"127.0.0.1:{advertised[dst.id]}=127.0.0.1:{link.listen_port}")
+                self.local.node_env[src.id] = {"KETCH_CONNECT_VIA": ",".join(routes)}
+        self.local._write_configs(spec)
+
+    def stop(self) -> None:
+        if self.local is not None:
+            for node_id in list(self.paused):
+                self.local.signal_node(node_id, signal.SIGCONT)
+            self.paused.clear()
+            self.local.stop(timeout_s=10)
+        if self.hub is not None:
+            self.hub.close()
+            self.hub = None
+
+    def __enter__(self) -> "ChaosCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ topology
+
+    @property
+    def spec(self):
+        return self.local.spec
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.spec.bootstrap_servers
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return [b.id for b in self.spec.brokers]
+
+    @property
+    def controller_ids(self) -> list[int]:
+        return [c.id for c in self.spec.controllers]
+
+    def node(self, node_id: int) -> NodeSpec:
+        return self.spec.node(node_id)
+
+    def port(self, node_id: int) -> int:
+        return self.node(node_id).port
+
+    def is_running(self, node_id: int) -> bool:
+        proc = self.local.processes.get(node_id)
+        return proc is not None and proc.poll() is None
+
+    def alive_brokers(self) -> list[int]:
+        return [b for b in self.broker_ids if self.is_running(b) and b not in self.paused]
+
+    def alive_controllers(self) -> list[int]:
+        return [c for c in self.controller_ids if self.is_running(c) and c not in self.paused]
+
+    # ------------------------------------------------------------ process faults
+
+    def kill(self, node_id: int) -> None:
+        self.say(f"SIGKILL {self._name(node_id)}")
+        self.local.kill_node(node_id)
+        self.paused.discard(node_id)
+
+    def terminate(self, node_id: int, timeout_s: float = 30.0) -> int | None:
+        self.say(f"SIGTERM {self._name(node_id)} (controlled shutdown)")
+        self.paused.discard(node_id)
+        return self.local.stop_node(node_id, timeout_s=timeout_s)
+
+    def pause(self, node_id: int) -> None:
+        self.say(f"SIGSTOP {self._name(node_id)}")
+        self.local.signal_node(node_id, signal.SIGSTOP)
+        self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self.say(f"SIGCONT {self._name(node_id)}")
+        self.local.signal_node(node_id, signal.SIGCONT)
+        self.paused.discard(node_id)
+
+    def start_node(self, node_id: int) -> None:
+        self.say(f"start {self._name(node_id)}")
+        self.local.start_node(node_id)
+
+    def restart(self, node_id: int, wait_s: float = 60.0) -> None:
+        """Start a stopped node and wait until it serves: a broker registered and
+        unfenced, a controller answering DescribeQuorum."""
+        if self.is_running(node_id):
+            self.kill(node_id)
+        self.start_node(node_id)
+        if self.node(node_id).role == "broker":
+            self.wait_broker_live(node_id, wait_s)
+        else:
+            wait_until(lambda: self.describe_quorum(node_id) is not None, wait_s,
+                       f"controller {node_id} to answer")
+
+    def _name(self, node_id: int) -> str:
+        return f"{self.node(node_id).role} {node_id}"
+
+    # ------------------------------------------------------------ link faults
+
+    def link(self, src: int, dst: int) -> str:
+        assert self.hub is not None and self.proxied_links, "start the cluster with proxied_links"
+        return f"{src}->{dst}"
+
+    def cut(self, src: int, dst: int, direction: str = "both") -> None:
+        self.say(f"cut link {src}->{dst} ({direction})")
+        self.hub.cut(self.link(src, dst), direction)
+
+    def isolate(self, node_id: int) -> list[str]:
+        """Cut every inter-node link from and to ``node_id`` (clients keep reaching it)."""
+        names = [n for n in self.hub.links
+                 if not n.startswith("client->") and node_id in tuple(map(int, n.split("->")))]
+        self.say(f"isolate {self._name(node_id)}: cut {len(names)} links")
+        for n in names:
+            self.hub.cut(n, "both")
+        return names
+
+    def heal(self) -> None:
+        if self.hub is not None:
+            self.say("heal every link")
+            self.hub.heal()
+
+    # ------------------------------------------------------------ questions
+
+    def metadata(self, topics: list[str] | None, broker_id: int | None = None) -> Any:
+        ids = [broker_id] if broker_id is not None else self.alive_brokers()
+        last: BaseException | None = None
+        for b in ids:
+            req = messages.MetadataRequest(
+                topics=None if topics is None else [
+                    messages.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                allow_auto_topic_creation=False)
+            try:
+                return roundtrip(self.port(b), ApiKey.METADATA, 12, req)
+            except OSError as e:
+                last = e
+        raise ConnectionError(f"no broker answered Metadata: {last!r}")
+
+    def partition_states(self, topic: str, broker_id: int | None = None) -> dict[int, PartitionState]:
+        resp = self.metadata([topic], broker_id)
+        (t,) = resp.topics
+        if t.error_code != ErrorCode.NONE:
+            raise ValueError(f"metadata for {topic}: {ErrorCode(t.error_code).name}")
+        return {p.partition_index: PartitionState(p.partition_index, p.error_code, p.leader_id,
+                                                  p.leader_epoch, tuple(p.replica_nodes),
+                                                  tuple(p.isr_nodes))
+                for p in t.partitions}
+
+    def partition(self, topic: str, partition: int, broker_id: int | None = None) -> PartitionState:
+        return self.partition_states(topic, broker_id)[partition]
+
+    def views(self, topic: str, partition: int) -> dict[int, PartitionState]:
+        """The partition as each live broker sees it (images lag one another)."""
+        out = {}
+        for b in self.alive_brokers():
+            try:
+                out[b] = self.partition(topic, partition, b)
+            except (OSError, ValueError, KeyError):
+                pass
+        return out
+
+    def latest_view(self, topic: str, partition: int) -> PartitionState | None:
+        """The view with the highest leader epoch among live brokers (then the largest ISR
+        change seen last is not knowable from Metadata; ties keep the first)."""
+        views = list(self.views(topic, partition).values())
+        return max(views, key=lambda s: s.leader_epoch) if views else None
+
+    def wait_partition(self, topic: str, partition: int, predicate: Callable[[PartitionState], bool],
+                       timeout_s: float, what: str, everywhere: bool = False) -> PartitionState:
+        """Until one live broker's view (or every live broker's) satisfies ``predicate``."""
+        def probe() -> PartitionState | None:
+            views = self.views(topic, partition)
+            if not views:
+                return None
+            good = [v for v in views.values() if predicate(v)]
+            if everywhere and len(good) < len(views):
+                return None
+            return max(good, key=lambda s: s.leader_epoch) if good else None
+        return wait_until(probe, timeout_s, f"{topic}-{partition}: {what}")
+
+    def leader_of(self, topic: str, partition: int, timeout_s: float = 30.0) -> int:
+        state = self.wait_partition(topic, partition, lambda s: s.leader >= 0, timeout_s, "a leader")
+        return state.leader
+
+    def registered_brokers(self, broker_id: int | None = None) -> set[int]:
+        """Brokers a live broker lists in Metadata (registered and unfenced)."""
+        return {b.node_id for b in self.metadata([], broker_id).brokers}
+
+    def wait_broker_live(self, broker_id: int, timeout_s: float = 60.0) -> None:
+        def probe() -> bool:
+            others = [b for b in self.alive_brokers() if b != broker_id] or [broker_id]
+            return all(broker_id in self.registered_brokers(b) for b in others[:1]) and \
+                broker_id in self.registered_brokers(broker_id)
+        wait_until(probe, timeout_s, f"broker {broker_id} registered and unfenced")
+
+    def describe_quorum(self, controller_id: int) -> tuple[int, int] | None:
+        """(leader id, leader epoch) as one controller knows it, or None."""
+        req = messages.DescribeQuorumRequest(topics=[messages.DescribeQuorumRequest.TopicData(
+            topic_name="__cluster_metadata",
+            partitions=[messages.DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])
+        try:
+            resp = roundtrip(self.port(controller_id), ApiKey.DESCRIBE_QUORUM, 0, req, timeout_s=2)
+        except OSError:
+            return None
+        p = resp.topics[0].partitions[0]
+        if p.error_code != ErrorCode.NONE:
+            return None
+        return p.leader_id, p.leader_epoch
+
+    def active_controller(self) -> int | None:
+        """The Raft leader as the live controllers report it: the answer with the highest
+        epoch, if that leader is itself alive and agrees."""
+        answers = [a for c in self.alive_controllers() if (a := self.describe_quorum(c)) is not None]
+        answers = [a for a in answers if a[0] >= 0]
+        if not answers:
+            return None
+        leader, epoch = max(answers, key=lambda a: a[1])
+        if leader not in self.alive_controllers():
+            return None
+        own = self.describe_quorum(leader)
+        return leader if own is not None and own[0] == leader else None
+
+    def wait_active_controller(self, timeout_s: float = 30.0, not_in: tuple[int, ...] = ()) -> int:
+        return wait_until(lambda: (a := self.active_controller()) is not None and a not in not_in and a,
+                          timeout_s, "an active controller")
+
+    def high_watermark(self, topic: str, partition: int, broker_id: int | None = None) -> int:
+        """ListOffsets(latest) from the partition's leader: its high watermark."""
+        leader = broker_id if broker_id is not None else self.leader_of(topic, partition)
+        cls = messages.ListOffsetsRequest
+        resp = roundtrip(self.port(leader), ApiKey.LIST_OFFSETS, 7, cls(
+            replica_id=-1, isolation_level=0, topics=[cls.ListOffsetsTopic(
+                name=topic, partitions=[cls.ListOffsetsPartition(
+                    partition_index=partition, current_leader_epoch=-1, timestamp=-1)])]))
+        r = resp.topics[0].partitions[0]
+        if r.error_code != ErrorCode.NONE:
+            raise ValueError(f"ListOffsets {topic}-{partition} on broker {leader}: "
+                             f"{ErrorCode(r.error_code).name}")
+        return r.offset
+
+    # ------------------------------------------------------------ admin
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
+                     configs: dict[str, str] | None = None,
+                     assignment: dict[int, list[int]] | None = None,
+                     wait_s: float = 60.0, wait_full_isr: bool = True) -> int:
+        """CreateTopics through a live broker (forwarded to the active controller); with
+        ``assignment`` (partition -> replicas, preferred leader first) placement is fixed.
+        Returns the error code; on success waits until every live broker sees a leader
+        (and, by default, the full ISR) for every partition."""
+        cls = messages.CreateTopicsRequest
+        topic = cls.CreatableTopic(
+            name=name, num_partitions=-1 if assignment else partitions,
+            replication_factor=-1 if assignment else replication_factor,
+            assignments=[cls.CreatableTopic.CreatableReplicaAssignment(partition_index=p, broker_ids=list(r))
+                         for p, r in sorted((assignment or {}).items())],
+            configs=[cls.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                     for k, v in (configs or {}).items()])
+        req = cls(topics=[topic], timeout_ms=int(wait_s * 1000), validate_only=False)
+        resp = None
+        for b in self.alive_brokers():
+            try:
+                resp = roundtrip(self.port(b), ApiKey.CREATE_TOPICS, 5, req, timeout_s=wait_s + 5)
+                break
+            except OSError:
+                continue
+        if resp is None:
+            raise ConnectionError("no broker answered CreateTopics")
+        code = resp.topics[0].error_code
+        if code != ErrorCode.NONE:
+            return code
+        count = len(assignment) if assignment else partitions
+        rf = len(next(iter(assignment.values()))) if assignment else replication_factor
+
+        def ready() -> bool:
+            for b in self.alive_brokers():
+                states = self.partition_states(name, b)
+                if len(states) != count:
+                    return False
+                for s in states.values():
+                    if s.leader < 0 or (wait_full_isr and len(s.isr) != rf):
+                        return False
+            return True
+        wait_until(ready, wait_s, f"topic {name} to have leaders{' and full ISRs' if wait_full_isr else ''}")
+        return code
