@@ -9,9 +9,14 @@ own possibly stale high watermark. Then it fetches from its LEO, appends the lea
 batches as they are (offsets and epochs kept), updates producer state and its high
 watermark from the leader's.
 
-A fenced or moved leader (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH)
-pauses the partition until the metadata log says who leads now; the replica manager then
-re-adds it. Connection failures back off and reconnect.
+A FENCED_LEADER_EPOCH answer (our leader epoch is older than the leader's) pauses the
+partition until the metadata log says who leads now; the replica manager then re-adds it.
+A leader that is *behind* us (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH,
+UNKNOWN_TOPIC_OR_PARTITION: it has not applied the metadata that made it leader yet) is
+retried after a backoff, as Kafka's fetcher delays such partitions: no metadata change
+will come to re-add them, so pausing them would stop replication for good (found by the
+chaos suite: a follower that learned of a new topic before its leader never fetched it).
+Connection failures back off and reconnect.
 """
 from __future__ import annotations
 
@@ -31,17 +36,20 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ReplicaFetcherManager"]
 
-_PAUSE_ERRORS = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
-                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                 ErrorCode.UNKNOWN_TOPIC_ID}
+# Our metadata is stale: wait to be re-added with the new leader epoch.
+_PAUSE_ERRORS = {ErrorCode.FENCED_LEADER_EPOCH}
+# The leader's metadata is behind ours: try again after the backoff.
+_RETRY_ERRORS = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID}
 
 
 class _Fetched:
-    __slots__ = ("state", "paused")
+    __slots__ = ("state", "paused", "retry_at")
 
     def __init__(self, state: FollowerPartition) -> None:
         self.state = state
         self.paused = False
+        self.retry_at = 0.0     # loop time before which the partition is not fetched
 
 
 class ReplicaFetcherManager:
@@ -113,7 +121,8 @@ class ReplicaFetcherManager:
                         await asyncio.sleep(self.backoff_ms / 1000)
                         continue
                 try:
-                    active = {tp: f for tp, f in parts.items() if not f.paused}
+                    now = asyncio.get_running_loop().time()
+                    active = {tp: f for tp, f in parts.items() if not f.paused and f.retry_at <= now}
                     truncating = {tp: f for tp, f in active.items()
                                   if f.state.state is FetchState.TRUNCATING}
                     if truncating:
@@ -181,8 +190,7 @@ class ReplicaFetcherManager:
                 if hosted is None:
                     continue
                 if p.error_code != ErrorCode.NONE:
-                    if p.error_code in _PAUSE_ERRORS:
-                        fetched.paused = True
+                    self._on_error(fetched, p.error_code)
                     continue
                 plog = hosted.log
 
@@ -234,12 +242,17 @@ class ReplicaFetcherManager:
                     self._handle_out_of_range(hosted, fetched, p.log_start_offset)
                     continue
                 if p.error_code != ErrorCode.NONE:
-                    if p.error_code in _PAUSE_ERRORS:
-                        fetched.paused = True
-                    else:
+                    if p.error_code not in _PAUSE_ERRORS and p.error_code not in _RETRY_ERRORS:
                         log.info("%s: fetch from %d failed: %s", tp, leader_id, p.error_code)
+                    self._on_error(fetched, p.error_code)
                     continue
                 self._append(hosted, fetched, p, now)
+
+    def _on_error(self, fetched: _Fetched, error_code: int) -> None:
+        if error_code in _PAUSE_ERRORS:
+            fetched.paused = True
+        elif error_code in _RETRY_ERRORS:
+            fetched.retry_at = asyncio.get_running_loop().time() + self.backoff_ms / 1000
 
     def _append(self, hosted: HostedPartition, fetched: _Fetched, p, now: int) -> None:
         plog = hosted.log
