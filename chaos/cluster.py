@@ -248,6 +248,17 @@ class ChaosCluster:
         self.local.kill_node(node_id)
         self.paused.discard(node_id)
 
+    def kill_many(self, node_ids) -> None:
+        """SIGKILL each node back to back, then reap them: nearly the same moment."""
+        self.say("SIGKILL " + ", ".join(self._name(n) for n in node_ids) + " at once")
+        for n in node_ids:
+            proc = self.local.processes.get(n)
+            if proc is not None and proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+        for n in node_ids:
+            self.local.kill_node(n)
+            self.paused.discard(n)
+
     def terminate(self, node_id: int, timeout_s: float = 30.0) -> int | None:
         self.say(f"SIGTERM {self._name(node_id)} (controlled shutdown)")
         self.paused.discard(node_id)
@@ -292,6 +303,11 @@ class ChaosCluster:
         self.say(f"cut link {src}->{dst} ({direction})")
         self.hub.cut(self.link(src, dst), direction)
 
+    def delay(self, src: int, dst: int, delay_ms: int, api_keys: tuple[int, ...] | None = None) -> None:
+        self.say(f"delay link {src}->{dst} by {delay_ms} ms" +
+                 (f" (API keys {list(api_keys)})" if api_keys is not None else ""))
+        self.hub.set_delay(self.link(src, dst), delay_ms, api_keys)
+
     def isolate(self, node_id: int) -> list[str]:
         """Cut every inter-node link from and to ``node_id`` (clients keep reaching it)."""
         names = [n for n in self.hub.links
@@ -302,9 +318,12 @@ class ChaosCluster:
         return names
 
     def heal(self) -> None:
+        """Every link works again, without delay."""
         if self.hub is not None:
             self.say("heal every link")
             self.hub.heal()
+            for name in self.hub.links:
+                self.hub.set_delay(name, 0)
 
     # ------------------------------------------------------------ questions
 
@@ -392,6 +411,16 @@ class ChaosCluster:
         if p.error_code != ErrorCode.NONE:
             return None
         return p.leader_id, p.leader_epoch
+
+    def unfenced_brokers(self) -> set[int] | None:
+        """The brokers the active controller counts as registered and unfenced
+        (DescribeCluster to the controller), or None without an active controller."""
+        active = self.active_controller()
+        if active is None:
+            return None
+        resp = roundtrip(self.port(active), ApiKey.DESCRIBE_CLUSTER, 0,
+                         messages.DescribeClusterRequest(include_cluster_authorized_operations=False))
+        return {b.broker_id for b in resp.brokers}
 
     def active_controller(self) -> int | None:
         """The Raft leader as the live controllers report it: the answer with the highest

@@ -161,6 +161,9 @@ class Link:
         self.cut_up = False
         self.cut_down = False
         self.delay_ms = 0
+        # Only frames of these APIs are delayed (None: every byte). A connection carries
+        # requests in order, so delaying one frame holds the ones behind it too.
+        self.delay_api_keys: frozenset[int] | None = None
         self.stats = LinkStats()
         self._drop: _DropRule | None = None
         self._conns: set[_Conn] = set()
@@ -237,6 +240,7 @@ class Link:
         writer_task = loop.create_task(self._deliver(conn, out, up))
         conn.tasks.append(writer_task)
         dropping = close_after = False    # the current response frame is discarded
+        frame_delayed = False             # the current frame is one of delay_api_keys
         try:
             if reader is None:      # accepted while both directions were cut
                 while await conn.client_reader.read(_READ_BYTES):
@@ -253,10 +257,13 @@ class Link:
                     self.stats.bytes_discarded += len(data)
                     continue
                 chunks: list[bytes] = []
+                delayed = frame_delayed
                 for event in splitter.feed(data):
                     kind = event[0]
                     if kind == _HEAD:
-                        dropping, close_after = self._on_head(conn, event[1], up)
+                        dropping, close_after, api_key = self._on_head(conn, event[1], up)
+                        frame_delayed = self.delay_api_keys is None or api_key in self.delay_api_keys
+                        delayed = delayed or frame_delayed
                         if not dropping:
                             chunks.append(event[1])
                     elif kind == _BODY:
@@ -266,7 +273,7 @@ class Link:
                         dropping = False
                         if close_after:
                             if chunks:
-                                out.put_nowait((loop.time() + self.delay_ms / 1000, b"".join(chunks)))
+                                out.put_nowait((loop.time() + self._delay_s(delayed), b"".join(chunks)))
                             # Responses before the dropped one still reach the client.
                             out.put_nowait(None)
                             with contextlib.suppress(Exception):
@@ -279,7 +286,7 @@ class Link:
                         self.stats.bytes_up += len(payload)
                     else:
                         self.stats.bytes_down += len(payload)
-                    out.put_nowait((loop.time() + self.delay_ms / 1000, payload))
+                    out.put_nowait((loop.time() + self._delay_s(delayed), payload))
         except (OSError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -290,13 +297,16 @@ class Link:
             await writer_task
         conn.close()
 
-    def _on_head(self, conn: _Conn, head: bytes, up: bool) -> tuple[bool, bool]:
-        """(drop this frame, close the client connection after it)."""
+    def _delay_s(self, delayed: bool) -> float:
+        return self.delay_ms / 1000 if delayed else 0.0
+
+    def _on_head(self, conn: _Conn, head: bytes, up: bool) -> tuple[bool, bool, int | None]:
+        """(drop this frame, close the client connection after it, its API key)."""
         if up:
             api_key, _, correlation_id = struct.unpack_from(">hhi", head, 4)
             conn.pending[correlation_id] = api_key
             self.stats.requests += 1
-            return False, False
+            return False, False, api_key
         (correlation_id,) = struct.unpack_from(">i", head, 4)
         api_key = conn.pending.pop(correlation_id, None)
         rule = self._drop
@@ -305,8 +315,8 @@ class Link:
             self.stats.responses_dropped += 1
             if rule.remaining == 0:
                 self._drop = None
-            return True, rule.close
-        return False, False
+            return True, rule.close, api_key
+        return False, False, api_key
 
     async def _deliver(self, conn: _Conn, out: asyncio.Queue, up: bool) -> None:
         writer = conn.server_writer if up else conn.client_writer
@@ -368,9 +378,15 @@ class ProxyHub:
         names = [name] if name is not None else list(self.links)
         self.call(lambda: [self.links[n].heal() for n in names])
 
-    def set_delay(self, name: str, delay_ms: int) -> None:
+    def set_delay(self, name: str, delay_ms: int, api_keys: Iterable[int] | None = None) -> None:
+        """Delay the link's bytes (only the frames of ``api_keys``, when given)."""
         link = self.links[name]
-        self.call(lambda: setattr(link, "delay_ms", delay_ms))
+        keys = None if api_keys is None else frozenset(api_keys)
+
+        def apply() -> None:
+            link.delay_ms = delay_ms
+            link.delay_api_keys = keys
+        self.call(apply)
 
     def drop_responses(self, name: str, api_keys: Iterable[int], count: int, close: bool = True) -> None:
         link = self.links[name]

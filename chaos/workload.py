@@ -204,6 +204,7 @@ class KetchProducer:
         self._addresses: dict[int, tuple[str, int]] = {b.id: ("127.0.0.1", b.port)
                                                         for b in cluster.spec.brokers}
         self._conns: dict[int, KafkaConnection] = {}
+        self._init_lock: asyncio.Lock | None = None
         self._stop = threading.Event()
         self._bg: list[asyncio.Future] = []
         self._loop = asyncio.new_event_loop()
@@ -255,6 +256,10 @@ class KetchProducer:
         for c in self._conns.values():
             c.close()
         self._conns.clear()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _background(self, partition: int, interval_s: float) -> None:
         while not self._stop.is_set():
@@ -303,6 +308,13 @@ class KetchProducer:
             return
 
     async def _init_producer_id(self) -> None:
+        # Partitions produce concurrently: one InitProducerId for all of them.
+        if self._init_lock is None:
+            self._init_lock = asyncio.Lock()
+        async with self._init_lock:
+            await self._init_producer_id_locked()
+
+    async def _init_producer_id_locked(self) -> None:
         while self.producer_id < 0 and not self._stop.is_set():
             for b in self.cluster.broker_ids:
                 try:
@@ -421,7 +433,8 @@ class ConfluentProducer:
                        "enable.idempotence": idempotent, "linger.ms": 2,
                        "message.timeout.ms": 60000, "request.timeout.ms": 10000,
                        "retry.backoff.ms": 50, "metadata.max.age.ms": 3000,
-                       "topic.metadata.refresh.interval.ms": 1000, **(extra or {})}
+                       "topic.metadata.refresh.interval.ms": 1000, "log_level": 2,
+                       "reconnect.backoff.max.ms": 1000, **(extra or {})}
         self.unflushed = -1
         self._partitions: list[int] = []
         self._stop = threading.Event()
@@ -599,3 +612,83 @@ def checkpointed_high_watermark(cluster: ChaosCluster, broker_id: int, topic: st
         if len(parts) == 3 and parts[0] == topic and int(parts[1]) == partition:
             return int(parts[2])
     return None
+
+
+# ---------------------------------------------------------------- group consumers
+
+
+class ConsumerWorker:
+    """One ``chaos.consumer_worker`` process (confluent-kafka in a consumer group) and
+    its processing log. Stopped by pid: ``kill`` is SIGKILL, ``terminate`` leaves the
+    group cleanly."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, out_path: str, *,
+                 auto_commit_ms: int = 0, process_ms: float = 10.0, batch: int = 20) -> None:
+        self.out_path = out_path
+        self.args = ["--bootstrap", bootstrap, "--group", group, "--topic", topic, "--out", out_path,
+                     "--auto-commit-ms", str(auto_commit_ms), "--process-ms", str(process_ms),
+                     "--batch", str(batch)]
+        self.proc: Any = None
+
+    def start(self) -> "ConsumerWorker":
+        import subprocess
+        import sys
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        log_path = self.out_path + ".stderr"
+        with open(log_path, "ab") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "chaos.consumer_worker", *self.args],
+                                         stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, start_new_session=True)
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.running:
+            os.kill(self.proc.pid, 9)
+        if self.proc is not None:
+            self.proc.wait(10)
+
+    def terminate(self, timeout_s: float = 20.0) -> None:
+        import subprocess
+        if self.running:
+            os.kill(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def lines(self) -> list[str]:
+        try:
+            with open(self.out_path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return []
+        lines = text.split("\n")
+        return lines[:-1]       # the last piece may be a line being written
+
+    def processed(self) -> list[tuple[int, int, str]]:
+        out = []
+        for line in self.lines():
+            if line.startswith("P "):
+                _, p, o, v = line.split(" ", 3)
+                out.append((int(p), int(o), v))
+        return out
+
+    def uncommitted(self) -> int:
+        """Records processed since the last successful commit."""
+        n = 0
+        for line in self.lines():
+            if line.startswith("P "):
+                n += 1
+            elif line == "C":
+                n = 0
+        return n

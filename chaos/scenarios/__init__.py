@@ -1,0 +1,11 @@
+"""The scenario catalogue of ../shared/SCENARIOS.md: N1-N10 (promises), L1-L6 (hazards),
+and D1 (the disk faults of its last section), by id."""
+from __future__ import annotations
+
+from chaos.scenarios.base import Scenario
+from chaos.scenarios.loss import LOSS_SCENARIOS
+from chaos.scenarios.no_loss import NO_LOSS_SCENARIOS
+
+__all__ = ["SCENARIOS", "Scenario"]
+
+SCENARIOS: dict[str, Scenario] = {s.id: s for s in NO_LOSS_SCENARIOS + LOSS_SCENARIOS}

@@ -1,0 +1,619 @@
+"""The promises of SCENARIOS.md, N1-N10, and D1 (disk faults on restart).
+
+Each function is one scenario: setup, workload, faults (as data), then ``read_back``. The
+comments say how a hazard is *arranged* where timing matters; every arrangement is checked
+(``ctx.check``) rather than assumed, so a scenario cannot pass without testing its case.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from chaos.checker import Expect
+from chaos.cluster import ChaosTimeout, wait_until
+from chaos.faults import (
+    Cut, DropResponses, FlipByte, Isolate, Kill, KillMany, Pause, Restart, Resume, TornTail,
+)
+from chaos.scenarios.base import Context, Scenario, elapsed
+from chaos.workload import (
+    ACKED, FAILED, UNKNOWN, ConfluentProducer, ConsumerWorker, KetchProducer,
+    checkpointed_high_watermark, log_end_on_disk, read_partition,
+)
+from clients.protocol.errors import ErrorCode
+
+__all__ = ["NO_LOSS_SCENARIOS"]
+
+SESSION_TIMEOUT_S = 2.5          # FAST_CONTROLLER's broker.session.timeout.ms
+RAFT_ELECTION_TIMEOUT_MAX_S = 0.3    # quorum's ketch.raft.election.timeout.max.ms default
+
+# What a producer may see while leadership moves (SCENARIOS.md N1).
+RETRIABLE_SEEN = {
+    "NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    "REQUEST_TIMED_OUT", "LEADER_NOT_AVAILABLE", "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
+    "ConnectionClosedError", "ConnectionRefusedError", "ConnectionResetError", "TimeoutError",
+    "OSError", "BrokenPipeError",
+}
+
+
+def wait_acks(ctx: Context, more: int, timeout_s: float = 60.0, producer: str | None = None,
+              partition: int | None = None) -> None:
+    """Until ``more`` further records have been acknowledged."""
+    base = ctx.history.count(ACKED, partition, producer)
+    wait_until(lambda: ctx.history.count(ACKED, partition, producer) >= base + more, timeout_s,
+               f"{more} more acknowledged records" + (f" from {producer}" if producer else ""))
+
+
+def start_producers(ctx: Context, cluster, topic: str, partitions: list[int], *,
+                    confluent: bool = True, **ketch_kwargs) -> list:
+    """A Ketch-codec producer (idempotent, acks=all unless told) and a confluent-kafka one
+    (idempotent, acks=all), both in the background."""
+    kw = {"acks": -1, "idempotent": True, "records_per_batch": 5, **ketch_kwargs}
+    ketch = KetchProducer(cluster, ctx.history, topic, "ketch", **kw)
+    ctx.closing(ketch.close)
+    ketch.start(partitions, interval_s=0.02)
+    out = [ketch]
+    if confluent:
+        conf = ConfluentProducer(cluster, ctx.history, topic, "confluent", rate=300)
+        ctx.closing(conf.stop)
+        conf.start(partitions)
+        out.append(conf)
+    return out
+
+
+def stop_all(producers: list) -> None:
+    for p in producers:
+        p.stop()
+
+
+def only_retriable_errors(ctx: Context) -> None:
+    errors = ctx.history.errors()
+    odd = {e: n for e, n in errors.items() if e not in RETRIABLE_SEEN}
+    ctx.check("producers saw only retriable errors", not odd, f"seen {errors}")
+    failed = ctx.history.count(FAILED) + ctx.history.count(UNKNOWN)
+    ctx.check("every record was eventually acknowledged", failed == 0,
+              f"{failed} failed or unknown")
+
+
+# ---------------------------------------------------------------- N1
+
+
+def n1(ctx: Context) -> None:
+    """SIGKILL the partition leader while producing; restart it; repeat."""
+    c = ctx.cluster()
+    topic = "n1"
+    c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0])
+    wait_acks(ctx, 100)
+    failovers = []
+    for i in range(ctx.profile.repeats):
+        before = c.latest_view(topic, 0)
+        victim = before.leader
+        t_kill = time.monotonic()
+        ctx.inject(c, Kill(victim))
+        after = c.wait_partition(topic, 0, lambda s: s.leader not in (-1, victim)
+                                 and s.leader_epoch > before.leader_epoch, 30, "a new leader")
+        failovers.append(elapsed(t_kill))
+        ctx.check(f"kill {i + 1}: new leader {after.leader} came from the ISR {list(before.isr)}",
+                  after.leader in before.isr)
+        wait_acks(ctx, 50)
+        ctx.inject(c, Restart(victim))
+        c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, f"broker {victim} back in the ISR")
+        wait_acks(ctx, 20)
+    stop_all(producers)
+    ctx.window = (t0, time.monotonic())
+    ctx.note(f"leader failovers (kill to new leader in metadata): {failovers} s")
+    ctx.extra["failover_s"] = failovers
+    only_retriable_errors(ctx)
+    ctx.read_back(c, topic, [0])
+
+
+# ---------------------------------------------------------------- N2
+
+
+def n2(ctx: Context) -> None:
+    """SIGKILL the active controller repeatedly while topics are created and records
+    produced to existing leaders."""
+    c = ctx.cluster()
+    topic = "n2"
+    c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    created: list[tuple[str, int]] = []
+    stop = threading.Event()
+
+    def creator() -> None:
+        i = 0
+        while not stop.is_set():
+            name = f"n2-created-{i}"
+            i += 1
+            try:
+                code = c.create_topic(name, 1, 3, wait_s=20, wait_full_isr=False)
+            except (OSError, ChaosTimeout) as e:
+                code = -1
+                ctx.history.event(f"create {name}: {type(e).__name__}")
+            created.append((name, code))
+            time.sleep(0.1)
+    thread = threading.Thread(target=creator, name="n2-creator", daemon=True)
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0])
+    thread.start()
+    wait_acks(ctx, 100)
+    failovers = []
+    bound_s = RAFT_ELECTION_TIMEOUT_MAX_S + 2.0
+    for i in range(min(ctx.profile.repeats, 3)):
+        active = c.wait_active_controller()
+        t_kill = time.monotonic()
+        ctx.inject(c, Kill(active))
+        new = c.wait_active_controller(30, not_in=(active,))
+        failovers.append(elapsed(t_kill))
+        ctx.check(f"kill {i + 1}: controller {new} active {failovers[-1]}s after {active} died "
+                  f"(bound {bound_s:g}s)", failovers[-1] <= bound_s)
+        wait_acks(ctx, 50)
+        ctx.inject(c, Restart(active))
+        wait_until(lambda: (q := c.describe_quorum(active)) is not None and q[0] >= 0, 30,
+                   f"controller {active} to follow the new leader")
+    stop.set()
+    thread.join(60)
+    stop_all(producers)
+    ctx.window = (t0, time.monotonic())
+    ok = [n for n, code in created if code == ErrorCode.NONE]
+    missing = []
+    for b in c.alive_brokers():
+        meta = c.metadata(ok, b)
+        for t in meta.topics:
+            if t.error_code != ErrorCode.NONE or len(t.partitions) != 1 or t.partitions[0].leader_id < 0:
+                missing.append((b, t.name, t.error_code))
+    ctx.check(f"all {len(ok)} topics whose creation succeeded exist with a leader on every broker",
+              bool(ok) and not missing, f"missing {missing[:5]}")
+    ctx.note(f"controller failovers: {failovers} s; topics created {len(ok)} of {len(created)} tries")
+    ctx.extra["controller_failover_s"] = failovers
+    only_retriable_errors(ctx)
+    ctx.read_back(c, topic, [0])
+
+
+# ---------------------------------------------------------------- N3
+
+
+def n3(ctx: Context) -> None:
+    """Lose one controller for good, then a second: 2 of 3 works fully, 1 of 3 freezes
+    metadata but brokers keep serving; after the restart everything resumes."""
+    c = ctx.cluster(broker_props={"request.timeout.ms": "8000"})
+    topic = "n3"
+    c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0], confluent=False)
+    wait_acks(ctx, 50)
+    first = c.wait_active_controller()
+    ctx.inject(c, Kill(first))
+    second = c.wait_active_controller(30, not_in=(first,))
+    # 2 of 3: everything works, topic creation and leader changes included.
+    code = c.create_topic("n3-two-of-three", 2, 3)
+    ctx.check("2 of 3 controllers: CreateTopics succeeds", code == ErrorCode.NONE, ErrorCode(code).name)
+    before = c.latest_view(topic, 0)
+    ctx.inject(c, Kill(before.leader))
+    after = c.wait_partition(topic, 0, lambda s: s.leader not in (-1, before.leader), 30, "a new leader")
+    ctx.check("2 of 3 controllers: a new leader is elected", after.leader_epoch > before.leader_epoch)
+    ctx.inject(c, Restart(before.leader))
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, "full ISR again")
+    wait_acks(ctx, 20)
+    # 1 of 3: no majority. Metadata is frozen; existing partitions keep serving.
+    ctx.inject(c, Kill(second))
+    frozen = c.latest_view(topic, 0)
+    t_frozen = time.monotonic()
+    wait_until(lambda: c.active_controller() is None, 30, "no active controller")
+    t_create = time.monotonic()
+    code = c.create_topic("n3-one-of-three", 1, 3, wait_s=5)
+    took = elapsed(t_create)
+    ctx.check("1 of 3 controllers: CreateTopics fails with a clear error",
+              code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER),
+              f"{ErrorCode(code).name} after {took}s")
+    acked = ctx.history.count(ACKED)
+    wait_acks(ctx, 50, timeout_s=30)
+    ctx.check("1 of 3 controllers: brokers keep serving the existing partition",
+              ctx.history.count(ACKED) >= acked + 50)
+    still = c.latest_view(topic, 0)
+    ctx.check("1 of 3 controllers: no leader change", (still.leader, still.leader_epoch) ==
+              (frozen.leader, frozen.leader_epoch), f"{frozen} -> {still}")
+    ctx.note(f"metadata frozen for {elapsed(t_frozen)} s")
+    # Restart both: everything resumes.
+    ctx.inject(c, Restart(first))
+    ctx.inject(c, Restart(second))
+    c.wait_active_controller(30)
+    code = c.create_topic("n3-restored", 1, 3)
+    ctx.check("after the restart: CreateTopics succeeds", code == ErrorCode.NONE, ErrorCode(code).name)
+    names = [topic, "n3-two-of-three", "n3-restored"]
+    meta = c.metadata(names)
+    present = {t.name: len(t.partitions) for t in meta.topics if t.error_code == ErrorCode.NONE}
+    ctx.check("no metadata record lost: every created topic is there with its partitions",
+              present == {topic: 1, "n3-two-of-three": 2, "n3-restored": 1}, str(present))
+    last = c.latest_view(topic, 0)
+    ctx.check("no metadata record lost: the leader epoch did not go back",
+              last.leader_epoch >= after.leader_epoch, f"{after.leader_epoch} -> {last.leader_epoch}")
+    wait_acks(ctx, 20)
+    stop_all(producers)
+    ctx.window = (t0, time.monotonic())
+    ctx.read_back(c, topic, [0])
+
+
+# ---------------------------------------------------------------- N4
+
+
+def n4(ctx: Context) -> None:
+    """KIP-101's hazard. RF=2, min.insync.replicas=1: the follower holds the newest acked
+    records but a stale high watermark; it restarts; the leader dies before the follower
+    can re-fetch. The follower must not truncate to its stale HW.
+
+    Arrangement: the follower B is SIGKILLed right after the last ack, which leaves its
+    replication-offset-checkpoint (written every 5 s) behind its log end; that is checked
+    on disk, and retried if the checkpoint happened to be fresh. B restarts with its link
+    to the leader cut, so it cannot re-fetch; then the leader A is killed."""
+    c = ctx.cluster(proxied_links=True)
+    topic = "n4"
+    a, b = 1, 2
+    c.create_topic(topic, assignment={0: [a, b]}, configs={"min.insync.replicas": "1"})
+    producer = KetchProducer(c, ctx.history, topic, "ketch", acks=-1, idempotent=True, records_per_batch=10)
+    ctx.closing(producer.close)
+    arranged = None
+    for attempt in range(4):
+        attempts = producer.send(0, ctx.profile.records)
+        acked_end = max(x.offset for x in attempts if x.outcome == ACKED) + 1
+        ctx.inject(c, Kill(b))
+        leo = log_end_on_disk(c, b, topic, 0)
+        hw = checkpointed_high_watermark(c, b, topic, 0)
+        if leo >= acked_end and (hw or 0) < leo:
+            arranged = (hw or 0, leo, acked_end)
+            break
+        ctx.note(f"try {attempt + 1}: follower's checkpoint was fresh (HW {hw}, LEO {leo}); again")
+        ctx.inject(c, Restart(b))
+        c.wait_partition(topic, 0, lambda s: len(s.isr) == 2, 60, "follower back in the ISR")
+    if not ctx.check("arranged: the follower holds acked records above its checkpointed HW",
+                     arranged is not None):
+        return
+    hw, leo, acked_end = arranged
+    ctx.note(f"follower {b}: checkpointed HW {hw}, log end {leo}, acked up to {acked_end}")
+    ctx.inject(c, Cut(b, a, "both"))
+    ctx.inject(c, Restart(b))
+    leo_after = log_end_on_disk(c, b, topic, 0)
+    ctx.check(f"the restarted follower kept its log (LEO {leo_after}) instead of truncating to HW {hw}",
+              leo_after >= acked_end)
+    ctx.inject(c, Kill(a))
+    # KRaft removed the restarted follower from the ISR when it re-registered, so with
+    # unclean election disabled the partition waits for the leader.
+    state = c.wait_partition(topic, 0, lambda s: s.leader != a, 30, "the old leader to lose leadership")
+    ctx.note(f"with the leader dead: leader {state.leader}, ISR {list(state.isr)}")
+    if state.leader == b:
+        ctx.check("the follower leads with every acked record", log_end_on_disk(c, b, topic, 0) >= acked_end)
+    c.heal()
+    ctx.inject(c, Restart(a))
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 2, 60, "both replicas in the ISR")
+    producer.send(0, 20)
+    ctx.read_back(c, topic, [0])
+    # The follower asked the leader (OffsetForLeaderEpoch) once it could: their logs agree,
+    # so it truncated nothing and fetched on from its own log end.
+    with open(c.node(b).log, errors="replace") as f:
+        cuts = [line.strip() for line in f if f"{topic}-0: truncating" in line]
+    ctx.check("the follower truncated nothing after asking the leader", not cuts, "; ".join(cuts)[:300])
+
+
+# ---------------------------------------------------------------- N5
+
+
+def n5(ctx: Context) -> None:
+    """Every replica SIGKILLed at nearly the same moment with unflushed writes (nothing is
+    fsynced on the produce path; a process crash keeps the page cache), then restarted
+    in the other order. Repeated."""
+    c = ctx.cluster()
+    topic = "n5"
+    c.create_topic(topic, assignment={0: [1, 2, 3]}, configs={"min.insync.replicas": "2"})
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0])
+    for i in range(max(2, ctx.profile.repeats // 2)):
+        wait_acks(ctx, 100)
+        state = c.latest_view(topic, 0)
+        order = (state.leader,) + tuple(r for r in state.replicas if r != state.leader)
+        ctx.inject(c, KillMany(order))
+        # Restart only once the controller has fenced them all, so that who may lead
+        # is decided by the ISR, and the restart order matters.
+        wait_until(lambda: c.unfenced_brokers() == set(), 30, "every broker fenced")
+        for node in reversed(order):
+            ctx.inject(c, Restart(node))
+        back = c.wait_partition(topic, 0, lambda s: s.leader >= 0, 60, "a leader again")
+        ctx.note(f"round {i + 1}: killed {list(order)}, restarted {list(reversed(order))}; "
+                 f"leader {back.leader} at epoch {back.leader_epoch}")
+        c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, "full ISR")
+    wait_acks(ctx, 50)
+    stop_all(producers)
+    ctx.window = (t0, time.monotonic())
+    ctx.read_back(c, topic, [0])
+
+
+# ---------------------------------------------------------------- N6
+
+
+def n6(ctx: Context) -> None:
+    """Idempotent producers; a proxy drops Produce responses after the broker appended, so
+    the producers retry batches that are already in the log."""
+    c = ctx.cluster(client_proxies=True)
+    topic = "n6"
+    c.create_topic(topic, assignment={0: [1, 2, 3], 1: [2, 3, 1]}, configs={"min.insync.replicas": "2"})
+    proxies = {b: c.hub.links[f"client->{b}"].listen_port for b in c.broker_ids}
+    route = {("127.0.0.1", c.port(b)): ("127.0.0.1", p) for b, p in proxies.items()}
+    bootstrap = ",".join(f"127.0.0.1:{p}" for p in proxies.values())
+    t0 = time.monotonic()
+    ketch = KetchProducer(c, ctx.history, topic, "ketch", acks=-1, idempotent=True,
+                          records_per_batch=5, route=route)
+    ctx.closing(ketch.close)
+    ketch.start([0, 1], interval_s=0.02)
+    conf = ConfluentProducer(c, ctx.history, topic, "confluent", rate=300, bootstrap=bootstrap,
+                             extra={"max.in.flight.requests.per.connection": 5})
+    ctx.closing(conf.stop)
+    conf.start([0, 1])
+    wait_acks(ctx, 100)
+    planned = 0
+
+    def drop_rounds(rounds: int, producer: str | None) -> None:
+        nonlocal planned
+        for i in range(rounds):
+            leader = c.leader_of(topic, i % 2)
+            ctx.inject(c, DropResponses(leader, count=3))
+            planned += 3
+            link = c.hub.links[f"client->{leader}"]
+            wait_until(lambda: link.drops_pending == 0, 60, "the planned responses to be dropped")
+            wait_acks(ctx, 30, producer=producer)
+    drop_rounds(ctx.profile.repeats * 2, None)       # both producers
+    ketch.stop()
+    ctx.event("the Ketch producer stops: the next drops hit librdkafka's requests alone")
+    drop_rounds(ctx.profile.repeats, "confluent")
+    conf.stop()
+    ctx.window = (t0, time.monotonic())
+    dropped = sum(c.hub.stats(f"client->{b}").responses_dropped for b in c.broker_ids)
+    ctx.check(f"the proxy dropped {dropped} Produce responses after they were served",
+              dropped >= planned, f"planned {planned}")
+    retried = ctx.history.errors("ketch").get("ConnectionClosedError", 0)
+    ctx.check("the Ketch producer retried after losing answers", retried > 0, f"{retried} retried batches")
+    only_retriable_errors(ctx)
+    for p in (0, 1):
+        ctx.read_back(c, topic, [p])
+
+
+# ---------------------------------------------------------------- N7
+
+
+def n7(ctx: Context) -> None:
+    """A consumer group committing after processing; consumers SIGKILLed mid-batch; the
+    group rebalances. Every record is processed at least once."""
+    c = ctx.cluster()
+    topic = "n7"
+    c.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+    producer = KetchProducer(c, ctx.history, topic, "ketch", acks=-1, idempotent=True, records_per_batch=10)
+    ctx.closing(producer.close)
+    for p in range(3):
+        producer.send(p, ctx.profile.group_records // 3)
+    acked = {a.value.decode() for a in ctx.history.snapshot() if a.outcome == ACKED}
+    workers: list[ConsumerWorker] = []
+
+    def new_worker() -> ConsumerWorker:
+        w = ConsumerWorker(c.bootstrap_servers, topic, "n7-group",
+                           os.path.join(ctx.workdir, f"worker-{len(workers)}.log"),
+                           process_ms=25, batch=20).start()
+        workers.append(w)
+        ctx.event(f"consumer worker {len(workers) - 1} started (pid {w.pid})")
+        return w
+    ctx.closing(lambda: [w.kill() for w in workers])
+    live = [new_worker(), new_worker()]
+
+    def processed() -> set[str]:
+        return {v for w in workers for _, _, v in w.processed()}
+    kills = 0
+    for i in range(min(ctx.profile.repeats, 3)):
+        # Mid-batch: the victim has processed records it has not committed yet.
+        victim = wait_until(lambda: next((w for w in live if w.uncommitted() >= 3), None)
+                            or acked <= processed(), 90, "a consumer in the middle of a batch")
+        if victim is True:
+            break       # everything got processed first
+        victim.kill()
+        left = victim.uncommitted()
+        ctx.event(f"SIGKILL consumer pid {victim.pid} with {left} processed, uncommitted records")
+        ctx.check(f"kill {i + 1}: the consumer died mid-batch", left > 0, f"{left} uncommitted")
+        kills += 1
+        live.remove(victim)
+        fresh = new_worker()
+        live.append(fresh)
+        # The group rebalanced when the replacement processes something.
+        wait_until(lambda: fresh.processed() or acked <= processed(), 90, "the rebalanced group to go on")
+    ctx.check("at least two consumers were killed mid-batch", kills >= 2, f"{kills} kills")
+    wait_until(lambda: acked <= processed(), 180, "every acked record to be processed")
+    for w in workers:
+        w.terminate()
+    total = sum(len(w.processed()) for w in workers)
+    unique = processed()
+    duplicates = total - len(unique)
+    ctx.extra.update(processed=total, processed_unique=len(unique), processed_duplicates=duplicates)
+    ctx.check("every acked record was processed at least once", acked <= unique,
+              f"{len(acked - unique)} never processed")
+    ctx.note(f"{kills} consumers killed mid-batch; {duplicates} records processed twice (allowed)")
+    ctx.read_back(c, topic, [0, 1, 2])
+
+
+# ---------------------------------------------------------------- N8
+
+
+def n8(ctx: Context) -> None:
+    """Unclean election disabled; every replica down; the stale follower (out of the ISR)
+    comes back first: the partition must stay offline until an ISR member returns."""
+    c = ctx.cluster()
+    topic = "n8"
+    a, b, stale = 1, 2, 3
+    c.create_topic(topic, assignment={0: [a, b, stale]}, configs={"min.insync.replicas": "2"})
+    producer = KetchProducer(c, ctx.history, topic, "ketch", acks=-1, idempotent=True, records_per_batch=10)
+    ctx.closing(producer.close)
+    producer.send(0, ctx.profile.records)
+    ctx.inject(c, Pause(stale))
+    c.wait_partition(topic, 0, lambda s: stale not in s.isr, 30, f"broker {stale} out of the ISR")
+    written = producer.send(0, ctx.profile.records)
+    ctx.check("records acknowledged after the follower fell out of the ISR",
+              all(x.outcome == ACKED for x in written))
+    ctx.inject(c, Kill(stale))
+    ctx.inject(c, Kill(b))
+    ctx.inject(c, Kill(a))
+    ctx.inject(c, Restart(stale))
+    # Offline, with a clear error, for as long as no ISR member is back (3 s of checks,
+    # more than ten controller poll intervals).
+    states = []
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        states.append(c.partition(topic, 0, stale))
+        time.sleep(0.2)
+    offline = all(s.leader == -1 and s.error_code == ErrorCode.LEADER_NOT_AVAILABLE for s in states)
+    ctx.check("the stale follower alone does not lead: no leader, LEADER_NOT_AVAILABLE", offline,
+              f"last {states[-1]}")
+    probe = KetchProducer(c, ctx.history, topic, "probe", acks=-1, delivery_timeout_s=2, pin_broker=stale)
+    ctx.closing(probe.close)
+    refused = probe.send(0, 1)[0]
+    ctx.check("a write to the stale follower is refused", refused.outcome == FAILED, str(refused.error))
+    isr = states[-1].isr
+    ctx.note(f"ISR while offline: {list(isr)}")
+    ctx.inject(c, Restart(isr[0]))
+    back = c.wait_partition(topic, 0, lambda s: s.leader >= 0, 30, "a leader from the ISR")
+    ctx.check("an ISR member leads again", back.leader in isr, f"leader {back.leader}")
+    for node in (a, b):
+        if not c.is_running(node):
+            ctx.inject(c, Restart(node))
+    producer.send(0, 20)
+    ctx.read_back(c, topic, [0])
+
+
+# ---------------------------------------------------------------- N9
+
+
+def n9(ctx: Context) -> None:
+    """SIGSTOP a follower longer than replica.lag.time.max.ms (3 s), then SIGCONT. The
+    session timeout is long (20 s), so only the leader's lag check can drop it."""
+    c = ctx.cluster(controller_props={"broker.session.timeout.ms": "20000"})
+    topic = "n9"
+    c.create_topic(topic, assignment={0: [1, 2, 3]}, configs={"min.insync.replicas": "2"})
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0])
+    wait_acks(ctx, 100)
+    follower = 3
+    ctx.inject(c, Pause(follower))
+    t_pause = time.monotonic()
+    shrunk = c.wait_partition(topic, 0, lambda s: follower not in s.isr, 30,
+                              f"broker {follower} out of the ISR (committed)")
+    ctx.note(f"ISR shrank to {list(shrunk.isr)} {elapsed(t_pause)} s after the pause")
+    acked = ctx.history.count(ACKED)
+    wait_acks(ctx, 100, timeout_s=30)
+    ctx.check("writes continue with the remaining ISR", ctx.history.count(ACKED) >= acked + 100)
+    ctx.inject(c, Resume(follower))
+    t_resume = time.monotonic()
+    c.wait_partition(topic, 0, lambda s: follower in s.isr, 60, f"broker {follower} back in the ISR")
+    ctx.note(f"follower rejoined the ISR {elapsed(t_resume)} s after SIGCONT")
+    wait_acks(ctx, 50)
+    stop_all(producers)
+    ctx.window = (t0, time.monotonic())
+    ctx.read_back(c, topic, [0])
+
+
+# ---------------------------------------------------------------- N10
+
+
+def n10(ctx: Context) -> None:
+    """Cut the leader off from the controllers and the followers (fault proxies), not from
+    the producers. It is fenced and replaced; it cannot complete acks=all writes; after
+    healing it truncates to the new leader."""
+    c = ctx.cluster(proxied_links=True)
+    topic = "n10"
+    old = 1
+    c.create_topic(topic, assignment={0: [old, 2, 3]}, configs={"min.insync.replicas": "2"})
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0])
+    pinned = KetchProducer(c, ctx.history, topic, "pinned", acks=-1, records_per_batch=5,
+                           pin_broker=old, delivery_timeout_s=20, request_timeout_s=5)
+    ctx.closing(pinned.close)
+    pinned.start([0], interval_s=0.05)
+    wait_acks(ctx, 100)
+    before = c.latest_view(topic, 0)
+    ctx.inject(c, Isolate(old))
+    t_cut = time.monotonic()
+    after = c.wait_partition(topic, 0, lambda s: s.leader not in (-1, old)
+                             and s.leader_epoch > before.leader_epoch, 30, "a new leader")
+    ctx.check(f"the controller elected {after.leader} at a higher leader epoch "
+              f"({before.leader_epoch} -> {after.leader_epoch})", True)
+    wait_acks(ctx, 100, producer="confluent")
+    ctx.event("heal")
+    c.heal()
+    pinned.stop()
+    stop_all(producers)
+    ctx.window = (t0, time.monotonic())
+    late = [x for x in ctx.history.snapshot() if x.producer == "pinned" and x.t_send > t_cut + 0.05]
+    late_acked = [x for x in late if x.outcome == ACKED]
+    ctx.check("the isolated leader completed no acks=all write sent after the cut", not late_acked,
+              f"{len(late_acked)} of {len(late)} acknowledged")
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, f"broker {old} back in the ISR")
+    ctx.read_back(c, topic, [0])
+
+
+# ---------------------------------------------------------------- D1
+
+
+def d1(ctx: Context) -> None:
+    """Disk faults on restart (SCENARIOS.md, last section): a follower's active segment
+    gets a torn last batch and a flipped byte in an earlier one while it is down. Its
+    recovery must cut to the last valid batch and report it; it re-fetches the rest; once
+    it leads, it serves no corrupt record."""
+    c = ctx.cluster()
+    topic = "d1"
+    c.create_topic(topic, assignment={0: [1, 2, 3]}, configs={"min.insync.replicas": "2"})
+    producer = KetchProducer(c, ctx.history, topic, "ketch", acks=-1, idempotent=True, records_per_batch=5)
+    ctx.closing(producer.close)
+    producer.send(0, ctx.profile.records)
+    victim = 3
+    ctx.inject(c, Kill(victim))
+    producer.send(0, 20)
+    ctx.inject(c, TornTail(victim, topic, 0))
+    ctx.inject(c, FlipByte(victim, topic, 0, batch_index=5))
+    leo_damaged = log_end_on_disk(c, victim, topic, 0)
+    ctx.inject(c, Restart(victim))
+    with open(c.node(victim).log, errors="replace") as f:
+        reported = [line.strip() for line in f if "recovery dropped" in line or "truncat" in line.lower()]
+    ctx.check("recovery reported what it cut", bool(reported), reported[-1][:200] if reported else "nothing logged")
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, f"broker {victim} back in the ISR")
+    producer.send(0, 20)
+    # Make the repaired replica the leader and read everything from it.
+    leader = c.leader_of(topic, 0)
+    ctx.inject(c, Kill(leader))
+    if leader != victim:
+        c.wait_partition(topic, 0, lambda s: s.leader not in (-1, leader), 30, "a new leader")
+    if c.leader_of(topic, 0) != victim:
+        other = c.leader_of(topic, 0)
+        ctx.inject(c, Kill(other))
+        c.wait_partition(topic, 0, lambda s: s.leader == victim, 30, f"broker {victim} to lead")
+        ctx.inject(c, Restart(other))
+    read = read_partition(c, topic, 0)
+    ctx.check(f"the repaired replica serves every record with a valid CRC (damaged LEO was {leo_damaged})",
+              read.corrupt_batches == 0 and read.leader == victim, f"leader {read.leader}, corrupt {read.corrupt_batches}")
+    for node in c.broker_ids:
+        if not c.is_running(node):
+            ctx.inject(c, Restart(node))
+    ctx.read_back(c, topic, [0])
+
+
+_N = Expect()
+NO_LOSS_SCENARIOS = [
+    Scenario("N1", "acks=all; SIGKILL the partition leader, restart it, repeat while producing",
+             Expect(unavailable_max_s=SESSION_TIMEOUT_S + 2), n1),
+    Scenario("N2", "acks=all; SIGKILL the active controller repeatedly while creating topics and producing",
+             Expect(unavailable_max_s=2.0), n2),
+    Scenario("N3", "acks=all; kill 1 of 3 controllers for good, later a second; restart", _N, n3),
+    Scenario("N4", "acks=all, RF=2, min.insync=1; follower with a stale HW restarts, then the leader dies",
+             _N, n4),
+    Scenario("N5", "acks=all; every replica SIGKILLed at once with unflushed writes, restarted in the other order",
+             _N, n5),
+    Scenario("N6", "acks=all, idempotent; a proxy drops Produce responses after the append",
+             Expect(duplicated_zero=True, reordered_zero=True), n6),
+    Scenario("N7", "consumer group, commit after processing; consumers SIGKILLed mid-batch", _N, n7),
+    Scenario("N8", "unclean election disabled; all replicas down; the stale follower returns first", _N, n8),
+    Scenario("N9", "acks=all; SIGSTOP a follower longer than replica.lag.time.max.ms, then SIGCONT", _N, n9),
+    Scenario("N10", "acks=all; cut the leader off from controllers and followers, not from producers", _N, n10),
+    Scenario("D1", "disk faults on restart: torn tail and flipped byte in a follower's segment", _N, d1),
+]
