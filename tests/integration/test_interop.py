@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import time
 import uuid
@@ -21,7 +22,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from integration_helpers import partition_states, wait_until
+from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
+from clients.records import Record, build_batch, decode_batches
+from integration_helpers import partition_states, roundtrip, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -356,3 +359,51 @@ def test_snappy_and_zstd_batches_round_trip(cluster) -> None:
 
     got = asyncio.run(consume())
     assert got == [(i, k, v) for i, (k, v) in enumerate(want)]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: ReplicaManager.read() advances the HW when a follower's fetch reports its LEO "
+    "(replica.on_follower_fetch) but does not call hosted.wake(), so a consumer fetch parked "
+    "in handle_fetch's long poll is answered only at max_wait_ms (or at the next append), not "
+    "when the record becomes readable; with RF 1 the HW moves on append, which does wake"))
+def test_parked_consumer_fetch_is_answered_when_the_high_watermark_moves(cluster) -> None:
+    """A consumer long-polls an RF-3 partition with max_wait 60 s; an acks=all record is
+    written; the fetch must come back with it as soon as it is below the high watermark."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    topic = f"long-poll-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.spec.bootstrap_servers, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])
+    finally:
+        admin.close()
+    states = wait_until(lambda: (s := partition_states(cluster, topic)) and len(s[0].isr) == 3 and s,
+                        30, f"{topic} in sync")
+    leader_port = cluster.spec.node(states[0].leader).port
+    cls = messages.FetchRequest
+    fetch = cls(replica_id=-1, max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, session_id=0,
+                session_epoch=-1, topics=[cls.FetchTopic(topic=topic, partitions=[cls.FetchPartition(
+                    partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                    partition_max_bytes=1 << 20)])])
+    with socket.create_connection(("127.0.0.1", leader_port), timeout=15) as s:
+        conn = ClientConnection(client_id="long-poll")
+        s.sendall(conn.send(ApiKey.FETCH, 12, fetch)[1])
+        # A round trip on another connection to the same broker: the fetch, sent first,
+        # has been read and parked by the time this is answered.
+        roundtrip(leader_port, ApiKey.METADATA, 12, messages.MetadataRequest(topics=[]))
+        batch = build_batch([Record(0, int(time.time() * 1000), b"k", b"wake up")])
+        resp = roundtrip(leader_port, ApiKey.PRODUCE, 9, messages.ProduceRequest(
+            acks=-1, timeout_ms=10000, topic_data=[messages.ProduceRequest.TopicProduceData(
+                name=topic, partition_data=[messages.ProduceRequest.PartitionProduceData(index=0, records=batch)])]))
+        assert resp.responses[0].partition_responses[0].error_code == 0
+        try:
+            while (event := conn.next_event()) is NEED_DATA:
+                chunk = s.recv(1 << 20)
+                assert chunk, "connection closed"
+                conn.receive_data(chunk)
+        except socket.timeout:
+            raise AssertionError("the parked fetch was not answered when the record became readable "
+                                 "(still waiting for max_wait_ms)")
+    part = event.body.responses[0].partitions[0]
+    assert part.error_code == 0 and part.high_watermark == 1
+    assert [r.value for b in decode_batches(part.records) for r in b.records] == [b"wake up"]
