@@ -28,9 +28,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 import threading
+import time
 from typing import Any, Callable
 
 
@@ -39,7 +41,8 @@ class Reporter:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, ev: str, **fields: Any) -> None:
-        os.write(self.fd, (json.dumps({"ev": ev, **fields}) + "\n").encode())
+        line = {"ev": ev, **fields, "t": round(time.time(), 3)}     # t: for reading a failure
+        os.write(self.fd, (json.dumps(line) + "\n").encode())
 
 
 def watch_stdin(stop: threading.Event, on_stop: Callable[[], None] = lambda: None) -> None:
@@ -84,6 +87,26 @@ class Processor:
 # ------------------------------------------------------------------ kafka-python
 
 
+def recover_lost_rejoin(consumer: Any, report: Reporter) -> None:
+    """Work around a kafka-python 3.0.12 bug (client side, not the broker's).
+
+    The first JoinGroup goes out before kafka-python has built its metadata snapshot of
+    the subscription, so a leader's first assignment records an empty snapshot and the
+    next metadata update triggers a rejoin through ``assignment_snapshot !=
+    metadata_snapshot`` alone, without setting ``rejoin_needed``. When the leader performs
+    the new assignment, the snapshots match again and ``need_rejoin()`` turns False while
+    the JoinGroup/SyncGroup task is still in flight; if ``poll()``'s timeout expires right
+    then, no later poll awaits that task: the assignment is never applied, heartbeats stay
+    disabled, and the session expires while the consumer spins in ``need_rejoin()``. The
+    Java client fixed the same hole with KAFKA-9815 (``requestRejoin()`` on a metadata
+    change); this does that from outside, only in that state."""
+    coordinator = consumer._coordinator
+    if getattr(coordinator, "_join_task", None) is not None and not coordinator.need_rejoin():
+        report("kafka-python-rejoin-recovered")
+        coordinator.request_rejoin()
+
+
+
 def run_kafka_python(args: argparse.Namespace, report: Reporter) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -112,6 +135,7 @@ def run_kafka_python(args: argparse.Namespace, report: Reporter) -> None:
     proc = Processor(report, args.pause_at)
     while not stop.is_set():
         polled = consumer.poll(timeout_ms=200)
+        recover_lost_rejoin(consumer, report)
         records = [(r.partition, r.offset, r.value.decode()) for rs in polled.values() for r in rs]
         if proc.process_batch(records):
             threading.Event().wait()                # paused mid-batch until SIGKILL
@@ -254,6 +278,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.hold_after_autocommit and args.client != "confluent":
         ap.error("--hold-after-autocommit needs confluent-kafka's background auto-commit")
+    # The libraries' own account of joins and assignments, on stderr, for reading a failure.
+    logging.basicConfig(level=os.environ.get("KETCH_GROUP_TEST_LOG", "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     report = Reporter(args.out)
     report("start", pid=os.getpid())
     if args.client == "kafka-python":
