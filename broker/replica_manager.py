@@ -333,10 +333,13 @@ class ReplicaManager:
             if replica_id not in replica.replicas:
                 return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             if fetch_offset <= hosted.log.log_end_offset:
+                hw_before = replica.high_watermark
                 completions, effects = replica.on_follower_fetch(replica_id, fetch_offset, now)
                 self._complete(completions)
                 for effect in effects:
                     self.send_alter_isr(effect, hosted)
+                if replica.high_watermark != hw_before:
+                    hosted.wake()   # consumers long-polling below the old HW can read now
         upper = hosted.log.log_end_offset if is_follower else replica.high_watermark
         result = hosted.log.read(fetch_offset, max_bytes, upper, min_one_batch)
         out = ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
