@@ -152,7 +152,8 @@ class History:
             for a in self.attempts:
                 if a.error and (producer is None or a.producer == producer):
                     for e in a.error.split(","):
-                        out[e] = out.get(e, 0) + 1
+                        name, _, count = e.partition("*")
+                        out[name] = out.get(name, 0) + int(count or 1)
         return out
 
 
@@ -169,6 +170,15 @@ class _Batch:
         self.tries = 0
         self.errors: list[str] = []
         self.first_send = time.monotonic()
+
+
+def _note_error(errors: list[str], name: str) -> None:
+    """Errors of a batch's tries, repeats folded: ``NAME*count``."""
+    if errors and errors[-1].split("*")[0] == name:
+        head, _, count = errors[-1].partition("*")
+        errors[-1] = f"{head}*{int(count or 1) + 1}"
+    else:
+        errors.append(name)
 
 
 class KetchProducer:
@@ -205,6 +215,9 @@ class KetchProducer:
                                                         for b in cluster.spec.brokers}
         self._conns: dict[int, KafkaConnection] = {}
         self._init_lock: asyncio.Lock | None = None
+        self._closed = False
+        # Every try's error so far, also of batches still being retried.
+        self.error_counts: dict[str, int] = {}
         self._stop = threading.Event()
         self._bg: list[asyncio.Future] = []
         self._loop = asyncio.new_event_loop()
@@ -236,6 +249,7 @@ class KetchProducer:
 
     def close(self) -> None:
         self._stop.set()
+        self._closed = True     # retry loops give up: their records end as unknown/failed
         if self._thread.is_alive():
             try:
                 self._call(self._close_conns(), 10)
@@ -259,7 +273,9 @@ class KetchProducer:
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # A cancel can be swallowed inside wait_for (3.11); the retry loops also stop on
+        # _closed, so this wait is short.
+        await asyncio.wait(tasks, timeout=5) if tasks else None
 
     async def _background(self, partition: int, interval_s: float) -> None:
         while not self._stop.is_set():
@@ -370,7 +386,8 @@ class KetchProducer:
                     self._drop(leader)
                     ambiguous = True     # the request may have been written
                     last_error = type(e).__name__
-                    batch.errors.append(last_error)
+                    _note_error(batch.errors, last_error)
+                    self.error_counts[last_error] = self.error_counts.get(last_error, 0) + 1
                 else:
                     if code == ErrorCode.NONE:
                         for i, a in enumerate(batch.attempts):
@@ -379,12 +396,13 @@ class KetchProducer:
                                                 ",".join(batch.errors) or None)
                         return batch.attempts
                     last_error = ErrorCode(code).name
-                    batch.errors.append(last_error)
+                    _note_error(batch.errors, last_error)
+                    self.error_counts[last_error] = self.error_counts.get(last_error, 0) + 1
                     if code not in NOT_WRITTEN:
                         ambiguous = True
                     if code not in RETRIABLE:
                         break
-            if time.monotonic() >= deadline or (self._stop.is_set() and time.monotonic() >= deadline - 0):
+            if time.monotonic() >= deadline or self._closed:
                 break
             if self.pin_broker is None:
                 self._leaders.pop(partition, None)

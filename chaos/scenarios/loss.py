@@ -22,6 +22,7 @@ from chaos.workload import ACKED, ConsumerWorker, KetchProducer, log_end_on_disk
 __all__ = ["LOSS_SCENARIOS"]
 
 LAG_TIME_MAX_S = 3.0
+FETCH_WAIT_MAX_S = 0.2       # FAST_BROKER's replica.fetch.wait.max.ms
 SESSION_TIMEOUT_S = 2.5
 
 
@@ -88,6 +89,11 @@ def l2(ctx: Context) -> None:
     t_pause = time.monotonic()
     ctx.inject(c, Pause(2))
     ctx.inject(c, Pause(3))
+    # A follower's fetch may be long-polling at the leader when it is paused: data written
+    # now would still go into its socket and be appended on SIGCONT. Past
+    # replica.fetch.wait.max.ms (200 ms) that fetch has been answered (empty), and a
+    # paused follower sends no other: from here on only the leader has the writes.
+    time.sleep(FETCH_WAIT_MAX_S * 2.5)
     window = producer.send(0, hazard_size(ctx))
     ctx.inject(c, Kill(1))
     ctx.inject(c, Resume(2))
@@ -183,12 +189,12 @@ def l5(ctx: Context) -> None:
     c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
     producer = KetchProducer(c, ctx.history, topic, "ketch", acks=-1, idempotent=True, records_per_batch=10)
     ctx.closing(producer.close)
-    producer.send(0, ctx.profile.group_records // 2)
+    producer.send(0, ctx.profile.group_records)
     acked = {a.value.decode() for a in ctx.history.snapshot() if a.outcome == ACKED}
     workers: list[ConsumerWorker] = []
     ctx.closing(lambda: [w.kill() for w in workers])
     first = ConsumerWorker(c.bootstrap_servers, topic, group, os.path.join(ctx.workdir, "worker-0.log"),
-                           auto_commit_ms=100, process_ms=20, batch=100).start()
+                           auto_commit_ms=100, process_ms=20, batch=20).start()
     workers.append(first)
     committed = _Committed(c.bootstrap_servers, group, topic)
     ctx.closing(committed.close)
@@ -197,17 +203,20 @@ def l5(ctx: Context) -> None:
         processed = first.processed()
         done = processed[-1][1] + 1 if processed else 0
         return committed.offset() - done
-    # The crash is arranged where auto-commit ran ahead of processing by 20+ records.
-    wait_until(lambda: ahead() >= 20, 120, "the automatic commit to run ahead of processing")
+    # The crash is arranged where auto-commit ran ahead of processing by 10+ records (a
+    # batch of 20 takes 400 ms to process; the commit runs every 100 ms).
+    wait_until(lambda: ahead() >= 10, 120, "the automatic commit to run ahead of processing")
     first.kill()
     gap = ahead()
     ctx.event(f"SIGKILL consumer pid {first.pid}: committed offset {committed.offset()}, "
               f"{gap} records committed but not processed")
     ctx.check("crashed after the automatic commit, before processing", gap > 0, f"{gap} records")
+    last = max(a.offset for a in ctx.history.snapshot() if a.outcome == ACKED)
+    ctx.check("records were left for the next consumer", committed.offset() <= last,
+              f"committed {committed.offset()}, last offset {last}")
     second = ConsumerWorker(c.bootstrap_servers, topic, group, os.path.join(ctx.workdir, "worker-1.log"),
                             auto_commit_ms=100, process_ms=1, batch=100).start()
     workers.append(second)
-    last = max(a.offset for a in ctx.history.snapshot() if a.outcome == ACKED)
     wait_until(lambda: any(o == last for _, o, _ in second.processed()), 120,
                "the new consumer to reach the end of the log")
     second.terminate()
