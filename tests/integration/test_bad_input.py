@@ -19,7 +19,7 @@ import pytest
 from broker.apis import SUPPORTED_VERSIONS
 from clients.protocol import ApiKey, ClientConnection, NEED_DATA, decode_response, messages
 from clients.protocol.errors import ErrorCode
-from clients.records import CompressionType, Record, build_batch
+from clients.records import CompressionType, Record, build_batch, decode_batches
 from integration_helpers import metadata, partition_states, roundtrip, wait_until
 
 pytestmark = [pytest.mark.process]
@@ -227,10 +227,7 @@ def test_unknown_topic_without_auto_creation(cluster, broker_port) -> None:
 
 
 def _produce_one(port: int, topic: str, records: bytes) -> int:
-    resp = roundtrip(port, ApiKey.PRODUCE, 9, messages.ProduceRequest(
-        acks=-1, timeout_ms=10000, topic_data=[messages.ProduceRequest.TopicProduceData(
-            name=topic, partition_data=[messages.ProduceRequest.PartitionProduceData(index=0, records=records)])]))
-    return resp.responses[0].partition_responses[0].error_code
+    return _produce(port, topic, 0, records).error_code
 
 
 def test_bad_record_batches_get_partition_error_codes(cluster, acked) -> None:
@@ -257,6 +254,97 @@ def test_bad_record_batches_get_partition_error_codes(cluster, acked) -> None:
             name=acked, partition_data=[messages.ProduceRequest.PartitionProduceData(index=0, records=bytes(good))])]))
     p = resp.responses[0].partition_responses[0]
     assert (p.error_code, p.base_offset) == (ErrorCode.NONE, 20)
+
+
+def _produce(port: int, topic: str, partition: int, records: bytes, acks: int = -1):
+    resp = roundtrip(port, ApiKey.PRODUCE, 9, messages.ProduceRequest(
+        acks=acks, timeout_ms=10000, topic_data=[messages.ProduceRequest.TopicProduceData(
+            name=topic, partition_data=[messages.ProduceRequest.PartitionProduceData(
+                index=partition, records=records)])]))
+    return resp.responses[0].partition_responses[0]
+
+
+def _idempotent_batch(producer_id: int, epoch: int, sequence: int, count: int, tag: str) -> bytes:
+    now = int(time.time() * 1000)
+    return build_batch([Record(i, now, None, f"{tag}-{i}".encode()) for i in range(count)],
+                       producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence)
+
+
+def test_idempotent_produce_sequence_rules(cluster) -> None:
+    """Duplicates are acknowledged at their first offsets without a second append; gaps
+    get OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch gets INVALID_PRODUCER_EPOCH."""
+    topic = f"idempotence-{uuid.uuid4().hex[:8]}"
+    states = wait_until(lambda: metadata(cluster.spec.brokers[0].port, [topic], allow_auto_topic_creation=True)
+                        and partition_states(cluster, topic), 30, f"{topic} auto-created")
+    port = cluster.spec.node(states[0].leader).port
+    init = roundtrip(port, ApiKey.INIT_PRODUCER_ID, 4, messages.InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    assert init.error_code == 0 and init.producer_id >= 0, init
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    first = _produce(port, topic, 0, _idempotent_batch(pid, epoch, 0, 3, "a"))
+    assert (first.error_code, first.base_offset) == (0, 0)
+    again = _produce(port, topic, 0, _idempotent_batch(pid, epoch, 0, 3, "a"))
+    assert (again.error_code, again.base_offset) == (0, 0), "a retried batch must get its first offset"
+    gap = _produce(port, topic, 0, _idempotent_batch(pid, epoch, 7, 1, "gap"))
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    nxt = _produce(port, topic, 0, _idempotent_batch(pid, epoch, 3, 2, "b"))
+    assert (nxt.error_code, nxt.base_offset) == (0, 3), "the duplicate or the gap reached the log"
+    bumped = _produce(port, topic, 0, _idempotent_batch(pid, epoch + 1, 0, 1, "c"))
+    assert (bumped.error_code, bumped.base_offset) == (0, 5)
+    zombie = _produce(port, topic, 0, _idempotent_batch(pid, epoch, 5, 1, "zombie"))
+    assert zombie.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    new_epoch_gap = _produce(port, topic, 0, _idempotent_batch(pid, epoch + 2, 4, 1, "d"))
+    assert new_epoch_gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    cls = messages.FetchRequest
+    fetch = roundtrip(port, ApiKey.FETCH, 12, cls(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=0, session_epoch=-1,
+        topics=[cls.FetchTopic(topic=topic, partitions=[cls.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+            partition_max_bytes=1 << 20)])]))
+    part = fetch.responses[0].partitions[0]
+    assert part.high_watermark == 6
+    values = [r.value for b in decode_batches(part.records) for r in b.records]
+    assert values == [b"a-0", b"a-1", b"a-2", b"b-0", b"b-1", b"c-0"]
+
+
+def test_requests_to_a_follower_or_with_a_wrong_leader_epoch(cluster, acked) -> None:
+    states = partition_states(cluster, acked)
+    st = states[0]
+    leader_port = cluster.spec.node(st.leader).port
+    follower = next(r for r in st.replicas if r != st.leader)
+    follower_port = cluster.spec.node(follower).port
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"misdirected")])
+    assert _produce(follower_port, acked, 0, batch).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    def fetch_code(port: int, leader_epoch: int) -> int:
+        cls = messages.FetchRequest
+        resp = roundtrip(port, ApiKey.FETCH, 12, cls(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=0, session_epoch=-1,
+            topics=[cls.FetchTopic(topic=acked, partitions=[cls.FetchPartition(
+                partition=0, current_leader_epoch=leader_epoch, fetch_offset=0, log_start_offset=-1,
+                partition_max_bytes=1 << 20)])]))
+        return resp.responses[0].partitions[0].error_code
+
+    assert fetch_code(follower_port, -1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert fetch_code(leader_port, st.leader_epoch) == ErrorCode.NONE
+    assert fetch_code(leader_port, st.leader_epoch + 1) == ErrorCode.UNKNOWN_LEADER_EPOCH
+    if st.leader_epoch > 0:
+        assert fetch_code(leader_port, st.leader_epoch - 1) == ErrorCode.FENCED_LEADER_EPOCH
+
+    cls = messages.ListOffsetsRequest
+    resp = roundtrip(leader_port, ApiKey.LIST_OFFSETS, 7, cls(
+        replica_id=-1, isolation_level=0, topics=[cls.ListOffsetsTopic(name=acked, partitions=[
+            cls.ListOffsetsPartition(partition_index=0, current_leader_epoch=st.leader_epoch + 5, timestamp=-1)])]))
+    assert resp.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    cls = messages.OffsetForLeaderEpochRequest
+    resp = roundtrip(leader_port, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, cls(
+        replica_id=-1, topics=[cls.OffsetForLeaderTopic(topic=acked, partitions=[cls.OffsetForLeaderPartition(
+            partition=0, current_leader_epoch=st.leader_epoch, leader_epoch=st.leader_epoch)])]))
+    r = resp.topics[0].partitions[0]
+    assert (r.error_code, r.leader_epoch) == (0, st.leader_epoch)
+    assert r.end_offset >= 20
 
 
 def test_acknowledged_records_survive_the_bad_input(cluster, acked) -> None:
