@@ -22,7 +22,12 @@ import uuid
 import pytest
 
 from integration_helpers import STOP_TIMEOUT_S, start_cluster
-from integration_helpers import high_watermarks, partition_states, segment_batches, wait_until
+from clients.protocol import ApiKey, messages
+from clients.protocol.errors import ErrorCode
+from clients.records import Record, build_batch
+from integration_helpers import (
+    high_watermarks, partition_states, roundtrip, segment_batches, wait_until,
+)
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -111,14 +116,18 @@ class BackgroundProducer:
         assert not self._thread.is_alive(), "the producer thread did not finish"
 
 
-def create_topic(cluster, partitions: int, configs: dict[str, str] | None = None) -> str:
+def create_topic(cluster, partitions: int, configs: dict[str, str] | None = None,
+                 assignment: dict[int, list[int]] | None = None) -> str:
     from kafka.admin import KafkaAdminClient, NewTopic
 
     topic = f"faults-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=cluster.spec.bootstrap_servers, request_timeout_ms=30000)
+    if assignment:
+        new = NewTopic(topic, replica_assignments=assignment, topic_configs=configs or {})
+    else:
+        new = NewTopic(topic, num_partitions=partitions, replication_factor=3, topic_configs=configs or {})
     try:
-        resp = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3,
-                                             topic_configs=configs or {})])
+        resp = admin.create_topics([new])
         assert [(t["name"], t["error_code"]) for t in resp["topics"]] == [(topic, 0)], resp
     finally:
         admin.close()
@@ -203,6 +212,19 @@ def check_replicas_match(cluster, topic: str, partitions: list[int], broker_ids:
             assert offsets[0] == 0
 
 
+def _produce_raw(port: int, topic: str, value: bytes, acks: int, producer_id: int = -1,
+                 producer_epoch: int = -1, sequence: int = -1, count: int = 1) -> tuple[int, int]:
+    """One Produce of ``count`` records to partition 0: (error code, base offset)."""
+    now = int(time.time() * 1000)
+    batch = build_batch([Record(i, now, None, value + b"-%d" % i) for i in range(count)],
+                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence)
+    resp = roundtrip(port, ApiKey.PRODUCE, 9, messages.ProduceRequest(
+        acks=acks, timeout_ms=10000, topic_data=[messages.ProduceRequest.TopicProduceData(
+            name=topic, partition_data=[messages.ProduceRequest.PartitionProduceData(index=0, records=batch)])]))
+    p = resp.responses[0].partition_responses[0]
+    return p.error_code, p.base_offset
+
+
 def leaders_of(states: dict, broker_id: int) -> list[int]:
     return sorted(p for p, s in states.items() if s.leader == broker_id)
 
@@ -232,6 +254,38 @@ def test_sigkill_of_a_leader_loses_no_acknowledged_record(cluster) -> None:
     cluster.start_node(victim)
     wait_for_full_isr(cluster, topic, len(partitions))
     check_replicas_match(cluster, topic, partitions, [b.id for b in cluster.spec.brokers])
+
+
+def test_idempotent_producer_state_survives_a_leader_failover(cluster) -> None:
+    """The new leader knows the last batches of a producer from replication: a retry of
+    a batch the old leader appended is acknowledged at its first offset, not appended
+    again, and the producer's next sequence follows on."""
+    topic = create_topic(cluster, 1, {"min.insync.replicas": "2"})
+    states = partition_states(cluster, topic)
+    old_leader = states[0].leader
+    port = cluster.spec.node(old_leader).port
+    init = roundtrip(port, ApiKey.INIT_PRODUCER_ID, 4, messages.InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    assert init.error_code == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+    offsets = [_produce_raw(port, topic, b"batch%d" % i, -1, pid, epoch, 4 * i, count=4) for i in range(8)]
+    assert offsets == [(0, 4 * i) for i in range(8)]
+    cluster.kill_node(old_leader)
+    try:
+        after = wait_until(lambda: (s := partition_states(cluster, topic)) and
+                           s[0].leader not in (old_leader, -1) and s, 30, f"a new leader for {topic}-0")
+        new_port = cluster.spec.node(after[0].leader).port
+        # The last five batches are remembered; the retry of each gets its first offset.
+        for i in range(3, 8):
+            assert _produce_raw(new_port, topic, b"batch%d" % i, -1, pid, epoch, 4 * i, count=4) == (0, 4 * i), i
+        assert _produce_raw(new_port, topic, b"next", -1, pid, epoch, 32, count=1) == (0, 32)
+        assert _produce_raw(new_port, topic, b"gap", -1, pid, epoch, 40, count=1)[0] == \
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert high_watermarks(cluster, topic, [0]) == {0: 33}
+    finally:
+        cluster.start_node(old_leader)
+    wait_for_full_isr(cluster, topic, 1)
+    check_replicas_match(cluster, topic, [0], [b.id for b in cluster.spec.brokers])
 
 
 # ---------------------------------------------------------------- SIGTERM
@@ -305,8 +359,15 @@ def test_paused_follower_leaves_the_isr_and_rejoins(slow_fencing) -> None:
     topic = create_topic(cluster, 1, {"min.insync.replicas": "2"})
     states = partition_states(cluster, topic)
     follower = next(r for r in states[0].replicas if r != states[0].leader)
+    # The same replicas, leader first, but min.insync.replicas=3: no acks=all write while
+    # one of them is out of the ISR.
+    strict = create_topic(cluster, 1, {"min.insync.replicas": "3"},
+                          assignment={0: [states[0].leader] + [r for r in states[0].replicas
+                                                               if r != states[0].leader]})
+    leader_port = cluster.spec.node(states[0].leader).port
     with BackgroundProducer(cluster.spec.bootstrap_servers, topic, [0], rate=500) as producer:
         producer.wait_acked(0, 100)
+        assert _produce_raw(leader_port, strict, b"before", acks=-1) == (0, 0)
         cluster.signal_node(follower, signal.SIGSTOP)
         try:
             shrunk = wait_until(lambda: (s := partition_states(cluster, topic)) and
@@ -316,6 +377,10 @@ def test_paused_follower_leaves_the_isr_and_rejoins(slow_fencing) -> None:
             assert shrunk[0].leader == states[0].leader
             # acks=all completes without the paused replica.
             producer.wait_acked(0, producer.acked_count(0) + 200)
+            wait_until(lambda: follower not in partition_states(cluster, strict)[0].isr, 30,
+                       f"paused broker {follower} to leave the ISR of {strict}-0")
+            assert _produce_raw(leader_port, strict, b"refused", acks=-1) == (ErrorCode.NOT_ENOUGH_REPLICAS, -1)
+            assert _produce_raw(leader_port, strict, b"acks=1", acks=1) == (0, 1)
         finally:
             cluster.signal_node(follower, signal.SIGCONT)
         wait_until(lambda: follower in partition_states(cluster, topic)[0].isr, 60,
@@ -324,3 +389,6 @@ def test_paused_follower_leaves_the_isr_and_rejoins(slow_fencing) -> None:
     assert os.path.isdir(os.path.join(cluster.spec.node(follower).data_dir, f"{topic}-0"))
     check_every_acked_record(cluster, producer)
     check_replicas_match(cluster, topic, [0], [b.id for b in cluster.spec.brokers])
+    wait_until(lambda: len(partition_states(cluster, strict)[0].isr) == 3, 60, f"{strict} back in sync")
+    assert _produce_raw(leader_port, strict, b"after", acks=-1) == (0, 2)
+    check_replicas_match(cluster, strict, [0], [b.id for b in cluster.spec.brokers])
