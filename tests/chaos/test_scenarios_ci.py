@@ -1,0 +1,29 @@
+"""The CI-sized subset of the chaos suite: N1, N2, N4, N9, L2, L6 with the small profile
+(fewer records and repeats). Each starts its own cluster of real processes and stops it
+by pid; a failing scenario keeps its cluster directory and names it in the message.
+
+The full suite runs standalone: ``python -m chaos run`` (chaos/RESULTS.md)."""
+from __future__ import annotations
+
+import pytest
+
+from chaos.runner import run_scenario
+from chaos.scenarios import SCENARIOS
+from chaos.scenarios.base import CI
+
+pytestmark = [pytest.mark.process]
+
+CI_SUBSET = ["N1", "N2", "N4", "N9", "L2", "L6"]
+
+
+@pytest.mark.parametrize("scenario_id", CI_SUBSET)
+def test_scenario(scenario_id: str, tmp_path) -> None:
+    lines: list[str] = []
+    result = run_scenario(SCENARIOS[scenario_id], CI, base_dir=str(tmp_path), say=lines.append)
+    story = "\n".join(lines[-40:])
+    assert result.verdict.passed, f"{result.line()}\n{story}"
+    f = result.figures
+    if scenario_id.startswith("N"):
+        assert f.lost == 0 and f.divergent == 0, result.line()
+    if scenario_id == "L2":
+        assert f.lost > 0 and f.lost == result.extra["expected_lost"], result.line()
