@@ -3,6 +3,7 @@
     ketch up [--dir DIR] [--controllers 3] [--brokers 3]   a local cluster (Ctrl-C stops it)
     ketch controller --config FILE                         one controller (server.properties)
     ketch broker --config FILE                             one broker (server.properties)
+    ketch chaos run [--scenario ID ...]                    the chaos suite (python -m chaos)
 
 Controllers and brokers run as their own processes (``python -m quorum`` / ``python -m
 broker``); this module only starts them, so ``clients`` imports nothing from them.
@@ -91,6 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     for role in ("controller", "broker"):
         p = sub.add_parser(role, help=f"run one {role} from a server.properties file")
         p.add_argument("--config", required=True)
+    chaos = sub.add_parser("chaos", help="the chaos suite: ketch chaos run [--scenario ID ...] [--rounds N] [--json FILE]",
+                           add_help=False)
+    chaos.add_argument("args", nargs=argparse.REMAINDER)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["chaos"]:
+        # Its own module, every argument passed on (clients imports nothing from chaos).
+        os.execv(sys.executable, [sys.executable, "-m", "chaos", *argv[1:]])
     args = ap.parse_args(argv)
     if args.command == "up":
         return cmd_up(args)
