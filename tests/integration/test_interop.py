@@ -24,7 +24,7 @@ import pytest
 
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
 from clients.records import Record, build_batch, decode_batches
-from integration_helpers import partition_states, roundtrip, wait_until
+from integration_helpers import metadata, partition_states, roundtrip, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -385,7 +385,7 @@ def test_parked_consumer_fetch_is_answered_when_the_high_watermark_moves(cluster
                 session_epoch=-1, topics=[cls.FetchTopic(topic=topic, partitions=[cls.FetchPartition(
                     partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
                     partition_max_bytes=1 << 20)])])
-    with socket.create_connection(("127.0.0.1", leader_port), timeout=15) as s:
+    with socket.create_connection(("127.0.0.1", leader_port), timeout=8) as s:
         conn = ClientConnection(client_id="long-poll")
         s.sendall(conn.send(ApiKey.FETCH, 12, fetch)[1])
         # A round trip on another connection to the same broker: the fetch, sent first,
@@ -407,3 +407,77 @@ def test_parked_consumer_fetch_is_answered_when_the_high_watermark_moves(cluster
     part = event.body.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == 1
     assert [r.value for b in decode_batches(part.records) for r in b.records] == [b"wake up"]
+
+
+def test_confluent_admin_client_manages_a_topic(cluster) -> None:
+    """librdkafka's admin client: create, describe and alter configs, add partitions,
+    describe the cluster and the topic, list and delete records, delete the topic."""
+    from confluent_kafka import Producer, TopicCollection, TopicPartition
+    from confluent_kafka.admin import (
+        AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic,
+        OffsetSpec,
+    )
+
+    bootstrap = cluster.spec.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"admin-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3,
+                                  config={"retention.ms": "3600000"})])[topic].result(30)
+    wait_until(lambda: (s := partition_states(cluster, topic)) and len(s) == 2 and
+               all(len(p.isr) == 3 for p in s.values()), 30, f"{topic} in sync")
+
+    resource = ConfigResource("topic", topic)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["cleanup.policy"].value == "delete"
+    admin.incremental_alter_configs([ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])])[
+        ConfigResource("topic", topic)].result(30)
+    assert wait_until(lambda: admin.describe_configs([resource])[resource].result(30)["retention.ms"].value
+                      == "7200000", 30, "the altered retention.ms")
+
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(30)
+    states = wait_until(lambda: (s := partition_states(cluster, topic)) and len(s) == 5 and
+                        all(p.leader > 0 for p in s.values()) and s, 30, f"{topic} with 5 partitions")
+    assert all(len(p.replicas) == 3 for p in states.values())
+
+    described = admin.describe_cluster().result(30)
+    assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+    assert described.cluster_id == cluster.spec.cluster_id
+    desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+    assert len(desc.partitions) == 5
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, value=b"%d" % i, partition=4)
+    assert producer.flush(30) == 0
+    tp = TopicPartition(topic, 4)
+    latest = admin.list_offsets({tp: OffsetSpec.latest()})[tp].result(30)
+    assert latest.offset == 10
+    deleted = admin.delete_records([TopicPartition(topic, 4, 6)])[TopicPartition(topic, 4, 6)].result(30)
+    assert deleted.low_watermark == 6
+    earliest = admin.list_offsets({tp: OffsetSpec.earliest()})[tp].result(30)
+    assert earliest.offset == 6
+
+    admin.delete_topics([topic])[topic].result(30)
+    for b in cluster.spec.brokers:
+        wait_until(lambda: metadata(b.port, [topic]).topics[0].error_code == 3, 30,
+                   f"{topic} gone from broker {b.id}'s metadata")
+    assert topic not in {t.name for t in metadata(cluster.spec.brokers[0].port, None).topics}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: the broker decodes requests with exact=True (clients/protocol/_codec.decode_body) and "
+    "closes the connection on trailing bytes; librdkafka's all-topics Metadata v12 (AdminClient."
+    "list_topics() without a topic) carries 3 of them (its topics count goes out as a 4-byte "
+    "placeholder 00000000 where a 1-byte varint belongs: body 00000000 01 00 00). Kafka reads the "
+    "fields it knows and ignores the rest, so this works against Kafka; Ketch logs '3 trailing "
+    "bytes after MetadataRequest v12' and librdkafka reports 'Broker transport failure'"))
+def test_confluent_admin_lists_all_topics(cluster, produced: Produced) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.spec.bootstrap_servers})
+    listed = admin.list_topics(timeout=10)
+    assert produced.topic in listed.topics
+    assert len(listed.topics[produced.topic].partitions) == PARTITIONS
+    assert sorted(listed.brokers) == [1, 2, 3]
