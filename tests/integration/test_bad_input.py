@@ -347,6 +347,57 @@ def test_requests_to_a_follower_or_with_a_wrong_leader_epoch(cluster, acked) -> 
     assert r.end_offset >= 20
 
 
+def test_pipelined_requests_are_answered_in_request_order(cluster, acked) -> None:
+    """Forty requests in one write, mixing slow (acks=all, long-poll Fetch with min_bytes
+    already met) and fast ones, and acks=0 Produce that gets no response: every response
+    comes back in request order (ClientConnection checks each correlation id)."""
+    states = partition_states(cluster, acked)
+    conn = RawConnection(cluster.spec.node(states[0].leader).port)
+    now = int(time.time() * 1000)
+    expected = []
+    data = b""
+    try:
+        for i in range(40):
+            kind = i % 5
+            if kind == 0:
+                body = messages.ApiVersionsRequest(client_software_name="ketch-it", client_software_version="1")
+                api, version = ApiKey.API_VERSIONS, 3
+            elif kind == 1:
+                body = messages.MetadataRequest(topics=[messages.MetadataRequest.MetadataRequestTopic(name=acked)])
+                api, version = ApiKey.METADATA, 12
+            elif kind in (2, 3):
+                body = messages.ProduceRequest(
+                    acks=-1 if kind == 2 else 0, timeout_ms=10000, topic_data=[
+                        messages.ProduceRequest.TopicProduceData(name=acked, partition_data=[
+                            messages.ProduceRequest.PartitionProduceData(index=0, records=build_batch(
+                                [Record(0, now, b"pipelined", b"%d" % i)]))])])
+                api, version = ApiKey.PRODUCE, 9
+            else:
+                cls = messages.FetchRequest
+                body = cls(replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, session_id=0,
+                           session_epoch=-1, topics=[cls.FetchTopic(topic=acked, partitions=[cls.FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                               partition_max_bytes=1 << 20)])])
+                api, version = ApiKey.FETCH, 12
+            _, frame_bytes = conn.conn.send(api, version, body, expect_response=kind != 3)
+            data += frame_bytes
+            if kind != 3:
+                expected.append(api)
+        conn.send_raw(data)
+        responses = [conn.receive() for _ in expected]
+        assert [type(r).__name__ for r in responses] == [
+            {ApiKey.API_VERSIONS: "ApiVersionsResponse", ApiKey.METADATA: "MetadataResponse",
+             ApiKey.PRODUCE: "ProduceResponse", ApiKey.FETCH: "FetchResponse"}[a] for a in expected]
+        produced = [r.responses[0].partition_responses[0] for r in responses
+                    if type(r).__name__ == "ProduceResponse"]
+        assert all(p.error_code == 0 for p in produced)
+        # acks=0 batches sit between the acks=all ones: each acks=all lands 2 offsets later.
+        bases = [p.base_offset for p in produced]
+        assert bases == [bases[0] + 2 * i for i in range(len(bases))], bases
+    finally:
+        conn.close()
+
+
 def test_acknowledged_records_survive_the_bad_input(cluster, acked) -> None:
     """Runs last in this module: the records acknowledged before are all still there."""
     from kafka import KafkaConsumer, TopicPartition
