@@ -146,12 +146,15 @@ def encode_request_header(out: bytearray, header: RequestHeader) -> None:
 
 
 def decode_request(payload: bytes) -> tuple[RequestHeader, Any]:
-    """Decode a whole request payload into (header, body). Malformed -> CorruptFrameError."""
+    """Decode a request payload into (header, body). Malformed -> CorruptFrameError."""
     if not isinstance(payload, (bytes, bytearray)):
         payload = bytes(payload)
     header, pos = decode_request_header(payload)
     spec = request_spec(header.api_key)
-    body, _ = _codec.decode_body(spec, header.api_version, payload, pos)
+    # Trailing bytes after a complete body are ignored, as Kafka's brokers ignore them:
+    # librdkafka's all-topics Metadata v12 carries 3 (a 4-byte placeholder where a 1-byte
+    # compact count belongs), and Kafka reads the fields it knows.
+    body, _ = _codec.decode_body(spec, header.api_version, payload, pos, exact=False)
     return header, body
 
 

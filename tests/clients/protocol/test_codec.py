@@ -147,10 +147,15 @@ def test_lengths_are_checked_before_allocating() -> None:
         decode_request(payload)
 
 
-def test_trailing_bytes_are_refused() -> None:
-    payload = encode_request(RequestHeader(ApiKey.METADATA, 1, 1, "x"), messages.MetadataRequest())
+def test_trailing_bytes_after_a_request_are_ignored_as_kafka_does() -> None:
+    # librdkafka's all-topics Metadata v12 ends with 3 bytes no field claims.
+    payload = encode_request(RequestHeader(ApiKey.METADATA, 12, 1, "x"),
+                             messages.MetadataRequest(topics=None))
+    header, body = decode_request(payload + b"\x01\x00\x00")
+    assert header.api_version == 12 and body.topics is None
+    # A bare body (records, data schemas) must still be exact.
     with pytest.raises(CorruptFrameError):
-        decode_request(payload + b"\x00")
+        decode_message(messages.MetadataRequest, 12, encode_message(messages.MetadataRequest(), 12) + b"\x00")
 
 
 @settings(max_examples=400)
