@@ -361,14 +361,11 @@ def test_snappy_and_zstd_batches_round_trip(cluster) -> None:
     assert got == [(i, k, v) for i, (k, v) in enumerate(want)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: ReplicaManager.read() advances the HW when a follower's fetch reports its LEO "
-    "(replica.on_follower_fetch) but does not call hosted.wake(), so a consumer fetch parked "
-    "in handle_fetch's long poll is answered only at max_wait_ms (or at the next append), not "
-    "when the record becomes readable; with RF 1 the HW moves on append, which does wake"))
 def test_parked_consumer_fetch_is_answered_when_the_high_watermark_moves(cluster) -> None:
     """A consumer long-polls an RF-3 partition with max_wait 60 s; an acks=all record is
-    written; the fetch must come back with it as soon as it is below the high watermark."""
+    written; the fetch must come back with it as soon as it is below the high watermark.
+    (With RF 3 the HW moves on a follower's fetch, not on the append: that path once
+    forgot to wake parked fetches, which then waited for max_wait_ms.)"""
     from kafka.admin import KafkaAdminClient, NewTopic
 
     topic = f"long-poll-{uuid.uuid4().hex[:8]}"
@@ -466,14 +463,10 @@ def test_confluent_admin_client_manages_a_topic(cluster) -> None:
     assert topic not in {t.name for t in metadata(cluster.spec.brokers[0].port, None).topics}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the broker decodes requests with exact=True (clients/protocol/_codec.decode_body) and "
-    "closes the connection on trailing bytes; librdkafka's all-topics Metadata v12 (AdminClient."
-    "list_topics() without a topic) carries 3 of them (its topics count goes out as a 4-byte "
-    "placeholder 00000000 where a 1-byte varint belongs: body 00000000 01 00 00). Kafka reads the "
-    "fields it knows and ignores the rest, so this works against Kafka; Ketch logs '3 trailing "
-    "bytes after MetadataRequest v12' and librdkafka reports 'Broker transport failure'"))
 def test_confluent_admin_lists_all_topics(cluster, produced: Produced) -> None:
+    """librdkafka's all-topics Metadata v12 carries 3 bytes after the body (its topics count
+    goes out as a 4-byte placeholder where a 1-byte varint belongs); Kafka ignores them, so
+    must Ketch (it once closed the connection: 'Broker transport failure')."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": cluster.spec.bootstrap_servers})
