@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write_json(path: str, results: list[Result], started: float) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": " ".join(sys.argv),
+        json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m chaos " + " ".join(sys.argv[1:]),
                    "elapsed_s": round(time.monotonic() - started, 1),
                    "results": [r.to_json() for r in results]}, f, indent=2)
     os.replace(tmp, path)

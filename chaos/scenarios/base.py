@@ -43,7 +43,6 @@ class Scenario:
     title: str
     expect: Expect
     run: Callable[["Context"], None]
-    setup: str = ""       # the SCENARIOS.md setup and fault, for the report
 
 
 @dataclass

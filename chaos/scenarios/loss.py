@@ -68,6 +68,7 @@ def l1(ctx: Context) -> None:
     c.wait_partition(topic, 0, lambda s: s.leader not in (-1, 1), 30, "a new leader")
     ctx.inject(c, Restart(1))
     ctx.check(f"{n} acks=0 records were sent to the paused leader and counted as sent", n == hazard_size(ctx))
+    ctx.note(f"{n} acks=0 records went to the paused leader and died with it; the producer was never told")
     ctx.read_back(c, topic, [0])
     ctx.expect_lost = n
 
@@ -139,6 +140,7 @@ def l3(ctx: Context) -> None:
     ctx.inject(c, Resume(3))
     ctx.inject(c, Restart(1))
     ctx.extra["expected_lost"] = n
+    ctx.note(f"{n} records acknowledged while the ISR was the leader alone; lost to the unclean election of 2")
     ctx.read_back(c, topic, [0])
     ctx.expect_lost = n
 
@@ -172,6 +174,7 @@ def l4(ctx: Context) -> None:
     ctx.inject(c, Restart(1))
     ctx.inject(c, Restart(2))
     ctx.extra["expected_lost"] = n
+    ctx.note(f"{n} records written after broker {stale} left the ISR; lost when it came back first and led")
     ctx.read_back(c, topic, [0])
     ctx.expect_lost = n
 

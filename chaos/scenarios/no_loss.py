@@ -189,10 +189,18 @@ def n3(ctx: Context) -> None:
     # 2 of 3: everything works, topic creation and leader changes included.
     code = c.create_topic("n3-two-of-three", 2, 3)
     ctx.check("2 of 3 controllers: CreateTopics succeeds", code == ErrorCode.NONE, ErrorCode(code).name)
+    # A controlled shutdown (SIGTERM) needs the controller to move leadership first.
+    before = c.latest_view(topic, 0)
+    code = c.terminate(before.leader)
+    moved = c.latest_view(topic, 0)
+    ctx.check("2 of 3 controllers: a controlled shutdown moved the leadership and exited cleanly",
+              moved.leader not in (-1, before.leader) and code == 0, f"exit {code}, {moved}")
+    ctx.inject(c, Restart(before.leader))
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, "full ISR again")
     before = c.latest_view(topic, 0)
     ctx.inject(c, Kill(before.leader))
     after = c.wait_partition(topic, 0, lambda s: s.leader not in (-1, before.leader), 30, "a new leader")
-    ctx.check("2 of 3 controllers: a new leader is elected", after.leader_epoch > before.leader_epoch)
+    ctx.check("2 of 3 controllers: a new leader is elected after a crash", after.leader_epoch > before.leader_epoch)
     ctx.inject(c, Restart(before.leader))
     c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, "full ISR again")
     wait_acks(ctx, 20)
