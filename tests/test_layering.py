@@ -68,3 +68,13 @@ def test_pure_cores_do_no_io(core: str) -> None:
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id in ("time", "random") and node.attr != "Random"):
                 raise AssertionError(f"{rel}:{node.lineno} calls {node.value.id}.{node.attr}")
+
+
+def test_test_module_basenames_are_unique() -> None:
+    """Test directories are not packages (helpers are imported as siblings), so pytest
+    imports each test file by its basename: two files with one name break collection."""
+    seen: dict[str, str] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        assert path.name not in seen, f"{rel} and {seen[path.name]} share a basename"
+        seen[path.name] = rel
