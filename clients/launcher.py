@@ -23,6 +23,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import secrets
 import signal
 import socket
@@ -31,7 +32,6 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
 
 from clients.properties import format_properties
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
@@ -41,18 +41,38 @@ __all__ = ["ClusterSpec", "LocalCluster", "NodeSpec", "free_ports"]
 CONTROLLER_ID_BASE = 1000
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports the kernel hands out now; all held open together so they are distinct."""
-    socks = []
+def _ephemeral_range() -> tuple[int, int]:
     try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that bind now, chosen *below* the kernel's ephemeral range:
+    a port from that range, once released, can be taken by any outgoing connection before
+    the node binds it (seen when a node restarts), so listeners must live elsewhere."""
+    lo, _ = _ephemeral_range()
+    low, high = (10000, lo) if lo > 12000 else (1024, lo)
+    rng = random.SystemRandom()
+    out: list[int] = []
+    attempts = 0
+    while len(out) < count:
+        attempts += 1
+        if attempts > 100 * count:
+            raise OSError(f"no {count} free ports between {low} and {high}")
+        port = rng.randrange(low, high)
+        if port in out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        out.append(port)
+    return out
 
 
 def new_cluster_id() -> str:
