@@ -265,6 +265,14 @@ class Broker:
     def _send_alter_isr(self, effect: AlterIsr, hosted: HostedPartition) -> None:
         if effect.partition in self._alter_in_flight:
             return
+        # Kafka's leaders do not propose fenced or shutting-down replicas for the ISR (the
+        # controller would refuse with INELIGIBLE_REPLICA, again on every fetch).
+        cluster = self.replicas.image.cluster
+        for broker_id in set(effect.new_isr) - set(hosted.replica.isr):
+            reg = cluster.get(broker_id)
+            if reg is None or reg.fenced or reg.in_controlled_shutdown:
+                hosted.replica.abandon_pending_isr()
+                return
         self._alter_in_flight.add(effect.partition)
         asyncio.get_running_loop().create_task(self._alter_isr(effect, hosted))
 
