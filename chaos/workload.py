@@ -297,7 +297,12 @@ class KetchProducer:
         host, port = self.route.get((host, port), (host, port))
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
         conn = KafkaConnection(reader, writer, client_id=f"chaos-{self.name}")
-        await conn.negotiate_versions()
+        try:
+            # A paused broker accepts connections (the kernel does) but never answers.
+            await asyncio.wait_for(conn.negotiate_versions(), min(5.0, self.request_timeout_s))
+        except BaseException:
+            conn.close()
+            raise
         self._conns[broker_id] = conn
         return conn
 
@@ -306,15 +311,16 @@ class KetchProducer:
         if conn is not None:
             conn.close()
 
-    async def _refresh_metadata(self) -> None:
-        ids = [b for b in self.cluster.broker_ids if b != self.pin_broker] + \
-            ([self.pin_broker] if self.pin_broker is not None else [])
+    async def _refresh_metadata(self, suspect: int | None = None) -> None:
+        """Ask the brokers in turn, the one that just failed us (``suspect``) last."""
+        ids = [b for b in self.cluster.broker_ids if b not in (self.pin_broker, suspect)]
+        ids += [b for b in (suspect, self.pin_broker) if b is not None and b not in ids]
         for b in ids:
             try:
                 conn = await self._conn(b)
                 resp = await conn.request(ApiKey.METADATA, 9, messages.MetadataRequest(
                     topics=[messages.MetadataRequest.MetadataRequestTopic(name=self.topic)],
-                    allow_auto_topic_creation=False), timeout_s=self.request_timeout_s)
+                    allow_auto_topic_creation=False), timeout_s=min(5.0, self.request_timeout_s))
             except (ConnectionError, OSError, asyncio.TimeoutError):
                 self._drop(b)
                 continue
@@ -372,10 +378,11 @@ class KetchProducer:
         deadline = batch.first_send + self.delivery_timeout_s
         ambiguous = False
         last_error = "no try"
+        suspect: int | None = None
         while True:
             leader = self.pin_broker if self.pin_broker is not None else self._leaders.get(partition, -1)
             if leader < 0:
-                await self._refresh_metadata()
+                await self._refresh_metadata(suspect)
                 leader = self._leaders.get(partition, -1)
             code: int | None = None
             if leader >= 0:
@@ -405,7 +412,7 @@ class KetchProducer:
             if time.monotonic() >= deadline or self._closed:
                 break
             if self.pin_broker is None:
-                self._leaders.pop(partition, None)
+                suspect = self._leaders.pop(partition, None)
             await asyncio.sleep(self.retry_backoff_s)
         outcome = UNKNOWN if ambiguous else FAILED
         for a in batch.attempts:
@@ -452,7 +459,9 @@ class ConfluentProducer:
                        "message.timeout.ms": 60000, "request.timeout.ms": 10000,
                        "retry.backoff.ms": 50, "metadata.max.age.ms": 3000,
                        "topic.metadata.refresh.interval.ms": 1000, "log_level": 2,
-                       "reconnect.backoff.max.ms": 1000, **(extra or {})}
+                       "reconnect.backoff.max.ms": 1000,
+                       # Requests to a paused broker give up after 10 s, not librdkafka's 60.
+                       "socket.timeout.ms": 10000, **(extra or {})}
         self.unflushed = -1
         self._partitions: list[int] = []
         self._stop = threading.Event()

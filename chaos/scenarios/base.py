@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from chaos.checker import Check, Divergence, Expect, compare_replicas
 from chaos.cluster import ChaosCluster, ChaosTimeout, wait_until
-from chaos.faults import Fault, inject
+from chaos.faults import DropResponses, Fault, FlipByte, TornTail, inject
 from chaos.workload import History, log_end_on_disk, read_partition, replica_batches
 
 __all__ = ["CI", "FULL", "Context", "Profile", "Scenario"]
@@ -103,7 +103,8 @@ class Context:
 
     def inject(self, cluster: ChaosCluster, fault: Fault) -> str:
         done = inject(cluster, fault, self.rng)
-        self.history.event(done)
+        if isinstance(fault, (TornTail, FlipByte, DropResponses)):
+            self.event(done)     # the others are told by the cluster as they happen
         return done
 
     def check(self, name: str, ok: bool, detail: str = "") -> bool:

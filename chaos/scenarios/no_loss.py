@@ -465,8 +465,10 @@ def n8(ctx: Context) -> None:
     ctx.inject(c, Kill(b))
     ctx.inject(c, Kill(a))
     ctx.inject(c, Restart(stale))
-    # Offline, with a clear error, for as long as no ISR member is back (3 s of checks,
-    # more than ten controller poll intervals).
+    # Once the controller has fenced the dead ISR members, the partition must stay
+    # offline, with a clear error, for as long as none is back (3 s of checks, more
+    # than ten controller poll intervals).
+    wait_until(lambda: c.unfenced_brokers() == {stale}, 30, f"only broker {stale} unfenced")
     states = []
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
