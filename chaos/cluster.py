@@ -18,7 +18,6 @@ Everything here blocks; processes are stopped by pid (``LocalCluster``).
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
 import socket
@@ -127,29 +126,6 @@ class _Local(LocalCluster):
                     f.write(format_properties(props))
 
 
-# Node ports come from below the kernel's ephemeral range (32768-60999 here): a port
-# picked there and released can be taken by any outgoing connection before the node
-# restarts on it, and chaos scenarios restart nodes all the time.
-NODE_PORT_RANGE = (20000, 32000)
-
-
-def reserve_ports(count: int) -> list[int]:
-    """``count`` distinct ports outside the ephemeral range that bind right now."""
-    rng = random.SystemRandom()
-    out: list[int] = []
-    while len(out) < count:
-        port = rng.randrange(*NODE_PORT_RANGE)
-        if port in out:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        out.append(port)
-    return out
-
-
 class ChaosCluster:
     def __init__(self, directory: str, *, brokers: int = 3, controllers: int = 3,
                  broker_props: dict[str, str] | None = None,
@@ -192,12 +168,6 @@ class ChaosCluster:
                             broker_props=self.broker_props, controller_props=self.controller_props)
         self.local.node_props = {}
         spec = self.local.spec
-        slots = [(node, f) for node in spec.nodes for f in ("port", "raft_port", "http_port")
-                 if getattr(node, f, None) is not None]
-        for (node, f), port in zip(slots, reserve_ports(len(slots))):
-            setattr(node, f, port)
-        self.local._write_configs(spec)
-        self.local.write_json(spec)
         if not (self.proxied_links or self.client_proxies):
             return
         self.hub = ProxyHub()
