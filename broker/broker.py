@@ -34,7 +34,7 @@ from broker.group.coordinator import GroupConfig
 from broker.group.driver import GroupCoordinatorDriver
 from broker.log import FileStorage, LogConfig, LogManager
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
-from broker.replica.partition import AlterIsr, TopicPartition
+from broker.replica.partition import AlterIsr, Role, TopicPartition
 from broker.replica_manager import HostedPartition, ReplicaManager, now_ms
 from clients.server import KafkaServer
 from clients.properties import format_properties, load_properties
@@ -46,6 +46,12 @@ log = logging.getLogger(__name__)
 __all__ = ["Broker", "BrokerMetrics"]
 
 META_PROPERTIES = "meta.properties"
+# AlterPartition answers that prove the controller did not apply the proposal.
+_ALTER_PARTITION_NOT_APPLIED = {
+    ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INVALID_REQUEST,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+}
+ALTER_PARTITION_RETRY_S = 0.5
 SECURITY_PROTOCOL_PLAINTEXT = 0
 
 
@@ -120,6 +126,8 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False
         self._alter_in_flight: set[TopicPartition] = set()
+        # The newest ISR proposal per partition, for its sender task.
+        self._alter_wanted: dict[TopicPartition, tuple[AlterIsr, HostedPartition]] = {}
         self._image_changed = asyncio.Event()
         self._stopping = False
 
@@ -263,52 +271,84 @@ class Broker:
     # ------------------------------------------------------------ controller requests
 
     def _send_alter_isr(self, effect: AlterIsr, hosted: HostedPartition) -> None:
-        if effect.partition in self._alter_in_flight:
-            return
         # Kafka's leaders do not propose fenced or shutting-down replicas for the ISR (the
         # controller would refuse with INELIGIBLE_REPLICA, again on every fetch).
         cluster = self.replicas.image.cluster
         for broker_id in set(effect.new_isr) - set(hosted.replica.isr):
             reg = cluster.get(broker_id)
             if reg is None or reg.fenced or reg.in_controlled_shutdown:
-                hosted.replica.abandon_pending_isr()
+                hosted.replica.abandon_pending_isr()    # never sent: nothing to undo
                 return
+        self._alter_wanted[effect.partition] = (effect, hosted)
+        if effect.partition in self._alter_in_flight:
+            return      # the running sender picks the newest proposal up
         self._alter_in_flight.add(effect.partition)
-        asyncio.get_running_loop().create_task(self._alter_isr(effect, hosted))
+        asyncio.get_running_loop().create_task(self._alter_isr_sender(effect.partition))
 
-    async def _alter_isr(self, effect: AlterIsr, hosted: HostedPartition) -> None:
-        cls = messages.AlterPartitionRequest
+    def _proposal_current(self, effect: AlterIsr, hosted: HostedPartition) -> bool:
+        replica = hosted.replica
+        return (self.replicas.partitions.get(effect.partition) is hosted
+                and replica.role is Role.LEADER and replica.leader_epoch == effect.leader_epoch
+                and replica.pending_isr == effect.new_isr)
+
+    async def _alter_isr_sender(self, tp: TopicPartition) -> None:
+        """Send the partition's ISR proposals one at a time; resend one whose answer was
+        lost until an answer comes or the proposal is no longer current."""
         try:
-            image = self.replicas.image
-            epochs = {b: (image.cluster.get(b).broker_epoch if image.cluster.get(b) else -1)
-                      for b in effect.new_isr}
-            req = cls(broker_id=self.config.node_id, broker_epoch=self.broker_epoch, topics=[cls.TopicData(
-                topic_name=effect.partition.topic, topic_id=hosted.topic_id, partitions=[cls.PartitionData(
-                    partition_index=effect.partition.partition, leader_epoch=effect.leader_epoch,
-                    new_isr=list(effect.new_isr),
-                    new_isr_with_epochs=[cls.BrokerState(broker_id=b, broker_epoch=epochs[b])
-                                         for b in effect.new_isr],
-                    leader_recovery_state=0, partition_epoch=effect.partition_epoch)])])
+            while not self._stopping:
+                effect, hosted = self._alter_wanted.pop(tp, (None, None))
+                if effect is None or not self._proposal_current(effect, hosted):
+                    if tp in self._alter_wanted:
+                        continue
+                    return
+                if await self._alter_isr(effect, hosted) and tp not in self._alter_wanted:
+                    self._alter_wanted[tp] = (effect, hosted)
+                    await asyncio.sleep(ALTER_PARTITION_RETRY_S)
+        finally:
+            self._alter_in_flight.discard(tp)
+
+    async def _alter_isr(self, effect: AlterIsr, hosted: HostedPartition) -> bool:
+        """One AlterPartition round trip; True when the answer was lost (send it again).
+
+        Only an answer saying the controller did *not* apply the proposal lets the leader
+        fall back to its committed ISR (Kafka's Partition.handleAlterPartitionError). A
+        lost answer, or a refusal that may hide a committed change (INVALID_UPDATE_VERSION:
+        our own earlier try may be that change), keeps the proposal pending, so the high
+        watermark still counts the maximal ISR, until a resend is answered or the metadata
+        log brings the committed state. Falling back on a lost answer lost acknowledged
+        writes: an expansion committed, the leader acked with the smaller ISR, and the new
+        member was then elected cleanly without them (found by the chaos suite)."""
+        cls = messages.AlterPartitionRequest
+        image = self.replicas.image
+        epochs = {b: (image.cluster.get(b).broker_epoch if image.cluster.get(b) else -1)
+                  for b in effect.new_isr}
+        req = cls(broker_id=self.config.node_id, broker_epoch=self.broker_epoch, topics=[cls.TopicData(
+            topic_name=effect.partition.topic, topic_id=hosted.topic_id, partitions=[cls.PartitionData(
+                partition_index=effect.partition.partition, leader_epoch=effect.leader_epoch,
+                new_isr=list(effect.new_isr),
+                new_isr_with_epochs=[cls.BrokerState(broker_id=b, broker_epoch=epochs[b])
+                                     for b in effect.new_isr],
+                leader_recovery_state=0, partition_epoch=effect.partition_epoch)])])
+        try:
             _, resp = await self.controller.request(ApiKey.ALTER_PARTITION, (0, 3), req, timeout_s=5)
-            code = resp.error_code
-            part = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
-            if code == ErrorCode.NONE and part is not None:
-                code = part.error_code
-            current = self.replicas.partitions.get(effect.partition)
-            if code == ErrorCode.NONE and part is not None and current is hosted:
+        except (ControllerUnavailableError, ConnectionError) as e:
+            log.warning("%s: AlterPartition answer lost (%s); the proposal stays pending", effect.partition, e)
+            return self._proposal_current(effect, hosted)
+        code = resp.error_code
+        part = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+        if code == ErrorCode.NONE and part is not None:
+            code = part.error_code
+        if code == ErrorCode.NONE and part is not None:
+            if self.replicas.partitions.get(effect.partition) is hosted and hosted.replica.role is Role.LEADER:
                 log.info("%s: ISR %s committed at partition epoch %d", effect.partition,
                          part.isr, part.partition_epoch)
                 self.replicas._complete(hosted.replica.apply_committed(
                     part.leader_epoch, part.partition_epoch, tuple(part.isr), hosted.replica.replicas))
-            else:
-                if code != ErrorCode.NONE:
-                    log.info("%s: AlterPartition refused: %s", effect.partition, ErrorCode(code).name)
-                hosted.replica.abandon_pending_isr()
-        except (ControllerUnavailableError, ConnectionError) as e:
-            log.warning("%s: AlterPartition failed: %s", effect.partition, e)
+            return False
+        log.info("%s: AlterPartition refused: %s", effect.partition, ErrorCode(code).name)
+        if code in _ALTER_PARTITION_NOT_APPLIED and self._proposal_current(effect, hosted):
             hosted.replica.abandon_pending_isr()
-        finally:
-            self._alter_in_flight.discard(effect.partition)
+        return False
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
         req = messages.AllocateProducerIdsRequest(broker_id=self.config.node_id, broker_epoch=self.broker_epoch)

@@ -204,7 +204,9 @@ class PartitionReplica:
         return self._maybe_advance_hw()
 
     def abandon_pending_isr(self) -> None:
-        """The AlterPartition failed (stale epoch, controller moved): propose again later."""
+        """The controller answered that it did not apply the proposal (or it was never
+        sent): back to the committed ISR, propose again later. Not after a lost answer:
+        the change may have been committed, so the maximal ISR must keep counting."""
         self.pending_isr = None
 
     # ------------------------------------------------------------ leader: appends and fetches
