@@ -1,5 +1,6 @@
 """The scenario catalogue of ../shared/SCENARIOS.md: N1-N10 (promises), L1-L6 (hazards),
-and D1 (the disk faults of its last section), by id."""
+D1 (the disk faults of its last section) and X1 (a one-way loss the suite added after it
+found a broker bug there), by id."""
 from __future__ import annotations
 
 from chaos.scenarios.base import Scenario

@@ -13,13 +13,14 @@ import time
 from chaos.checker import Expect
 from chaos.cluster import ChaosTimeout, wait_until
 from chaos.faults import (
-    Cut, DropResponses, FlipByte, Isolate, Kill, KillMany, Pause, Restart, Resume, TornTail,
+    Cut, Delay, DropResponses, FlipByte, Isolate, Kill, KillMany, Pause, Restart, Resume, TornTail,
 )
 from chaos.scenarios.base import Context, Scenario, elapsed
 from chaos.workload import (
     ACKED, FAILED, UNKNOWN, ConfluentProducer, ConsumerWorker, KetchProducer,
     checkpointed_high_watermark, log_end_on_disk, read_partition,
 )
+from clients.protocol import ApiKey
 from clients.protocol.errors import ErrorCode
 
 __all__ = ["NO_LOSS_SCENARIOS"]
@@ -622,6 +623,52 @@ def d1(ctx: Context) -> None:
     ctx.read_back(c, topic, [0])
 
 
+# ---------------------------------------------------------------- X1
+
+
+def x1(ctx: Context) -> None:
+    """Beyond SCENARIOS.md (one-way loss, from its fault list): the leader proposes adding
+    a caught-up follower to the ISR; the controller commits it, but every answer to the
+    leader is dropped and its metadata fetches stall. The leader must keep counting the
+    new member (its proposal stays pending) rather than fall back to the smaller ISR and
+    acknowledge writes the member never gets, which the member's clean election after the
+    other two die would then lose. Found a broker bug (fixed in bf626f3)."""
+    c = ctx.cluster(proxied_links=True, controller_props={"broker.session.timeout.ms": "6000"})
+    topic = "x1"
+    c.create_topic(topic, assignment={0: [1, 2, 3]}, configs={"min.insync.replicas": "2"})
+    producer = KetchProducer(c, ctx.history, topic, "ketch", acks=-1, records_per_batch=10)
+    ctx.closing(producer.close)
+    producer.send(0, ctx.profile.records)
+    ctx.inject(c, Pause(3))
+    wait_until(lambda: c.partition(topic, 0, 2).isr == (1, 2), 30, "ISR {1, 2}")
+    producer.send(0, ctx.profile.records)
+    for controller in c.controller_ids:
+        ctx.inject(c, Delay(1, controller, 120_000, api_keys=(ApiKey.FETCH,)))
+        c.hub.drop_responses(f"1->{controller}", [ApiKey.ALTER_PARTITION], 1_000_000)
+    ctx.event("broker 1: metadata fetches stalled, AlterPartition answers dropped")
+    ctx.inject(c, Resume(3))
+    wait_until(lambda: set(c.partition(topic, 0, 2).isr) == {1, 2, 3}, 30,
+               "the expansion committed (as broker 2 sees it)")
+    ctx.check("the leader's ISR expansion committed while it heard nothing back",
+              set(c.partition(topic, 0, 1).isr) == {1, 2}, str(c.partition(topic, 0, 1)))
+    ctx.inject(c, Cut(3, 1))
+    late = KetchProducer(c, ctx.history, topic, "late", acks=-1, records_per_batch=20,
+                         delivery_timeout_s=12, request_timeout_s=4)
+    ctx.closing(late.close)
+    window = late.send(0, 20)
+    ctx.note(f"{sum(a.outcome == ACKED for a in window)} of {len(window)} writes acknowledged "
+             "while the new ISR member was cut off")
+    ctx.inject(c, Kill(1))
+    ctx.inject(c, Kill(2))
+    state = c.wait_partition(topic, 0, lambda s: s.leader == 3, 60, "broker 3 (in the committed ISR) to lead")
+    ctx.check("the member that joined the ISR was elected cleanly", state.leader == 3, str(state))
+    c.heal()
+    ctx.inject(c, Restart(1))
+    ctx.inject(c, Restart(2))
+    producer.send(0, 20)
+    ctx.read_back(c, topic, [0])
+
+
 _N = Expect()
 NO_LOSS_SCENARIOS = [
     Scenario("N1", "acks=all; SIGKILL the partition leader, restart it, repeat while producing",
@@ -640,4 +687,5 @@ NO_LOSS_SCENARIOS = [
     Scenario("N9", "acks=all; SIGSTOP a follower longer than replica.lag.time.max.ms, then SIGCONT", _N, n9),
     Scenario("N10", "acks=all; cut the leader off from controllers and followers, not from producers", _N, n10),
     Scenario("D1", "disk faults on restart: torn tail and flipped byte in a follower's segment", _N, d1),
+    Scenario("X1", "one-way loss: the leader's ISR expansion commits but every answer to it is lost", _N, x1),
 ]
