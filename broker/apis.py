@@ -49,11 +49,15 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_QUORUM: (0, 2),
 }
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
 _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-              ApiKey.INCREMENTAL_ALTER_CONFIGS}
+              ApiKey.INCREMENTAL_ALTER_CONFIGS,
+              # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
+              # leader answers, as it is the one tracking its voters' positions.
+              ApiKey.DESCRIBE_QUORUM}
 
 # Kafka's config_source ids (DescribeConfigsResponse).
 _SOURCE_TOPIC = 1
