@@ -3,7 +3,7 @@
 - ``controller``: ``QuorumController``, the facade the quorum server calls;
 - ``cluster_control``: broker registration, heartbeats, fencing, controlled shutdown;
 - ``replication_control``: topics, partitions, AlterPartition, elections;
-- ``config_control``: IncrementalAlterConfigs; ``config_defs``: known configs;
+- ``config_control``: IncrementalAlterConfigs and AlterConfigs (the known configs are ``metadata_log.config_defs``);
 - ``producer_ids``: producer id blocks; ``placement``: rack-aware replica placement;
 - ``election``: leader election and ISR edits for one partition;
 - ``result``: ``ControllerResult``; ``config``: ``ControllerConfig``.

@@ -21,7 +21,7 @@ from typing import Any
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from metadata_log.image import ConfigResourceType, MetadataImage
-from quorum.controller.config_defs import (
+from metadata_log.config_defs import (
     BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType, list_items, validate_value,
 )
 from quorum.controller.result import ControllerResult

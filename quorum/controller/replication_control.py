@@ -40,7 +40,7 @@ from metadata_log.image import (
     TopicImage,
 )
 from quorum.controller.config import ControllerConfig
-from quorum.controller.config_defs import TOPIC_CONFIGS, parse_bool, validate_value
+from metadata_log.config_defs import TOPIC_CONFIGS, parse_bool, validate_value
 from quorum.controller.election import Election, build_partition_change, remove_from_isr
 from quorum.controller.placement import BrokerLoad, PlacementBroker, place_partitions
 from quorum.controller.result import ControllerResult

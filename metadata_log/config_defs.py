@@ -1,0 +1,108 @@
+"""Topic and broker configs Ketch knows, with Kafka's names, types, defaults and limits:
+the one table that controller validation, broker application and DescribeConfigs share.
+
+Theory of operation
+-------------------
+A config value travels and is stored as a string (ConfigRecord.Value). Each known name has
+a ``ConfigDef`` (``_config_types``): its type, Kafka's default, a validator, its broker-key
+synonyms (topic configs) or where it may be altered (broker configs), and a line of
+documentation. ``validate_value`` turns a proposed string into an error message (or None),
+worded as Kafka words it ("Invalid value x for configuration y: Value must be at least 1"),
+so that an admin tool shows something a person can act on. Unknown names are refused rather
+than stored: a typo such as ``retention.msec`` silently doing nothing is worse than an error.
+
+Topic configs follow Kafka's ``TopicConfig``/``LogConfig``; broker configs the whole of
+``KafkaConfig`` plus Ketch's ``ketch.*`` keys. A broker key may carry a listener prefix
+(``listener.name.internal.ssl.keystore.location``): it is then the per-broker value of the
+unprefixed key for that listener, as in Kafka.
+"""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from metadata_log._broker_configs import BROKER_CONFIG_DEFS
+from metadata_log._config_types import (
+    INT32_MAX, INT64_MAX, ConfigDef, ConfigType, DynamicScope, Synonym,
+)
+from metadata_log._topic_configs import TOPIC_CONFIG_DEFS
+
+__all__ = [
+    "BROKER_CONFIGS", "ConfigDef", "ConfigType", "DynamicScope", "Synonym", "TOPIC_CONFIGS",
+    "broker_config_def", "list_items", "parse_bool", "parse_value", "validate_value",
+]
+
+TOPIC_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in TOPIC_CONFIG_DEFS}
+BROKER_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in BROKER_CONFIG_DEFS}
+
+_LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_-]+)\.(.+)$")
+# Kafka allows a listener prefix on these families only (DynamicListenerConfig,
+# DynamicBrokerConfig.ListenerConfigs and the SASL mechanism-prefixed keys).
+_PER_LISTENER = re.compile(r"^(ssl\.|sasl\.|[a-z0-9-]+\.sasl\.|connections\.max\.reauth\.ms$|"
+                           r"max\.connections$|max\.connection\.creation\.rate$|"
+                           r"principal\.builder\.class$)")
+
+
+def broker_config_def(name: str) -> ConfigDef | None:
+    """The definition of a broker key, listener-prefixed keys included (those may only be
+    set per broker, as in Kafka). None for a name Kafka does not have."""
+    defn = BROKER_CONFIGS.get(name)
+    if defn is not None:
+        return defn
+    m = _LISTENER_PREFIX.match(name)
+    if m is None or not _PER_LISTENER.match(m.group(2)):
+        return None
+    base = BROKER_CONFIGS.get(m.group(2))
+    if base is None and m.group(2).endswith("sasl.jaas.config"):
+        base = BROKER_CONFIGS.get("sasl.jaas.config")
+    if base is None:
+        return None
+    return ConfigDef(name, base.type, None, base.validator, base.doc,
+                     dynamic=DynamicScope.PER_BROKER, applied=base.applied)
+
+
+def parse_bool(value: str) -> bool | None:
+    """Kafka parses booleans case-insensitively, ignoring surrounding blanks."""
+    v = value.strip().lower()
+    return True if v == "true" else False if v == "false" else None
+
+
+def list_items(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def parse_value(defn: ConfigDef, value: str) -> tuple[object, str | None]:
+    """(parsed value, error) for one string value."""
+    t = defn.type
+    if t is ConfigType.BOOLEAN:
+        b = parse_bool(value)
+        return b, None if b is not None else "Expected value to be either true or false"
+    if t in (ConfigType.SHORT, ConfigType.INT, ConfigType.LONG):
+        try:
+            n = int(value.strip())
+        except ValueError:
+            return None, f"Not a number of type {t.name}"
+        limit = {ConfigType.SHORT: (1 << 15) - 1, ConfigType.INT: INT32_MAX}.get(t, INT64_MAX)
+        if not -limit - 1 <= n <= limit:
+            return None, f"Not a number of type {t.name}"
+        return n, None
+    if t is ConfigType.DOUBLE:
+        try:
+            return float(value.strip()), None
+        except ValueError:
+            return None, "Not a number of type DOUBLE"
+    if t is ConfigType.LIST:
+        return list_items(value), None
+    return value.strip(), None
+
+
+def validate_value(defn: ConfigDef, value: str) -> str | None:
+    """None if ``value`` is acceptable for ``defn``, else Kafka's wording of why not."""
+    parsed, error = parse_value(defn, value)
+    if error is None and defn.validator is not None:
+        error = defn.validator(parsed)
+    if error is None:
+        return None
+    return f"Invalid value {value} for configuration {defn.name}: {error}"
+
+
