@@ -21,7 +21,7 @@ ALLOWED = {
     "quorum": {"clients", "metadata_log", "quorum"},
     "broker": {"clients", "metadata_log", "broker"},
 }
-PURE = ("clients/protocol", "clients/records", "quorum/controller")
+PURE = ("clients/protocol", "clients/records", "clients/_core", "quorum/controller")
 IO_MODULES = {"asyncio", "socket", "threading", "selectors", "pysyncobj", "aiohttp"}
 
 

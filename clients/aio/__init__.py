@@ -1,0 +1,10 @@
+"""Ketch's asyncio clients: `from clients.aio import Producer, Consumer, Admin`.
+
+Each is a thin shell over the pure pieces in `clients._core`, reaching brokers through one
+`Cluster` (`_cluster.py`: connections, metadata, coordinators). The blocking facades in
+`clients.producer`, `clients.consumer` and `clients.admin` run these on a shared event
+loop thread.
+"""
+from clients.aio._cluster import Cluster
+
+__all__ = ["Cluster"]

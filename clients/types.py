@@ -1,0 +1,90 @@
+"""Plain value types shared by Ketch's producer, consumer and admin client.
+
+Everything here is immutable and cheap: `TopicPartition` is a NamedTuple (hashable, a
+dict key in every client), the rest are frozen dataclasses or NamedTuples. Names follow
+Kafka's Java client (`TopicPartition`, `OffsetAndMetadata`, `RecordMetadata`,
+`ConsumerRecord`, `OffsetAndTimestamp`), so code written against kafka-python or the Java
+API reads the same.
+
+Not here: cluster metadata views (`clients._core.metadata`), configuration
+(`clients._core.config`), exceptions (`clients.errors`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from clients.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, TimestampType
+
+__all__ = [
+    "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata",
+    "ConsumerRecord", "Header", "NO_TIMESTAMP", "TimestampType", "NO_LEADER_EPOCH",
+]
+
+# Kafka's "no leader epoch known" sentinel (-1), as in OffsetCommit / Fetch / ListOffsets.
+NO_LEADER_EPOCH = NO_PARTITION_LEADER_EPOCH
+
+Header = tuple[str, "bytes | None"]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the offset of the *next* record to read (Kafka's rule)."""
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = NO_LEADER_EPOCH
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """An answer of `offsets_for_times`: the first offset whose timestamp is >= the query."""
+    offset: int
+    timestamp: int
+    leader_epoch: int = NO_LEADER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record went (Kafka's RecordMetadata).
+
+    `offset` is -1 for acks=0 (nothing came back), as in the Java client. `timestamp` is
+    the record's CreateTime, or the broker's append time when the topic uses LogAppendTime.
+    """
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    log_start_offset: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One record as a consumer hands it out (Kafka's ConsumerRecord)."""
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: object
+    value: object
+    headers: tuple[Header, ...] = ()
+    leader_epoch: int = NO_LEADER_EPOCH
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
