@@ -23,6 +23,7 @@ from clients.server import ClientInfo
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
+from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
 
 if TYPE_CHECKING:
@@ -48,32 +49,18 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_QUORUM: (0, 2),
 }
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
 _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-              ApiKey.INCREMENTAL_ALTER_CONFIGS,
+              ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
               # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
               # leader answers, as it is the one tracking its voters' positions.
               ApiKey.DESCRIBE_QUORUM}
 
-# Kafka's config_source ids (DescribeConfigsResponse).
-_SOURCE_TOPIC = 1
-_SOURCE_DYNAMIC_DEFAULT_BROKER = 4
-_SOURCE_STATIC_BROKER = 4
-_SOURCE_DEFAULT = 5
-
-_TOPIC_CONFIG_DEFAULTS = {
-    "cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1",
-    "segment.bytes": "1073741824", "segment.ms": "604800000", "min.insync.replicas": "1",
-    "max.message.bytes": "1048588", "message.timestamp.type": "CreateTime",
-    "unclean.leader.election.enable": "false", "delete.retention.ms": "86400000",
-    "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.5",
-    "index.interval.bytes": "4096", "flush.messages": "9223372036854775807",
-    "flush.ms": "9223372036854775807", "segment.index.bytes": "10485760",
-}
 
 
 class KafkaApis:
@@ -369,44 +356,58 @@ class KafkaApis:
         return resp
 
     async def handle_describe_configs(self, req: Any, version: int, client: ClientInfo) -> Any:
+        """Topic and broker configs with Kafka's sources and synonyms, resolved by the
+        same ``ConfigLayers`` the partitions apply (metadata_log.config_layers)."""
         cls = messages.DescribeConfigsResponse
-        image = self.replicas.image
+        layers = self.replicas.config_layers
+        node = str(self.broker.config.node_id)
         results = []
         for r in req.resources:
+            def failed(code: ErrorCode, message: str) -> Any:
+                return cls.DescribeConfigsResult(error_code=code, error_message=message,
+                                                 resource_type=r.resource_type,
+                                                 resource_name=r.resource_name, configs=[])
             if r.resource_type == ConfigResourceType.TOPIC:
-                if image.topics.get(r.resource_name) is None:
-                    results.append(cls.DescribeConfigsResult(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic",
-                        resource_type=r.resource_type, resource_name=r.resource_name))
+                if self.replicas.image.topics.get(r.resource_name) is None:
+                    results.append(failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"Topic {r.resource_name} does not exist."))
                     continue
-                own = image.configs.topic(r.resource_name)
-                merged = dict(_TOPIC_CONFIG_DEFAULTS)
-                merged.update(self.broker.config.topic_defaults)
-                merged.update(own)
-                entries = [(k, v, _SOURCE_TOPIC if k in own else _SOURCE_DEFAULT) for k, v in sorted(merged.items())]
+                entries = layers.topic_entries(r.resource_name)
             elif r.resource_type == ConfigResourceType.BROKER:
-                if r.resource_name not in ("", str(self.broker.config.node_id)):
-                    results.append(cls.DescribeConfigsResult(
-                        error_code=ErrorCode.INVALID_REQUEST, error_message="describe a broker on that broker",
-                        resource_type=r.resource_type, resource_name=r.resource_name))
+                if r.resource_name == "":
+                    # The cluster-wide default resource holds only what was set there.
+                    entries = [e for e in layers.broker_entries()
+                               if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+                elif r.resource_name == node:
+                    entries = layers.broker_entries()
+                else:
+                    results.append(failed(ErrorCode.INVALID_REQUEST,
+                                          f"Unexpected broker id, expected {node} or empty "
+                                          f"string, but received {r.resource_name}"))
                     continue
-                entries = [(k, v, _SOURCE_STATIC_BROKER) for k, v in sorted(self.broker.properties.items())
-                           if "secret" not in k]
             else:
-                results.append(cls.DescribeConfigsResult(
-                    error_code=ErrorCode.INVALID_REQUEST, error_message="unsupported resource type",
-                    resource_type=r.resource_type, resource_name=r.resource_name))
+                results.append(failed(ErrorCode.INVALID_REQUEST,
+                                      f"Unsupported resource type {r.resource_type} for "
+                                      "DescribeConfigs"))
                 continue
             if r.configuration_keys is not None:
                 keys = set(r.configuration_keys)
-                entries = [e for e in entries if e[0] in keys]
+                entries = [e for e in entries if e.name in keys]
             results.append(cls.DescribeConfigsResult(
-                error_code=ErrorCode.NONE, resource_type=r.resource_type, resource_name=r.resource_name,
-                configs=[cls.DescribeConfigsResourceResult(name=k, value=v, read_only=False,
-                                                           is_default=src == _SOURCE_DEFAULT,
-                                                           config_source=src, is_sensitive=False)
-                         for k, v, src in entries]))
+                error_code=ErrorCode.NONE, resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=[self._config_entry(cls, e, req) for e in entries]))
         return cls(results=results)
+
+    @staticmethod
+    def _config_entry(cls: Any, e: ConfigEntry, req: Any) -> Any:
+        synonyms = [cls.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source))
+                    for s in e.synonyms] if req.include_synonyms else []
+        return cls.DescribeConfigsResourceResult(
+            name=e.name, value=None if e.sensitive else e.value, read_only=e.read_only,
+            is_default=e.is_default, config_source=int(e.source), is_sensitive=e.sensitive,
+            synonyms=synonyms, config_type=e.definition.type.wire,
+            documentation=(e.definition.doc or None) if req.include_documentation else None)
 
     async def handle_describe_cluster(self, req: Any, version: int, client: ClientInfo) -> Any:
         cls = messages.DescribeClusterResponse

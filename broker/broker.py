@@ -40,6 +40,8 @@ from clients.server import KafkaServer
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
+from metadata_log.config_layers import ConfigLayers
+from metadata_log.image import EMPTY_IMAGE
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +93,17 @@ class Broker:
         self.broker_epoch = -1
         self.fenced = True
         self.storage = FileStorage()
-        default_log_config = LogConfig.from_properties(config.topic_defaults)
+        # Until the metadata image arrives, logs open with the static topic defaults.
+        static_layers = ConfigLayers(EMPTY_IMAGE.configs, config.node_id, properties)
+        default_log_config = LogConfig.from_properties(static_layers.topic_config(""))
         self.logs, reports = LogManager.open(self.storage, config.log_dir, now_ms=now_ms(),
                                              default_config=default_log_config)
         for key, report in reports.items():
             if report.dropped_anything:
                 log.warning("%s-%d: recovery dropped %d bytes", key[0], key[1], report.truncated_bytes)
         zero_copy = config.event_loop == "asyncio"   # uvloop has no loop.sendfile
-        self.replicas = ReplicaManager(config.node_id, self.logs, default_log_config,
-                                       dict(config.topic_defaults), config.replica_lag_time_max_ms,
-                                       use_sendfile=zero_copy)
+        self.replicas = ReplicaManager(config.node_id, self.logs, properties,
+                                       config.replica_lag_time_max_ms, use_sendfile=zero_copy)
         self.controller = ControllerChannel(config.controller_voters, f"broker-{config.node_id}")
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
@@ -185,9 +188,9 @@ class Broker:
 
     def _apply_image(self) -> None:
         self._apply_scheduled = False
-        image = self.listener.image
+        image, changes = self.listener.take_changes()
         try:
-            self.replicas.apply_image(image, now_ms())
+            self.replicas.apply_image(image, now_ms(), changes)
         except Exception:
             log.exception("applying metadata offset %d failed", image.provenance.offset)
             raise

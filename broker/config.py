@@ -12,7 +12,8 @@
     offsets.topic.num.partitions=50    offsets.topic.replication.factor=3
     replica.fetch.wait.max.ms=500      request.timeout.ms=30000
     log.segment.bytes, log.retention.ms, log.retention.bytes, log.cleanup.policy, ...
-        (broker-wide defaults of the topic configs, Kafka's log.* names)
+        (broker-wide defaults of the topic configs, Kafka's log.* names: resolved with the
+        dynamic layers by metadata_log.config_layers, not here)
     ketch.http.port=-1                 (the HTTP admin API and /metrics; 0 = any free port, -1 = off)
     ketch.event.loop=asyncio           (or uvloop: faster request handling, but its loop has no
                                         sendfile, so fetches copy log data through Python)
@@ -21,7 +22,7 @@ Bad configuration raises ``ConfigError`` naming the key; the process refuses to 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from clients.properties import parse_listeners
@@ -33,23 +34,6 @@ class ConfigError(ValueError):
     """A broker configuration that cannot work; the message names the key."""
 
 
-# Broker-wide defaults of topic configs: Kafka's log.* key -> the topic config name.
-_TOPIC_DEFAULT_KEYS = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "message.max.bytes": "max.message.bytes",
-    "min.insync.replicas": "min.insync.replicas",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-}
 
 
 def parse_voters(value: str, key: str = "controller.quorum.voters") -> dict[int, tuple[str, int]]:
@@ -88,8 +72,6 @@ class BrokerConfig:
     request_timeout_ms: int = 30_000
     http_port: int = -1
     event_loop: str = "asyncio"
-    # Topic-config defaults (topic config names), merged under each topic's own configs.
-    topic_defaults: dict[str, str] = field(default_factory=dict)
 
 
 def _int(props: Mapping[str, str], key: str, default: int) -> int:
@@ -133,8 +115,6 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
     log_dir = props.get("log.dirs", props.get("log.dir", "")).split(",")[0].strip()
     if not log_dir:
         raise ConfigError("log.dirs is required")
-    topic_defaults = {topic_key: props[key] for key, topic_key in _TOPIC_DEFAULT_KEYS.items()
-                      if key in props}
     config = BrokerConfig(
         node_id=node_id, controller_voters=voters, listener_name=name,
         listener_host=host, listener_port=port, advertised_host=adv_host,
@@ -151,7 +131,6 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         request_timeout_ms=_int(props, "request.timeout.ms", 30_000),
         http_port=_int(props, "ketch.http.port", -1),
         event_loop=props.get("ketch.event.loop", "asyncio").strip().lower(),
-        topic_defaults=topic_defaults,
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")

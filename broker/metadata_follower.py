@@ -25,8 +25,8 @@ from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import decode_batch, decode_batches, iter_batches
-from metadata_log.delta import replay_batch
-from metadata_log.image import EMPTY_IMAGE, Provenance
+from metadata_log.delta import MetadataChange, replay_batch
+from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
 from metadata_log.snapshot import records_to_image
 from metadata_log.committed import (
@@ -192,6 +192,14 @@ class MetadataImageListener:
         self.image = EMPTY_IMAGE
         self.batches_skipped = 0
         self.on_change = on_change
+        # Typed changes since the last ``take_changes``, in log order; None after a
+        # snapshot load (anything may have changed).
+        self._changes: list[MetadataChange] | None = []
+
+    def take_changes(self) -> tuple[MetadataImage, list[MetadataChange] | None]:
+        """The current image and the typed changes that led to it since the last call."""
+        changes, self._changes = self._changes, []
+        return self.image, changes
 
     def handle_commit(self, batch: CommittedBatch) -> None:
         outcome = replay_batch(self.image, [decode_record(r) for r in batch.records],
@@ -201,11 +209,14 @@ class MetadataImageListener:
             log.error("metadata batch at %d skipped on every replica: %s", batch.base_offset,
                       outcome.error)
         self.image = outcome.image
+        if self._changes is not None:
+            self._changes.extend(outcome.changes)
         self.on_change()
 
     def handle_load_snapshot(self, snapshot: MetadataSnapshot) -> None:
         self.image = records_to_image((decode_record(r) for r in snapshot.records),
                                       Provenance(snapshot.end_offset - 1, snapshot.epoch))
+        self._changes = None
         self.on_change()
 
     def handle_leader_change(self, leader: Any) -> None:

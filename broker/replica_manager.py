@@ -25,7 +25,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from broker.log import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, AppendResult, FileSlice, LogConfig,
@@ -37,7 +37,9 @@ from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompleti
 from clients.server import FileRegion
 from clients.protocol.errors import ErrorCode
 from clients.records import RecordError, iter_batches
-from metadata_log.image import NO_LEADER, MetadataImage, PartitionRegistration
+from metadata_log.config_layers import ConfigLayers
+from metadata_log.delta import ConfigChange, MetadataChange
+from metadata_log.image import NO_LEADER, ConfigResourceType, MetadataImage, PartitionRegistration
 
 log = logging.getLogger(__name__)
 
@@ -88,17 +90,17 @@ class ReadResult:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, default_log_config: LogConfig,
-                 broker_defaults: dict[str, str], replica_lag_time_max_ms: int = 30_000,
-                 use_sendfile: bool = True) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, static_properties: Mapping[str, str],
+                 replica_lag_time_max_ms: int = 30_000, use_sendfile: bool = True) -> None:
         self.broker_id = broker_id
         self.logs = log_manager
-        self.default_log_config = default_log_config
-        self.broker_defaults = broker_defaults
+        self.static_properties = dict(static_properties)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.use_sendfile = use_sendfile
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.image = MetadataImage()
+        # Every config this broker applies or describes resolves through these layers.
+        self.config_layers = ConfigLayers(self.image.configs, broker_id, self.static_properties)
         self._hw_checkpoint = self._read_hw_checkpoint()
         self._produce_waiters: dict[object, asyncio.Future] = {}
         self._next_token = 0
@@ -114,13 +116,11 @@ class ReplicaManager:
     # ------------------------------------------------------------ configs
 
     def topic_config(self, topic: str) -> dict[str, str]:
-        merged = dict(self.broker_defaults)
-        merged.update(self.image.configs.cluster_default())
-        merged.update(self.image.configs.topic(topic))
-        return merged
+        """The effective configs of ``topic`` on this broker (topic, then broker layers)."""
+        return self.config_layers.topic_config(topic)
 
     def log_config_for(self, topic: str) -> LogConfig:
-        return LogConfig.from_properties(self.topic_config(topic), self.default_log_config)
+        return LogConfig.from_properties(self.topic_config(topic))
 
     def min_insync_replicas(self, topic: str) -> int:
         try:
@@ -128,11 +128,47 @@ class ReplicaManager:
         except ValueError:
             return 1
 
+    def _apply_topic_config(self, hosted: HostedPartition) -> None:
+        """Configs reach the log (size, retention, roll, compaction, timestamps) and the
+        replica (min.insync.replicas: the next append and every acks=all completion)."""
+        try:
+            config = self.log_config_for(hosted.tp.topic)
+        except ValueError as e:
+            # The controller validates every value it commits; a value this broker cannot
+            # parse (a newer controller's) keeps the last good config rather than crashing.
+            log.error("%s: config not applied: %s", hosted.tp, e)
+            return
+        if config != hosted.log.config:
+            hosted.log.update_config(config)
+        hosted.replica.min_insync_replicas = self.min_insync_replicas(hosted.tp.topic)
+
+    def _topics_reconfigured(self, changes: Sequence[MetadataChange] | None) -> set[str] | None:
+        """Topics whose effective configs the typed changes may have changed; None: all
+        (a snapshot was loaded, or a broker-level default changed)."""
+        if changes is None:
+            return None
+        topics: set[str] = set()
+        for change in changes:
+            if not isinstance(change, ConfigChange):
+                continue
+            if change.resource_type == ConfigResourceType.TOPIC:
+                topics.add(change.resource_name)
+            elif (change.resource_type == ConfigResourceType.BROKER
+                  and change.resource_name in ("", str(self.broker_id))):
+                return None
+        return topics
+
     # ------------------------------------------------------------ metadata
 
-    def apply_image(self, image: MetadataImage, now: int) -> None:
-        """Make hosted partitions match the committed image (leader/follower/stopped)."""
+    def apply_image(self, image: MetadataImage, now: int,
+                    changes: Sequence[MetadataChange] | None = None) -> None:
+        """Make hosted partitions match the committed image (leader/follower/stopped) and
+        apply the config changes among ``changes`` (the typed changes since the last
+        image applied, in metadata order; None: anything may have changed)."""
+        if image.configs is not self.image.configs:
+            self.config_layers = ConfigLayers(image.configs, self.broker_id, self.static_properties)
         self.image = image
+        reconfigured = self._topics_reconfigured(changes)
         wanted: set[TopicPartition] = set()
         for topic, index, reg in image.topics.iter_partitions():
             if self.broker_id not in reg.replicas:
@@ -140,12 +176,16 @@ class ReplicaManager:
             tp = TopicPartition(topic.name, index)
             wanted.add(tp)
             hosted = self.partitions.get(tp)
-            if hosted is None:
-                hosted = self._create_partition(tp, topic.topic_id, now)
-            elif hosted.topic_id != topic.topic_id:
+            if hosted is not None and hosted.topic_id != topic.topic_id:
                 # The topic was deleted and recreated with the same name: start afresh.
                 self._stop_partition(tp, delete=True)
+                hosted = None
+            if hosted is None:
+                # A log opened at start-up has the static defaults: configure it now.
                 hosted = self._create_partition(tp, topic.topic_id, now)
+                self._apply_topic_config(hosted)
+            elif reconfigured is None or tp.topic in reconfigured:
+                self._apply_topic_config(hosted)
             if hosted.registration is not None and hosted.registration == reg:
                 continue
             self._apply_registration(hosted, reg, now)
@@ -183,8 +223,6 @@ class ReplicaManager:
 
     def _apply_registration(self, hosted: HostedPartition, reg: PartitionRegistration, now: int) -> None:
         replica = hosted.replica
-        replica.min_insync_replicas = self.min_insync_replicas(hosted.tp.topic)
-        hosted.log.update_config(self.log_config_for(hosted.tp.topic))
         completions: list[ProduceCompletion] = []
         if reg.leader == self.broker_id:
             if replica.role is Role.LEADER and reg.leader_epoch == replica.leader_epoch:

@@ -116,6 +116,7 @@ WRITE_HANDLERS: dict[int, str] = {
     ApiKey.DELETE_TOPICS: "handle_delete_topics",
     ApiKey.CREATE_PARTITIONS: "handle_create_partitions",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "handle_incremental_alter_configs",
+    ApiKey.ALTER_CONFIGS: "handle_alter_configs",
     ApiKey.ALLOCATE_PRODUCER_IDS: "handle_allocate_producer_ids",
     ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
 }
@@ -355,6 +356,7 @@ SERVED_APIS: dict[int, str] = {
         ApiKey.DELETE_TOPICS: "DeleteTopicsRequest",
         ApiKey.CREATE_PARTITIONS: "CreatePartitionsRequest",
         ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigsRequest",
+        ApiKey.ALTER_CONFIGS: "AlterConfigsRequest",
         ApiKey.ALLOCATE_PRODUCER_IDS: "AllocateProducerIdsRequest",
         ApiKey.UNREGISTER_BROKER: "UnregisterBrokerRequest",
     }.items()},

@@ -47,9 +47,11 @@ def error_response(api_key: int, request: Any, code: int, message: str | None = 
             m.CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=code,
                                                                    error_message=message)
             for t in request.topics])
-    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
-        return m.IncrementalAlterConfigsResponse(responses=[
-            m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+    if api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
+        response = (m.IncrementalAlterConfigsResponse if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+                    else m.AlterConfigsResponse)
+        return response(responses=[
+            response.AlterConfigsResourceResponse(
                 error_code=code, error_message=message, resource_type=r.resource_type,
                 resource_name=r.resource_name)
             for r in request.resources])

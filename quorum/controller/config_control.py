@@ -1,16 +1,21 @@
-"""IncrementalAlterConfigs: topic and broker configs (Kafka's ConfigurationControlManager).
+"""IncrementalAlterConfigs and AlterConfigs: topic and broker configs (Kafka's
+ConfigurationControlManager).
 
 Theory of operation
 -------------------
-Each resource in the request is decided on its own and atomically: every operation on it
-is checked first, and only if all pass does it contribute ConfigRecords (a null Value
-deletes a key). Operations are Kafka's: SET, DELETE, APPEND and SUBTRACT, the last two for
-list-typed configs only (``cleanup.policy``). APPEND and SUBTRACT start from the current
-value, or the default when the key is not set. Values are validated by
-``config_defs.validate_value``; problems come back as INVALID_CONFIG (bad value, unknown
-name, list operation on a non-list) or INVALID_REQUEST (malformed request) with a message a
-person can act on. Topics must exist (UNKNOWN_TOPIC_OR_PARTITION); broker resources are
-named by a broker id or "" for the cluster-wide default.
+Each resource in a request is decided on its own and atomically: every operation on it is
+checked first, and only if all pass does it contribute ConfigRecords (a null Value deletes
+a key). IncrementalAlterConfigs has Kafka's operations SET, DELETE, APPEND and SUBTRACT,
+the last two for list-typed configs only (``cleanup.policy``), starting from the current
+value or the default. AlterConfigs (the legacy API) replaces the resource's whole set: a
+key the request does not name is deleted.
+
+Every value is checked against the one definition table (``metadata_log.config_defs``):
+an unknown name, a value of the wrong type or out of range, a read-only broker key
+("Cannot update these configs dynamically"), or a per-broker-only key set as the cluster
+default come back as INVALID_CONFIG naming the key; a malformed request as INVALID_REQUEST.
+Topics must exist (UNKNOWN_TOPIC_OR_PARTITION); broker resources are named by a broker id
+or "" for the cluster-wide default. ``validate_only`` decides and writes nothing.
 """
 from __future__ import annotations
 
@@ -22,11 +27,12 @@ from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from metadata_log.image import ConfigResourceType, MetadataImage
 from metadata_log.config_defs import (
-    BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType, list_items, validate_value,
+    TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def, list_items,
+    validate_value,
 )
 from quorum.controller.result import ControllerResult
 
-__all__ = ["AlterConfigOp", "incremental_alter_configs"]
+__all__ = ["AlterConfigOp", "alter_configs", "incremental_alter_configs"]
 
 
 class AlterConfigOp(IntEnum):
@@ -36,8 +42,11 @@ class AlterConfigOp(IntEnum):
     SUBTRACT = 3
 
 
-def _alter_resource(image: MetadataImage, resource: Any
-                    ) -> tuple[ErrorCode, str | None, list[Any]]:
+Problem = tuple[ErrorCode, str]
+
+
+def _resource(image: MetadataImage, resource: Any) -> tuple[ConfigResourceType, Problem | None]:
+    """The resource's type, or why it cannot be altered."""
     try:
         rtype = ConfigResourceType(resource.resource_type)
     except ValueError:
@@ -45,43 +54,78 @@ def _alter_resource(image: MetadataImage, resource: Any
     name = resource.resource_name
     if rtype == ConfigResourceType.TOPIC:
         if image.topics.get(name) is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.", []
-        defs, kind = TOPIC_CONFIGS, "topic"
-    elif rtype == ConfigResourceType.BROKER:
+            return rtype, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+        return rtype, None
+    if rtype == ConfigResourceType.BROKER:
         if name != "" and not (name.isdigit() and name.isascii()):
-            return (ErrorCode.INVALID_REQUEST,
-                    f"Broker resource name must be a broker id or empty, not {name!r}.", [])
-        defs, kind = BROKER_CONFIGS, "broker"
-    else:
-        return (ErrorCode.INVALID_REQUEST,
-                f"Unsupported resource type {resource.resource_type} for "
-                f"IncrementalAlterConfigs.", [])
+            return rtype, (ErrorCode.INVALID_REQUEST,
+                           f"Broker resource name must be a broker id or empty, not {name!r}.")
+        return rtype, None
+    return rtype, (ErrorCode.INVALID_REQUEST,
+                   f"Unsupported resource type {resource.resource_type} for altering configs.")
+
+
+def _definition(rtype: ConfigResourceType, resource_name: str, key: str
+                ) -> tuple[ConfigDef | None, Problem | None]:
+    """The definition ``key`` is checked against, or why it may not be set here."""
+    if rtype == ConfigResourceType.TOPIC:
+        defn = TOPIC_CONFIGS.get(key)
+        if defn is None:
+            return None, (ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        return defn, None
+    defn = broker_config_def(key)
+    if defn is None:
+        return None, (ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {key}")
+    if defn.dynamic is DynamicScope.READ_ONLY:
+        return None, (ErrorCode.INVALID_CONFIG,
+                      f"Cannot update these configs dynamically: {key} (read-only: set it in "
+                      "server.properties and restart the broker)")
+    if defn.dynamic is DynamicScope.PER_BROKER and resource_name == "":
+        return None, (ErrorCode.INVALID_CONFIG,
+                      f"Cannot update these configs at default cluster level, broker id must "
+                      f"be specified: {key}")
+    return defn, None
+
+
+def _records(rtype: ConfigResourceType, name: str, current: dict[str, str],
+             new: dict[str, str]) -> list[Any]:
+    return [messages.ConfigRecord(resource_type=int(rtype), resource_name=name, name=key,
+                                  value=new.get(key))
+            for key in sorted(set(current) | set(new)) if current.get(key) != new.get(key)]
+
+
+def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem | None, list[Any]]:
+    rtype, problem = _resource(image, resource)
+    if problem is not None:
+        return problem, []
+    name = resource.resource_name
     current = dict(image.configs.get(rtype, name))
     keys = Counter(c.name for c in resource.configs)
     new = dict(current)
     for c in resource.configs:
         if keys[c.name] > 1:
-            return ErrorCode.INVALID_REQUEST, f"Duplicate key {c.name} in the request.", []
-        defn = defs.get(c.name)
-        if defn is None:
-            return ErrorCode.INVALID_CONFIG, f"Unknown {kind} config name: {c.name}", []
+            return (ErrorCode.INVALID_REQUEST, f"Duplicate key {c.name} in the request."), []
         try:
             op = AlterConfigOp(c.config_operation)
         except ValueError:
             return (ErrorCode.INVALID_REQUEST,
-                    f"Unknown config operation {c.config_operation} for {c.name}.", [])
+                    f"Unknown config operation {c.config_operation} for {c.name}."), []
         if op == AlterConfigOp.DELETE:
-            new.pop(c.name, None)
+            new.pop(c.name, None)       # deleting what was never set is not an error
             continue
+        defn, problem = _definition(rtype, name, c.name)
+        if problem is not None:
+            return problem, []
+        assert defn is not None
         if c.value is None:
-            return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}", []
+            return (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"), []
         if op == AlterConfigOp.SET:
             value = c.value
         else:
             if defn.type is not ConfigType.LIST:
                 return (ErrorCode.INVALID_CONFIG,
-                        f"Can't {op.name} to key {c.name} because its type is not LIST.", [])
-            items = list_items(new.get(c.name, defn.default))
+                        f"Can't {op.name} to key {c.name} because its type is not LIST."), []
+            items = list_items(new.get(c.name, defn.default or ""))
             operand = list_items(c.value)
             if op == AlterConfigOp.APPEND:
                 items += [v for v in operand if v not in items]
@@ -90,31 +134,62 @@ def _alter_resource(image: MetadataImage, resource: Any
             value = ",".join(items)
         error = validate_value(defn, value)
         if error is not None:
-            return ErrorCode.INVALID_CONFIG, error, []
+            return (ErrorCode.INVALID_CONFIG, error), []
         new[c.name] = value
-    records = []
-    for key in sorted(set(current) | set(new)):
-        if current.get(key) != new.get(key):
-            records.append(messages.ConfigRecord(resource_type=int(rtype), resource_name=name,
-                                                 name=key, value=new.get(key)))
-    return ErrorCode.NONE, None, records
+    return None, _records(rtype, name, current, new)
 
 
-def incremental_alter_configs(image: MetadataImage, request: Any
-                              ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
-    Response = messages.IncrementalAlterConfigsResponse
+def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | None, list[Any]]:
+    """AlterConfigs: the request's configs become the resource's whole set."""
+    rtype, problem = _resource(image, resource)
+    if problem is not None:
+        return problem, []
+    name = resource.resource_name
+    new: dict[str, str] = {}
+    for c in resource.configs:
+        if c.name in new:
+            return (ErrorCode.INVALID_REQUEST, f"Duplicate key {c.name} in the request."), []
+        defn, problem = _definition(rtype, name, c.name)
+        if problem is not None:
+            return problem, []
+        assert defn is not None
+        if c.value is None:
+            return (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"), []
+        error = validate_value(defn, c.value)
+        if error is not None:
+            return (ErrorCode.INVALID_CONFIG, error), []
+        new[c.name] = c.value
+    return None, _records(rtype, name, dict(image.configs.get(rtype, name)), new)
+
+
+def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, entry_type: Any
+            ) -> ControllerResult[Any]:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     records: list[Any] = []
     responses = []
     for resource in request.resources:
         if counts[(resource.resource_type, resource.resource_name)] > 1:
-            code, message, rs = (ErrorCode.INVALID_REQUEST,
-                                 "Duplicate resource in the request.", [])
+            problem, rs = (ErrorCode.INVALID_REQUEST, "Duplicate resource in the request."), []
         else:
-            code, message, rs = _alter_resource(image, resource)
+            problem, rs = alter(image, resource)
         if not request.validate_only:
             records += rs
-        responses.append(Response.AlterConfigsResourceResponse(
-            error_code=int(code), error_message=message,
-            resource_type=resource.resource_type, resource_name=resource.resource_name))
-    return ControllerResult(tuple(records), Response(responses=responses))
+        code, message = problem or (ErrorCode.NONE, None)
+        responses.append(entry_type(error_code=int(code), error_message=message,
+                                    resource_type=resource.resource_type,
+                                    resource_name=resource.resource_name))
+    return ControllerResult(tuple(records), response_type(responses=responses))
+
+
+def incremental_alter_configs(image: MetadataImage, request: Any
+                              ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
+    Response = messages.IncrementalAlterConfigsResponse
+    return _decide(image, request, _incremental_resource, Response,
+                   Response.AlterConfigsResourceResponse)
+
+
+def alter_configs(image: MetadataImage, request: Any
+                  ) -> ControllerResult[messages.AlterConfigsResponse]:
+    Response = messages.AlterConfigsResponse
+    return _decide(image, request, _legacy_resource, Response,
+                   Response.AlterConfigsResourceResponse)

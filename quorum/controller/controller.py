@@ -50,7 +50,7 @@ import random
 from typing import Any, Iterable, Sequence
 
 from clients.protocol import CorruptFrameError, messages
-from metadata_log.delta import BatchOutcome, MetadataReplayError, replay_batch
+from metadata_log.delta import BatchOutcome, ConfigChange, MetadataReplayError, replay_batch
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
 from quorum.controller import cluster_control, config_control, replication_control
@@ -111,6 +111,12 @@ class QuorumController:
                     self._registration_offsets.pop(r.broker_id, None)
         self._image = outcome.image
         self._heartbeats.forget_missing(self._image)
+        if self._active and any(isinstance(c, ConfigChange)
+                                and c.name == "unclean.leader.election.enable"
+                                for c in outcome.changes):
+            # Turning unclean election on must bring leaderless partitions back now, not
+            # at the next periodic scan (Kafka's controller does the same).
+            self._next_election_scan_ms = 0
         return outcome
 
     def replay_encoded(self, records: Iterable[bytes], last_offset: int,
@@ -192,6 +198,10 @@ class QuorumController:
             self, request: Any, now_ms: int
     ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
         return config_control.incremental_alter_configs(self._image, request)
+
+    def handle_alter_configs(self, request: Any, now_ms: int
+                             ) -> ControllerResult[messages.AlterConfigsResponse]:
+        return config_control.alter_configs(self._image, request)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int
                               ) -> ControllerResult[messages.AllocateProducerIdsResponse]:
