@@ -6,5 +6,6 @@ Each is a thin shell over the pure pieces in `clients._core`, reaching brokers t
 loop thread.
 """
 from clients.aio._cluster import Cluster
+from clients.aio.admin import Admin
 
-__all__ = ["Cluster"]
+__all__ = ["Admin", "Cluster"]

@@ -1,0 +1,204 @@
+"""The blocking admin client: `clients.aio.admin.Admin` run on the shared client loop.
+
+    from clients import Admin
+    from clients.admin import NewTopic
+
+    with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+        admin.create_topics([NewTopic("orders", 6, 3)])
+        print(admin.describe_cluster())
+
+Every method has the asyncio client's signature, results and errors (see its module
+docstring); the caller's thread waits for the coroutine on `LoopThread.shared()`. A call
+with ``timeout_ms`` gets that deadline inside the loop, and the caller waits a little
+longer for the loop to report it, so a timeout raises the asyncio client's error (which
+names the item), not a bare wait timeout.
+"""
+from __future__ import annotations
+
+from typing import Any, Coroutine, Iterable, Mapping, Sequence, TypeVar
+
+from clients._blocking import LoopThread
+from clients._core.admin import (
+    AlterConfigOp, AlterConfigOpType, BrokerNode, ClusterDescription, ConfigEntry,
+    ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
+    ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
+    MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetSpec, PartitionLag,
+    QuorumInfo, QuorumReplica, TopicDescription, TopicListing, TopicPartitionInfo,
+)
+from clients._core.config import ClientConfig
+from clients.aio.admin import Admin as AsyncAdmin
+from clients.errors import ClientClosedError
+from clients.types import OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
+    "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
+    "ConfigSource", "ConfigSynonym", "ConfigType", "ConsumerGroupDescription",
+    "ConsumerGroupListing", "CreateTopicResult", "ListOffsetsResult", "MemberDescription",
+    "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetReset", "OffsetSpec",
+    "PartitionLag", "QuorumInfo", "QuorumReplica", "TopicDescription", "TopicListing",
+    "TopicPartition", "TopicPartitionInfo",
+]
+
+T = TypeVar("T")
+
+# The caller waits this much longer than the call's own deadline: the loop reports the
+# deadline itself, with an error naming what was still unanswered.
+_REPORT_GRACE_S = 5.0
+
+
+class Admin:
+    """Blocking admin client (module docstring). Connects in the constructor; ``close()``
+    or ``with`` ends it."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None, /,
+                 **overrides: Any) -> None:
+        self._loop = LoopThread.shared()
+        self._admin = AsyncAdmin(config, **overrides)
+        self._closed = False
+        self._run(self._admin.start(), None)
+
+    @property
+    def config(self) -> ClientConfig:
+        return self._admin.config
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout_ms: int | None) -> T:
+        if self._closed:
+            coro.close()
+            raise ClientClosedError("the admin client is closed")
+        budget = self._admin.config["default.api.timeout.ms"] if timeout_ms is None else timeout_ms
+        return self._loop.run(coro, budget / 1000 + _REPORT_GRACE_S)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._loop.run(self._admin.close(), _REPORT_GRACE_S + 30)
+            self._closed = True
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ topics
+
+    def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: int | None = None) -> dict[str, CreateTopicResult]:
+        return self._run(self._admin.create_topics(list(topics), validate_only=validate_only,
+                                                   timeout_ms=timeout_ms), timeout_ms)
+
+    def list_topics(self, *, include_internal: bool = False,
+                    timeout_ms: int | None = None) -> dict[str, TopicListing]:
+        return self._run(self._admin.list_topics(include_internal=include_internal,
+                                                 timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                        ) -> dict[str, TopicDescription]:
+        return self._run(self._admin.describe_topics(list(topics), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                      ) -> dict[str, None]:
+        return self._run(self._admin.delete_topics(list(topics), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def create_partitions(self, new_partitions: Mapping[str, NewPartitions], *,
+                          validate_only: bool = False, timeout_ms: int | None = None
+                          ) -> dict[str, None]:
+        return self._run(self._admin.create_partitions(
+            dict(new_partitions), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ configs
+
+    def describe_configs(self, resources: Iterable[ConfigResource], *,
+                         include_synonyms: bool = False, include_documentation: bool = False,
+                         timeout_ms: int | None = None
+                         ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        return self._run(self._admin.describe_configs(
+            list(resources), include_synonyms=include_synonyms,
+            include_documentation=include_documentation, timeout_ms=timeout_ms), timeout_ms)
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+                                  *, validate_only: bool = False, timeout_ms: int | None = None
+                                  ) -> dict[ConfigResource, None]:
+        return self._run(self._admin.incremental_alter_configs(
+            dict(changes), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
+
+    def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *,
+                      validate_only: bool = False, timeout_ms: int | None = None
+                      ) -> dict[ConfigResource, None]:
+        return self._run(self._admin.alter_configs(
+            dict(configs), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ cluster
+
+    def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        return self._run(self._admin.describe_cluster(timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
+        return self._run(self._admin.describe_quorum(timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ consumer groups
+
+    def list_consumer_groups(self, *, states: Iterable[str] | None = None,
+                             timeout_ms: int | None = None) -> list[ConsumerGroupListing]:
+        return self._run(self._admin.list_consumer_groups(
+            states=None if states is None else list(states), timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_consumer_groups(self, group_ids: Iterable[str], *,
+                                 timeout_ms: int | None = None
+                                 ) -> dict[str, ConsumerGroupDescription]:
+        return self._run(self._admin.describe_consumer_groups(list(group_ids),
+                                                              timeout_ms=timeout_ms), timeout_ms)
+
+    def list_consumer_group_offsets(self, group_id: str,
+                                    partitions: Iterable[TopicPartition] | None = None, *,
+                                    require_stable: bool = False, timeout_ms: int | None = None
+                                    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self._admin.list_consumer_group_offsets(
+            group_id, None if partitions is None else list(partitions),
+            require_stable=require_stable, timeout_ms=timeout_ms), timeout_ms)
+
+    def alter_consumer_group_offsets(self, group_id: str,
+                                     offsets: Mapping[TopicPartition, int | OffsetAndMetadata], *,
+                                     timeout_ms: int | None = None
+                                     ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._run(self._admin.alter_consumer_group_offsets(
+            group_id, dict(offsets), timeout_ms=timeout_ms), timeout_ms)
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
+                                      *, timeout_ms: int | None = None) -> None:
+        return self._run(self._admin.delete_consumer_group_offsets(
+            group_id, list(partitions), timeout_ms=timeout_ms), timeout_ms)
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], *,
+                               timeout_ms: int | None = None) -> dict[str, None]:
+        return self._run(self._admin.delete_consumer_groups(list(group_ids),
+                                                            timeout_ms=timeout_ms), timeout_ms)
+
+    def consumer_group_lag(self, group_id: str, topics: Iterable[str] | None = None, *,
+                           timeout_ms: int | None = None) -> dict[TopicPartition, PartitionLag]:
+        return self._run(self._admin.consumer_group_lag(
+            group_id, None if topics is None else list(topics), timeout_ms=timeout_ms), timeout_ms)
+
+    def reset_consumer_group_offsets(self, group_id: str, spec: OffsetReset, *,
+                                     partitions: Iterable[TopicPartition] | None = None,
+                                     topics: Iterable[str] | None = None, dry_run: bool = False,
+                                     timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        return self._run(self._admin.reset_consumer_group_offsets(
+            group_id, spec, partitions=None if partitions is None else list(partitions),
+            topics=None if topics is None else list(topics), dry_run=dry_run,
+            timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ offsets and records
+
+    def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,
+                     isolation_level: str = "read_uncommitted", timeout_ms: int | None = None
+                     ) -> dict[TopicPartition, ListOffsetsResult]:
+        return self._run(self._admin.list_offsets(dict(specs), isolation_level=isolation_level,
+                                                  timeout_ms=timeout_ms), timeout_ms)
+
+    def delete_records(self, before: Mapping[TopicPartition, int], *,
+                       timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        return self._run(self._admin.delete_records(dict(before), timeout_ms=timeout_ms),
+                         timeout_ms)

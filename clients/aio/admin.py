@@ -1,0 +1,957 @@
+"""Ketch's asyncio admin client: topics, configs, the cluster and its quorum, consumer
+groups, offsets and record deletion.
+
+    async with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+        await admin.create_topics([NewTopic("orders", 6, 3, configs={"retention.ms": "3600000"})])
+        (desc,) = (await admin.describe_topics(["orders"])).values()
+
+How a call runs
+---------------
+Every call follows Kafka's AdminClient: it has a deadline (``timeout_ms``, by default
+``default.api.timeout.ms``); it sends one request per destination node (the controller
+for topic writes, the partition leader for offsets and record deletion, the group
+coordinator for group calls, any broker otherwise), each bounded by
+``request.timeout.ms``; items answered with a retriable error (NOT_CONTROLLER, a moved
+coordinator or leader, a coordinator still loading, a broken connection) are routed again
+and resent after ``retry.backoff.ms`` (doubling up to ``retry.backoff.max.ms``) until the
+deadline. ``_fan_out`` is that loop, once for every call.
+
+Results and errors
+------------------
+A call about several items returns a dict keyed like its input, holding typed frozen
+values (``clients._core.admin``). If any item failed, the call raises the typed
+``KafkaApiError`` of the first failed item (in input order), with a message naming the
+item (``topic 'orders': ...``), and the exception's ``results`` attribute holds every
+item's outcome: its value, or the exception that ended it. An item still failing with a
+retriable error at the deadline raises that error (it says more than a bare timeout);
+an item that never got an answer raises ``KafkaTimeoutError``.
+
+Not here: ACLs, quotas, partition reassignment, log dirs, transactions, delegation tokens,
+SCRAM users and client metrics (Ketch's brokers serve none of them yet).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
+
+from clients._core.admin import (
+    AlterConfigOp, AlterConfigOpType, BrokerNode, ClusterDescription, ConfigEntry,
+    ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
+    ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
+    MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetResetKind, OffsetSpec,
+    PartitionLag, QuorumInfo, TopicDescription, TopicListing, TopicPartitionInfo,
+    ZERO_TOPIC_ID, decode_assignment, decode_subscription, group_lag, leader_log_end,
+    plan_offset_reset, quorum_replicas,
+)
+from clients._core.config import ADMIN, ClientConfig, parse_config
+from clients.aio._cluster import Cluster
+from clients.errors import (
+    ErrorCode, GroupIdNotFoundError, KafkaApiError, KafkaTimeoutError, NonEmptyGroupError,
+    for_code,
+)
+from clients.protocol import ApiKey, messages
+from clients.types import OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "Admin", "AlterConfigOp", "AlterConfigOpType", "BrokerNode", "ClusterDescription",
+    "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
+    "ConfigType", "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult",
+    "ListOffsetsResult", "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset",
+    "OffsetSpec", "PartitionLag", "QuorumInfo", "TopicDescription", "TopicListing",
+    "TopicPartitionInfo",
+]
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+METADATA_TOPIC = "__cluster_metadata"       # KRaft's metadata log, partition 0
+CONSUMER_PROTOCOL_TYPE = "consumer"
+# States in which a group has no live members, so its offsets may be rewritten
+# (ConsumerGroupCommand: "can only be reset if the group is inactive").
+INACTIVE_GROUP_STATES = ("Empty", "Dead")
+_READ_UNCOMMITTED, _READ_COMMITTED = 0, 1
+
+# Codes that send an item back to its route: the leader, coordinator or controller it
+# was sent to is no longer the right one, or not ready yet. Connection failures too.
+_COORDINATOR_MOVED = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+_STALE_TOPIC = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID}
+# Answered by a group coordinator when the group has live members and an admin commit
+# (generation -1, no member id) comes in (Kafka's GroupMetadataManager rules).
+_ACTIVE_GROUP_CODES = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+                       ErrorCode.REBALANCE_IN_PROGRESS}
+
+Route = Callable[[K, int], Awaitable["int | None"]]     # (key, ms left) -> node id or None
+# How long metadata may keep saying a topic does not exist before a call reports it: long
+# enough for a topic created a moment ago to reach every broker's image, short enough that
+# a misspelt name is answered in seconds (Kafka's AdminClient answers at the first
+# metadata response; Ketch's brokers learn new topics a few ms apart).
+UNKNOWN_TOPIC_GRACE_MS = 3000
+Send = Callable[["int | None", list, int], Awaitable[Mapping[Any, Any]]]
+
+
+def _error(code: int, what: str, message: str | None = None) -> KafkaApiError:
+    """The typed error for ``code``, its message naming the item it is about."""
+    cls = for_code(code)
+    return cls(f"{what}: {message or cls.description}", error_code=code)
+
+
+def _is_connection_failure(e: BaseException) -> bool:
+    return isinstance(e, (ConnectionError, OSError, asyncio.TimeoutError))
+
+
+def _raise_first(results: Mapping[K, Any]) -> dict[K, Any]:
+    for value in results.values():
+        if isinstance(value, BaseException):
+            value.results = dict(results)           # every item's outcome, for callers
+            raise value
+    return dict(results)
+
+
+class Admin:
+    """The asyncio admin client (module docstring). ``start()`` or ``async with`` first."""
+
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None, /,
+                 **overrides: Any) -> None:
+        if isinstance(config, ClientConfig):
+            if overrides:
+                config = parse_config(ADMIN, {**config.given(), **{
+                    k.replace("_", "."): v for k, v in overrides.items()}})
+        else:
+            config = parse_config(ADMIN, config, **overrides)
+        self.config: ClientConfig = config
+        self._cluster = Cluster(config)
+        self._started = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> "Admin":
+        if not self._started:
+            await self._cluster.start()
+            self._started = True
+        return self
+
+    async def close(self) -> None:
+        await self._cluster.close()
+
+    async def __aenter__(self) -> "Admin":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    # ------------------------------------------------------------ the call loop
+
+    def _deadline(self, timeout_ms: int | None) -> tuple[float, int]:
+        budget = self.config["default.api.timeout.ms"] if timeout_ms is None else timeout_ms
+        if budget < 0:
+            raise ValueError(f"timeout_ms must be >= 0, not {budget}")
+        return asyncio.get_running_loop().time() + budget / 1000, budget
+
+    def _remaining_ms(self, deadline: float) -> int:
+        return max(0, int((deadline - asyncio.get_running_loop().time()) * 1000))
+
+    def _request_ms(self, deadline: float) -> int:
+        return max(1, min(self.config["request.timeout.ms"], self._remaining_ms(deadline)))
+
+    async def _fan_out(self, what: str, keys: Iterable[K], timeout_ms: int | None,
+                       route: Route, send: Send, describe: Callable[[K], str] = str,
+                       retriable: Callable[[KafkaApiError], bool] | None = None,
+                       on_retry: Callable[[K, BaseException], Awaitable[None] | None] | None = None,
+                       ) -> dict[K, Any]:
+        """Each key's outcome (a value, or the exception that ended it), in key order.
+
+        ``route(key)`` names the node for a key (None: any broker); ``send(node, keys,
+        request_timeout_ms)`` asks that node about those keys and maps each to a value or
+        a KafkaApiError. Errors that ``retriable`` accepts (default: the error's own
+        flag), and connection failures, put the key back for the next round."""
+        keys = list(dict.fromkeys(keys))
+        deadline, budget = self._deadline(timeout_ms)
+        is_retriable = retriable or (lambda e: e.retriable)
+        out: dict[K, Any] = {}
+        last: dict[K, BaseException] = {}
+        pending = list(keys)
+        backoff_ms = self.config["retry.backoff.ms"]
+        while pending:
+            routes: dict[int | None, list[K]] = {}
+            for key in pending:
+                try:
+                    remaining_ms = self._remaining_ms(deadline)
+                    node = await asyncio.wait_for(route(key, remaining_ms), remaining_ms / 1000)
+                except KafkaApiError as e:
+                    # Routing already retried what metadata can fix (an unknown topic
+                    # stays unknown); other retriable answers go round again.
+                    if is_retriable(e) and e.error_code not in _STALE_TOPIC:
+                        last[key] = e
+                    else:
+                        out[key] = e
+                    continue
+                except Exception as e:
+                    if not _is_connection_failure(e):
+                        raise
+                    last[key] = e
+                    continue
+                routes.setdefault(node, []).append(key)
+            if routes:
+                request_ms = self._request_ms(deadline)
+                answers = await asyncio.gather(*(send(node, ks, request_ms)
+                                                 for node, ks in routes.items()),
+                                               return_exceptions=True)
+                for (node, ks), answer in zip(routes.items(), answers):
+                    if isinstance(answer, BaseException):
+                        if isinstance(answer, KafkaApiError) and not is_retriable(answer):
+                            for key in ks:
+                                out[key] = answer
+                            continue
+                        if not (_is_connection_failure(answer) or isinstance(answer, KafkaApiError)):
+                            raise answer
+                        answer = {key: answer for key in ks}
+                    for key in ks:
+                        value = answer[key]
+                        if isinstance(value, BaseException) and (
+                                _is_connection_failure(value)
+                                or (isinstance(value, KafkaApiError) and is_retriable(value))):
+                            last[key] = value
+                            if on_retry is not None:
+                                maybe = on_retry(key, value)
+                                if maybe is not None:
+                                    await maybe
+                        else:
+                            out[key] = value
+                            last.pop(key, None)
+            pending = [k for k in keys if k not in out]
+            if not pending:
+                break
+            if self._remaining_ms(deadline) <= backoff_ms:
+                for key in pending:
+                    error = last.get(key)
+                    if isinstance(error, KafkaApiError):
+                        out[key] = type(error)(f"{error.message} (still so after {budget} ms)",
+                                               error_code=error.error_code)
+                    else:
+                        out[key] = KafkaTimeoutError(
+                            f"{what} {describe(key)}: no answer within {budget} ms"
+                            + (f"; last error: {error!r}" if error is not None else ""))
+                break
+            await asyncio.sleep(backoff_ms / 1000)
+            backoff_ms = min(backoff_ms * 2, self.config["retry.backoff.max.ms"])
+        return {k: out[k] for k in keys}
+
+    async def _request(self, node: int | None, api_key: ApiKey, body: Any,
+                       versions: tuple[int, int], request_ms: int) -> tuple[int, Any]:
+        return await self._cluster.request(node, api_key, body, versions=versions,
+                                           timeout_ms=request_ms)
+
+    async def _any(self, _key: Any, _remaining_ms: int) -> None:
+        return None
+
+    async def _controller(self, _key: Any, _remaining_ms: int) -> int:
+        return await self._cluster.controller()
+
+    async def _coordinator(self, group_id: str, remaining_ms: int) -> int:
+        return await self._cluster.coordinator(group_id, timeout_ms=remaining_ms)
+
+    async def _leader(self, tp: TopicPartition, remaining_ms: int) -> int:
+        # A leader still being elected is retried by the call loop (LeaderNotAvailable is
+        # retriable); a topic that stays unknown ends the call with its name.
+        return (await self._cluster.leader_for(
+            tp, timeout_ms=min(remaining_ms, UNKNOWN_TOPIC_GRACE_MS)))[0]
+
+    def _forget_coordinator(self, group_id: str, error: BaseException) -> None:
+        if not isinstance(error, KafkaApiError) or error.error_code in _COORDINATOR_MOVED:
+            self._cluster.invalidate_coordinator(group_id)
+
+    async def _refresh_topic(self, tp: TopicPartition, error: BaseException) -> None:
+        if not isinstance(error, KafkaApiError) or error.invalid_metadata:
+            await self._cluster.refresh_metadata([tp.topic])
+
+    async def _refresh_controller(self, _key: Any, error: BaseException) -> None:
+        if not isinstance(error, KafkaApiError) or error.error_code == ErrorCode.NOT_CONTROLLER:
+            await self._cluster.refresh_metadata([])
+
+    # ------------------------------------------------------------ topics
+
+    async def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False,
+                            timeout_ms: int | None = None) -> dict[str, CreateTopicResult]:
+        """Create topics on the controller (through any broker); with ``validate_only``
+        the controller checks everything and creates nothing."""
+        wanted = {t.name: t for t in topics}
+        C = messages.CreateTopicsRequest
+
+        async def send(node: int | None, names: list[str], request_ms: int) -> dict:
+            body = C(timeout_ms=request_ms, validate_only=validate_only, topics=[C.CreatableTopic(
+                name=n, num_partitions=wanted[n].num_partitions,
+                replication_factor=wanted[n].replication_factor,
+                assignments=[C.CreatableReplicaAssignment(partition_index=p, broker_ids=list(ids))
+                             for p, ids in sorted((wanted[n].replica_assignments or {}).items())],
+                configs=[C.CreatableTopicConfig(name=k, value=v)
+                         for k, v in wanted[n].configs.items()]) for n in names])
+            _, resp = await self._request(node, ApiKey.CREATE_TOPICS, body, (2, 7), request_ms)
+            out: dict[str, Any] = {}
+            for t in resp.topics:
+                if t.error_code != ErrorCode.NONE:
+                    out[t.name] = _error(t.error_code, f"topic {t.name!r}", t.error_message)
+                    continue
+                out[t.name] = CreateTopicResult(
+                    name=t.name, topic_id=t.topic_id, num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    configs={c.name: c.value for c in (t.configs or [])})
+            return self._answered(out, names, "CreateTopics", "topic")
+
+        return _raise_first(await self._fan_out(
+            "create topic", wanted, timeout_ms, self._controller, send,
+            describe=lambda n: repr(n), retriable=self._controller_retriable,
+            on_retry=self._refresh_controller))
+
+    @staticmethod
+    def _controller_retriable(e: KafkaApiError) -> bool:
+        # REQUEST_TIMED_OUT from a broker means it could not reach the controller quorum.
+        return e.retriable and e.error_code not in _STALE_TOPIC
+
+    @staticmethod
+    def _answered(out: dict, asked: Iterable, api: str, kind: str) -> dict:
+        """Every asked item has an answer; a broker leaving one out is an error for it."""
+        for key in asked:
+            if key not in out:
+                out[key] = _error(ErrorCode.UNKNOWN_SERVER_ERROR, f"{kind} {key!r}",
+                                  f"the {api} response did not mention it")
+        return out
+
+    async def list_topics(self, *, include_internal: bool = False,
+                          timeout_ms: int | None = None) -> dict[str, TopicListing]:
+        """Every topic the brokers know, by name (``__consumer_offsets`` and other
+        internal topics only with ``include_internal``)."""
+        resp = await self._metadata(None, timeout_ms)
+        return {t.name: TopicListing(t.name, t.topic_id or ZERO_TOPIC_ID, t.is_internal)
+                for t in sorted(resp.topics, key=lambda t: t.name)
+                if t.error_code == ErrorCode.NONE and (include_internal or not t.is_internal)}
+
+    async def _metadata(self, topics: list[str] | None, timeout_ms: int | None) -> Any:
+        M = messages.MetadataRequest
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            body = M(topics=None if topics is None else [M.MetadataRequestTopic(name=n) for n in topics],
+                     allow_auto_topic_creation=False)
+            _, resp = await self._request(node, ApiKey.METADATA, body, (4, 12), request_ms)
+            return {keys[0]: resp}
+
+        (resp,) = _raise_first(await self._fan_out("Metadata", ["metadata"], timeout_ms,
+                                                    self._any, send)).values()
+        return resp
+
+    async def describe_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                              ) -> dict[str, TopicDescription]:
+        """Partitions (leader, leader epoch, replicas, ISR, offline replicas) and topic id
+        of each topic, from a fresh Metadata request. An unknown topic raises
+        UnknownTopicOrPartitionError naming it."""
+        return _raise_first(await self._describe_topics(list(topics), timeout_ms))
+
+    async def _describe_topics(self, names: list[str], timeout_ms: int | None) -> dict[str, Any]:
+        M = messages.MetadataRequest
+
+        async def send(node: int | None, ks: list[str], request_ms: int) -> dict:
+            body = M(topics=[M.MetadataRequestTopic(name=n) for n in ks],
+                     allow_auto_topic_creation=False)
+            _, resp = await self._request(node, ApiKey.METADATA, body, (4, 12), request_ms)
+            out: dict[str, Any] = {}
+            for t in resp.topics:
+                if t.error_code != ErrorCode.NONE:
+                    out[t.name] = _error(t.error_code, f"topic {t.name!r}",
+                                         "does not exist" if t.error_code in _STALE_TOPIC else None)
+                    continue
+                out[t.name] = TopicDescription(
+                    name=t.name, topic_id=t.topic_id or ZERO_TOPIC_ID, is_internal=t.is_internal,
+                    partitions=tuple(TopicPartitionInfo(
+                        partition=p.partition_index, leader=p.leader_id,
+                        leader_epoch=p.leader_epoch, replicas=tuple(p.replica_nodes),
+                        isr=tuple(p.isr_nodes), offline_replicas=tuple(p.offline_replicas or ()))
+                        for p in sorted(t.partitions, key=lambda p: p.partition_index)))
+            return self._answered(out, ks, "Metadata", "topic")
+
+        # An unknown topic is an answer, not a reason to retry: there is no auto-creation.
+        return await self._fan_out("describe topic", names, timeout_ms, self._any, send,
+                                   retriable=lambda e: e.retriable and e.error_code not in _STALE_TOPIC)
+
+    async def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                            ) -> dict[str, None]:
+        D = messages.DeleteTopicsRequest
+
+        def body(version: int, names: list[str], request_ms: int) -> Any:
+            if version >= 6:
+                return D(timeout_ms=request_ms, topics=[D.DeleteTopicState(name=n) for n in names])
+            return D(timeout_ms=request_ms, topic_names=list(names))
+
+        async def send(node: int | None, names: list[str], request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.DELETE_TOPICS,
+                                          lambda v: body(v, names, request_ms), (1, 6), request_ms)
+            out: dict[str, Any] = {}
+            for r in resp.responses:
+                out[r.name] = None if r.error_code == ErrorCode.NONE else _error(
+                    r.error_code, f"topic {r.name!r}",
+                    "does not exist" if r.error_code in _STALE_TOPIC else r.error_message)
+            return self._answered(out, names, "DeleteTopics", "topic")
+
+        return _raise_first(await self._fan_out(
+            "delete topic", topics, timeout_ms, self._controller, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
+
+    async def create_partitions(self, new_partitions: Mapping[str, NewPartitions], *,
+                                validate_only: bool = False, timeout_ms: int | None = None
+                                ) -> dict[str, None]:
+        """Grow each topic to ``total_count`` partitions (a topic never shrinks)."""
+        C = messages.CreatePartitionsRequest
+
+        async def send(node: int | None, names: list[str], request_ms: int) -> dict:
+            body = C(timeout_ms=request_ms, validate_only=validate_only, topics=[
+                C.CreatePartitionsTopic(
+                    name=n, count=new_partitions[n].total_count,
+                    assignments=None if new_partitions[n].assignments is None else [
+                        C.CreatePartitionsAssignment(broker_ids=list(ids))
+                        for ids in new_partitions[n].assignments]) for n in names])
+            _, resp = await self._request(node, ApiKey.CREATE_PARTITIONS, body, (0, 3), request_ms)
+            out = {r.name: None if r.error_code == ErrorCode.NONE else _error(
+                r.error_code, f"topic {r.name!r}",
+                "does not exist" if r.error_code in _STALE_TOPIC else r.error_message)
+                for r in resp.results}
+            return self._answered(out, names, "CreatePartitions", "topic")
+
+        return _raise_first(await self._fan_out(
+            "create partitions for", new_partitions, timeout_ms, self._controller, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
+
+    # ------------------------------------------------------------ configs
+
+    async def _config_node(self, resource: ConfigResource, _remaining_ms: int) -> int | None:
+        # A broker's own configs come from that broker; topics and the cluster-wide
+        # default from any broker (Kafka's AdminClient routes them the same way).
+        if resource.type == ConfigResourceType.BROKER and resource.name:
+            if not resource.name.isdigit():
+                raise _error(ErrorCode.INVALID_REQUEST, str(resource),
+                             "a broker resource is named by a broker id, or \"\" for the default")
+            return int(resource.name)
+        return None
+
+    async def describe_configs(self, resources: Iterable[ConfigResource], *,
+                               include_synonyms: bool = False,
+                               include_documentation: bool = False,
+                               timeout_ms: int | None = None
+                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Every config of each resource, with its source, read-only and sensitive flags;
+        synonyms (where the value comes from, in precedence order) and documentation on
+        request."""
+        D = messages.DescribeConfigsRequest
+
+        async def send(node: int | None, rs: list[ConfigResource], request_ms: int) -> dict:
+            body = D(include_synonyms=include_synonyms, include_documentation=include_documentation,
+                     resources=[D.DescribeConfigsResource(resource_type=int(r.type),
+                                                          resource_name=r.name,
+                                                          configuration_keys=None) for r in rs])
+            version, resp = await self._request(node, ApiKey.DESCRIBE_CONFIGS, body, (1, 4),
+                                                request_ms)
+            out: dict[ConfigResource, Any] = {}
+            for res in resp.results:
+                key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
+                if res.error_code != ErrorCode.NONE:
+                    out[key] = _error(res.error_code, str(key), res.error_message)
+                    continue
+                out[key] = {c.name: self._config_entry(c, version) for c in res.configs}
+            return self._answered(out, rs, "DescribeConfigs", "resource")
+
+        return _raise_first(await self._fan_out(
+            "describe configs of", resources, timeout_ms, self._config_node, send,
+            retriable=self._controller_retriable))
+
+    @staticmethod
+    def _config_entry(c: Any, version: int) -> ConfigEntry:
+        source = ConfigSource.of(c.config_source) if version >= 1 else (
+            ConfigSource.DEFAULT_CONFIG if c.is_default else ConfigSource.UNKNOWN)
+        return ConfigEntry(
+            name=c.name, value=c.value, source=source,
+            is_default=source == ConfigSource.DEFAULT_CONFIG if version >= 1 else c.is_default,
+            read_only=c.read_only, sensitive=c.is_sensitive,
+            synonyms=tuple(ConfigSynonym(s.name, s.value, ConfigSource.of(s.source))
+                           for s in (c.synonyms or ())),
+            type=ConfigType.of(c.config_type) if version >= 3 else ConfigType.UNKNOWN,
+            documentation=c.documentation if version >= 3 else None)
+
+    async def incremental_alter_configs(
+            self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], *,
+            validate_only: bool = False, timeout_ms: int | None = None
+    ) -> dict[ConfigResource, None]:
+        """KIP-339's IncrementalAlterConfigs: SET, DELETE (back to the default), APPEND and
+        SUBTRACT (list-typed configs) per key; other keys keep their values. Each resource
+        changes atomically."""
+        I = messages.IncrementalAlterConfigsRequest
+
+        async def send(node: int | None, rs: list[ConfigResource], request_ms: int) -> dict:
+            body = I(validate_only=validate_only, resources=[I.AlterConfigsResource(
+                resource_type=int(r.type), resource_name=r.name,
+                configs=[I.AlterableConfig(name=op.name, config_operation=int(op.op),
+                                           value=None if op.op == AlterConfigOpType.DELETE else op.value)
+                         for op in changes[r]]) for r in rs])
+            _, resp = await self._request(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, (0, 1),
+                                          request_ms)
+            return self._alter_results(resp.responses, rs, "IncrementalAlterConfigs")
+
+        return _raise_first(await self._fan_out(
+            "alter configs of", changes, timeout_ms, self._config_node, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
+
+    def _alter_results(self, responses: Any, asked: list[ConfigResource], api: str) -> dict:
+        out: dict[ConfigResource, Any] = {}
+        for r in responses:
+            key = ConfigResource(ConfigResourceType(r.resource_type), r.resource_name)
+            out[key] = None if r.error_code == ErrorCode.NONE else _error(
+                r.error_code, str(key), r.error_message)
+        return self._answered(out, asked, api, "resource")
+
+    async def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *,
+                            validate_only: bool = False, timeout_ms: int | None = None
+                            ) -> dict[ConfigResource, None]:
+        """The legacy AlterConfigs (API 33): each resource's dynamic configs become exactly
+        ``configs[resource]``; keys not given go back to their defaults. Prefer
+        ``incremental_alter_configs``. A cluster that does not serve API 33 raises
+        UnsupportedVersionError."""
+        A = messages.AlterConfigsRequest
+
+        async def send(node: int | None, rs: list[ConfigResource], request_ms: int) -> dict:
+            body = A(validate_only=validate_only, resources=[A.AlterConfigsResource(
+                resource_type=int(r.type), resource_name=r.name,
+                configs=[A.AlterableConfig(name=k, value=v) for k, v in configs[r].items()])
+                for r in rs])
+            _, resp = await self._request(node, ApiKey.ALTER_CONFIGS, body, (0, 2), request_ms)
+            return self._alter_results(resp.responses, rs, "AlterConfigs")
+
+        return _raise_first(await self._fan_out(
+            "alter configs of", configs, timeout_ms, self._config_node, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
+
+    # ------------------------------------------------------------ cluster and quorum
+
+    async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        """Live brokers (id, host, port, rack), the controller id brokers report and the
+        cluster id (DescribeCluster, KIP-700)."""
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.DESCRIBE_CLUSTER,
+                                          messages.DescribeClusterRequest(), (0, 1), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "DescribeCluster", resp.error_message)}
+            return {keys[0]: ClusterDescription(
+                cluster_id=resp.cluster_id, controller_id=resp.controller_id,
+                brokers=tuple(sorted((BrokerNode(b.broker_id, b.host, b.port, b.rack)
+                                      for b in resp.brokers), key=lambda b: b.node_id)))}
+
+        (result,) = _raise_first(await self._fan_out("describe cluster", ["cluster"], timeout_ms,
+                                                     self._any, send)).values()
+        return result
+
+    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
+        """The metadata quorum as its leader sees it (DescribeQuorum, KIP-595/KIP-836):
+        leader id and epoch, high watermark, voters and observers with their log end
+        offsets and lag behind the leader. Brokers forward the request to the active
+        controller."""
+        D = messages.DescribeQuorumRequest
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            body = D(topics=[D.TopicData(topic_name=METADATA_TOPIC,
+                                         partitions=[D.PartitionData(partition_index=0)])])
+            _, resp = await self._request(node, ApiKey.DESCRIBE_QUORUM, body, (0, 2), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "DescribeQuorum", resp.error_message)}
+            parts = [p for t in resp.topics if t.topic_name == METADATA_TOPIC for p in t.partitions
+                     if p.partition_index == 0]
+            if not parts:
+                return {keys[0]: _error(ErrorCode.UNKNOWN_SERVER_ERROR, "DescribeQuorum",
+                                        f"the answer does not describe {METADATA_TOPIC}-0")}
+            p = parts[0]
+            if p.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(p.error_code, f"DescribeQuorum {METADATA_TOPIC}-0",
+                                        p.error_message)}
+            leader_end = leader_log_end(p.current_voters, p.leader_id)
+            nodes = {n.node_id: (n.listeners[0].host, n.listeners[0].port)
+                     for n in (resp.nodes or ()) if n.listeners}
+            return {keys[0]: QuorumInfo(leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+                                        high_watermark=p.high_watermark,
+                                        voters=quorum_replicas(p.current_voters, leader_end),
+                                        observers=quorum_replicas(p.observers, leader_end),
+                                        nodes=nodes)}
+
+        (result,) = _raise_first(await self._fan_out("describe quorum", ["quorum"], timeout_ms,
+                                                     self._any, send)).values()
+        return result
+
+    # ------------------------------------------------------------ consumer groups
+
+    async def list_consumer_groups(self, *, states: Iterable[str] | None = None,
+                                   timeout_ms: int | None = None) -> list[ConsumerGroupListing]:
+        """Groups of every broker's coordinator (ListGroups to each live broker), sorted by
+        id; ``states`` filters by Kafka's state names (Stable, Empty, ...)."""
+        wanted = None if states is None else {s.lower() for s in states}
+        metadata = await self._cluster.refresh_metadata([])
+        L = messages.ListGroupsRequest
+
+        async def route(broker_id: int, _remaining_ms: int) -> int:
+            return broker_id
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            body = L(states_filter=sorted(wanted) if wanted else [], types_filter=[])
+            version, resp = await self._request(node, ApiKey.LIST_GROUPS, body, (0, 5), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, f"ListGroups on broker {node}")}
+            return {keys[0]: [ConsumerGroupListing(g.group_id, g.protocol_type,
+                                                   g.group_state if version >= 4 else "",
+                                                   (g.group_type or "classic").lower()
+                                                   if version >= 5 else "classic")
+                              for g in resp.groups]}
+
+        per_broker = _raise_first(await self._fan_out(
+            "list groups on broker", sorted(metadata.brokers), timeout_ms, route, send))
+        listed = {g.group_id: g for groups in per_broker.values() for g in groups}
+        return [g for _, g in sorted(listed.items())
+                if wanted is None or g.state.lower() in wanted]
+
+    async def describe_consumer_groups(self, group_ids: Iterable[str], *,
+                                       timeout_ms: int | None = None
+                                       ) -> dict[str, ConsumerGroupDescription]:
+        """State, protocol and members of each group, each member's assignment decoded
+        from the consumer protocol bytes. A group that does not exist raises
+        GroupIdNotFoundError naming it."""
+        async def send(node: int | None, groups: list[str], request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.DESCRIBE_GROUPS,
+                                          messages.DescribeGroupsRequest(groups=groups), (0, 5),
+                                          request_ms)
+            out: dict[str, Any] = {}
+            for g in resp.groups:
+                if g.error_code != ErrorCode.NONE:
+                    out[g.group_id] = _error(g.error_code, f"group {g.group_id!r}")
+                elif g.group_state == "Dead":
+                    out[g.group_id] = GroupIdNotFoundError(f"group {g.group_id!r}: does not exist")
+                else:
+                    out[g.group_id] = self._group_description(g, node)
+            return self._answered(out, groups, "DescribeGroups", "group")
+
+        return _raise_first(await self._fan_out(
+            "describe group", group_ids, timeout_ms, self._coordinator, send,
+            on_retry=self._forget_coordinator))
+
+    @staticmethod
+    def _group_description(g: Any, coordinator: int | None) -> ConsumerGroupDescription:
+        members = []
+        for m in g.members:
+            assignment: tuple[TopicPartition, ...] = ()
+            subscription: tuple[str, ...] = ()
+            if g.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                # A member's bytes are what its client wrote; one unreadable member must
+                # not hide the group: its raw bytes stay in the description.
+                try:
+                    assignment = decode_assignment(m.member_assignment)
+                except ValueError:
+                    pass
+                try:
+                    subscription = decode_subscription(m.member_metadata)
+                except ValueError:
+                    pass
+            members.append(MemberDescription(
+                member_id=m.member_id, group_instance_id=m.group_instance_id,
+                client_id=m.client_id, host=m.client_host, assignment=assignment,
+                subscription=subscription, raw_assignment=bytes(m.member_assignment or b""),
+                raw_metadata=bytes(m.member_metadata or b"")))
+        return ConsumerGroupDescription(
+            group_id=g.group_id, state=g.group_state, protocol_type=g.protocol_type,
+            protocol=g.protocol_data, members=tuple(sorted(members, key=lambda m: m.member_id)),
+            coordinator=-1 if coordinator is None else coordinator)
+
+    async def list_consumer_group_offsets(self, group_id: str,
+                                          partitions: Iterable[TopicPartition] | None = None, *,
+                                          require_stable: bool = False,
+                                          timeout_ms: int | None = None
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (OffsetFetch), all of them or those of
+        ``partitions``; partitions without a committed offset are left out, and a group
+        that does not exist has none (as in Kafka)."""
+        asked = None if partitions is None else sorted(set(partitions))
+        O = messages.OffsetFetchRequest
+
+        def body(version: int) -> Any:
+            by_topic: dict[str, list[int]] = {}
+            for tp in asked or ():
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            if version >= 8:
+                return O(require_stable=require_stable, groups=[O.OffsetFetchRequestGroup(
+                    group_id=group_id, topics=None if asked is None else [
+                        O.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
+                        for t, ps in by_topic.items()])])
+            return O(group_id=group_id, require_stable=require_stable,
+                     topics=None if asked is None else [
+                         O.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                         for t, ps in by_topic.items()])
+
+        async def send(node: int | None, groups: list[str], request_ms: int) -> dict:
+            version, resp = await self._request(node, ApiKey.OFFSET_FETCH, body, (1, 9),
+                                                request_ms)
+            if version >= 8:
+                (g,) = [g for g in resp.groups if g.group_id == group_id] or [None]
+                if g is None:
+                    return self._answered({}, groups, "OffsetFetch", "group")
+                code, topics = g.error_code, g.topics
+            else:
+                code, topics = (resp.error_code if version >= 2 else ErrorCode.NONE), resp.topics
+            if code != ErrorCode.NONE:
+                return {group_id: _error(code, f"group {group_id!r}")}
+            offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+            for t in topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code != ErrorCode.NONE:
+                        return {group_id: _error(p.error_code, f"group {group_id!r} {tp}")}
+                    if p.committed_offset >= 0:
+                        offsets[tp] = OffsetAndMetadata(
+                            p.committed_offset, p.metadata or "",
+                            p.committed_leader_epoch if version >= 5 else -1)
+            return {group_id: dict(sorted(offsets.items()))}
+
+        (result,) = _raise_first(await self._fan_out(
+            "fetch offsets of group", [group_id], timeout_ms, self._coordinator, send,
+            on_retry=self._forget_coordinator)).values()
+        return result
+
+    async def alter_consumer_group_offsets(
+            self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commit ``offsets`` for a group without members (OffsetCommit with generation -1,
+        as Kafka's AdminClient does). A group with live members refuses it (the
+        coordinator answers UNKNOWN_MEMBER_ID); the error names the group."""
+        wanted = {tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+                  for tp, o in offsets.items()}
+        for tp, o in wanted.items():
+            if o.offset < 0:
+                raise ValueError(f"group {group_id!r} {tp}: an offset to commit is >= 0, not {o.offset}")
+        C = messages.OffsetCommitRequest
+
+        async def send(node: int | None, groups: list[str], request_ms: int) -> dict:
+            by_topic: dict[str, list] = {}
+            for tp, o in sorted(wanted.items()):
+                by_topic.setdefault(tp.topic, []).append(C.OffsetCommitRequestPartition(
+                    partition_index=tp.partition, committed_offset=o.offset,
+                    committed_leader_epoch=o.leader_epoch, committed_metadata=o.metadata))
+            body = C(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                     group_instance_id=None, retention_time_ms=-1, topics=[
+                         C.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.OFFSET_COMMIT, body, (2, 9), request_ms)
+            codes = {TopicPartition(t.name, p.partition_index): p.error_code
+                     for t in resp.topics for p in t.partitions}
+            for tp in sorted(wanted):
+                code = codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+                if code in _COORDINATOR_MOVED or code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    return {group_id: _error(code, f"group {group_id!r}")}
+                if code in _ACTIVE_GROUP_CODES:
+                    return {group_id: _error(code, f"group {group_id!r}",
+                                             "the group has active members; its offsets can only "
+                                             "be altered while it is empty")}
+                if code != ErrorCode.NONE:
+                    return {group_id: _error(code, f"group {group_id!r} {tp}")}
+            return {group_id: dict(sorted(wanted.items()))}
+
+        (result,) = _raise_first(await self._fan_out(
+            "commit offsets of group", [group_id], timeout_ms, self._coordinator, send,
+            retriable=lambda e: e.retriable and e.error_code not in _ACTIVE_GROUP_CODES,
+            on_retry=self._forget_coordinator)).values()
+        return result
+
+    async def delete_consumer_group_offsets(self, group_id: str,
+                                            partitions: Iterable[TopicPartition], *,
+                                            timeout_ms: int | None = None) -> None:
+        """Forget the group's committed offsets of ``partitions`` (OffsetDelete, KIP-496).
+        Refused per topic while a live member is subscribed to it
+        (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        asked = sorted(set(partitions))
+        D = messages.OffsetDeleteRequest
+
+        async def send(node: int | None, groups: list[str], request_ms: int) -> dict:
+            by_topic: dict[str, list] = {}
+            for tp in asked:
+                by_topic.setdefault(tp.topic, []).append(
+                    D.OffsetDeleteRequestPartition(partition_index=tp.partition))
+            _, resp = await self._request(node, ApiKey.OFFSET_DELETE, D(group_id=group_id, topics=[
+                D.OffsetDeleteRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()]),
+                (0, 0), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {group_id: _error(resp.error_code, f"group {group_id!r}",
+                                         "does not exist" if resp.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+                                         else None)}
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code != ErrorCode.NONE:
+                        return {group_id: _error(p.error_code,
+                                                 f"group {group_id!r} {t.name}-{p.partition_index}")}
+            return {group_id: None}
+
+        _raise_first(await self._fan_out("delete offsets of group", [group_id], timeout_ms,
+                                         self._coordinator, send, on_retry=self._forget_coordinator))
+
+    async def delete_consumer_groups(self, group_ids: Iterable[str], *,
+                                     timeout_ms: int | None = None) -> dict[str, None]:
+        """Delete empty groups and their committed offsets (DeleteGroups). A group with
+        members raises NonEmptyGroupError, an unknown one GroupIdNotFoundError."""
+        async def send(node: int | None, groups: list[str], request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.DELETE_GROUPS,
+                                          messages.DeleteGroupsRequest(groups_names=groups), (0, 2),
+                                          request_ms)
+            out = {r.group_id: None if r.error_code == ErrorCode.NONE else _error(
+                r.error_code, f"group {r.group_id!r}",
+                "does not exist" if r.error_code == ErrorCode.GROUP_ID_NOT_FOUND else None)
+                for r in resp.results}
+            return self._answered(out, groups, "DeleteGroups", "group")
+
+        return _raise_first(await self._fan_out("delete group", group_ids, timeout_ms,
+                                                self._coordinator, send,
+                                                on_retry=self._forget_coordinator))
+
+    async def consumer_group_lag(self, group_id: str, topics: Iterable[str] | None = None, *,
+                                 timeout_ms: int | None = None) -> dict[TopicPartition, PartitionLag]:
+        """Per partition: the committed offset, the log start and end, and the lag (log end
+        minus committed). Partitions are those the group has offsets for, plus every
+        partition of ``topics``; partitions of deleted topics are left out."""
+        deadline, _ = self._deadline(timeout_ms)
+        committed = await self.list_consumer_group_offsets(
+            group_id, timeout_ms=self._remaining_ms(deadline))
+        names = sorted({tp.topic for tp in committed} | set(topics or ()))
+        described = await self._describe_topics(names, self._remaining_ms(deadline))
+        for name in topics or ():
+            if isinstance(described[name], BaseException):
+                raise described[name]
+        partitions = [TopicPartition(d.name, p.partition) for d in described.values()
+                      if not isinstance(d, BaseException) for p in d.partitions]
+        start, end = await self._log_bounds(partitions, self._remaining_ms(deadline))
+        return group_lag({tp: committed[tp].offset if tp in committed else None for tp in partitions},
+                         start, end)
+
+    async def _log_bounds(self, partitions: Sequence[TopicPartition], timeout_ms: int
+                          ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        if not partitions:
+            return {}, {}
+        deadline, _ = self._deadline(timeout_ms)
+        earliest = await self.list_offsets({tp: OffsetSpec.earliest() for tp in partitions},
+                                           timeout_ms=self._remaining_ms(deadline))
+        latest = await self.list_offsets({tp: OffsetSpec.latest() for tp in partitions},
+                                         timeout_ms=self._remaining_ms(deadline))
+        return ({tp: r.offset for tp, r in earliest.items()},
+                {tp: r.offset for tp, r in latest.items()})
+
+    async def reset_consumer_group_offsets(
+            self, group_id: str, spec: OffsetReset, *,
+            partitions: Iterable[TopicPartition] | None = None,
+            topics: Iterable[str] | None = None, dry_run: bool = False,
+            timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Move a group's committed offsets (kafka-consumer-groups --reset-offsets): to the
+        earliest or latest offset, to the first offset at or after a time, by a shift, or
+        to an offset, clamped into each log (``plan_offset_reset``). Applies to
+        ``partitions``, or every partition of ``topics``, or else every partition the group
+        has offsets for. Refused with NonEmptyGroupError while the group has live members,
+        as Kafka refuses it; ``dry_run`` computes and returns the offsets only."""
+        deadline, _ = self._deadline(timeout_ms)
+        state = await self._group_state(group_id, self._remaining_ms(deadline))
+        if state[0] not in INACTIVE_GROUP_STATES:
+            raise NonEmptyGroupError(
+                f"group {group_id!r}: offsets can only be reset while the group is inactive, "
+                f"but it is {state[0]} with {state[1]} member(s)")
+        committed = await self.list_consumer_group_offsets(
+            group_id, timeout_ms=self._remaining_ms(deadline))
+        if partitions is not None:
+            targets = sorted(set(partitions))
+        elif topics is not None:
+            described = await self.describe_topics(list(topics),
+                                                   timeout_ms=self._remaining_ms(deadline))
+            targets = [TopicPartition(d.name, p.partition) for d in described.values()
+                       for p in d.partitions]
+        else:
+            targets = sorted(committed)
+        if not targets:
+            return {}
+        start, end = await self._log_bounds(targets, self._remaining_ms(deadline))
+        by_time = None
+        if spec.kind is OffsetResetKind.TIMESTAMP:
+            found = await self.list_offsets({tp: OffsetSpec.for_timestamp(spec.value) for tp in targets},
+                                            timeout_ms=self._remaining_ms(deadline))
+            by_time = {tp: r.offset for tp, r in found.items()}
+        plan = plan_offset_reset(spec, targets, {tp: o.offset for tp, o in committed.items()},
+                                 start, end, by_time)
+        if not dry_run:
+            await self.alter_consumer_group_offsets(
+                group_id, {tp: OffsetAndMetadata(o, committed[tp].metadata if tp in committed else "")
+                           for tp, o in plan.items()},
+                timeout_ms=self._remaining_ms(deadline))
+        return plan
+
+    async def _group_state(self, group_id: str, timeout_ms: int) -> tuple[str, int]:
+        """(state, member count); a group that does not exist is Dead with none."""
+        try:
+            d = (await self.describe_consumer_groups([group_id], timeout_ms=timeout_ms))[group_id]
+        except GroupIdNotFoundError:
+            return "Dead", 0
+        return d.state, len(d.members)
+
+    # ------------------------------------------------------------ offsets and records
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,
+                           isolation_level: str = "read_uncommitted",
+                           timeout_ms: int | None = None
+                           ) -> dict[TopicPartition, ListOffsetsResult]:
+        """Offsets by ``OffsetSpec`` from each partition's leader: earliest, latest, the
+        first at or after a time, or the record with the largest timestamp."""
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level is read_uncommitted or read_committed, "
+                             f"not {isolation_level!r}")
+        isolation = _READ_COMMITTED if isolation_level == "read_committed" else _READ_UNCOMMITTED
+        L = messages.ListOffsetsRequest
+        low = 7 if any(s.timestamp == OffsetSpec.MAX_TIMESTAMP for s in specs.values()) else 1
+
+        async def send(node: int | None, tps: list[TopicPartition], request_ms: int) -> dict:
+            by_topic: dict[str, list] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(L.ListOffsetsPartition(
+                    partition_index=tp.partition, current_leader_epoch=-1,
+                    timestamp=specs[tp].timestamp))
+            body = L(replica_id=-1, isolation_level=isolation, timeout_ms=request_ms, topics=[
+                L.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.LIST_OFFSETS, body, (low, 10), request_ms)
+            out: dict[TopicPartition, Any] = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    out[tp] = ListOffsetsResult(p.offset, p.timestamp, p.leader_epoch) \
+                        if p.error_code == ErrorCode.NONE else _error(p.error_code, f"partition {tp}")
+            return self._answered(out, tps, "ListOffsets", "partition")
+
+        return _raise_first(await self._fan_out("list offsets of", specs, timeout_ms,
+                                                self._leader, send, on_retry=self._refresh_topic))
+
+    async def delete_records(self, before: Mapping[TopicPartition, int], *,
+                             timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Move each partition's log start offset up to ``before[tp]`` (-1: the high
+        watermark), deleting the records below it (DeleteRecords); returns the new log
+        start offsets (low watermarks)."""
+        D = messages.DeleteRecordsRequest
+
+        async def send(node: int | None, tps: list[TopicPartition], request_ms: int) -> dict:
+            by_topic: dict[str, list] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(
+                    D.DeleteRecordsPartition(partition_index=tp.partition, offset=before[tp]))
+            body = D(timeout_ms=request_ms, topics=[D.DeleteRecordsTopic(name=t, partitions=ps)
+                                                    for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.DELETE_RECORDS, body, (0, 2), request_ms)
+            out: dict[TopicPartition, Any] = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    out[tp] = p.low_watermark if p.error_code == ErrorCode.NONE else _error(
+                        p.error_code, f"partition {tp}")
+            return self._answered(out, tps, "DeleteRecords", "partition")
+
+        return _raise_first(await self._fan_out("delete records of", before, timeout_ms,
+                                                self._leader, send, on_retry=self._refresh_topic))
+
