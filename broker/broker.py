@@ -32,7 +32,8 @@ from broker.controller_channel import ControllerChannel, ControllerUnavailableEr
 from broker.fetcher import ReplicaFetcherManager
 from broker.group.coordinator import GroupConfig
 from broker.group.driver import GroupCoordinatorDriver
-from broker.log import FileStorage, LogConfig, LogManager
+from broker.cleaner_driver import CleanerDriver, CleanerSettings
+from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from broker.replica.partition import AlterIsr, Role, TopicPartition
 from broker.replica_manager import HostedPartition, ReplicaManager, now_ms
@@ -104,6 +105,8 @@ class Broker:
         zero_copy = config.event_loop == "asyncio"   # uvloop has no loop.sendfile
         self.replicas = ReplicaManager(config.node_id, self.logs, properties,
                                        config.replica_lag_time_max_ms, use_sendfile=zero_copy)
+        self.cleaner = CleanerDriver(self.logs, self.storage, self._high_watermark_of, now_ms)
+        self._apply_broker_configs()
         self.controller = ControllerChannel(config.controller_voters, f"broker-{config.node_id}")
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
@@ -174,7 +177,8 @@ class Broker:
         self.groups.start()
         self._tasks = [loop.create_task(self.observer.run(), name="metadata-observer"),
                        loop.create_task(self._lifecycle(), name="heartbeats"),
-                       loop.create_task(self._poll_loop(), name="replica-poll")]
+                       loop.create_task(self._poll_loop(), name="replica-poll"),
+                       loop.create_task(self.cleaner.run(), name="log-cleaner")]
 
     @property
     def port(self) -> int:
@@ -191,6 +195,7 @@ class Broker:
         image, changes = self.listener.take_changes()
         try:
             self.replicas.apply_image(image, now_ms(), changes)
+            self._apply_broker_configs()
         except Exception:
             log.exception("applying metadata offset %d failed", image.provenance.offset)
             raise
@@ -203,6 +208,28 @@ class Broker:
         self.metrics.partitions_led.set(sum(1 for h in self.replicas.partitions.values()
                                             if h.replica.leader_id == self.config.node_id))
         self._image_changed.set()
+
+    def _apply_broker_configs(self) -> None:
+        """Dynamic broker keys that steer broker-wide duties (not a topic's log) take
+        effect with the image that carries them."""
+        layers = self.replicas.config_layers
+
+        def num(key: str, default: int) -> int:
+            try:
+                return int(layers.broker_value(key) or default)
+            except ValueError:
+                return default      # the controller validates; never crash on a value
+        self.logs.reconfigure(LogManagerConfig(
+            flush_offset_checkpoint_interval_ms=num("log.flush.offset.checkpoint.interval.ms", 60_000),
+            retention_check_interval_ms=num("log.retention.check.interval.ms", 300_000)), now_ms())
+        self.cleaner.reconfigure(CleanerSettings(
+            enable=(layers.broker_value("log.cleaner.enable") or "true").strip().lower() != "false",
+            backoff_ms=max(1, num("log.cleaner.backoff.ms", 15_000)),
+            dedupe_buffer_size=max(1, num("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024))))
+
+    def _high_watermark_of(self, topic: str, partition: int) -> int:
+        hosted = self.replicas.partitions.get(TopicPartition(topic, partition))
+        return 0 if hosted is None else hosted.replica.high_watermark
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         reg = self.replicas.image.cluster.get(broker_id)
@@ -441,6 +468,7 @@ class Broker:
 
     async def stop(self) -> None:
         self._stopping = True
+        self.cleaner.stop()
         self.observer.close()   # its loop checks this: cancel() alone can be swallowed (3.11)
         for task in self._tasks:
             task.cancel()

@@ -52,6 +52,7 @@ from typing import Callable, Hashable, Iterable
 
 import crc32c
 
+from broker.log.config import NO_LIMIT
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import (
     CLEANED_SUFFIX,
@@ -125,6 +126,25 @@ def dirty_ratio(partition_log: PartitionLog, high_watermark: int, now_ms: int) -
     return dirty / total if total else 0.0
 
 
+def _past_max_compaction_lag(partition_log: PartitionLog, high_watermark: int, now_ms: int) -> bool:
+    """max.compaction.lag.ms (KIP-354): a log whose oldest dirty segment holds records
+    older than the lag is cleaned whatever its dirty ratio. A segment's age is its largest
+    timestamp, so a segment qualifies once all its records are that old (Kafka looks at
+    the first batch; this is later, never earlier)."""
+    lag = partition_log.config.max_compaction_lag_ms
+    if lag >= NO_LIMIT:
+        return False
+    first_dirty, first_uncleanable = cleanable_range(partition_log, high_watermark, now_ms)
+    segments = partition_log.segments
+    for i, segment in enumerate(segments[:-1]):
+        upper = segments[i + 1].base_offset
+        if upper > first_uncleanable:
+            return False
+        if upper > first_dirty and segment.size_bytes:
+            return 0 <= segment.max_timestamp <= now_ms - lag
+    return False
+
+
 def logs_to_clean(
     logs: Iterable[tuple[Hashable, PartitionLog]],
     now_ms: int,
@@ -137,7 +157,9 @@ def logs_to_clean(
         if not partition_log.config.compact or partition_log.closed:
             continue
         ratio = dirty_ratio(partition_log, high_watermark_of(key), now_ms)
-        if ratio > 0 and ratio >= partition_log.config.min_cleanable_dirty_ratio:
+        if ratio > 0 and (ratio >= partition_log.config.min_cleanable_dirty_ratio
+                          or _past_max_compaction_lag(partition_log, high_watermark_of(key),
+                                                      now_ms)):
             chosen.append((key, partition_log, ratio))
     chosen.sort(key=lambda item: -item[2])
     return chosen

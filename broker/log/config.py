@@ -33,6 +33,9 @@ _OFFSET_INDEX_ENTRY_BYTES = 8
 _TIME_INDEX_ENTRY_BYTES = 12
 
 
+_COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
 class LogConfigError(ValueError):
     """A topic config value Kafka would reject (INVALID_CONFIG, 40, at the admin API)."""
 
@@ -48,6 +51,8 @@ class LogConfig:
     segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes: roll when the .log would pass it
     segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms: roll a non-empty segment this old
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: roll when an index is full
+    segment_jitter_ms: int = 0  # segment.jitter.ms: time-based rolls up to this much earlier
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms: retired segment files kept this long
     index_interval_bytes: int = 4096  # index.interval.bytes: log bytes between index entries
     flush_messages: int = NO_LIMIT  # flush.messages: fsync after this many unflushed records
     flush_ms: int = NO_LIMIT  # flush.ms: fsync when the oldest unflushed append is this old
@@ -56,9 +61,16 @@ class LogConfig:
     cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
     delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms: tombstone lifetime
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: never compact younger records
+    max_compaction_lag_ms: int = NO_LIMIT  # max.compaction.lag.ms: compact older ones regardless
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes: largest batch (1048588)
     message_timestamp_type: str = CREATE_TIME  # message.timestamp.type
+    # CreateTime records may be at most this much older / newer than the broker's clock
+    # (KIP-937); message.timestamp.difference.max.ms is the older single bound for both.
+    message_timestamp_before_max_ms: int = NO_LIMIT  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = NO_LIMIT  # message.timestamp.after.max.ms
+    message_timestamp_difference_max_ms: int = NO_LIMIT  # message.timestamp.difference.max.ms
+    compression_type: str = "producer"  # compression.type: "producer" keeps the producer's
     # Not Kafka properties: limits of this implementation, passed explicitly (STYLE 7).
     cleaner_key_map_entries_max: int = 1_000_000  # keys one cleaning pass may hold in memory
     policies: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -71,6 +83,8 @@ class LogConfig:
         # 61 bytes is one empty batch header; anything smaller cannot hold a batch.
         if not 61 <= self.segment_bytes <= _SEGMENT_BYTES_MAX:
             raise LogConfigError(f"segment.bytes {self.segment_bytes}")
+        if self.segment_jitter_ms < 0 or self.file_delete_delay_ms < 0:
+            raise LogConfigError("segment.jitter.ms / file.delete.delay.ms must be >= 0")
         if self.segment_ms < 1:
             raise LogConfigError(f"segment.ms {self.segment_ms}")
         if self.segment_index_bytes < _TIME_INDEX_ENTRY_BYTES:
@@ -81,16 +95,31 @@ class LogConfig:
             raise LogConfigError(f"flush.messages {self.flush_messages} / flush.ms {self.flush_ms}")
         if self.retention_ms < -1 or self.retention_bytes < -1:
             raise LogConfigError(f"retention.ms {self.retention_ms} / bytes {self.retention_bytes}")
+        if self.max_compaction_lag_ms < 1:
+            raise LogConfigError(f"max.compaction.lag.ms {self.max_compaction_lag_ms}")
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
             raise LogConfigError("delete.retention.ms / min.compaction.lag.ms must be >= 0")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise LogConfigError(f"min.cleanable.dirty.ratio {self.min_cleanable_dirty_ratio}")
         if self.max_message_bytes < 0:
             raise LogConfigError(f"max.message.bytes {self.max_message_bytes}")
+        if min(self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms,
+               self.message_timestamp_difference_max_ms) < 0:
+            raise LogConfigError("message.timestamp.*.max.ms must be >= 0")
+        if self.compression_type not in _COMPRESSION_TYPES:
+            raise LogConfigError(f"compression.type {self.compression_type!r}")
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise LogConfigError(f"message.timestamp.type {self.message_timestamp_type!r}")
         if self.cleaner_key_map_entries_max < 1:
             raise LogConfigError("cleaner_key_map_entries_max must be >= 1")
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        return min(self.message_timestamp_before_max_ms, self.message_timestamp_difference_max_ms)
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        return min(self.message_timestamp_after_max_ms, self.message_timestamp_difference_max_ms)
 
     @property
     def compact(self) -> bool:
@@ -142,6 +171,8 @@ _PROPERTY_ATTRS: dict[str, str] = {
     "segment.bytes": "segment_bytes",
     "segment.ms": "segment_ms",
     "segment.index.bytes": "segment_index_bytes",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "file.delete.delay.ms": "file_delete_delay_ms",
     "index.interval.bytes": "index_interval_bytes",
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
@@ -150,12 +181,17 @@ _PROPERTY_ATTRS: dict[str, str] = {
     "cleanup.policy": "cleanup_policy",
     "delete.retention.ms": "delete_retention_ms",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
+    "compression.type": "compression_type",
 }
 _ATTR_KINDS: dict[str, type] = {
     attr: (float if attr == "min_cleanable_dirty_ratio" else str if attr in (
-        "cleanup_policy", "message_timestamp_type") else int)
+        "cleanup_policy", "message_timestamp_type", "compression_type") else int)
     for attr in _PROPERTY_ATTRS.values()
 }

@@ -171,6 +171,17 @@ class LogManager:
 
     # --- logs -----------------------------------------------------------------------------
 
+    def reconfigure(self, manager_config: LogManagerConfig, now_ms: int) -> None:
+        """A dynamic broker config change: the new intervals count from now."""
+        if manager_config == self.manager_config:
+            return
+        self.manager_config = manager_config
+        self._next_retention_ms = min(self._next_retention_ms,
+                                      now_ms + manager_config.retention_check_interval_ms)
+        self._next_recovery_checkpoint_ms = min(
+            self._next_recovery_checkpoint_ms,
+            now_ms + manager_config.flush_offset_checkpoint_interval_ms)
+
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 

@@ -57,12 +57,13 @@ segments it replaces are still the current ones.
 from __future__ import annotations
 
 import logging
+import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable
 
-from broker.log.config import LogConfig
+from broker.log.config import NO_LIMIT, LogConfig
 from broker.log.leader_epoch_cache import (
     CorruptCheckpointError,
     EpochEndOffset,
@@ -87,8 +88,11 @@ from broker.log.segment import AppendedBatch
 from clients.records import (
     NO_TIMESTAMP,
     BatchHeader,
+    CompressionType,
     RecordError,
+    TimestampType,
     assign_base_offset,
+    build_batch,
     decode_batch,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -120,6 +124,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 _INT32_MAX = 2**31 - 1
 _NO_DEADLINE_MS = 2**31 - 1
+DELETED_SUFFIX = ".deleted"     # a retired segment file awaiting file.delete.delay.ms
 
 
 class AppendOrigin(Enum):
@@ -195,6 +200,8 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self.first_dirty_offset = log_start_offset  # the cleaner's checkpoint, in memory
+        # Retired segment files (file.delete.delay.ms): (delete at ms, paths).
+        self._pending_deletes: list[tuple[int, list[str]]] = []
         # Bumped whenever rolled segments change (truncation, retention, a cleaner swap), so
         # a cleaning pass built on an older layout is not committed.
         self.layout_version = 0
@@ -246,6 +253,23 @@ class PartitionLog:
     def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
         """OffsetForLeaderEpoch (KIP-279), for this log's LEO."""
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self._log_end_offset)
+
+    def _check_timestamps(self, header: BatchHeader, now_ms: int) -> AppendResult | None:
+        """CreateTime bounds (KIP-937), checked on the batch's first and largest timestamps:
+        batch-level, so no record is decoded on the produce path. A record whose timestamp
+        delta is negative could slip below the first timestamp; producers write deltas
+        from the first record, so in practice the first timestamp is the smallest."""
+        config = self.config
+        before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+        if before != NO_LIMIT and header.base_timestamp >= 0 and now_ms - header.base_timestamp > before:
+            return self._error(ErrorCode.INVALID_TIMESTAMP,
+                               f"timestamp {header.base_timestamp} is more than {before} ms before "
+                               f"the broker's time {now_ms} (message.timestamp.before.max.ms)")
+        if after != NO_LIMIT and header.max_timestamp - now_ms > after:
+            return self._error(ErrorCode.INVALID_TIMESTAMP,
+                               f"timestamp {header.max_timestamp} is more than {after} ms after "
+                               f"the broker's time {now_ms} (message.timestamp.after.max.ms)")
+        return None
 
     def update_config(self, config: LogConfig) -> None:
         """A topic config change; takes effect for the next append, roll and retention."""
@@ -388,6 +412,11 @@ class PartitionLog:
         except RecordError as e:
             return self._error(e.error_code, str(e))
         config = self.config
+        if config.compression_type != "producer" and origin is AppendOrigin.CLIENT:
+            try:
+                buf, headers = _recompress(buf, headers, config.compression_type)
+            except RecordError as e:
+                return self._error(e.error_code, str(e))
         for header in headers:
             if header.size_in_bytes > config.max_message_bytes:
                 return self._error(ErrorCode.MESSAGE_TOO_LARGE,
@@ -399,6 +428,10 @@ class PartitionLog:
                                    f"delta {header.last_offset_delta}")
             if header.is_control and origin is AppendOrigin.CLIENT:
                 return self._error(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+            if not config.log_append_time and origin is AppendOrigin.CLIENT:
+                error = self._check_timestamps(header, now_ms)
+                if error is not None:
+                    return error
         if config.compact and origin is AppendOrigin.CLIENT:
             error = self._check_keys(buf, headers)
             if error is not None:
@@ -533,11 +566,20 @@ class PartitionLog:
         config = self.config
         if (
             active.size_bytes + size > config.segment_bytes
-            or active.time_waited_for_roll_ms(now_ms, incoming_max_ts) > config.segment_ms
+            or active.time_waited_for_roll_ms(now_ms, incoming_max_ts) > config.segment_ms - self._roll_jitter_ms(active)
             or not active.index_room_for(batches)
             or last_offset - active.base_offset > _INT32_MAX
         ):
             self.roll(now_ms, first_offset)
+
+    def _roll_jitter_ms(self, segment: LogSegment) -> int:
+        """segment.jitter.ms: spread time-based rolls of many partitions. Kafka draws a
+        random jitter per segment; a hash of the directory and base offset is as spread
+        and keeps this core deterministic."""
+        jitter = self.config.segment_jitter_ms
+        if jitter <= 0:
+            return 0
+        return zlib.crc32(f"{self.dir_path}/{segment.base_offset}".encode()) % min(jitter, self.config.segment_ms)
 
     def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at `base_offset` (default: the LEO).
@@ -769,9 +811,12 @@ class PartitionLog:
             self.roll(now_ms)
         self.layout_version += 1
         deleted_bytes = 0
+        delay_ms = config.file_delete_delay_ms
         for segment in doomed:
             deleted_bytes += segment.size_bytes
-            segment.delete_files()
+            retired = segment.delete_files(DELETED_SUFFIX if delay_ms > 0 else None)
+            if retired:
+                self._pending_deletes.append((now_ms + delay_ms, retired))
         del self._segments[: len(doomed)]
         del self._bases[: len(doomed)]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
@@ -796,7 +841,20 @@ class PartitionLog:
         self._last_flush_ms = now_ms
 
     def poll(self, now_ms: int) -> int:
-        """Run the flush.ms policy; returns ms until this log next needs a poll."""
+        """Run the flush.ms policy and delayed file deletes; returns ms until this log
+        next needs a poll."""
+        if self._pending_deletes:
+            due = [paths for at, paths in self._pending_deletes if at <= now_ms]
+            self._pending_deletes = [(at, p) for at, p in self._pending_deletes if at > now_ms]
+            for paths in due:
+                for path in paths:
+                    self.storage.delete(path)
+            if self._pending_deletes:
+                next_delete_ms = min(at for at, _ in self._pending_deletes) - now_ms
+                return min(next_delete_ms, self._poll_flush(now_ms))
+        return self._poll_flush(now_ms)
+
+    def _poll_flush(self, now_ms: int) -> int:
         if self._unflushed_messages == 0:
             self._last_flush_ms = max(self._last_flush_ms, now_ms)
             return _NO_DEADLINE_MS
@@ -815,6 +873,10 @@ class PartitionLog:
         """
         if self.closed:
             return
+        for _, paths in self._pending_deletes:     # nobody reads them any more
+            for path in paths:
+                self.storage.delete(path)
+        self._pending_deletes = []
         for segment in self._segments:
             if fsync and segment is self.active_segment:
                 self.storage.fsync(segment.log_path)  # rolled ones were fsynced at roll
@@ -939,7 +1001,7 @@ def _tidy_directory(storage: Storage, dir_path: str) -> list[int]:
     changed = False
     names = storage.list_dir(dir_path)
     for name in names:
-        if name.endswith((CLEANED_SUFFIX, ".deleted", ".tmp")):
+        if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
             storage.delete(f"{dir_path}/{name}")
             changed = True
     swaps = sorted(
@@ -977,3 +1039,36 @@ def _tidy_directory(storage: Storage, dir_path: str) -> list[int]:
     if changed:
         storage.fsync_dir(dir_path)
     return completed
+
+
+_CODECS = {"uncompressed": CompressionType.NONE, "gzip": CompressionType.GZIP,
+           "snappy": CompressionType.SNAPPY, "lz4": CompressionType.LZ4,
+           "zstd": CompressionType.ZSTD}
+
+
+def _recompress(buf: bytearray, headers: list[BatchHeader], compression_type: str
+                ) -> tuple[bytearray, list[BatchHeader]]:
+    """A topic's compression.type other than "producer": batches in another codec are
+    re-encoded in the topic's (Kafka's LogValidator does the same). Only then are records
+    decoded on the produce path; batches already in the right codec keep their bytes.
+    Producer id, epoch, sequence and transactional flag carry over, so idempotence and
+    transactions see the same batch."""
+    target = _CODECS[compression_type]
+    if all(h.compression == target or h.is_control for h in headers):
+        return buf, headers
+    out = bytearray()
+    pos = 0
+    for header in headers:
+        end = pos + header.size_in_bytes
+        if header.compression == target or header.is_control:
+            out += buf[pos:end]
+        else:
+            batch = decode_batch(buf, pos)
+            out += build_batch(
+                batch.records, base_offset=header.base_offset, compression=target,
+                timestamp_type=TimestampType.CREATE_TIME, producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                is_transactional=header.is_transactional,
+                partition_leader_epoch=header.partition_leader_epoch)
+        pos = end
+    return out, validate_batches(out)

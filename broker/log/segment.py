@@ -600,12 +600,21 @@ class LogSegment:
             self._append_final_time_entry()
         self.flush_indexes(fsync=fsync)
 
-    def delete_files(self) -> None:
+    def delete_files(self, retire_suffix: str | None = None) -> list[str]:
+        """Delete the segment's files, or with ``retire_suffix`` rename them to it (Kafka's
+        file.delete.delay.ms: deleted later; start-up tidying removes leftovers).
+        Returns the retired paths."""
+        retired = []
         for path in (self.log_path, self.index_path, self.time_index_path):
-            self.storage.delete(path)
+            if retire_suffix is not None and self.storage.exists(path):
+                self.storage.rename(path, path + retire_suffix)
+                retired.append(path + retire_suffix)
+            else:
+                self.storage.delete(path)
         self._offset_index = OffsetIndex(self.base_offset, self.config.offset_index_entries_max)
         self._time_index = TimeIndex(self.base_offset, self.config.time_index_entries_max)
         self.size_bytes = 0
+        return retired
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size_bytes={self.size_bytes})"
