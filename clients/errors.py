@@ -28,7 +28,8 @@ __all__ = [
     *_protocol_errors.__all__,
     "KafkaClientError", "ConfigError", "KafkaTimeoutError", "ClientClosedError",
     "KafkaConnectionError", "NodeNotReadyError", "RequestTimeoutError", "ConnectionClosedError",
-    "NoBrokersAvailableError", "SerializationError", "IllegalStateError",
+    "NoBrokersAvailableError", "SerializationError", "IllegalStateError", "CommitFailedError",
+    "RecordTooLargeError",
 ]
 
 
@@ -78,3 +79,15 @@ class NoBrokersAvailableError(KafkaConnectionError):
 class RequestTimeoutError(KafkaConnectionError, TimeoutError):
     """No response within `request.timeout.ms`; the connection was closed (as the Java
     client does: a late response can no longer be matched in order)."""
+
+
+class CommitFailedError(KafkaClientError, RuntimeError):
+    """An offset commit the group refused because this member is no longer in the
+    generation that owns the partitions (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION /
+    FENCED_INSTANCE_ID on commit): the partitions may already belong to another member
+    (Kafka's CommitFailedException). Not retriable: rejoin, then commit what you own."""
+
+
+# Kafka's Java client names code 10 (MESSAGE_TOO_LARGE) RecordTooLargeException; the issue
+# and users say RECORD_TOO_LARGE. One class, two names.
+RecordTooLargeError = MessageTooLargeError  # noqa: F405

@@ -7,5 +7,6 @@ loop thread.
 """
 from clients.aio._cluster import Cluster
 from clients.aio.admin import Admin
+from clients.aio.producer import Producer, RecordFuture
 
-__all__ = ["Admin", "Cluster"]
+__all__ = ["Admin", "Cluster", "Producer", "RecordFuture"]

@@ -1,0 +1,631 @@
+"""The asyncio Producer: Kafka's producer semantics over `RecordAccumulator` and `Cluster`.
+
+    async with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as p:
+        future = await p.send("events", b"value", key=b"k")     # queued: a RecordFuture
+        metadata = await future                                   # acknowledged
+        await p.send_and_wait("events", b"x")                     # both at once
+
+`send` serializes, picks the partition (murmur2 for keys, sticky for keyless, KIP-480),
+checks the record against `max.request.size` and `buffer.memory`, and appends it to the
+accumulator; it waits only for metadata of a new topic and for buffer space, each up to
+`max.block.ms`. One sender task drains ready batches into Produce requests, at most
+`max.in.flight.requests.per.connection` per broker, and settles each partition's answer:
+success, a retry (at the front of its queue, after a backoff, with a metadata refresh for
+NOT_LEADER_OR_FOLLOWER and its family), a split (RECORD_TOO_LARGE for a batch of several
+records), or a failure of that batch only. Idempotence (on by default, as in Kafka 3+)
+asks InitProducerId once, then numbers batches per partition; the rules for retries and
+epoch bumps live in `clients._core.accumulator`.
+
+`flush()` makes every queued batch ready and waits for all batches accepted before the
+call; `close()` flushes, then stops the sender. Nothing accepted is dropped silently: each
+record's future ends with its metadata or its error.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
+
+from clients._core.accumulator import (
+    FAIL, IdempotenceState, ProducerBatch, RecordAccumulator, record_size_upper_bound,
+)
+from clients._core.config import ClientConfig, parse_config
+from clients._core.partitioner import StickyPartitioner, partition_for_key
+from clients.aio._cluster import Cluster
+from clients.errors import (
+    ClientClosedError, KafkaApiError, KafkaTimeoutError, NoBrokersAvailableError,
+    RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError, for_code,
+)
+from clients.protocol import ApiKey, messages
+from clients.protocol.errors import ErrorCode
+from clients.records import BATCH_HEADER_SIZE, CompressionType, TimestampType
+from clients.types import RecordMetadata, TopicPartition
+
+__all__ = ["Producer", "RecordFuture"]
+
+PRODUCE_VERSIONS = (3, 11)          # v3: record batches v2 (magic 2)
+INIT_PRODUCER_ID_VERSIONS = (0, 5)
+_COMPRESSION = {"none": CompressionType.NONE, "gzip": CompressionType.GZIP,
+                "snappy": CompressionType.SNAPPY, "lz4": CompressionType.LZ4,
+                "zstd": CompressionType.ZSTD}
+
+
+def _default_serializer(value: Any) -> bytes | None:
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise SerializationError(f"cannot send a {type(value).__name__} without a serializer "
+                             "(key.serializer / value.serializer); give bytes or str")
+
+
+class RecordFuture:
+    """The outcome of one `send`: awaitable, with `done()`, `result()`, `exception()` and
+    `add_done_callback(fn)` (fn gets this future). Cheap: one small object per record;
+    the waiting is done per batch."""
+
+    __slots__ = ("_batch", "_index", "_timestamp", "_key_size", "_value_size",
+                 "_timestamp_type")
+
+    def __init__(self, batch: ProducerBatch, index: int, timestamp_ms: int, key_size: int,
+                 value_size: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp = timestamp_ms
+        self._key_size = key_size
+        self._value_size = value_size
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self._batch.tp
+
+    def done(self) -> bool:
+        return self._batch.is_done
+
+    def result(self) -> RecordMetadata:
+        if not self._batch.is_done:
+            raise asyncio.InvalidStateError("the record is not acknowledged yet")
+        offset, log_append_time, log_start_offset, error = self._batch.record_result(self._index)
+        if error is not None:
+            raise error
+        tp = self._batch.tp
+        if log_append_time != -1:
+            return RecordMetadata(tp.topic, tp.partition, offset, log_append_time,
+                                  self._key_size, self._value_size,
+                                  TimestampType.LOG_APPEND_TIME, log_start_offset)
+        return RecordMetadata(tp.topic, tp.partition, offset, self._timestamp, self._key_size,
+                              self._value_size, TimestampType.CREATE_TIME, log_start_offset)
+
+    def exception(self) -> BaseException | None:
+        if not self._batch.is_done:
+            raise asyncio.InvalidStateError("the record is not acknowledged yet")
+        return self._batch.record_result(self._index)[3]
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
+        """Call fn(self) once the record is acknowledged or failed (at once if it is)."""
+        if self._batch.is_done:
+            fn(self)
+        else:
+            self._batch.callbacks.append(lambda _batch: fn(self))
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        if not self._batch.is_done:
+            yield from _batch_waiter(self._batch).__await__()
+        return self.result()
+
+
+def _batch_waiter(batch: ProducerBatch) -> asyncio.Future:
+    if batch.waiter is None:
+        waiter = asyncio.get_running_loop().create_future()
+        batch.waiter = waiter
+        batch.callbacks.append(lambda _b: waiter.done() or waiter.set_result(None))
+    return batch.waiter
+
+
+class Producer:
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None, /,
+                 *, rng: random.Random | None = None, **overrides: Any) -> None:
+        if isinstance(config, ClientConfig):
+            assert config.kind == "producer" and not overrides, "a producer config, as is"
+            self.config = config
+        else:
+            self.config = parse_config("producer", config, **overrides)
+        c = self.config
+        self._rng = rng or random.Random()
+        self._cluster = Cluster(c, rng=self._rng)
+        self._acks: int = c["acks"]
+        self._idempotence = IdempotenceState() if c["enable.idempotence"] else None
+        compression = _COMPRESSION[c["compression.type"]]
+        level = {CompressionType.GZIP: None if c["compression.gzip.level"] == -1
+                 else c["compression.gzip.level"],
+                 CompressionType.LZ4: None if c["compression.lz4.level"] == 9
+                 else c["compression.lz4.level"],
+                 CompressionType.ZSTD: c["compression.zstd.level"]}.get(compression)
+        self._accumulator = RecordAccumulator(
+            batch_size=c["batch.size"], linger_ms=c["linger.ms"],
+            buffer_memory=c["buffer.memory"], delivery_timeout_ms=c["delivery.timeout.ms"],
+            retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
+            compression=compression, compression_level=level, idempotence=self._idempotence)
+        self._sticky = StickyPartitioner(self._rng, c["batch.size"],
+                                         c["partitioner.adaptive.partitioning.enable"])
+        self._key_serializer = c["key.serializer"] or _default_serializer
+        self._value_serializer = c["value.serializer"] or _default_serializer
+        self._partitioner = c["partitioner.class"]
+        self._ignore_keys = c["partitioner.ignore.keys"]
+        self._max_request_size = c["max.request.size"]
+        self._max_block_s = c["max.block.ms"] / 1000
+        self._max_in_flight = c["max.in.flight.requests.per.connection"]
+        self._request_timeout_ms = c["request.timeout.ms"]
+        self._retries = c["retries"]
+        self._in_flight: dict[int, int] = {}
+        self._connecting: set[int] = set()
+        self._refresh_topics: set[str] = set()
+        self._refresh_task: asyncio.Task | None = None
+        self._last_refresh_ms = -(1 << 40)
+        self._wake: asyncio.Event | None = None
+        self._memory: asyncio.Event | None = None
+        self._sender: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._started = False
+        self._closed = False
+        self._fatal: BaseException | None = None
+        self._pid_task: asyncio.Task | None = None
+
+    # --- lifecycle ---
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self._cluster.start()
+        self._wake = asyncio.Event()
+        self._memory = asyncio.Event()
+        self._sender = asyncio.get_running_loop().create_task(self._run_sender())
+        self._started = True
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    def _now_ms(self) -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    # --- sending ---
+
+    async def send(self, topic: str, value: Any = None, key: Any = None,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: Sequence[tuple[str, bytes | None]] | None = None) -> RecordFuture:
+        """Queue one record; the returned future resolves to its RecordMetadata.
+
+        Waits (up to max.block.ms) only for the topic's metadata and for buffer space.
+        Raises at once for what can never succeed: a serializer error, a record above
+        max.request.size or buffer.memory (RecordTooLargeError), a partition the topic
+        does not have, a closed producer."""
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        if not self._started:
+            await self.start()
+        if self._fatal is not None:
+            raise self._fatal
+        try:
+            key_bytes = self._key_serializer(key)
+            value_bytes = self._value_serializer(value)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(f"serializing the record for topic {topic!r}: {e}") from e
+        for what, b in (("key", key_bytes), ("value", value_bytes)):
+            if b is not None and not isinstance(b, (bytes, bytearray, memoryview)):
+                raise SerializationError(f"the {what} serializer returned a "
+                                         f"{type(b).__name__}, not bytes")
+        header_list = list(headers) if headers else ()
+        size = record_size_upper_bound(key_bytes, value_bytes, header_list)
+        if size + BATCH_HEADER_SIZE > self._max_request_size:
+            raise RecordTooLargeError(
+                f"a record for topic {topic!r} is {size + BATCH_HEADER_SIZE} bytes when "
+                f"serialized, larger than max.request.size ({self._max_request_size})")
+        if size + BATCH_HEADER_SIZE > self._accumulator.buffer_memory:
+            raise RecordTooLargeError(
+                f"a record for topic {topic!r} is {size + BATCH_HEADER_SIZE} bytes when "
+                f"serialized, larger than buffer.memory ({self._accumulator.buffer_memory})")
+        loop_time = asyncio.get_running_loop().time
+        deadline = loop_time() + self._max_block_s
+        count = self._cluster.metadata.partition_count(topic)
+        if count is None:
+            count = await self._wait_on_metadata(topic, partition, deadline)
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
+        elif self._partitioner is not None:
+            partition = int(self._partitioner(topic, key_bytes, count))
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"partitioner.class chose partition {partition} of topic {topic!r}, "
+                    f"which has {count}")
+        elif key_bytes is not None and not self._ignore_keys:
+            partition = partition_for_key(key_bytes, count)
+        else:
+            meta = self._cluster.metadata
+            partition = self._sticky.partition(topic, meta.available_partitions(topic), count)
+        acc = self._accumulator
+        if not acc.has_room(size):
+            await self._wait_for_memory(size, deadline, topic)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        tp = TopicPartition(topic, partition)
+        batch, index, wake = acc.append(tp, timestamp_ms, key_bytes, value_bytes, header_list,
+                                        size, self._now_ms())
+        self._sticky.on_append(topic, partition, size)
+        if wake:
+            self._wake.set()  # type: ignore[union-attr]
+        return RecordFuture(batch, index, timestamp_ms,
+                            -1 if key_bytes is None else len(key_bytes),
+                            -1 if value_bytes is None else len(value_bytes))
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
+                            partition: int | None = None, timestamp_ms: int | None = None,
+                            headers: Sequence[tuple[str, bytes | None]] | None = None
+                            ) -> RecordMetadata:
+        future = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await future
+
+    async def _wait_on_metadata(self, topic: str, partition: int | None, deadline: float) -> int:
+        """The topic's partition count, refreshing metadata (with auto-creation allowed,
+        as the Java producer asks) until known or max.block.ms passes."""
+        self._cluster.add_topics([topic])
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        last_error: BaseException | None = None
+        while True:
+            try:
+                meta = await self._cluster.refresh_metadata([topic], allow_auto_topic_creation=True)
+                t = meta.topic(topic)
+                if t is not None and t.error_code not in (ErrorCode.NONE,) and not for_code(
+                        t.error_code).retriable:
+                    raise for_code(t.error_code)(f"topic {topic!r}: "
+                                                 f"{ErrorCode(t.error_code).name}")
+                count = meta.partition_count(topic)
+                if count is not None:
+                    return count
+            except NoBrokersAvailableError as e:
+                last_error = e
+            backoff = self._cluster._retry.backoff_ms(attempt) / 1000
+            attempt += 1
+            if loop.time() + backoff >= deadline:
+                t = self._cluster.metadata.topic(topic)
+                why = ("it does not exist and was not auto-created" if t is None or
+                       t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else
+                       ErrorCode(t.error_code).name)
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} not present in metadata after "
+                    f"{int(self._max_block_s * 1000)} ms (max.block.ms): {why}"
+                    + (f"; {last_error}" if last_error else ""))
+            await asyncio.sleep(backoff)
+
+    async def _wait_for_memory(self, size: int, deadline: float, topic: str) -> None:
+        acc = self._accumulator
+        acc.waiting_for_memory += 1
+        self._wake.set()  # type: ignore[union-attr]
+        try:
+            while not acc.has_room(size):
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"no room in buffer.memory ({acc.buffer_memory} bytes) for a record "
+                        f"of topic {topic!r} within max.block.ms")
+                self._memory.clear()  # type: ignore[union-attr]
+                try:
+                    await asyncio.wait_for(self._memory.wait(), remaining)  # type: ignore[union-attr]
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            acc.waiting_for_memory -= 1
+
+    # --- flush and close ---
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        """Send everything queued now, and wait until every record accepted so far is
+        acknowledged or failed (linger.ms does not apply meanwhile)."""
+        if not self._started:
+            return
+        acc = self._accumulator
+        pending = list(acc.incomplete)
+        if not pending:
+            return
+        acc.flushes_in_progress += 1
+        self._wake.set()  # type: ignore[union-attr]
+        try:
+            waits = [_batch_waiter(b) for b in pending if not b.is_done]
+            if waits:
+                done, not_done = await asyncio.wait(waits, timeout=timeout_s)
+                if not_done:
+                    raise KafkaTimeoutError(f"flush: {len(not_done)} batches still unacknowledged "
+                                            f"after {timeout_s} s")
+        finally:
+            acc.flushes_in_progress -= 1
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Flush, stop the sender, close connections. With a timeout that passes, what is
+        still unsent fails with KafkaTimeoutError (nothing is dropped silently)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            return
+        try:
+            self._accumulator.closing = True
+            await self.flush(timeout_s)
+        except KafkaTimeoutError:
+            self._abort_unsent(KafkaTimeoutError(f"producer closed after {timeout_s} s "
+                                                 "with the record unsent"))
+        finally:
+            if self._sender is not None:
+                self._sender.cancel()
+                try:
+                    await self._sender
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                    pass
+            for task in list(self._tasks):
+                task.cancel()
+            for task in list(self._tasks):
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                    pass
+            self._abort_unsent(ClientClosedError("the producer closed before the record "
+                                                 "was acknowledged"))
+            await self._cluster.close()
+
+    def _abort_unsent(self, error: BaseException) -> None:
+        acc = self._accumulator
+        for batch in acc.abort_all():
+            if not batch.is_done:
+                acc.fail(batch, error)
+        for batch in list(acc.incomplete):
+            if not batch.is_done and batch.children is None:
+                acc.fail(batch, error)
+
+    # --- the sender ---
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _run_sender(self) -> None:
+        loop = asyncio.get_running_loop()
+        acc = self._accumulator
+        wake = self._wake
+        assert wake is not None
+        while True:
+            wake.clear()
+            now = self._now_ms()
+            next_ms = self._sender_step(now)
+            if next_ms is None:
+                await wake.wait()
+            elif next_ms > 0:
+                handle = loop.call_later(next_ms / 1000, wake.set)
+                await wake.wait()
+                handle.cancel()
+            else:
+                await asyncio.sleep(0)
+            if acc.waiting_for_memory:
+                self._memory.set()  # type: ignore[union-attr]
+
+    def _sender_step(self, now: int) -> int | None:
+        """One pass: expire, send what is ready. Returns ms until the next pass is
+        needed (None: only when woken)."""
+        acc = self._accumulator
+        idem = self._idempotence
+        for batch in acc.expired(now):
+            acc.fail(batch, KafkaTimeoutError(
+                f"expiring {batch.record_count} record(s) for {batch.tp}: "
+                f"{now - batch.created_ms} ms passed since the batch was created "
+                "(delivery.timeout.ms)"))
+        if acc.waiting_for_memory:
+            self._memory.set()  # type: ignore[union-attr]
+        if not acc.has_queued():
+            return None
+        if idem is not None:
+            if not idem.maybe_bump_epoch() or not idem.has_producer_id:
+                self._ensure_producer_id()
+                return None
+        meta = self._cluster.metadata
+        leader_cache: dict[TopicPartition, int | None] = {}
+
+        def leader_of(tp: TopicPartition) -> int | None:
+            if tp in leader_cache:
+                return leader_cache[tp]
+            known = meta.leader_for(tp)
+            leader = None if known is None else known[0]
+            leader_cache[tp] = leader
+            return leader
+
+        nodes, next_ms, unknown = acc.ready(now, leader_of)
+        if unknown:
+            wait = self._request_refresh({tp.topic for tp in unknown}, now)
+            next_ms = min(next_ms, wait)
+        if nodes:
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in acc.partitions_queued():
+                leader = leader_of(tp)
+                if leader in nodes:
+                    by_leader.setdefault(leader, []).append(tp)
+            for node in nodes:
+                if self._in_flight.get(node, 0) >= self._max_in_flight:
+                    continue
+                if not self._cluster.is_connected(node):
+                    self._connect(node)
+                    continue
+                batches = acc.drain(node, by_leader.get(node, ()), self._max_request_size, now)
+                if batches:
+                    self._in_flight[node] = self._in_flight.get(node, 0) + 1
+                    self._spawn(self._produce(node, batches))
+        return None if next_ms >= 1 << 30 else next_ms
+
+    def _connect(self, node: int) -> None:
+        if node in self._connecting:
+            return
+        self._connecting.add(node)
+
+        async def go() -> None:
+            try:
+                await self._cluster.ready(node)
+            except ConnectionError:
+                self._request_refresh(set(), self._now_ms())  # the broker may have moved
+            finally:
+                self._connecting.discard(node)
+                self._wake.set()  # type: ignore[union-attr]
+        self._spawn(go())
+
+    def _request_refresh(self, topics: set[str], now: int) -> int:
+        """Refresh metadata for `topics` in the background, at most once per
+        retry.backoff.ms; ms until the next refresh may start."""
+        self._refresh_topics |= topics
+        if self._refresh_task is not None:
+            return 1 << 30
+        wait = self._last_refresh_ms + self.config["retry.backoff.ms"] - now
+        if wait > 0:
+            return wait
+        self._last_refresh_ms = now
+        wanted = sorted(self._refresh_topics | {tp.topic for tp in self._accumulator.partitions_queued()})
+        self._refresh_topics = set()
+
+        async def go() -> None:
+            try:
+                await self._cluster.refresh_metadata(wanted, allow_auto_topic_creation=True)
+            except (ConnectionError, KafkaApiError):
+                pass  # tried again on the next pass that needs it
+            finally:
+                self._refresh_task = None
+                self._wake.set()  # type: ignore[union-attr]
+        self._refresh_task = self._spawn(go())
+        return 1 << 30
+
+    def _ensure_producer_id(self) -> None:
+        if self._pid_task is not None:
+            return
+
+        async def go() -> None:
+            idem = self._idempotence
+            assert idem is not None
+            attempt = 0
+            try:
+                while not idem.has_producer_id:
+                    try:
+                        _, resp = await self._cluster.request(
+                            None, ApiKey.INIT_PRODUCER_ID,
+                            messages.InitProducerIdRequest(transactional_id=None,
+                                                           transaction_timeout_ms=2147483647,
+                                                           producer_id=-1, producer_epoch=-1),
+                            versions=INIT_PRODUCER_ID_VERSIONS)
+                        if resp.error_code == ErrorCode.NONE:
+                            idem.set_producer_id(resp.producer_id, resp.producer_epoch)
+                            break
+                        err = for_code(resp.error_code)("InitProducerId")
+                        if not err.retriable:
+                            self._fatal = err
+                            self._abort_unsent(err)
+                            return
+                    except ConnectionError:
+                        pass
+                    await asyncio.sleep(self._cluster._retry.backoff_ms(attempt) / 1000)
+                    attempt += 1
+            finally:
+                self._pid_task = None
+                self._wake.set()  # type: ignore[union-attr]
+        self._pid_task = self._spawn(go())
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        P = messages.ProduceRequest
+        by_topic: dict[str, list[Any]] = {}
+        for b in batches:
+            by_topic.setdefault(b.tp.topic, []).append(
+                P.TopicProduceData.PartitionProduceData(index=b.tp.partition, records=b.payload))
+        request = P(transactional_id=None, acks=self._acks, timeout_ms=self._request_timeout_ms,
+                    topic_data=[P.TopicProduceData(name=t, partition_data=parts)
+                                for t, parts in by_topic.items()])
+        acc = self._accumulator
+        try:
+            if self._acks == 0:
+                self._cluster.send_without_response(node, ApiKey.PRODUCE, request,
+                                                    versions=PRODUCE_VERSIONS)
+                for b in batches:
+                    acc.complete(b, -1)
+                return
+            _, response = await self._cluster.request(node, ApiKey.PRODUCE, request,
+                                                      versions=PRODUCE_VERSIONS)
+        except ConnectionError as e:
+            now = self._now_ms()
+            for b in batches:
+                self._retry_or_fail(b, ErrorCode.NETWORK_EXCEPTION, -1, e, now, True)
+            self._request_refresh({b.tp.topic for b in batches}, now)
+            return
+        finally:
+            self._in_flight[node] -= 1
+            self._wake.set()  # type: ignore[union-attr]
+        answers: dict[tuple[str, int], Any] = {}
+        for topic_response in response.responses:
+            for p in topic_response.partition_responses:
+                answers[(topic_response.name, p.index)] = p
+        now = self._now_ms()
+        refresh: set[str] = set()
+        for b in batches:
+            p = answers.get((b.tp.topic, b.tp.partition))
+            if p is None:
+                self._retry_or_fail(b, ErrorCode.UNKNOWN_SERVER_ERROR, -1, KafkaApiError(
+                    f"the Produce response has no answer for {b.tp}"), now, False)
+                continue
+            code = p.error_code
+            if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                acc.complete(b, p.base_offset, p.log_append_time_ms,
+                             p.log_start_offset if p.log_start_offset is not None else -1)
+                continue
+            if code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1:
+                acc.split_and_reenqueue(b, now)
+                continue
+            error = for_code(code)(self._describe(b, p))
+            if error.invalid_metadata:
+                refresh.add(b.tp.topic)
+            lso = p.log_start_offset if p.log_start_offset is not None else -1
+            self._retry_or_fail(b, code, lso, error, now, error.retriable)
+        if refresh:
+            self._request_refresh(refresh, now)
+
+    @staticmethod
+    def _describe(b: ProducerBatch, p: Any) -> str:
+        code = p.error_code
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"code {code}"
+        message = p.error_message or name
+        if p.error_code == ErrorCode.MESSAGE_TOO_LARGE:
+            return (f"{b.tp}: the broker refused a batch of {len(b.payload or b'')} bytes "
+                    "(the topic's max.message.bytes or the broker's limit)")
+        return f"{b.tp}: {message}"
+
+    def _retry_or_fail(self, b: ProducerBatch, code: int, log_start_offset: int,
+                       error: BaseException, now: int, retriable: bool) -> None:
+        acc = self._accumulator
+        if self._idempotence is not None:
+            verdict = self._idempotence.on_error(b, code, log_start_offset, retriable)
+        else:
+            verdict = FAIL if not retriable or b.attempts > self._retries else "retry"
+        if verdict != FAIL and now < b.deadline_ms and b.attempts <= self._retries:
+            acc.reenqueue(b, now)
+        else:
+            acc.fail(b, error)
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        t = self._cluster.metadata.topic(topic)
+        return None if t is None else sorted(t.partitions)
