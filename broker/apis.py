@@ -348,9 +348,10 @@ class KafkaApis:
             log.warning("forwarding %s failed: %s", ApiKey(api_key).name, e)
             return error_response(api_key, body, ErrorCode.REQUEST_TIMED_OUT,
                                   "the controller quorum is unavailable")
-        if api_key == ApiKey.CREATE_TOPICS:
+        if api_key == ApiKey.CREATE_TOPICS and not body.validate_only:
             # Kafka's admin clients expect the topic to be usable once created: wait until
-            # this broker's image has it (bounded by the request's timeout).
+            # this broker's image has it (bounded by the request's timeout). A validate-only
+            # request created nothing, so there is nothing to wait for.
             names = [t.name for t in resp.topics if t.error_code == ErrorCode.NONE]
             await self.broker.wait_for_topics(names, getattr(body, "timeout_ms", 30_000) / 1000)
         return resp
