@@ -240,9 +240,10 @@ class Membership:
                 and (self.config.group_instance_id is None or self.config.leave_group_on_close))
         if send:
             effects.append(SendLeaveGroup(self._leave_request("the consumer is closing")))
+        # The generation stays ours until the LeaveGroup is answered: the revocation
+        # before it may still commit with it.
         self.state = MemberState.LEFT
         self.in_flight = "leave" if send else None
-        self.generation_id, self.member_id = DEFAULT_GENERATION, UNKNOWN_MEMBER_ID
         return effects
 
     @property
@@ -507,6 +508,8 @@ class Membership:
     def handle_leave_group_response(self, response, now_ms: int) -> list[Effect]:
         if self.in_flight == "leave":
             self.in_flight = None
+        if self.state is MemberState.LEFT:
+            self.generation_id, self.member_id = DEFAULT_GENERATION, UNKNOWN_MEMBER_ID
         return []
 
     # -- the poll timeout --------------------------------------------------

@@ -1,0 +1,264 @@
+"""Consumer positions and fetch planning, pure: what to fetch from whom, and what a fetch
+response means for each partition.
+
+Theory of operation
+-------------------
+``SubscriptionState`` holds, for every assigned partition, where the application reads
+next (Kafka's SubscriptionState): a ``position`` (the offset of the next record to hand
+out, with the leader epoch of the record before it, KIP-320), or a pending *reset* (no
+position yet: look up the committed offset, or apply ``auto.offset.reset``), a ``paused``
+flag, and what the last fetch said about the log (high watermark, last stable offset, log
+start offset). Positions only move forward through ``advance`` (records handed out) and
+anywhere through ``seek``.
+
+``plan_fetches`` turns that into one Fetch request per leader, for partitions that have
+a position, are not paused, have no fetch in flight and no records still buffered (so
+records of one partition always come out in offset order, and a seek during a fetch
+simply makes that fetch's answer stale: ``handle_partition_response`` drops data whose
+fetch offset is no longer the position). Each partition carries its
+``current_leader_epoch`` so a broker with a newer epoch answers FENCED_LEADER_EPOCH rather
+than serving a stale leader's view.
+
+``handle_partition_response`` reads one partition of a Fetch response: record batches
+(decompressed; batches and records before the fetch offset skipped, since a compressed
+batch is returned whole; control batches skipped; with ``read_committed`` the records of
+aborted transactions dropped using the response's aborted-transaction list), or an error
+turned into an action: refresh metadata (leader moved), reset the position
+(OFFSET_OUT_OF_RANGE with a reset policy), or raise (OFFSET_OUT_OF_RANGE with
+``auto.offset.reset=none``, authorization).
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Iterable, Mapping
+
+from clients.protocol import messages
+from clients.protocol.errors import ErrorCode
+from clients.records import decode_batch, iter_batches
+from clients.records.batch import ControlRecordType
+from clients.types import NO_LEADER_EPOCH, ConsumerRecord, TopicPartition
+
+__all__ = [
+    "ResetStrategy", "PartitionState", "SubscriptionState", "FetchPlan", "PartitionFetchResult",
+    "plan_fetches", "handle_partition_response", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
+    "READ_UNCOMMITTED", "READ_COMMITTED", "records_from_batches",
+]
+
+EARLIEST_TIMESTAMP = -2      # ListOffsets sentinels
+LATEST_TIMESTAMP = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+CONSUMER_REPLICA_ID = -1
+
+
+class ResetStrategy(Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    NONE = "none"
+
+    @property
+    def timestamp(self) -> int:
+        assert self is not ResetStrategy.NONE
+        return EARLIEST_TIMESTAMP if self is ResetStrategy.EARLIEST else LATEST_TIMESTAMP
+
+
+@dataclass(slots=True)
+class PartitionState:
+    # Invariant: position is None exactly when the partition awaits a committed offset or
+    # a reset; then ``reset`` says which (None: look up the committed offset first).
+    position: int | None = None
+    position_epoch: int = NO_LEADER_EPOCH       # leader epoch of the last record consumed
+    reset: ResetStrategy | None = None
+    paused: bool = False
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    fetch_in_flight: bool = False
+    error: Exception | None = None              # raised at the next poll (reset=none, ...)
+
+
+class SubscriptionState:
+    """Assigned partitions and their positions, in assignment order."""
+
+    def __init__(self, default_reset: ResetStrategy) -> None:
+        self.default_reset = default_reset
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assignment; partitions kept keep their positions."""
+        keep = {tp: self.partitions[tp] for tp in partitions if tp in self.partitions}
+        for tp in partitions:
+            keep.setdefault(tp, PartitionState())
+        self.partitions = keep
+
+    def add(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.partitions.setdefault(tp, PartitionState())
+
+    def remove(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.partitions.pop(tp, None)
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        try:
+            return self.partitions[tp]
+        except KeyError:
+            raise KeyError(f"partition {tp} is not assigned to this consumer") from None
+
+    def seek(self, tp: TopicPartition, offset: int, epoch: int = NO_LEADER_EPOCH) -> None:
+        s = self.state(tp)
+        s.position, s.position_epoch, s.reset, s.error = offset, epoch, None, None
+
+    def request_reset(self, tp: TopicPartition, strategy: ResetStrategy | None = None) -> None:
+        s = self.state(tp)
+        s.position, s.reset, s.error = None, strategy or self.default_reset, None
+
+    def needs_committed(self) -> list[TopicPartition]:
+        return [tp for tp, s in self.partitions.items() if s.position is None and s.reset is None]
+
+    def needs_reset(self) -> list[TopicPartition]:
+        return [tp for tp, s in self.partitions.items() if s.position is None and s.reset is not None
+                and s.reset is not ResetStrategy.NONE and s.error is None]
+
+    def fetchable(self) -> list[TopicPartition]:
+        return [tp for tp, s in self.partitions.items()
+                if s.position is not None and not s.paused and not s.fetch_in_flight and s.error is None]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    node_id: int
+    request: Any
+    partitions: tuple[tuple[TopicPartition, int], ...]       # (partition, fetch offset)
+
+
+def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple[int, int]],
+                 skip: Callable[[TopicPartition], bool], *, max_wait_ms: int, min_bytes: int,
+                 max_bytes: int, partition_max_bytes: int, isolation_level: int,
+                 rack_id: str = "", busy_nodes: Iterable[int] = ()) -> list[FetchPlan]:
+    """One Fetch per leader for every fetchable partition that ``skip`` does not exclude
+    (records still buffered) and whose leader is known and not busy."""
+    busy = set(busy_nodes)
+    by_node: dict[int, dict[str, list]] = {}
+    offsets: dict[int, list[tuple[TopicPartition, int]]] = {}
+    F = messages.FetchRequest
+    for tp in subs.fetchable():
+        if skip(tp):
+            continue
+        leader = leaders.get(tp)
+        if leader is None or leader[0] < 0 or leader[0] in busy:
+            continue
+        node, epoch = leader
+        s = subs.partitions[tp]
+        by_node.setdefault(node, {}).setdefault(tp.topic, []).append(F.FetchPartition(
+            partition=tp.partition, current_leader_epoch=epoch, fetch_offset=s.position,
+            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max_bytes))
+        offsets.setdefault(node, []).append((tp, s.position))
+    plans = []
+    for node, topics in by_node.items():
+        request = F(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                    max_bytes=max_bytes, isolation_level=isolation_level, session_id=0, session_epoch=-1,
+                    topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                    forgotten_topics_data=[], rack_id=rack_id)
+        plans.append(FetchPlan(node, request, tuple(offsets[node])))
+    return plans
+
+
+class FetchAction(Enum):
+    RECORDS = "records"                 # records (maybe none) and a new position
+    REFRESH_METADATA = "refresh"        # the leader moved or is unknown: ask again
+    RESET = "reset"                     # out of range with a reset policy
+    VALIDATE = "validate"               # epoch fenced: the shell refreshes metadata
+    RAISE = "raise"                     # the application must see this error
+
+
+@dataclass(slots=True)
+class PartitionFetchResult:
+    action: FetchAction
+    records: list = field(default_factory=list)
+    next_offset: int | None = None      # the position after these records
+    last_epoch: int = NO_LEADER_EPOCH
+    error_code: int = 0
+    bytes_read: int = 0
+
+
+_REFRESH = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+            ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.UNKNOWN_LEADER_EPOCH,
+            ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_ID,
+            ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.CORRUPT_MESSAGE}
+
+
+def handle_partition_response(tp: TopicPartition, fetch_offset: int, data: Any, *, isolation_level: int,
+                              make_record: Callable[..., Any], check_crcs: bool = True) -> PartitionFetchResult:
+    """What one partition of a Fetch response means (see the module docstring)."""
+    code = data.error_code
+    if code == ErrorCode.NONE:
+        raw = data.records
+        if not raw:
+            return PartitionFetchResult(FetchAction.RECORDS, next_offset=fetch_offset)
+        aborted = None
+        if isolation_level == READ_COMMITTED and data.aborted_transactions:
+            aborted = [(a.first_offset, a.producer_id) for a in data.aborted_transactions]
+            heapq.heapify(aborted)
+        records, next_offset, epoch = records_from_batches(tp, raw, fetch_offset, make_record, aborted, check_crcs)
+        return PartitionFetchResult(FetchAction.RECORDS, records, next_offset, epoch, bytes_read=len(raw))
+    if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        return PartitionFetchResult(FetchAction.RESET, error_code=code)
+    if code == ErrorCode.FENCED_LEADER_EPOCH:
+        return PartitionFetchResult(FetchAction.VALIDATE, error_code=code)
+    if code in _REFRESH:
+        return PartitionFetchResult(FetchAction.REFRESH_METADATA, error_code=code)
+    return PartitionFetchResult(FetchAction.RAISE, error_code=code)
+
+
+def records_from_batches(tp: TopicPartition, raw: Any, fetch_offset: int, make_record: Callable[..., Any],
+                         aborted: list | None = None, check_crcs: bool = True
+                         ) -> tuple[list, int, int]:
+    """Records at or after ``fetch_offset`` from the complete batches in ``raw`` (a partial
+    batch at the end, cut by the fetch's byte limits, is left for the next fetch);
+    returns (records, next fetch offset, leader epoch of the last batch read)."""
+    view = memoryview(raw)
+    out: list = []
+    next_offset = fetch_offset
+    epoch = NO_LEADER_EPOCH
+    aborted_pids: set[int] = set()
+    topic, partition = tp.topic, tp.partition
+    for pos, header in iter_batches(view, partial_tail_ok=True):
+        if header.last_offset < fetch_offset:
+            continue
+        if aborted is not None:
+            # producers whose aborted transaction started at or before this batch
+            while aborted and aborted[0][0] <= header.last_offset:
+                aborted_pids.add(heapq.heappop(aborted)[1])
+        if header.is_control:
+            batch = decode_batch(view, pos, check_crc=check_crcs)
+            # an ABORT marker ends that producer's aborted transaction
+            if aborted is not None and batch.records and \
+                    getattr(batch.records[0], "control_type", None) == ControlRecordType.ABORT:
+                aborted_pids.discard(header.producer_id)
+            next_offset = header.last_offset + 1
+            continue
+        if aborted is not None and header.is_transactional and header.producer_id in aborted_pids:
+            next_offset = header.last_offset + 1
+            continue
+        batch = decode_batch(view, pos, check_crc=check_crcs)
+        epoch = header.partition_leader_epoch
+        ts_type = header.timestamp_type
+        for r in batch.records:
+            if r.offset < fetch_offset:
+                continue
+            out.append(make_record(topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
+                                   r.headers, epoch))
+        next_offset = header.last_offset + 1
+    return out, next_offset, epoch
+
+
+def default_make_record(topic: str, partition: int, offset: int, timestamp: int, ts_type: Any, key: Any,
+                        value: Any, headers: Any, epoch: int) -> ConsumerRecord:
+    return ConsumerRecord(topic, partition, offset, timestamp, ts_type, key, value, headers, epoch,
+                          -1 if key is None else len(key), -1 if value is None else len(value))
+
+
