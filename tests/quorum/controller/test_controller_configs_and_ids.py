@@ -154,3 +154,75 @@ def test_a_block_decided_twice_is_committed_once() -> None:
     assert h.image.producer_ids.next_producer_id == 1000
     retry = h.commit(h.controller.allocate_producer_ids(1, epoch))
     assert retry.producer_id_start == 1000
+
+
+# ---------------------------------------------------------------- broker keys, legacy AlterConfigs
+
+def test_read_only_broker_keys_are_refused_and_nothing_applies() -> None:
+    h = setup()
+    response, records = alter(h, 4, "1", ("message.max.bytes", SET, "5000"), ("node.id", SET, "7"))
+    assert response.error_code == ErrorCode.INVALID_CONFIG
+    assert "Cannot update these configs dynamically: node.id" in response.error_message
+    assert records == () and dict(h.image.configs.get(ConfigResourceType.BROKER, "1")) == {}
+
+
+def test_dynamic_broker_keys_per_broker_and_as_cluster_default() -> None:
+    h = setup()
+    assert alter(h, 4, "1", ("log.retention.ms", SET, "1000"))[0].error_code == 0
+    assert alter(h, 4, "", ("log.retention.ms", SET, "2000"))[0].error_code == 0
+    assert h.image.configs.get(ConfigResourceType.BROKER, "1")["log.retention.ms"] == "1000"
+    assert h.image.configs.cluster_default()["log.retention.ms"] == "2000"
+
+
+def test_unknown_and_mistyped_broker_keys_name_the_key() -> None:
+    h = setup()
+    unknown, _ = alter(h, 4, "", ("log.retention.msec", SET, "1"))
+    assert unknown.error_code == ErrorCode.INVALID_CONFIG and "log.retention.msec" in unknown.error_message
+    bad, _ = alter(h, 4, "", ("message.max.bytes", SET, "lots"))
+    assert bad.error_code == ErrorCode.INVALID_CONFIG and "message.max.bytes" in bad.error_message
+
+
+def test_listener_prefixed_keys_only_per_broker() -> None:
+    h = setup()
+    key = "listener.name.internal.ssl.keystore.location"
+    at_default, _ = alter(h, 4, "", (key, SET, "/etc/ks.jks"))
+    assert at_default.error_code == ErrorCode.INVALID_CONFIG and "broker id must be specified" in at_default.error_message
+    assert alter(h, 4, "1", (key, SET, "/etc/ks.jks"))[0].error_code == 0
+
+
+AC = M.AlterConfigsRequest
+
+
+def legacy(h: Harness, resource_type: int, name: str, configs: dict[str, str],
+           validate_only: bool = False):
+    request = AC(validate_only=validate_only, resources=[AC.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=[AC.AlterableConfig(name=k, value=v) for k, v in configs.items()])])
+    result = h.controller.handle_alter_configs(request, h.now_ms)
+    return h.commit(result).responses[0], result.records
+
+
+def test_legacy_alter_configs_replaces_the_whole_set() -> None:
+    h = setup()                                              # t has retention.ms=100
+    response, records = legacy(h, 2, "t", {"segment.bytes": "4096", "cleanup.policy": "compact"})
+    assert response.error_code == 0
+    assert dict(h.image.configs.topic("t")) == {"segment.bytes": "4096", "cleanup.policy": "compact"}
+    assert ("retention.ms", None) in [(r.name, r.value) for r in records]
+
+
+def test_legacy_alter_configs_validates_like_the_incremental_form() -> None:
+    h = setup()
+    bad, records = legacy(h, 2, "t", {"segment.bytes": "4096", "min.insync.replicas": "0"})
+    assert bad.error_code == ErrorCode.INVALID_CONFIG and "min.insync.replicas" in bad.error_message
+    assert records == () and dict(h.image.configs.topic("t")) == {"retention.ms": "100"}
+    read_only, _ = legacy(h, 4, "1", {"log.dirs": "/elsewhere"})
+    assert read_only.error_code == ErrorCode.INVALID_CONFIG and "log.dirs" in read_only.error_message
+    missing, _ = legacy(h, 2, "nope", {"segment.bytes": "4096"})
+    assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_legacy_validate_only_writes_nothing() -> None:
+    h = setup()
+    response, records = legacy(h, 2, "t", {"segment.bytes": "4096"}, validate_only=True)
+    assert response.error_code == 0 and records == ()
+    assert dict(h.image.configs.topic("t")) == {"retention.ms": "100"}
