@@ -22,6 +22,7 @@ from typing import Any
 # name -> module that defines it; each client's owner adds its line.
 _LAZY = {
     "Producer": "clients.producer",
+    "Consumer": "clients.consumer",
     "Admin": "clients.admin",
 }
 
