@@ -211,12 +211,24 @@ class Producer:
         Raises at once for what can never succeed: a serializer error, a record above
         max.request.size or buffer.memory (RecordTooLargeError), a partition the topic
         does not have, a closed producer."""
-        if self._closed:
-            raise ClientClosedError("the producer is closed")
-        if not self._started:
+        if not self._started and not self._closed:
             await self.start()
-        if self._fatal is not None:
-            raise self._fatal
+        key_bytes, value_bytes, header_list, size = self.serialize(topic, key, value, headers)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        future = self.append_now(topic, key_bytes, value_bytes, partition, timestamp_ms,
+                                 header_list, size)
+        if future is not None:
+            return future
+        return await self.append_serialized(topic, key_bytes, value_bytes, partition,
+                                            timestamp_ms, header_list, size)
+
+    def serialize(self, topic: str, key: Any, value: Any,
+                  headers: Sequence[tuple[str, bytes | None]] | None
+                  ) -> tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]:
+        """(key bytes, value bytes, headers, size bound); raises SerializationError or
+        RecordTooLargeError. Pure and thread-safe: the blocking facade calls it in the
+        caller's thread so that these errors reach the caller at once."""
         try:
             key_bytes = self._key_serializer(key)
             value_bytes = self._value_serializer(value)
@@ -230,19 +242,31 @@ class Producer:
                                          f"{type(b).__name__}, not bytes")
         header_list = list(headers) if headers else ()
         size = record_size_upper_bound(key_bytes, value_bytes, header_list)
-        if size + BATCH_HEADER_SIZE > self._max_request_size:
-            raise RecordTooLargeError(
-                f"a record for topic {topic!r} is {size + BATCH_HEADER_SIZE} bytes when "
-                f"serialized, larger than max.request.size ({self._max_request_size})")
-        if size + BATCH_HEADER_SIZE > self._accumulator.buffer_memory:
-            raise RecordTooLargeError(
-                f"a record for topic {topic!r} is {size + BATCH_HEADER_SIZE} bytes when "
-                f"serialized, larger than buffer.memory ({self._accumulator.buffer_memory})")
-        loop_time = asyncio.get_running_loop().time
-        deadline = loop_time() + self._max_block_s
-        count = self._cluster.metadata.partition_count(topic)
+        for limit, name in ((self._max_request_size, "max.request.size"),
+                            (self._accumulator.buffer_memory, "buffer.memory")):
+            if size + BATCH_HEADER_SIZE > limit:
+                raise RecordTooLargeError(
+                    f"a record for topic {topic!r} is {size + BATCH_HEADER_SIZE} bytes when "
+                    f"serialized, larger than {name} ({limit})")
+        return key_bytes, value_bytes, header_list, size
+
+    def append_now(self, topic: str, key_bytes: bytes | None, value_bytes: bytes | None,
+                   partition: int | None, timestamp_ms: int,
+                   headers: Sequence[tuple[str, bytes | None]], size: int
+                   ) -> RecordFuture | None:
+        """Append a serialized record without waiting: None when the topic's metadata is
+        not known yet or the buffer is full (then `append_serialized` waits)."""
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
+        meta = self._cluster.metadata
+        count = meta.partition_count(topic)
         if count is None:
-            count = await self._wait_on_metadata(topic, partition, deadline)
+            return None
+        acc = self._accumulator
+        if not acc.has_room(size):
+            return None
         if partition is not None:
             if not 0 <= partition < count:
                 raise UnknownTopicOrPartitionError(
@@ -256,22 +280,33 @@ class Producer:
         elif key_bytes is not None and not self._ignore_keys:
             partition = partition_for_key(key_bytes, count)
         else:
-            meta = self._cluster.metadata
             partition = self._sticky.partition(topic, meta.available_partitions(topic), count)
-        acc = self._accumulator
-        if not acc.has_room(size):
-            await self._wait_for_memory(size, deadline, topic)
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        tp = TopicPartition(topic, partition)
-        batch, index, wake = acc.append(tp, timestamp_ms, key_bytes, value_bytes, header_list,
-                                        size, self._now_ms())
+        batch, index, wake = acc.append(TopicPartition(topic, partition), timestamp_ms,
+                                        key_bytes, value_bytes, headers, size, self._now_ms())
         self._sticky.on_append(topic, partition, size)
         if wake:
             self._wake.set()  # type: ignore[union-attr]
         return RecordFuture(batch, index, timestamp_ms,
                             -1 if key_bytes is None else len(key_bytes),
                             -1 if value_bytes is None else len(value_bytes))
+
+    async def append_serialized(self, topic: str, key_bytes: bytes | None,
+                                value_bytes: bytes | None, partition: int | None,
+                                timestamp_ms: int, headers: Sequence[tuple[str, bytes | None]],
+                                size: int) -> RecordFuture:
+        """`append_now`, waiting up to max.block.ms for metadata and buffer space."""
+        if not self._started and not self._closed:
+            await self.start()
+        deadline = asyncio.get_running_loop().time() + self._max_block_s
+        while True:
+            future = self.append_now(topic, key_bytes, value_bytes, partition, timestamp_ms,
+                                     headers, size)
+            if future is not None:
+                return future
+            if self._cluster.metadata.partition_count(topic) is None:
+                await self._wait_on_metadata(topic, partition, deadline)
+            else:
+                await self._wait_for_memory(size, deadline, topic)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
                             partition: int | None = None, timestamp_ms: int | None = None,

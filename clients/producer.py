@@ -1,0 +1,288 @@
+"""The blocking Producer: the asyncio Producer on the shared client loop thread.
+
+    from clients import Producer
+    with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as p:
+        p.send("events", b"fire and forget")                       # 1. fire-and-forget
+        metadata = p.send("events", b"sync").get(timeout=10)       # 2. synchronous
+        p.send("events", b"async", callback=on_delivery)           # 3. asynchronous:
+        p.send("events", b"async").add_callback(ok).add_errback(failed)  #    or the future
+
+The three sending modes of the seed notes are one `send` used three ways. `send` runs the
+serializers and the size checks in the caller's thread (so a SerializationError or a
+RecordTooLargeError reaches the caller at once), then hands the record to the loop thread
+through a queue; one wake-up of the loop carries a whole burst of records, so the
+per-record cost stays close to the asyncio producer's. Records handed over keep their
+order. `callback(metadata, exception)` and the future's callbacks run on the loop thread,
+as Kafka's run on its I/O thread: keep them short.
+
+Back-pressure: records waiting for the loop count against `buffer.memory`; `send`
+blocks (up to `max.block.ms`) while they would exceed it.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
+
+from clients._blocking import LoopThread
+from clients._core.config import ClientConfig, parse_config
+from clients.aio.producer import Producer as AioProducer
+from clients.aio.producer import RecordFuture
+from clients.errors import KafkaTimeoutError
+from clients.types import RecordMetadata
+
+__all__ = ["Producer", "FutureRecordMetadata"]
+
+Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
+
+
+class FutureRecordMetadata:
+    """The outcome of one blocking `send`: `get(timeout)`, `done()`, `exception()`,
+    `add_callback(fn(metadata))`, `add_errback(fn(exception))`."""
+
+    __slots__ = ("_loop", "_record", "_error", "_listeners")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._record: RecordFuture | None = None     # set on the loop thread
+        self._error: BaseException | None = None     # failed before reaching a batch
+        self._listeners: list[Callable[[FutureRecordMetadata], Any]] | None = None
+
+    # --- loop thread ---
+
+    def _attach(self, record: RecordFuture) -> None:
+        self._record = record
+        if self._listeners:
+            record.add_done_callback(lambda _r: self._fire())
+
+    def _reject(self, error: BaseException) -> None:
+        self._error = error
+        self._fire()
+
+    def _fire(self) -> None:
+        listeners, self._listeners = self._listeners or [], None
+        for fn in listeners:
+            fn(self)
+
+    def _listen(self, fn: Callable[[FutureRecordMetadata], Any]) -> None:
+        """On the loop thread: call fn(self) when done (now, if it is)."""
+        if self._settled():
+            fn(self)
+            return
+        if self._listeners is None:
+            self._listeners = []
+        first = not self._listeners
+        self._listeners.append(fn)
+        if first and self._record is not None:
+            self._record.add_done_callback(lambda _r: self._fire())
+
+    def _settled(self) -> bool:
+        return self._error is not None or (self._record is not None and self._record.done())
+
+    # --- any thread ---
+
+    def done(self) -> bool:
+        return self._settled()
+
+    is_done = property(done)
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """Block until the record is acknowledged; its RecordMetadata, or its error."""
+        if not self._settled():
+            event = threading.Event()
+            self._loop.call_soon_threadsafe(self._listen, lambda _f: event.set())
+            if not event.wait(timeout):
+                raise KafkaTimeoutError(f"the record was not acknowledged within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._record is not None
+        return self._record.result()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            self.get(timeout)
+        except KafkaTimeoutError:
+            raise
+        except BaseException as e:  # noqa: BLE001 -- the record's own error is the answer
+            return e
+        return None
+
+    def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], Any]
+                 ) -> FutureRecordMetadata:
+        def call(f: FutureRecordMetadata) -> None:
+            error = f._error if f._error is not None else f._record.exception()  # type: ignore[union-attr]
+            fn(None if error is not None else f._record.result(), error)  # type: ignore[union-attr]
+        self._loop.call_soon_threadsafe(self._listen, call)
+        return self
+
+    def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> FutureRecordMetadata:
+        return self.add_both(lambda md, error: None if error is not None else fn(md))
+
+    def add_errback(self, fn: Callable[[BaseException], Any]) -> FutureRecordMetadata:
+        return self.add_both(lambda md, error: None if error is None else fn(error))
+
+
+class Producer:
+    def __init__(self, config: Mapping[str, Any] | ClientConfig | None = None, /,
+                 **overrides: Any) -> None:
+        self.config = (config if isinstance(config, ClientConfig)
+                       else parse_config("producer", config, **overrides))
+        self._loop_thread = LoopThread.shared()
+        self._loop = self._loop_thread.loop
+        self._producer = AioProducer(self.config)
+        self._max_block_s = self.config["max.block.ms"] / 1000
+        self._buffer_memory = self.config["buffer.memory"]
+        # Records handed to the loop, not yet appended: (topic, key, value, partition,
+        # timestamp, headers, size, future, callback).
+        self._handoff: collections.deque[tuple] = collections.deque()
+        self._handoff_bytes = 0
+        self._handoff_room = threading.Condition()
+        self._drain_task: asyncio.Task | None = None
+        self._drain_scheduled = False
+        self._schedule_lock = threading.Lock()
+        self._closed = False
+        self._loop_thread.run(self._producer.start(), self._max_block_s + 30)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- sending ---
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp_ms: int | None = None,
+             headers: Sequence[tuple[str, bytes | None]] | None = None,
+             callback: Callback | None = None) -> FutureRecordMetadata:
+        """Queue one record and return at once (unless the buffer is full).
+
+        `callback(metadata, exception)`, if given, is called once on the loop thread."""
+        if self._closed:
+            from clients.errors import ClientClosedError
+            raise ClientClosedError("the producer is closed")
+        key_bytes, value_bytes, header_list, size = self._producer.serialize(
+            topic, key, value, headers)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        future = FutureRecordMetadata(self._loop)
+        if self._handoff_bytes + size > self._buffer_memory and self._handoff:
+            self._wait_for_handoff_room(size, topic)
+        self._handoff_bytes += size
+        self._handoff.append((topic, key_bytes, value_bytes, partition, timestamp_ms, header_list,
+                              size, future, callback))
+        with self._schedule_lock:
+            if not self._drain_scheduled:
+                self._drain_scheduled = True
+                self._loop.call_soon_threadsafe(self._start_drain)
+        return future
+
+    def _wait_for_handoff_room(self, size: int, topic: str) -> None:
+        deadline = time.monotonic() + self._max_block_s
+        with self._handoff_room:
+            while self._handoff and self._handoff_bytes + size > self._buffer_memory:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"no room in buffer.memory ({self._buffer_memory} bytes) for a record "
+                        f"of topic {topic!r} within max.block.ms")
+                self._handoff_room.wait(min(remaining, 0.05))
+
+    def _start_drain(self) -> None:
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = self._loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """Append handed-over records in order; only a record that must wait (metadata of
+        a new topic, a full buffer) makes the ones behind it wait too."""
+        producer = self._producer
+        handoff = self._handoff
+        while True:
+            with self._schedule_lock:
+                if not handoff:
+                    self._drain_scheduled = False
+                    return
+            drained = 0
+            while handoff:
+                (topic, key, value, partition, ts, headers, size, future,
+                 callback) = handoff.popleft()
+                drained += size
+                try:
+                    record = producer.append_now(topic, key, value, partition, ts, headers, size)
+                    if record is None:
+                        record = await producer.append_serialized(topic, key, value, partition,
+                                                                  ts, headers, size)
+                except Exception as e:  # noqa: BLE001 -- the record's outcome, given to its future
+                    future._reject(e)
+                    if callback is not None:
+                        callback(None, e)
+                    continue
+                future._attach(record)
+                if callback is not None:
+                    record.add_done_callback(_callback_adapter(callback))
+                if drained > 65536:
+                    self._release_handoff(drained)
+                    drained = 0
+            self._release_handoff(drained)
+
+    def _release_handoff(self, size: int) -> None:
+        self._handoff_bytes -= size
+        if self._handoff_bytes < self._buffer_memory:
+            with self._handoff_room:
+                self._handoff_room.notify_all()
+
+    async def _flush(self, timeout_s: float | None) -> None:
+        while self._drain_task is not None and not self._drain_task.done():
+            await asyncio.shield(self._drain_task)
+        await self._producer.flush(timeout_s)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every record sent so far is acknowledged or failed."""
+        # The drain may not have started yet for records just sent: wait for it too.
+        self._loop_thread.run(self._wait_handoff_then_flush(timeout),
+                              None if timeout is None else timeout + 1)
+
+    async def _wait_handoff_then_flush(self, timeout_s: float | None) -> None:
+        while self._handoff or self._drain_scheduled:
+            self._start_drain()
+            await asyncio.shield(self._drain_task)  # type: ignore[arg-type]
+        await self._flush(timeout_s)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then release connections; with a timeout that passes, unsent records
+        fail with KafkaTimeoutError."""
+        if self._closed:
+            return
+        self._closed = True
+
+        async def go() -> None:
+            try:
+                while self._handoff or self._drain_scheduled:
+                    self._start_drain()
+                    await asyncio.shield(self._drain_task)  # type: ignore[arg-type]
+            finally:
+                await self._producer.close(timeout)
+        self._loop_thread.run(go(), None if timeout is None else timeout + 5)
+
+    def partitions_for(self, topic: str) -> list[int] | None:
+        async def go() -> list[int] | None:
+            if self._producer.partitions_for(topic) is None:
+                await self._producer.cluster.refresh_metadata([topic],
+                                                              allow_auto_topic_creation=True)
+            return self._producer.partitions_for(topic)
+        return self._loop_thread.run(go(), self._max_block_s)
+
+    @property
+    def aio(self) -> AioProducer:
+        """The asyncio producer underneath (use it only on the loop thread)."""
+        return self._producer
+
+
+def _callback_adapter(callback: Callback) -> Callable[[RecordFuture], None]:
+    def call(record: RecordFuture) -> None:
+        error = record.exception()
+        callback(None if error is not None else record.result(), error)
+    return call
