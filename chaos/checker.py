@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 __all__ = [
-    "Check", "Divergence", "Expect", "Figures", "Verdict", "check", "compare_replicas",
+    "Check", "Divergence", "Expect", "Figures", "Verdict", "acked_after", "check", "compare_replicas",
     "judge", "unavailability",
 ]
 
@@ -191,6 +191,22 @@ def check(attempts: Iterable, logs: Mapping[tuple[str, int], Sequence[tuple[int,
         lost=lost, wrong_offset=wrong_offset, duplicated=duplicated, reordered=reordered,
         phantom=phantom, divergent=divergent, lagging=lagging, corrupt=corrupt,
         unavailable_s=unavailable_s, examples=examples)
+
+
+def acked_after(attempts: Iterable, sent_after: float, acked_before: float) -> list:
+    """Attempts acknowledged before ``acked_before`` whose request left after ``sent_after``
+    (the last try's send time where the producer records it, else the first send).
+
+    N11 asks it for the window in which a raised min.insync.replicas was in force at the
+    leader and the ISR could not be complete (a follower paused): every such ack broke
+    the promise. Judging by when the request *left* keeps an answer that was already on
+    its way when the change landed out of the count, without a timing allowance."""
+    out = []
+    for a in attempts:
+        left = a.t_try if getattr(a, "t_try", None) is not None else a.t_send
+        if a.outcome == "acked" and left > sent_after and a.t_done is not None and a.t_done < acked_before:
+            out.append(a)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

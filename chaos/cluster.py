@@ -455,6 +455,34 @@ class ChaosCluster:
 
     # ------------------------------------------------------------ admin
 
+    def alter_topic_configs(self, topic: str, configs: dict[str, str]) -> tuple[int, str | None]:
+        """IncrementalAlterConfigs (SET) through a live broker, which forwards it to the
+        active controller; answered once committed. (error code, error message)."""
+        cls = messages.IncrementalAlterConfigsRequest
+        req = cls(resources=[cls.AlterConfigsResource(
+            resource_type=2, resource_name=topic,
+            configs=[cls.AlterConfigsResource.AlterableConfig(name=k, config_operation=0, value=v)
+                     for k, v in configs.items()])], validate_only=False)
+        last: BaseException | None = None
+        for b in self.alive_brokers():
+            try:
+                (r,) = roundtrip(self.port(b), ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, req, timeout_s=30).responses
+                return r.error_code, r.error_message
+            except OSError as e:
+                last = e
+        raise ConnectionError(f"no broker answered IncrementalAlterConfigs: {last!r}")
+
+    def topic_config(self, topic: str, key: str, broker_id: int) -> str | None:
+        """One topic config as one broker's DescribeConfigs shows it (its metadata image)."""
+        cls = messages.DescribeConfigsRequest
+        req = cls(resources=[cls.DescribeConfigsResource(resource_type=2, resource_name=topic,
+                                                         configuration_keys=[key])],
+                  include_synonyms=False, include_documentation=False)
+        (r,) = roundtrip(self.port(broker_id), ApiKey.DESCRIBE_CONFIGS, 4, req).results
+        if r.error_code != ErrorCode.NONE:
+            raise ValueError(f"DescribeConfigs {topic} on broker {broker_id}: {ErrorCode(r.error_code).name}")
+        return next((c.value for c in r.configs if c.name == key), None)
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      configs: dict[str, str] | None = None,
                      assignment: dict[int, list[int]] | None = None,

@@ -104,6 +104,9 @@ class Attempt:
     error: str | None = None
     t_done: float | None = None
     ambiguous: bool = False             # some try may have been written
+    # When the last try was sent (KetchProducer; None where the client does not tell, as
+    # librdkafka's retries): N11 judges acks by when their request left.
+    t_try: float | None = None
 
     @property
     def value(self) -> bytes:
@@ -387,6 +390,9 @@ class KetchProducer:
             code: int | None = None
             if leader >= 0:
                 batch.tries += 1
+                sent = time.monotonic()
+                for a in batch.attempts:
+                    a.t_try = sent
                 try:
                     code, offset = await self._produce(leader, partition, batch)
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:

@@ -1,4 +1,4 @@
-"""The promises of SCENARIOS.md, N1-N10, and D1 (disk faults on restart).
+"""The promises of SCENARIOS.md, N1-N11, and D1 (disk faults on restart).
 
 Each function is one scenario: setup, workload, faults (as data), then ``read_back``. The
 comments say how a hazard is *arranged* where timing matters; every arrangement is checked
@@ -10,7 +10,7 @@ import os
 import threading
 import time
 
-from chaos.checker import Expect
+from chaos.checker import Expect, acked_after
 from chaos.cluster import ChaosTimeout, wait_until
 from chaos.faults import (
     Cut, Delay, DropResponses, FlipByte, Isolate, Kill, KillMany, Pause, Restart, Resume, TornTail,
@@ -578,6 +578,77 @@ def n10(ctx: Context) -> None:
               cuts[-1][-120:] if cuts else "no truncation logged")
 
 
+# ---------------------------------------------------------------- N11
+
+
+def n11(ctx: Context) -> None:
+    """acks=all on a topic created with min.insync.replicas=1. A follower is paused until
+    it leaves the ISR; producers keep writing (acked by the two left). Then
+    min.insync.replicas is raised to 3 on the live topic while the follower stays paused.
+
+    From the moment the leader describes the change (its metadata image has it), no
+    acks=all write may be acknowledged until the follower is back: the ISR cannot hold 3
+    while the follower is stopped, so every ack in that window came from fewer than 3
+    replicas. The producers must see NOT_ENOUGH_REPLICAS instead (checked, so the window
+    is not empty). Judged by when a request left (``checker.acked_after``): an answer
+    already on its way when the change landed is not counted, and nothing needs a timing
+    allowance. After SIGCONT the follower rejoins, the retried writes are acknowledged by
+    all three, and nothing acknowledged is lost."""
+    c = ctx.cluster()
+    topic = "n11"
+    leader, follower = 1, 3
+    c.create_topic(topic, assignment={0: [leader, 2, follower]}, configs={"min.insync.replicas": "1"})
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0])
+    ketch = producers[0]
+    wait_acks(ctx, 100)
+    ctx.inject(c, Pause(follower))
+    c.wait_partition(topic, 0, lambda s: follower not in s.isr, 30, f"broker {follower} out of the ISR")
+    acked = ctx.history.count(ACKED)
+    wait_acks(ctx, 50, timeout_s=30)
+    ctx.check("min.insync.replicas=1: acks=all writes go on with two in the ISR",
+              ctx.history.count(ACKED) >= acked + 50)
+    t_alter = time.monotonic()
+    code, message = c.alter_topic_configs(topic, {"min.insync.replicas": "3"})
+    ctx.check("IncrementalAlterConfigs min.insync.replicas=3 committed", code == ErrorCode.NONE,
+              f"{ErrorCode(code).name}: {message}")
+    ctx.event("min.insync.replicas=3 committed")
+    wait_until(lambda: c.topic_config(topic, "min.insync.replicas", leader) == "3", 15,
+               f"leader {leader} to describe min.insync.replicas=3")
+    t_visible = time.monotonic()
+    ctx.event(f"leader {leader} describes min.insync.replicas=3 ({elapsed(t_alter)} s after the request)")
+    refused = ketch.error_counts.get("NOT_ENOUGH_REPLICAS", 0)
+    # Keep the follower stopped while a good number of tries are refused.
+    wait_until(lambda: ketch.error_counts.get("NOT_ENOUGH_REPLICAS", 0) >= refused + 20, 30,
+               "acks=all writes refused with NOT_ENOUGH_REPLICAS")
+    still_out = c.partition(topic, 0, leader)
+    ctx.check(f"broker {follower} was still out of the ISR when resumed", follower not in still_out.isr,
+              str(still_out))
+    t_resume = time.monotonic()
+    ctx.inject(c, Resume(follower))
+    # Every live broker's view: the resumed follower's own image is stale (it still shows
+    # the ISR from before the pause) until it catches up.
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, f"broker {follower} back in the ISR",
+                     everywhere=True)
+    ctx.event(f"follower rejoined the ISR {elapsed(t_resume)} s after SIGCONT")
+    wait_acks(ctx, 50)
+    stop_all(producers)
+    ctx.window = (t0, time.monotonic())
+    attempts = ctx.history.snapshot()
+    late = acked_after(attempts, t_visible, t_resume)
+    sent = sum(1 for a in attempts if t_visible < a.t_send < t_resume)
+    ctx.check(f"no write sent after the change was acknowledged while broker {follower} was paused "
+              f"({sent} records first sent in that window)", not late and sent > 0,
+              f"{len(late)} acknowledged, e.g. {[(a.producer, a.seq, a.offset) for a in late[:3]]}")
+    in_window = sum(1 for a in attempts if a.outcome == ACKED and t_visible < (a.t_done or 0) < t_resume)
+    refusals = ketch.error_counts.get("NOT_ENOUGH_REPLICAS", 0) - refused
+    ctx.note(f"{refusals} tries refused with NOT_ENOUGH_REPLICAS in {round(t_resume - t_visible, 1)} s "
+             f"after the change; acks completed in that window: {in_window} (requests sent before it)")
+    ctx.extra["refused_not_enough_replicas"] = refusals
+    only_retriable_errors(ctx)
+    ctx.read_back(c, topic, [0])
+
+
 # ---------------------------------------------------------------- D1
 
 
@@ -686,6 +757,8 @@ NO_LOSS_SCENARIOS = [
     Scenario("N8", "unclean election disabled; all replicas down; the stale follower returns first", _N, n8),
     Scenario("N9", "acks=all; SIGSTOP a follower longer than replica.lag.time.max.ms, then SIGCONT", _N, n9),
     Scenario("N10", "acks=all; cut the leader off from controllers and followers, not from producers", _N, n10),
+    Scenario("N11", "acks=all, min.insync=1; raise it to 3 on the live topic with a follower paused out of the ISR",
+             _N, n11),
     Scenario("D1", "disk faults on restart: torn tail and flipped byte in a follower's segment", _N, d1),
     Scenario("X1", "one-way loss: the leader's ISR expansion commits but every answer to it is lost", _N, x1),
 ]
