@@ -41,6 +41,7 @@ from metadata_log.image import (
 )
 from quorum.controller.config import ControllerConfig
 from metadata_log.config_defs import TOPIC_CONFIGS, parse_bool, validate_value
+from metadata_log.config_layers import ConfigLayers, ConfigSource
 from quorum.controller.election import Election, build_partition_change, remove_from_isr
 from quorum.controller.placement import BrokerLoad, PlacementBroker, place_partitions
 from quorum.controller.result import ControllerResult
@@ -56,8 +57,6 @@ IsActive = Callable[[int], bool]
 
 TOPIC_NAME_LENGTH_MAX = 249          # Kafka's Topic.MAX_NAME_LENGTH
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-_DEFAULT_CONFIG = 5                  # DescribeConfigs ConfigSource.DEFAULT_CONFIG
-_DYNAMIC_TOPIC_CONFIG = 1            # ConfigSource.TOPIC_CONFIG
 RESERVED_TOPIC_IDS = (uuid.UUID(int=0), uuid.UUID(int=1))   # Kafka's ZERO_UUID, ONE_UUID
 
 
@@ -210,6 +209,7 @@ def create_topics(image: MetadataImage, request: Any, config: ControllerConfig,
     collisions = {_collision_key(n): n for n in image.topics.by_name}
     active = _active_brokers(image)
     is_active = active_predicate(image)
+    layers = ConfigLayers(image.configs)
     new_ids: set[uuid.UUID] = set()
     scratch: BrokerLoad | None = None
     partitions_left = partitions_per_request_max
@@ -312,11 +312,23 @@ def create_topics(image: MetadataImage, request: Any, config: ControllerConfig,
         results.append(Result(
             name=name, topic_id=topic_id, error_code=0, error_message=None,
             num_partitions=len(assignments), replication_factor=rf,
-            configs=[messages.CreateTopicsResponse.CreatableTopicConfigs(
-                name=key, value=topic_configs.get(key, defn.default), read_only=False,
-                config_source=_DYNAMIC_TOPIC_CONFIG if key in topic_configs else _DEFAULT_CONFIG,
-                is_sensitive=False) for key, defn in sorted(TOPIC_CONFIGS.items())]))
+            configs=_created_topic_configs(layers, name, topic_configs)))
     return ControllerResult(tuple(records), messages.CreateTopicsResponse(topics=results))
+
+
+def _created_topic_configs(layers: ConfigLayers, name: str, own: dict[str, str]) -> list[Any]:
+    """CreateTopics' configs (v5+): the topic's own, else what the cluster-wide layers give
+    (the controller has no broker's server.properties; brokers' DescribeConfigs does)."""
+    out = []
+    for key in sorted(TOPIC_CONFIGS):
+        entry = layers.topic_entry(name, key)
+        assert entry is not None
+        value, source = (own[key], ConfigSource.DYNAMIC_TOPIC_CONFIG) if key in own else \
+            (entry.value, entry.source)
+        out.append(messages.CreateTopicsResponse.CreatableTopicConfigs(
+            name=key, value=value, read_only=False, config_source=int(source),
+            is_sensitive=entry.sensitive))
+    return out
 
 
 # ---------------------------------------------------------------- DeleteTopics
