@@ -1,0 +1,238 @@
+"""Ketch's consumer in groups on a real 3+3 cluster: every assignor splits a 6-partition
+topic among three members, a SIGKILLed member's partitions move, cooperative rebalancing
+leaves the other members consuming, a static member restarts without a rebalance, and a
+Ketch consumer shares a group with confluent-kafka (librdkafka).
+
+Group state is read back with raw DescribeGroups (groups_helpers), not from the client."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from clients.aio import Consumer
+from clients.types import TopicPartition as TP
+from groups_helpers import (
+    ConsumerProcess, create_topic, describe_group, produce, records_by_partition, wait_for_assignment, wait_until,
+)
+
+pytestmark = [pytest.mark.process]
+
+ASSIGNORS = ["range", "roundrobin", "sticky", "cooperative-sticky"]
+
+
+def ketch_config(bootstrap: str, group: str, client_id: str, **extra) -> dict:
+    return {"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+            "fetch.max.wait.ms": 200, **extra}
+
+
+@pytest.mark.parametrize("assignor", ASSIGNORS)
+def test_three_ketch_consumers_split_six_partitions(cluster, bootstrap, assignor) -> None:
+    topic, group = f"split-{assignor}", f"g-split-{assignor}"
+    create_topic(cluster, topic, partitions=6)
+    landed = produce(bootstrap, topic, per_partition=20, partitions=6, tag=assignor)
+
+    async def run() -> tuple[dict[str, set], dict[tuple[int, int], str]]:
+        consumers = [Consumer(ketch_config(bootstrap, group, f"{group}-{i}",
+                                           **{"partition.assignment.strategy": assignor})) for i in range(3)]
+        got: dict[tuple[int, int], str] = {}
+        stop = asyncio.Event()
+
+        async def consume(c: Consumer) -> None:
+            await c.start()
+            c.subscribe([topic])
+            while not stop.is_set():
+                for r in await c.poll(200):
+                    got[(r.partition, r.offset)] = r.value.decode()
+                await c.commit()
+
+        tasks = [asyncio.create_task(consume(c)) for c in consumers]
+        try:
+            def split() -> bool:
+                view = describe_group(cluster, group, topic)
+                return (view is not None and view.state == "Stable" and view.protocol == assignor
+                        and len(view.members) == 3
+                        and sorted(len(p) for p in view.assignment().values()) == [2, 2, 2]
+                        and all(len(c.assignment()) == 2 for c in consumers) and len(got) == len(landed))
+            deadline = time.monotonic() + 60
+            while not await asyncio.to_thread(split):
+                assert time.monotonic() < deadline, f"no 2/2/2 split: {[c.assignment() for c in consumers]}"
+                await asyncio.sleep(0.2)
+            return {c.config["client.id"]: c.assignment() for c in consumers}, got
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for c in consumers:
+                await c.close()
+
+    assignment, got = asyncio.run(run())
+    owned = [tp for parts in assignment.values() for tp in parts]
+    assert sorted(owned) == [TP(topic, p) for p in range(6)]
+    assert got == landed
+    # everyone left with LeaveGroup on close
+    assert describe_group(cluster, group, topic).state == "Empty"
+    if assignor == "range":       # Kafka's range: members in member-id order get 0-1, 2-3, 4-5
+        assert sorted(map(sorted, ({tp.partition for tp in a} for a in assignment.values()))) == [
+            [0, 1], [2, 3], [4, 5]]
+
+
+def test_sigkilled_member_partitions_move_to_the_others(cluster, bootstrap, members) -> None:
+    topic, group = "kill", "g-kill"
+    create_topic(cluster, topic, partitions=6)
+    procs = [members(bootstrap, group, topic, f"kill-{i}", assignor="range") for i in range(3)]
+    first = wait_for_assignment(cluster, group, topic, {p.client_id for p in procs}, 6, timeout_s=60)
+    victim = procs[0]
+    victim_partitions = first.assignment()[victim.client_id]
+    assert len(victim_partitions) == 2
+    victim.kill()
+    # no LeaveGroup: the session timeout (6 s) removes it, the others take its partitions
+    after = wait_for_assignment(cluster, group, topic, {p.client_id for p in procs[1:]}, 6, timeout_s=60)
+    assert sorted(len(p) for p in after.assignment().values()) == [3, 3]
+    landed = produce(bootstrap, topic, per_partition=10, partitions=6, tag="after-kill")
+
+    def survivors_read_everything() -> bool:
+        seen = {(p, o) for s in procs[1:] for p, o, _ in s.records()}
+        return set(landed) <= seen
+    wait_until(survivors_read_everything, 30, "the survivors read every record, the victim's partitions too")
+    moved = {p for s in procs[1:] for p, _, _ in s.records()} & set(victim_partitions)
+    assert moved == set(victim_partitions)
+    for s in procs[1:]:
+        assert s.alive(), s.stderr_tail()
+        assert s.close() == 0 and s.first_event("closed")
+
+
+def test_cooperative_rebalance_does_not_stop_the_other_members(cluster, bootstrap) -> None:
+    """Two cooperative-sticky members consume while a producer writes; a third joins. The
+    two never revoke everything, and each receives records between the third's subscribe()
+    and the moment the third is given partitions (the rebalance, both rounds of it)."""
+    topic, group = "coop", "g-coop"
+    create_topic(cluster, topic, partitions=6)
+    stop_producing = threading.Event()
+
+    def producer() -> None:
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+        i = 0
+        while not stop_producing.is_set():
+            for part in range(6):
+                p.produce(topic, value=f"c-{part}-{i}".encode(), partition=part)
+            p.poll(0)
+            i += 1
+            time.sleep(0.01)
+        p.flush(10)
+
+    class Log:
+        def __init__(self) -> None:
+            self.events: list[tuple[float, str, frozenset]] = []
+
+        def on_partitions_assigned(self, c, parts):
+            self.events.append((time.monotonic(), "assigned", frozenset(parts)))
+
+        def on_partitions_revoked(self, c, parts):
+            self.events.append((time.monotonic(), "revoked", frozenset(parts)))
+
+        def on_partitions_lost(self, c, parts):
+            self.events.append((time.monotonic(), "lost", frozenset(parts)))
+
+    async def run():
+        cfg = {"partition.assignment.strategy": "cooperative-sticky"}
+        old = [Consumer(ketch_config(bootstrap, group, f"coop-{i}", **cfg)) for i in range(2)]
+        logs = [Log(), Log(), Log()]
+        received: list[list[float]] = [[], [], []]
+        stop = asyncio.Event()
+
+        async def consume(i: int, c: Consumer) -> None:
+            await c.start()
+            c.subscribe([topic], listener=logs[i])
+            while not stop.is_set():
+                if await c.poll(100):
+                    received[i].append(time.monotonic())
+
+        tasks = [asyncio.create_task(consume(i, c)) for i, c in enumerate(old)]
+        try:
+            deadline = time.monotonic() + 60
+            while not (sorted(len(c.assignment()) for c in old) == [3, 3] and all(received[:2])):
+                assert time.monotonic() < deadline, "the first two never split the topic"
+                await asyncio.sleep(0.1)
+            newcomer = Consumer(ketch_config(bootstrap, group, "coop-2", **cfg))
+            joined_at = time.monotonic()
+            tasks.append(asyncio.create_task(consume(2, newcomer)))
+            old.append(newcomer)
+            while not (sorted(len(c.assignment()) for c in old) == [2, 2, 2]):
+                assert time.monotonic() < deadline, f"no 2/2/2: {[c.assignment() for c in old]}"
+                await asyncio.sleep(0.05)
+            got_at = next(t for t, ev, parts in logs[2].events if ev == "assigned" and parts)
+            return joined_at, got_at, logs, received
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for c in old:
+                await c.close()
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    try:
+        joined_at, got_at, logs, received = asyncio.run(run())
+    finally:
+        stop_producing.set()
+        thread.join()
+    for i in (0, 1):
+        during = [t for t in received[i] if joined_at <= t <= got_at]
+        assert during, f"member {i} received nothing during the rebalance"
+        revoked = [parts for t, ev, parts in logs[i].events if ev == "revoked" and t <= got_at]
+        # each gave up exactly the one partition that moved, never all three
+        assert all(len(parts) == 1 for parts in revoked) and len(revoked) <= 1
+        assert not any(ev == "lost" for _, ev, _ in logs[i].events)
+
+
+def test_static_member_restart_within_session_timeout_keeps_its_partitions(cluster, bootstrap, members) -> None:
+    topic, group = "static", "g-static"
+    create_topic(cluster, topic, partitions=6)
+    common = dict(assignor="range", session_timeout_ms=15000)
+    a = members(bootstrap, group, topic, "static-a", instance_id="inst-a", **common)
+    b = members(bootstrap, group, topic, "static-b", instance_id="inst-b", **common)
+    first = wait_for_assignment(cluster, group, topic, {"static-a", "static-b"}, 6, timeout_s=60)
+    b_events_before = len([e for e in b.events() if e["ev"] in ("assigned", "revoked", "lost")])
+    a_generation = max(e["generation"] for e in a.events() if e["ev"] == "assigned")
+    a.kill()
+    a2 = members(bootstrap, group, topic, "static-a", instance_id="inst-a", **common)
+    wait_until(lambda: a2.first_event("assigned") is not None and
+               len([e for e in a2.events() if e["ev"] == "assigned"]) >= 1, 30, "the restarted member's assignment")
+    assigned = [e for e in a2.events() if e["ev"] == "assigned"]
+    assert set(assigned[-1]["partitions"]) == set(first.assignment()["static-a"])
+    # KIP-345: the coordinator handed the old assignment back, no new generation
+    assert assigned[-1]["generation"] == a_generation
+    view = wait_for_assignment(cluster, group, topic, {"static-a", "static-b"}, 6, timeout_s=30)
+    assert view.assignment() == first.assignment()
+    # the other member saw no rebalance at all
+    assert len([e for e in b.events() if e["ev"] in ("assigned", "revoked", "lost")]) == b_events_before
+    for p in (a2, b):
+        assert p.close() == 0, p.stderr_tail()
+
+
+def test_ketch_and_confluent_consumers_share_a_group(cluster, bootstrap, members, tmp_path) -> None:
+    topic, group = "mixed", "g-mixed"
+    create_topic(cluster, topic, partitions=6)
+    landed = produce(bootstrap, topic, per_partition=10, partitions=6, tag="mixed")
+    ketch = members(bootstrap, group, topic, "mixed-ketch", assignor="range")
+    librd = ConsumerProcess(str(tmp_path), "confluent", bootstrap, group, topic, "mixed-confluent",
+                            assignor="range", session_timeout_ms=6000)
+    try:
+        view = wait_for_assignment(cluster, group, topic, {"mixed-ketch", "mixed-confluent"}, 6, timeout_s=60)
+        assert sorted(len(p) for p in view.assignment().values()) == [3, 3]
+
+        def all_read() -> bool:
+            seen = {(p, o): v for proc in (ketch, librd) for p, o, v in proc.records()}
+            return set(landed) <= set(seen)
+        wait_until(all_read, 60, "the two consumers together read every record")
+        seen = {(p, o): v for proc in (ketch, librd) for p, o, v in proc.records()}
+        assert {k: seen[k] for k in landed} == landed
+        # after the split each read only its own partitions
+        by_ketch = records_by_partition(ketch.records())
+        assert set(view.assignment()["mixed-ketch"]) <= set(by_ketch) or not by_ketch
+        assert librd.close() == 0 and ketch.close() == 0
+    finally:
+        librd.reap()
