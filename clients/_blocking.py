@@ -63,6 +63,11 @@ class LoopThread:
         try:
             return future.result(timeout_s)
         except concurrent.futures.TimeoutError:
+            if future.done() and not future.cancelled():
+                # The coroutine itself raised a TimeoutError (KafkaTimeoutError is one, and
+                # since 3.11 concurrent.futures.TimeoutError is the builtin), or finished
+                # just now: its own outcome, not ours.
+                return future.result()
             future.cancel()
             raise KafkaTimeoutError(f"no result within {timeout_s} s") from None
 
