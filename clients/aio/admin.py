@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 K = TypeVar("K", bound=Hashable)
-T = TypeVar("T")
 
 METADATA_TOPIC = "__cluster_metadata"       # KRaft's metadata log, partition 0
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -197,7 +196,10 @@ class Admin:
                 routes.setdefault(node, []).append(key)
             if routes:
                 request_ms = self._request_ms(deadline)
-                answers = await asyncio.gather(*(send(node, ks, request_ms)
+                # The deadline bounds connecting too (a stopped broker may accept a TCP
+                # connection and then say nothing), not only the request itself.
+                bound_s = max(request_ms, self._remaining_ms(deadline)) / 1000
+                answers = await asyncio.gather(*(asyncio.wait_for(send(node, ks, request_ms), bound_s)
                                                  for node, ks in routes.items()),
                                                return_exceptions=True)
                 for (node, ks), answer in zip(routes.items(), answers):
