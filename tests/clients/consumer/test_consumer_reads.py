@@ -1,0 +1,250 @@
+"""Ketch's consumer reading on a real 3+3 cluster: standalone assign, manual commits of
+specific offsets, seek and offsets_for_times, auto.offset.reset past the log end and
+before the log start, pause/resume, pattern subscription, a listener that commits, and
+records written by kafka-python, aiokafka and confluent-kafka with every compression."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from clients import Consumer
+from clients.errors import IllegalStateError, OffsetOutOfRangeError
+from clients.types import OffsetAndMetadata, TopicPartition as TP
+from groups_helpers import committed_offsets, create_topic, produce, wait_until
+
+pytestmark = [pytest.mark.process]
+
+
+def consumer(bootstrap: str, **extra) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": 100, "auto.offset.reset": "earliest",
+                     **extra})
+
+
+def read(c: Consumer, n: int, timeout_s: float = 30) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"read {len(out)} of {n} records"
+        out += c.poll(timeout_ms=500)
+    return out
+
+
+@pytest.fixture(scope="module")
+def topic(cluster, bootstrap) -> str:
+    """'reads': 3 partitions, 30 records each, values 'reads-<p>-<i>'."""
+    create_topic(cluster, "reads", partitions=3)
+    produce(bootstrap, "reads", per_partition=30, partitions=3, tag="reads")
+    return "reads"
+
+
+def test_standalone_assign_reads_a_partition_in_order(bootstrap, topic) -> None:
+    with consumer(bootstrap) as c:
+        c.assign([TP(topic, 1)])
+        records = read(c, 30)
+        assert [r.offset for r in records] == list(range(30))
+        assert [r.value for r in records] == [f"reads-1-{i}".encode() for i in range(30)]
+        assert {r.partition for r in records} == {1} and c.position(TP(topic, 1)) == 30
+        with pytest.raises(IllegalStateError, match="group.id"):
+            c.subscribe([topic])
+        with pytest.raises(IllegalStateError, match="group.id"):
+            c.commit()
+
+
+def test_manual_commit_of_specific_offsets(cluster, bootstrap, topic) -> None:
+    group = "g-manual"
+    with consumer(bootstrap, **{"group.id": group, "enable.auto.commit": False}) as c:
+        c.assign([TP(topic, 0), TP(topic, 2)])
+        read(c, 60)
+        c.commit({TP(topic, 0): 5, TP(topic, 2): OffsetAndMetadata(17, "note")})
+        assert c.committed([TP(topic, 0), TP(topic, 1), TP(topic, 2)]) == {
+            TP(topic, 0): OffsetAndMetadata(5, "", -1), TP(topic, 1): None, TP(topic, 2): OffsetAndMetadata(17, "note", -1)}
+        # async commit with a callback, of a specific offset
+        done = []
+        c.commit_async({TP(topic, 0): 9}, callback=lambda offsets, error: done.append((offsets, error)))
+        wait_until(lambda: done, 10, "the commit callback")
+        assert done == [({TP(topic, 0): OffsetAndMetadata(9)}, None)]
+    assert committed_offsets(cluster, group, topic, 3) == {0: 9, 1: -1, 2: 17}
+    # a new member of the group starts where the commits say
+    with consumer(bootstrap, **{"group.id": group}) as c:
+        c.assign([TP(topic, 0), TP(topic, 2)])
+        records = read(c, (30 - 9) + (30 - 17))
+        firsts = {p: min(r.offset for r in records if r.partition == p) for p in (0, 2)}
+        assert firsts == {0: 9, 2: 17}
+
+
+def test_seek_and_offsets_for_times(cluster, bootstrap) -> None:
+    from confluent_kafka import Producer
+    create_topic(cluster, "times", partitions=1)
+    base = 1_700_000_000_000
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce("times", value=f"v{i}".encode(), partition=0, timestamp=base + i * 1000)
+    assert p.flush(30) == 0
+    tp = TP("times", 0)
+    with consumer(bootstrap) as c:
+        c.assign([tp])
+        found = c.offsets_for_times({tp: base + 2500})
+        assert found[tp].offset == 3 and found[tp].timestamp == base + 3000
+        assert c.offsets_for_times({tp: base + 10_000}) == {tp: None}
+        assert c.beginning_offsets([tp]) == {tp: 0} and c.end_offsets([tp]) == {tp: 10}
+        c.seek(tp, found[tp].offset)
+        assert [r.offset for r in read(c, 7)] == list(range(3, 10))
+        c.seek(tp, 8)
+        assert [r.value for r in read(c, 2)] == [b"v8", b"v9"]
+        c.seek_to_beginning([tp])
+        assert read(c, 10)[0].timestamp == base
+        c.seek_to_end([tp])
+        assert c.poll(timeout_ms=300) == [] and c.position(tp) == 10
+        with pytest.raises(KeyError, match="not assigned"):
+            c.seek(TP("times", 5), 0)
+
+
+def test_seek_past_the_end_applies_auto_offset_reset(bootstrap, topic) -> None:
+    tp = TP(topic, 0)
+    with consumer(bootstrap, **{"auto.offset.reset": "earliest"}) as c:
+        c.assign([tp])
+        c.seek(tp, 10_000)
+        assert read(c, 1)[0].offset == 0
+    with consumer(bootstrap, **{"auto.offset.reset": "latest"}) as c:
+        c.assign([tp])
+        c.seek(tp, 10_000)
+        wait_until(lambda: c.poll(timeout_ms=100) == [] and c.position(tp) == 30, 20, "reset to the log end")
+    with consumer(bootstrap, **{"auto.offset.reset": "none"}) as c:
+        c.assign([tp])
+        c.seek(tp, 10_000)
+        with pytest.raises(OffsetOutOfRangeError, match=f"{topic}-0"):
+            for _ in range(100):
+                c.poll(timeout_ms=200)
+        # no position at all (no group, nothing committed) and none: the same error
+        c.assign([TP(topic, 1)])
+        with pytest.raises(OffsetOutOfRangeError, match="auto.offset.reset is none"):
+            c.poll(timeout_ms=200)
+
+
+def test_seek_before_the_log_start_applies_auto_offset_reset(cluster, bootstrap) -> None:
+    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient
+    create_topic(cluster, "trimmed", partitions=1)
+    produce(bootstrap, "trimmed", per_partition=20, partitions=1, tag="trim")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (f,) = admin.delete_records([CTP("trimmed", 0, 12)]).values()
+    assert f.result(30).low_watermark == 12
+    tp = TP("trimmed", 0)
+    with consumer(bootstrap, **{"auto.offset.reset": "earliest"}) as c:
+        c.assign([tp])
+        c.seek(tp, 3)
+        assert [r.offset for r in read(c, 8)] == list(range(12, 20))
+    with consumer(bootstrap, **{"auto.offset.reset": "none"}) as c:
+        c.assign([tp])
+        c.seek(tp, 3)
+        with pytest.raises(OffsetOutOfRangeError):
+            for _ in range(100):
+                c.poll(timeout_ms=200)
+
+
+def test_pause_and_resume(bootstrap, topic) -> None:
+    with consumer(bootstrap) as c:
+        c.assign([TP(topic, 0), TP(topic, 1)])
+        c.pause([TP(topic, 0)])
+        records = read(c, 30)
+        assert {r.partition for r in records} == {1} and c.paused() == {TP(topic, 0)}
+        assert c.poll(timeout_ms=300) == []
+        c.resume([TP(topic, 0)])
+        assert {r.partition for r in read(c, 30)} == {0}
+
+
+def test_pattern_subscription_and_a_listener_that_commits(cluster, bootstrap) -> None:
+    for name in ("pat-a", "pat-b", "other-c"):
+        create_topic(cluster, name, partitions=2)
+        produce(bootstrap, name, per_partition=5, partitions=2, tag=name)
+    group = "g-pattern"
+    events = []
+
+    class CommitOnRevoke:
+        def on_partitions_assigned(self, c, parts):
+            events.append(("assigned", frozenset(parts)))
+
+        def on_partitions_revoked(self, c, parts):
+            # the blocking consumer, called from inside close(): commit what we read
+            c.commit({tp: c.position(tp) for tp in parts})
+            events.append(("revoked", frozenset(parts)))
+
+    with consumer(bootstrap, **{"group.id": group, "enable.auto.commit": False, "metadata.max.age.ms": 500}) as c:
+        c.subscribe("^pat-.*", listener=CommitOnRevoke())
+        records = read(c, 20)
+        assert {r.topic for r in records} == {"pat-a", "pat-b"}
+        assert c.subscription() == {"pat-a", "pat-b"}
+    assert events[0][0] == "assigned" and events[-1][0] == "revoked"
+    assert committed_offsets(cluster, group, "pat-a", 2) == {0: 5, 1: 5}
+    assert committed_offsets(cluster, group, "pat-b", 2) == {0: 5, 1: 5}
+
+
+COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _write_with(client: str, bootstrap: str, topic: str, compression: str, n: int) -> None:
+    key = lambda i: f"k{i}".encode()                    # noqa: E731
+    value = lambda i: f"{client}-{compression}-{i}".encode() * 3   # noqa: E731
+    headers = [("h", b"x"), ("empty", None)] if client != "kafka-python" else [("h", b"x")]
+    if client == "confluent":
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 20})
+        for i in range(n):
+            p.produce(topic, key=key(i), value=value(i), partition=0, headers=headers)
+        assert p.flush(30) == 0
+    elif client == "kafka-python":
+        from kafka import KafkaProducer
+        p = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if compression == "none" else compression,
+                          linger_ms=20)
+        for i in range(n):
+            p.send(topic, key=key(i), value=value(i), partition=0, headers=headers)
+        p.flush(30)
+        p.close()
+    else:
+        from aiokafka import AIOKafkaProducer
+
+        async def go() -> None:
+            p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20,
+                                 compression_type=None if compression == "none" else compression)
+            await p.start()
+            try:
+                for i in range(n):
+                    await p.send(topic, key=key(i), value=value(i), partition=0, headers=headers)
+                await p.flush()
+            finally:
+                await p.stop()
+        asyncio.run(go())
+
+
+def _compressions(client: str) -> list[str]:
+    """What the client can write here: each library's own codec checks (kafka-python has
+    no snappy without python-snappy, which is not installed)."""
+    if client == "confluent":
+        return COMPRESSIONS
+    codec = __import__("kafka.codec" if client == "kafka-python" else "aiokafka.codec", fromlist=["x"])
+    return ["none"] + [c for c in COMPRESSIONS[1:] if getattr(codec, f"has_{c}")()]
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "confluent"])
+def test_ketch_reads_what_other_clients_wrote(cluster, bootstrap, client) -> None:
+    topic = f"from-{client}"
+    create_topic(cluster, topic, partitions=1)
+    n = 40
+    written = _compressions(client)
+    assert {"none", "gzip", "lz4", "zstd"} <= set(written)
+    for compression in written:
+        _write_with(client, bootstrap, topic, compression, n)
+    with consumer(bootstrap, **{"value.deserializer": lambda b: b.decode()}) as c:
+        c.assign([TP(topic, 0)])
+        records = read(c, n * len(written))
+    assert [r.offset for r in records] == list(range(n * len(written)))
+    expected = [f"{client}-{comp}-{i}" * 3 for comp in written for i in range(n)]
+    assert [r.value for r in records] == expected
+    assert [r.key for r in records] == [f"k{i}".encode() for _ in written for i in range(n)]
+    assert all(("h", b"x") in r.headers for r in records)
+    if client != "kafka-python":
+        assert all(("empty", None) in r.headers for r in records)
+    assert all(r.timestamp > 1_600_000_000_000 for r in records)
