@@ -579,7 +579,10 @@ class RecordAccumulator:
         large fails."""
         if self.idempotence is not None:
             self.idempotence._settle(batch)
-        children = batch.split(now_ms, self.batch_size, batch.deadline_ms, self.compression,
+        # Halve at least: when batch.size is above the broker's limit, repeated refusals
+        # still shrink the batches down to one record each.
+        target = max(1, min(self.batch_size, len(batch.payload or b"") // 2))
+        children = batch.split(now_ms, target, batch.deadline_ms, self.compression,
                                self.compression_level)
         self._release(batch)
         queue = self._queues.setdefault(batch.tp, deque())

@@ -1,0 +1,187 @@
+"""Ketch's producer against a real 3+3 cluster (auto.create.topics.enable=false), checked
+by an independent reader (confluent-kafka) and, for partitioning, by confluent-kafka's
+own murmur2_random producer."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from ketch_client_helpers import create_topic, read_all
+
+from clients import Producer as BlockingProducer
+from clients.aio import Producer
+from clients.errors import RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError
+from clients.types import RecordMetadata
+
+pytestmark = [pytest.mark.process, pytest.mark.interop]
+
+
+@pytest.fixture(scope="module")
+def boot(cluster) -> str:
+    return cluster.spec.bootstrap_servers
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_every_compression_and_acks_level_round_trips(boot: str, compression: str) -> None:
+    topic = f"roundtrip-{compression}"
+    create_topic(boot, topic, 3, 3)
+    sent: dict[bytes, tuple] = {}
+    metadata: dict[bytes, RecordMetadata] = {}
+
+    async def go() -> None:
+        for acks in ("0", "1", "all"):
+            async with Producer({"bootstrap.servers": boot, "acks": acks,
+                                 "compression.type": compression, "linger.ms": 20}) as p:
+                futures = {}
+                for i in range(150):
+                    key = f"{acks}-{i}".encode()
+                    value = (f"value {i} " * (i % 7 + 1)).encode()
+                    headers = [("acks", acks.encode()), ("i", str(i).encode())]
+                    ts = 1_700_000_000_000 + i
+                    sent[key] = (value, tuple(headers), ts)
+                    futures[key] = await p.send(topic, value, key=key, headers=headers,
+                                                timestamp_ms=ts)
+                for key, f in futures.items():
+                    md = await f
+                    metadata[key] = md
+                    assert md.topic == topic and md.timestamp == sent[key][2]
+                    assert md.serialized_key_size == len(key)
+                    assert (md.offset == -1) == (acks == "0")
+    asyncio.run(go())
+    records = read_all(boot, topic, 3, len(sent))
+    assert len(records) == len(sent) == 450
+    got = {key: (value, headers, ts) for _, _, key, value, headers, ts in records}
+    assert got == sent
+    where = {key: (partition, offset) for partition, offset, key, *_ in records}
+    for key, md in metadata.items():
+        if md.offset != -1:
+            assert where[key] == (md.partition, md.offset)
+
+
+def test_keyed_records_land_where_confluent_kafka_puts_them(boot: str) -> None:
+    from confluent_kafka import Producer as CfkProducer
+
+    create_topic(boot, "keys-ketch", 6, 1)
+    create_topic(boot, "keys-confluent", 6, 1)
+    keys = [f"user-{i}".encode() for i in range(300)] + [b"", b"\xff\x00\xfe", b"x" * 100]
+    theirs: dict[bytes, int] = {}
+    cfk = CfkProducer({"bootstrap.servers": boot, "partitioner": "murmur2_random"})
+    for k in keys:
+        cfk.produce("keys-confluent", b"v", key=k,
+                    on_delivery=lambda err, msg: theirs.__setitem__(msg.key(), msg.partition()))
+    assert cfk.flush(30) == 0
+
+    async def go() -> dict[bytes, int]:
+        async with Producer({"bootstrap.servers": boot}) as p:
+            futures = [(k, await p.send("keys-ketch", b"v", key=k)) for k in keys]
+            return {k: (await f).partition for k, f in futures}
+    ours = asyncio.run(go())
+    assert ours == theirs
+    assert len(set(ours.values())) == 6
+
+
+def test_unknown_topic_without_auto_create_is_named_in_the_error(boot: str) -> None:
+    async def go() -> None:
+        async with Producer({"bootstrap.servers": boot, "max.block.ms": 1500}) as p:
+            with pytest.raises(UnknownTopicOrPartitionError, match="'no-such-topic'"):
+                await p.send("no-such-topic", b"v")
+    asyncio.run(go())
+    with BlockingProducer({"bootstrap.servers": boot, "max.block.ms": 1500}) as p:
+        with pytest.raises(UnknownTopicOrPartitionError, match="'no-such-topic-either'"):
+            p.send("no-such-topic-either", b"v").get(30)
+
+
+def test_a_record_above_max_request_size_is_refused_and_nothing_else_is_lost(boot: str) -> None:
+    create_topic(boot, "oversize-client", 1, 3)
+
+    async def go() -> None:
+        async with Producer({"bootstrap.servers": boot, "max.request.size": 10_000,
+                             "linger.ms": 100}) as p:
+            before = [await p.send("oversize-client", b"small-%d" % i) for i in range(5)]
+            with pytest.raises(RecordTooLargeError, match="max.request.size"):
+                await p.send("oversize-client", b"x" * 20_000)
+            after = [await p.send("oversize-client", b"small-%d" % i) for i in range(5, 10)]
+            offsets = [(await f).offset for f in before + after]
+            assert offsets == list(range(10))
+    asyncio.run(go())
+    values = [r[3] for r in read_all("{}".format(boot), "oversize-client", 1, 10)]
+    assert values == [b"small-%d" % i for i in range(10)]
+
+
+def test_the_brokers_record_too_large_fails_only_that_record(boot: str) -> None:
+    # The topic takes batches of at most 3000 bytes; the producer batches far more.
+    create_topic(boot, "small-messages", 1, 3, {"max.message.bytes": "3000"})
+
+    async def go() -> None:
+        async with Producer({"bootstrap.servers": boot, "linger.ms": 2000,
+                             "batch.size": 100_000}) as p:
+            futures = [await p.send("small-messages", b"a%02d" % i + b"." * 200)
+                       for i in range(10)]
+            big = await p.send("small-messages", b"B" * 5000)
+            futures += [await p.send("small-messages", b"c%02d" % i + b"." * 200)
+                        for i in range(10)]
+            await p.flush()
+            with pytest.raises(RecordTooLargeError):
+                await big
+            for f in futures:
+                assert (await f).offset >= 0
+    asyncio.run(go())
+    values = [r[3][:3] for r in read_all(boot, "small-messages", 1, 20)]
+    assert values == [b"a%02d" % i for i in range(10)] + [b"c%02d" % i for i in range(10)]
+
+
+def test_close_sends_everything_still_lingering(boot: str) -> None:
+    create_topic(boot, "lingering", 3, 3)
+
+    async def go() -> list:
+        p = Producer({"bootstrap.servers": boot, "linger.ms": 600_000,
+                      "delivery.timeout.ms": 700_000})
+        futures = [await p.send("lingering", b"r%d" % i) for i in range(500)]
+        assert not any(f.done() for f in futures)   # nothing would go before linger.ms
+        await p.close()
+        return [f.result() for f in futures]
+    mds = asyncio.run(go())
+    assert all(md.offset >= 0 for md in mds)
+    assert sorted(r[3] for r in read_all(boot, "lingering", 3, 500)) == sorted(
+        b"r%d" % i for i in range(500))
+
+
+def test_blocking_producer_fire_and_forget_sync_and_async(boot: str) -> None:
+    create_topic(boot, "three-modes", 3, 3)
+    delivered: list = []
+    callbacks: list = []
+    with BlockingProducer({"bootstrap.servers": boot}) as p:
+        for i in range(100):                                       # fire-and-forget
+            p.send("three-modes", b"ff-%d" % i)
+        sync = [p.send("three-modes", b"sync-%d" % i, key=b"k").get(timeout=30)
+                for i in range(10)]                                # synchronous
+        for i in range(100):                                       # asynchronous
+            p.send("three-modes", b"cb-%d" % i,
+                   callback=lambda md, err: delivered.append((md, err)))
+        f = p.send("three-modes", b"future")
+        f.add_callback(lambda md: callbacks.append(md)).add_errback(callbacks.append)
+        p.flush()
+        assert f.done() and f.exception() is None
+    assert [md.offset for md in sync] == sorted(md.offset for md in sync)
+    assert len({md.partition for md in sync}) == 1                 # one key, one partition
+    assert len(delivered) == 100 and all(err is None and md.offset >= 0 for md, err in delivered)
+    assert len(callbacks) == 1 and isinstance(callbacks[0], RecordMetadata)
+    values = sorted(r[3] for r in read_all(boot, "three-modes", 3, 211))
+    assert len(values) == 211 and values == sorted(
+        [b"ff-%d" % i for i in range(100)] + [b"sync-%d" % i for i in range(10)]
+        + [b"cb-%d" % i for i in range(100)] + [b"future"])
+
+
+def test_serializers_are_callables_or_kafkas_names(boot: str) -> None:
+    create_topic(boot, "serialized", 1, 3)
+    with BlockingProducer({"bootstrap.servers": boot,
+                           "key.serializer": "org.apache.kafka.common.serialization.StringSerializer",
+                           "value.serializer": lambda v: json.dumps(v).encode()}) as p:
+        md = p.send("serialized", {"n": 1, "s": "\u00e9"}, key="cl\u00e9").get(30)
+        assert md.serialized_key_size == 4
+        with pytest.raises(SerializationError, match="serialized"):
+            p.send("serialized", {1, 2})        # a set is not JSON
+    ((_, _, key, value, _, _),) = read_all(boot, "serialized", 1, 1)
+    assert key == "cl\u00e9".encode() and json.loads(value) == {"n": 1, "s": "\u00e9"}
