@@ -278,17 +278,13 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES),
               "Cluster default of the topic config compression.type", dynamic=D.CLUSTER_WIDE),
     ConfigDef("compression.gzip.level", T.INT, "-1", between_or(1, 9, -1),
-              "Cluster default of the topic config compression.gzip.level. Accepted; no effect in "
-              "Ketch: Ketch's broker recompresses with the codec's default level",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Cluster default of the topic config compression.gzip.level",
+              dynamic=D.CLUSTER_WIDE),
     ConfigDef("compression.lz4.level", T.INT, "9", between(1, 17),
-              "Cluster default of the topic config compression.lz4.level. Accepted; no effect in "
-              "Ketch: Ketch's broker recompresses with the codec's default level",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Cluster default of the topic config compression.lz4.level", dynamic=D.CLUSTER_WIDE),
     ConfigDef("compression.zstd.level", T.INT, "3", between(-131072, 22),
-              "Cluster default of the topic config compression.zstd.level. Accepted; no effect in "
-              "Ketch: Ketch's broker recompresses with the codec's default level",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Cluster default of the topic config compression.zstd.level",
+              dynamic=D.CLUSTER_WIDE),
     ConfigDef("request.timeout.ms", T.INT, "30000", None,
               "Timeout of requests a broker sends to other nodes"),
     ConfigDef("fetch.max.bytes", T.INT, "57671680", at_least(1024),
@@ -523,8 +519,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("log.cleaner.enable", T.BOOLEAN, "true", None,
               "Whether the log cleaner runs (compacted topics need it)"),
     ConfigDef("log.cleaner.threads", T.INT, "1", at_least(0),
-              "Cleaner threads; Ketch runs this many cleaning passes at a time",
-              dynamic=D.CLUSTER_WIDE),
+              "Threads that clean compacted logs. Accepted; no effect in Ketch: Ketch's cleaner "
+              "is one task that cleans one log at a time", dynamic=D.CLUSTER_WIDE, applied=False),
     ConfigDef("log.cleaner.backoff.ms", T.LONG, "15000", at_least(0),
               "Pause of the cleaner when no log needs cleaning", dynamic=D.CLUSTER_WIDE),
     ConfigDef("log.cleaner.dedupe.buffer.size", T.LONG, "134217728", None,

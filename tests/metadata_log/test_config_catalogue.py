@@ -135,8 +135,7 @@ def test_every_key_ketch_reads_is_known_and_applied() -> None:
         assert unapplied == [], where
     # Keys the lead's live application reads (issue 19) and LogManagerConfig's.
     for key in ("log.cleaner.enable", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
-                "log.cleaner.threads", "log.retention.check.interval.ms",
-                "log.flush.offset.checkpoint.interval.ms"):
+                "log.retention.check.interval.ms", "log.flush.offset.checkpoint.interval.ms"):
         assert BROKER_CONFIGS[key].applied, key
 
 
