@@ -67,24 +67,24 @@ def throttled_replicas() -> Validator:
 # Why a config has no effect in Ketch (the doc says so: see ConfigDef.applied).
 _NO_TIERED = "Accepted; no effect in Ketch: it has no tiered (remote) log storage."
 _NO_THROTTLE = "Accepted; no effect in Ketch: it has no replication throttling."
-_NO_LEVEL = "Accepted; no effect in Ketch: its broker recompresses at the codec's default level."
+_LEVEL = "used when the broker recompresses (the topic's compression.type is not producer)."
 
 TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("cleanup.policy", T.LIST, "delete", non_empty_list_of(*CLEANUP_POLICIES),
               "How old segments are discarded: delete (by retention), compact (keep the last "
               "record per key), or both", synonyms=(S("log.cleanup.policy"),)),
     ConfigDef("compression.gzip.level", T.INT, "-1", between_or(1, 9, -1),
-              f"gzip level when compression.type=gzip (-1: the codec's default). {_NO_LEVEL}",
-              synonyms=(S("compression.gzip.level"),), applied=False),
+              f"gzip level when compression.type=gzip (-1: the codec's default). {_LEVEL}",
+              synonyms=(S("compression.gzip.level"),)),
     ConfigDef("compression.lz4.level", T.INT, "9", between(1, 17),
-              f"lz4 level when compression.type=lz4. {_NO_LEVEL}",
-              synonyms=(S("compression.lz4.level"),), applied=False),
+              f"lz4 level when compression.type=lz4. {_LEVEL}",
+              synonyms=(S("compression.lz4.level"),)),
     ConfigDef("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES),
               "Codec batches are stored in; producer keeps the producer's codec, others are "
               "recompressed on append", synonyms=(S("compression.type"),)),
     ConfigDef("compression.zstd.level", T.INT, "3", between(-131072, 22),
-              f"zstd level when compression.type=zstd. {_NO_LEVEL}",
-              synonyms=(S("compression.zstd.level"),), applied=False),
+              f"zstd level when compression.type=zstd. {_LEVEL}",
+              synonyms=(S("compression.zstd.level"),)),
     ConfigDef("delete.retention.ms", T.LONG, "86400000", at_least(0),
               "How long a compacted topic keeps tombstones (and transaction markers) after "
               "cleaning, so slow consumers still see deletes",

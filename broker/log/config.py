@@ -71,6 +71,10 @@ class LogConfig:
     message_timestamp_after_max_ms: int = NO_LIMIT  # message.timestamp.after.max.ms
     message_timestamp_difference_max_ms: int = NO_LIMIT  # message.timestamp.difference.max.ms
     compression_type: str = "producer"  # compression.type: "producer" keeps the producer's
+    # Levels the broker uses when it recompresses (KIP-390); Kafka's defaults.
+    compression_gzip_level: int = -1  # compression.gzip.level: -1 is the codec's default
+    compression_lz4_level: int = 9  # compression.lz4.level (1-17)
+    compression_zstd_level: int = 3  # compression.zstd.level
     # Not Kafka properties: limits of this implementation, passed explicitly (STYLE 7).
     cleaner_key_map_entries_max: int = 1_000_000  # keys one cleaning pass may hold in memory
     policies: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -120,6 +124,16 @@ class LogConfig:
     @property
     def timestamp_after_max_ms(self) -> int:
         return min(self.message_timestamp_after_max_ms, self.message_timestamp_difference_max_ms)
+
+    def compression_level(self, codec: str) -> int | None:
+        """The level to recompress with in ``codec`` (None: the codec's default)."""
+        if codec == "gzip":
+            return None if self.compression_gzip_level == -1 else self.compression_gzip_level
+        if codec == "lz4":
+            return min(self.compression_lz4_level, 16)     # lz4's frame levels stop at 16
+        if codec == "zstd":
+            return self.compression_zstd_level
+        return None
 
     @property
     def compact(self) -> bool:
@@ -189,6 +203,9 @@ _PROPERTY_ATTRS: dict[str, str] = {
     "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
     "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
     "compression.type": "compression_type",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }
 _ATTR_KINDS: dict[str, type] = {
     attr: (float if attr == "min_cleanable_dirty_ratio" else str if attr in (

@@ -414,7 +414,8 @@ class PartitionLog:
         config = self.config
         if config.compression_type != "producer" and origin is AppendOrigin.CLIENT:
             try:
-                buf, headers = _recompress(buf, headers, config.compression_type)
+                buf, headers = _recompress(buf, headers, config.compression_type,
+                                           config.compression_level(config.compression_type))
             except RecordError as e:
                 return self._error(e.error_code, str(e))
         for header in headers:
@@ -1046,8 +1047,8 @@ _CODECS = {"uncompressed": CompressionType.NONE, "gzip": CompressionType.GZIP,
            "zstd": CompressionType.ZSTD}
 
 
-def _recompress(buf: bytearray, headers: list[BatchHeader], compression_type: str
-                ) -> tuple[bytearray, list[BatchHeader]]:
+def _recompress(buf: bytearray, headers: list[BatchHeader], compression_type: str,
+                level: int | None) -> tuple[bytearray, list[BatchHeader]]:
     """A topic's compression.type other than "producer": batches in another codec are
     re-encoded in the topic's (Kafka's LogValidator does the same). Only then are records
     decoded on the produce path; batches already in the right codec keep their bytes.
@@ -1066,6 +1067,7 @@ def _recompress(buf: bytearray, headers: list[BatchHeader], compression_type: st
             batch = decode_batch(buf, pos)
             out += build_batch(
                 batch.records, base_offset=header.base_offset, compression=target,
+                compression_level=level,
                 timestamp_type=TimestampType.CREATE_TIME, producer_id=header.producer_id,
                 producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
                 is_transactional=header.is_transactional,

@@ -93,3 +93,13 @@ def test_max_compaction_lag_makes_a_log_eligible_below_the_dirty_ratio() -> None
                                 min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=5_000))
     assert logs_to_clean(logs, 4_000, lambda key: 16) == []           # not old enough yet
     assert [key for key, _, _ in logs_to_clean(logs, 10_000, lambda key: 16)] == [("t", 0)]
+
+
+def test_recompression_uses_the_topics_level() -> None:
+    value = bytes(range(256)) * 40
+    sizes = []
+    for level in (1, 9):
+        log, _ = open_log(LogConfig(compression_type="gzip", compression_gzip_level=level))
+        log.append_as_leader(bytearray(build_batch([Record(0, 1, b"k", value)])), 0, 2)
+        sizes.append(log.size_bytes)
+    assert sizes[1] < sizes[0]
