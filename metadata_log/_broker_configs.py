@@ -95,8 +95,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("node.id", T.INT, "-1", None,
               "This node's id, unique among brokers and controllers of the cluster"),
     ConfigDef("broker.id", T.INT, "-1", None,
-              "The ZooKeeper-era name of the node id; Ketch reads node.id. Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "The older name of node.id; Ketch reads node.id only. Accepted; no effect in Ketch: "
+              "not read yet", applied=False),
     ConfigDef("process.roles", T.LIST, "", list_of("broker", "controller"),
               "The roles this process runs: broker, controller (one per Ketch process)"),
     ConfigDef("broker.rack", T.STRING, None, None,
@@ -114,7 +114,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               dynamic=D.PER_BROKER, applied=False),
     ConfigDef("inter.broker.listener.name", T.STRING, None, None,
               "The listener brokers use to reach each other; Ketch uses the first listener. "
-              "Accepted; no effect in Ketch: Ketch does not read it yet", applied=False),
+              "Accepted; no effect in Ketch: not read yet", applied=False),
     ConfigDef("early.start.listeners", T.STRING, None, None,
               "Listeners opened before the authorizer is ready. Accepted; no effect in Ketch: "
               "Ketch has no authentication or authorization until the security issue lands",
@@ -163,15 +163,15 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Ketch's metadata quorum runs on pysyncobj with its own ketch.raft.* timings, not "
               "Kafka's KRaft client", applied=False),
     ConfigDef("controller.socket.timeout.ms", T.INT, "30000", None,
-              "Socket timeout of controller-to-broker channels. Accepted; no effect in Ketch: "
-              "Ketch does not read it yet", applied=False),
+              "Socket timeout of controller-to-broker channels. Accepted; no effect in Ketch: not "
+              "read yet", applied=False),
     ConfigDef("broker.heartbeat.interval.ms", T.INT, "2000", None,
               "How often a broker heartbeats to the active controller"),
     ConfigDef("broker.session.timeout.ms", T.INT, "9000", None,
               "How long the controller waits for a heartbeat before fencing a broker"),
     ConfigDef("initial.broker.registration.timeout.ms", T.INT, "60000", None,
               "How long a starting broker keeps trying to register before giving up. Accepted; no "
-              "effect in Ketch: Ketch does not read it yet", applied=False),
+              "effect in Ketch: not read yet", applied=False),
     ConfigDef("metadata.log.dir", T.STRING, None, None,
               "Where a controller keeps the metadata log (defaults to the first log.dirs entry)"),
     ConfigDef("metadata.log.max.record.bytes.between.snapshots", T.LONG, "20971520", at_least(1),
@@ -222,7 +222,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "metadata.version are fixed by its code", applied=False),
     ConfigDef("server.max.startup.time.ms", T.LONG, str(INT64_MAX), at_least(0),
               "Longest a broker may take to catch up with metadata at startup (Kafka internal). "
-              "Accepted; no effect in Ketch: Ketch does not read it yet", applied=False),
+              "Accepted; no effect in Ketch: not read yet", applied=False),
     # -------- server: general
     ConfigDef("auto.create.topics.enable", T.BOOLEAN, "true", None,
               "Whether Metadata requests for an unknown topic create it"),
@@ -232,7 +232,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "How often the controller checks for leadership imbalance"),
     ConfigDef("leader.imbalance.per.broker.percentage", T.INT, "10", None,
               "Share of non-preferred leaders per broker that triggers a rebalance. Accepted; no "
-              "effect in Ketch: Ketch does not read it yet", applied=False),
+              "effect in Ketch: not read yet", applied=False),
     ConfigDef("background.threads", T.INT, "10", at_least(1),
               "Threads for background jobs (log deletion, checkpoints). Accepted; no effect in "
               "Ketch: each Ketch process serves requests on one asyncio event loop, with no such "
@@ -263,7 +263,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Partition count of topics created without one"),
     ConfigDef("delete.topic.enable", T.BOOLEAN, "true", None,
               "Whether topics may be deleted; Ketch always allows it. Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "Ketch: not read yet", applied=False),
     ConfigDef("message.max.bytes", T.INT, "1048588", at_least(0),
               "Largest record batch a broker accepts; cluster default of max.message.bytes",
               dynamic=D.CLUSTER_WIDE),
@@ -274,7 +274,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               dynamic=D.CLUSTER_WIDE),
     ConfigDef("unclean.leader.election.interval.ms", T.LONG, "300000", at_least(1),
               "How often the controller looks for unclean elections to run (Kafka internal). "
-              "Accepted; no effect in Ketch: Ketch does not read it yet", applied=False),
+              "Accepted; no effect in Ketch: not read yet", applied=False),
     ConfigDef("compression.type", T.STRING, "producer", one_of(*COMPRESSION_TYPES),
               "Cluster default of the topic config compression.type", dynamic=D.CLUSTER_WIDE),
     ConfigDef("compression.gzip.level", T.INT, "-1", between_or(1, 9, -1),
@@ -289,13 +289,13 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Timeout of requests a broker sends to other nodes"),
     ConfigDef("fetch.max.bytes", T.INT, "57671680", at_least(1024),
               "Largest response to a consumer Fetch, whatever the request asks. Accepted; no "
-              "effect in Ketch: Ketch does not read it yet", applied=False),
+              "effect in Ketch: not read yet", applied=False),
     ConfigDef("max.incremental.fetch.session.cache.slots", T.INT, "1000", at_least(0),
               "Incremental fetch sessions a broker keeps. Accepted; no effect in Ketch: Ketch has "
               "no incremental fetch sessions (KIP-227); every fetch is a full one", applied=False),
     ConfigDef("max.request.partition.size.limit", T.INT, "2000", at_least(1),
               "Most partitions one DescribeTopicPartitions response carries. Accepted; no effect "
-              "in Ketch: Ketch does not read it yet", applied=False),
+              "in Ketch: not read yet", applied=False),
     ConfigDef("fetch.purgatory.purge.interval.requests", T.INT, "1000", None,
               "Requests between purges of the fetch purgatory. Accepted; no effect in Ketch: "
               "Ketch keeps no purgatories to purge; parked requests are removed when they "
@@ -310,7 +310,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "complete", applied=False),
     ConfigDef("controlled.shutdown.enable", T.BOOLEAN, "true", None,
               "Whether a stopping broker first moves its leaderships away. Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "Ketch: not read yet", applied=False),
     ConfigDef("controlled.shutdown.max.retries", T.INT, "3", None,
               "Attempts at a controlled shutdown (ZooKeeper mode). Accepted; no effect in Ketch: "
               "a ZooKeeper-mode setting; Ketch runs in KRaft mode only", applied=False),
@@ -356,13 +356,13 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "asyncio", applied=False),
     ConfigDef("socket.connection.setup.timeout.ms", T.LONG, "10000", None,
               "First timeout for setting up an outgoing connection. Accepted; no effect in Ketch: "
-              "Ketch does not read it yet", applied=False),
+              "not read yet", applied=False),
     ConfigDef("socket.connection.setup.timeout.max.ms", T.LONG, "30000", None,
               "Longest timeout for setting up an outgoing connection. Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "Ketch: not read yet", applied=False),
     ConfigDef("connections.max.idle.ms", T.LONG, "600000", None,
-              "Idle time after which a connection is closed. Accepted; no effect in Ketch: Ketch "
-              "does not read it yet", applied=False),
+              "Idle time after which a connection is closed. Accepted; no effect in Ketch: not "
+              "read yet", applied=False),
     ConfigDef("connection.failed.authentication.delay.ms", T.INT, "100", at_least(0),
               "Delay before closing a connection that failed authentication. Accepted; no effect "
               "in Ketch: Ketch has no authentication or authorization until the security issue "
@@ -438,7 +438,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "The log directories (Ketch uses the first one)"),
     ConfigDef("log.dir.failure.timeout.ms", T.LONG, "30000", at_least(1),
               "How long a broker waits for the controller after a log directory fails. Accepted; "
-              "no effect in Ketch: Ketch does not read it yet", applied=False),
+              "no effect in Ketch: not read yet", applied=False),
     ConfigDef("log.segment.bytes", T.INT, "1073741824", at_least(14),
               "Cluster default of the topic config segment.bytes", dynamic=D.CLUSTER_WIDE),
     ConfigDef("log.roll.ms", T.LONG, None, at_least(1),
@@ -514,7 +514,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               dynamic=D.CLUSTER_WIDE, applied=False),
     ConfigDef("log.initial.task.delay.ms", T.LONG, "30000", at_least(0),
               "Delay before a broker's first log maintenance tasks (Kafka internal). Accepted; no "
-              "effect in Ketch: Ketch does not read it yet", applied=False),
+              "effect in Ketch: not read yet", applied=False),
     # -------- log cleaner
     ConfigDef("log.cleaner.enable", T.BOOLEAN, "true", None,
               "Whether the log cleaner runs (compacted topics need it)"),
@@ -574,7 +574,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               applied=False),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", T.LONG, "5000", None,
               "How often each broker writes its high watermark checkpoint. Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "Ketch: not read yet", applied=False),
     # -------- group coordinator
     ConfigDef("group.initial.rebalance.delay.ms", T.INT, "3000", None,
               "How long the first rebalance of an empty group waits for more members"),
@@ -599,7 +599,7 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               applied=False),
     ConfigDef("group.coordinator.append.linger.ms", T.INT, "10", at_least(0),
               "How long the group coordinator waits to batch its log writes. Accepted; no effect "
-              "in Ketch: Ketch does not read it yet", applied=False),
+              "in Ketch: not read yet", applied=False),
     ConfigDef("group.consumer.assignors", T.LIST,
               ("org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
                "org.apache.kafka.coordinator.group.assignor.RangeAssignor"),
@@ -645,28 +645,28 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("offsets.topic.replication.factor", T.SHORT, "3", at_least(1),
               "Replication factor of __consumer_offsets"),
     ConfigDef("offsets.topic.segment.bytes", T.INT, "104857600", at_least(1),
-              "Segment size of __consumer_offsets. Accepted; no effect in Ketch: Ketch does not "
-              "read it yet", applied=False),
+              "Segment size of __consumer_offsets. Accepted; no effect in Ketch: not read yet",
+              applied=False),
     ConfigDef("offsets.topic.compression.codec", T.INT, "0", None,
               "Compression codec id for offset commit writes (0: none). Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "Ketch: not read yet", applied=False),
     ConfigDef("offsets.retention.minutes", T.INT, "10080", at_least(1),
               "How long committed offsets of an empty group are kept"),
     ConfigDef("offsets.retention.check.interval.ms", T.LONG, "600000", at_least(1),
-              "How often expired offsets are looked for. Accepted; no effect in Ketch: Ketch does "
-              "not read it yet", applied=False),
+              "How often expired offsets are looked for. Accepted; no effect in Ketch: not read "
+              "yet", applied=False),
     ConfigDef("offsets.load.buffer.size", T.INT, "5242880", at_least(1),
               "Read buffer used when a coordinator loads its partition. Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "Ketch: not read yet", applied=False),
     ConfigDef("offsets.commit.timeout.ms", T.INT, "5000", at_least(1),
               "How long an offset commit waits for its write to replicate. Accepted; no effect in "
-              "Ketch: Ketch does not read it yet", applied=False),
+              "Ketch: not read yet", applied=False),
     ConfigDef("offsets.commit.required.acks", T.SHORT, "-1", None,
               "Acks for offset commit writes (deprecated; removed in Kafka 4.0). Accepted; no "
-              "effect in Ketch: Ketch does not read it yet", applied=False),
+              "effect in Ketch: not read yet", applied=False),
     ConfigDef("offset.metadata.max.bytes", T.INT, "4096", None,
-              "Largest metadata string of one committed offset. Accepted; no effect in Ketch: "
-              "Ketch does not read it yet", applied=False),
+              "Largest metadata string of one committed offset. Accepted; no effect in Ketch: not "
+              "read yet", applied=False),
     # -------- share groups
     ConfigDef("group.share.enable", T.BOOLEAN, "false", None,
               "Whether share groups are enabled (Kafka internal, early access). Accepted; no "
@@ -1176,8 +1176,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               dynamic=D.CLUSTER_WIDE, applied=False),
     # -------- Ketch's own keys (server.properties only)
     ConfigDef("ketch.cluster.id", T.STRING, None, None,
-              "Cluster id brokers must present when they register and find in their "
-              "meta.properties (unset: the controllers' own)"),
+              "The cluster's id: a broker formats new storage with it and refuses data of "
+              "another cluster; controllers refuse brokers of another cluster"),
     ConfigDef("ketch.cluster.secret", T.PASSWORD, None, None,
               "Password of the controllers' Raft (pysyncobj) transport; this or "
               "ketch.cluster.secret.file is required"),
