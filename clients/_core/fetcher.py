@@ -36,8 +36,14 @@ from typing import Any, Callable, Iterable, Mapping
 
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
-from clients.records import decode_batch, iter_batches
+import crc32c
+
+from clients.records import (
+    BATCH_HEADER_SIZE, DECOMPRESSED_BYTES_MAX_DEFAULT, CorruptRecordError, decode_batch, decompress, iter_batches,
+)
 from clients.records.batch import ControlRecordType
+from clients.records.compression import compression_type_for
+from clients.records.varint import read_varint, read_varlong
 from clients.types import NO_LEADER_EPOCH, ConsumerRecord, TopicPartition
 
 __all__ = [
@@ -192,7 +198,7 @@ _REFRESH = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITI
 
 
 def handle_partition_response(tp: TopicPartition, fetch_offset: int, data: Any, *, isolation_level: int,
-                              make_record: Callable[..., Any], check_crcs: bool = True) -> PartitionFetchResult:
+                              make_record: Callable[..., Any] | None = None, check_crcs: bool = True) -> PartitionFetchResult:
     """What one partition of a Fetch response means (see the module docstring)."""
     code = data.error_code
     if code == ErrorCode.NONE:
@@ -214,12 +220,13 @@ def handle_partition_response(tp: TopicPartition, fetch_offset: int, data: Any, 
     return PartitionFetchResult(FetchAction.RAISE, error_code=code)
 
 
-def records_from_batches(tp: TopicPartition, raw: Any, fetch_offset: int, make_record: Callable[..., Any],
+def records_from_batches(tp: TopicPartition, raw: Any, fetch_offset: int, make_record: Callable[..., Any] | None,
                          aborted: list | None = None, check_crcs: bool = True
                          ) -> tuple[list, int, int]:
     """Records at or after ``fetch_offset`` from the complete batches in ``raw`` (a partial
     batch at the end, cut by the fetch's byte limits, is left for the next fetch);
-    returns (records, next fetch offset, leader epoch of the last batch read)."""
+    returns (records, next fetch offset, leader epoch of the last batch read).
+    ``make_record`` None builds ``ConsumerRecord``s (serialized sizes included)."""
     view = memoryview(raw)
     out: list = []
     next_offset = fetch_offset
@@ -244,16 +251,152 @@ def records_from_batches(tp: TopicPartition, raw: Any, fetch_offset: int, make_r
         if aborted is not None and header.is_transactional and header.producer_id in aborted_pids:
             next_offset = header.last_offset + 1
             continue
-        batch = decode_batch(view, pos, check_crc=check_crcs)
+        end = pos + header.size_in_bytes
+        if check_crcs and crc32c.crc32c(view[pos + 21: end]) != header.crc:
+            raise CorruptRecordError(f"{tp}: the record batch at offset {header.base_offset} fails its CRC-32C")
+        region = view[pos + BATCH_HEADER_SIZE: end]
+        compression = compression_type_for(header.attributes & 0x07)
+        data = bytes(region) if compression == 0 else decompress(
+            compression, region, decompressed_bytes_max=DECOMPRESSED_BYTES_MAX_DEFAULT)
         epoch = header.partition_leader_epoch
-        ts_type = header.timestamp_type
-        for r in batch.records:
-            if r.offset < fetch_offset:
-                continue
-            out.append(make_record(topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
-                                   r.headers, epoch))
+        _decode_into(out, data, header, fetch_offset, topic, partition, epoch, make_record)
         next_offset = header.last_offset + 1
     return out, next_offset, epoch
+
+
+def _decode_into(out: list, data: bytes, header: Any, fetch_offset: int, topic: str, partition: int,
+                 epoch: int, make: Callable[..., Any] | None) -> None:
+    """The consumer's hot loop: the records of one batch straight into ConsumerRecords
+    (or ``make(...)`` objects), skipping those before ``fetch_offset``, with no
+    intermediate Record objects.
+
+    Varints of one or two bytes (every length under 8192) are read inline. Lengths are not
+    checked field by field: a slice past the end of the data is only shorter, so a lying
+    length shows as a record that does not end where its length says, which is checked
+    once per record; reads past the end of the data raise IndexError, turned into
+    CorruptRecordError once, outside the loop."""
+    base_offset, base_ts = header.base_offset, header.base_timestamp
+    ts_type = header.timestamp_type
+    fixed_ts = header.max_timestamp if header.attributes & 0x08 else None   # LogAppendTime
+    pos = 0
+    append = out.append
+    new, CR = tuple.__new__, ConsumerRecord       # ConsumerRecord is a NamedTuple: build it raw
+    try:
+        for _ in range(header.records_count):
+            # record length
+            b = data[pos]
+            if b < 0x80:
+                record_end = pos + 1 + ((b >> 1) ^ -(b & 1))
+                pos += 2                                    # and the attributes byte
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    record_end = pos + 2 + ((u >> 1) ^ -(u & 1))
+                    pos += 3
+                else:
+                    length, pos = read_varint(data, pos)
+                    record_end = pos + length
+                    pos += 1
+            # timestamp delta
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    ts_delta = (u >> 1) ^ -(u & 1)
+                    pos += 2
+                else:
+                    ts_delta, pos = read_varlong(data, pos)
+            # offset delta
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    off_delta = (u >> 1) ^ -(u & 1)
+                    pos += 2
+                else:
+                    off_delta, pos = read_varint(data, pos)
+            # key
+            b = data[pos]
+            if b == 1:                                      # zig-zag -1: null key
+                key = None
+                klen = -1
+                pos += 1
+            else:
+                if b < 0x80:
+                    klen = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    klen, pos = read_varint(data, pos)
+                key = data[pos:pos + klen]
+                pos += klen
+            # value
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    vlen = (u >> 1) ^ -(u & 1)
+                    pos += 2
+                else:
+                    vlen, pos = read_varint(data, pos)
+            if vlen < 0:
+                value = None
+            else:
+                value = data[pos:pos + vlen]
+                pos += vlen
+            # headers
+            if data[pos] == 0:
+                headers = ()
+                pos += 1
+            else:
+                headers, pos = _read_headers(data, pos, record_end)
+            if pos != record_end or klen < -1 or vlen < -1:
+                raise CorruptRecordError(
+                    f"a record of the batch at offset {base_offset} ends at {pos}, its length says {record_end}")
+            offset = base_offset + off_delta
+            if offset >= fetch_offset:
+                ts = base_ts + ts_delta if fixed_ts is None else fixed_ts
+                if make is None:
+                    append(new(CR, (topic, partition, offset, ts, ts_type, key, value, headers, epoch, klen, vlen)))
+                else:
+                    append(make(topic, partition, offset, ts, ts_type, key, value, headers, epoch))
+    except IndexError:
+        raise CorruptRecordError(f"a record of the batch at offset {base_offset} runs past its end") from None
+
+
+def _read_headers(data: bytes, pos: int, record_end: int) -> tuple[tuple, int]:
+    count, pos = read_varint(data, pos)
+    if count < 0 or count > record_end - pos:
+        raise CorruptRecordError(f"header count {count}")
+    headers = []
+    for _ in range(count):
+        n, pos = read_varint(data, pos)
+        if n < 0 or pos + n > record_end:
+            raise CorruptRecordError(f"header key length {n}")
+        key = data[pos:pos + n].decode()
+        pos += n
+        n, pos = read_varint(data, pos)
+        if n < 0:
+            value = None
+        else:
+            if pos + n > record_end:
+                raise CorruptRecordError(f"header value length {n}")
+            value = data[pos:pos + n]
+            pos += n
+        headers.append((key, value))
+    return tuple(headers), pos
 
 
 def default_make_record(topic: str, partition: int, offset: int, timestamp: int, ts_type: Any, key: Any,

@@ -461,7 +461,6 @@ class Consumer:
                     if s is None or fetch_offset is None or s.position != fetch_offset or tp in self._buffers:
                         continue            # unassigned or sought meanwhile: stale
                     result = handle_partition_response(tp, fetch_offset, data, isolation_level=self._isolation,
-                                                       make_record=_make_record,
                                                        check_crcs=self.config["check.crcs"])
                     if data.error_code == ErrorCode.NONE:
                         s.high_watermark = data.high_watermark
@@ -983,8 +982,3 @@ def _has_loop() -> bool:
     except RuntimeError:
         return False
 
-
-def _make_record(topic: str, partition: int, offset: int, timestamp: int, ts_type: Any, key: Any, value: Any,
-                 headers: Any, epoch: int) -> ConsumerRecord:
-    return ConsumerRecord(topic, partition, offset, timestamp, ts_type, key, value, headers, epoch,
-                          -1 if key is None else len(key), -1 if value is None else len(value))
