@@ -7,6 +7,7 @@ loop thread.
 """
 from clients.aio._cluster import Cluster
 from clients.aio.admin import Admin
+from clients.aio.consumer import Consumer, ConsumerRebalanceListener
 from clients.aio.producer import Producer, RecordFuture
 
-__all__ = ["Admin", "Cluster", "Producer", "RecordFuture"]
+__all__ = ["Admin", "Cluster", "Consumer", "ConsumerRebalanceListener", "Producer", "RecordFuture"]
