@@ -101,11 +101,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "The roles this process runs: broker, controller (one per Ketch process)"),
     ConfigDef("broker.rack", T.STRING, None, None,
               "The rack of this broker, used to spread replicas across racks"),
+    # Dynamic per broker in Kafka; read-only in Ketch, whose listener is bound at start-up
+    # (refused, rather than accepted and silently not applied).
     ConfigDef("listeners", T.STRING, "PLAINTEXT://:9092", None,
-              "The addresses this process listens on, as NAME://host:port", dynamic=D.PER_BROKER),
+              "The addresses this process listens on, as NAME://host:port (change it in "
+              "server.properties and restart: Ketch does not rebind listeners live)"),
     ConfigDef("advertised.listeners", T.STRING, None, None,
-              "The addresses clients are told to connect to (defaults to listeners)",
-              dynamic=D.PER_BROKER),
+              "The addresses clients are told to connect to (defaults to listeners; change it "
+              "in server.properties and restart)"),
     ConfigDef("listener.security.protocol.map", T.STRING,
               "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
               None,

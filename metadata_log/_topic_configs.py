@@ -67,7 +67,13 @@ def throttled_replicas() -> Validator:
 # Why a config has no effect in Ketch (the doc says so: see ConfigDef.applied).
 _NO_TIERED = "Accepted; no effect in Ketch: it has no tiered (remote) log storage."
 _NO_THROTTLE = "Accepted; no effect in Ketch: it has no replication throttling."
-_LEVEL = "used when the broker recompresses (the topic's compression.type is not producer)."
+_LEVEL = "Used when the broker recompresses (the topic's compression.type is not producer)."
+
+def _no_tiered_storage(enabled: object) -> str | None:
+    # Kafka's answer on a broker with remote.log.storage.system.enable=false.
+    return ("Tiered Storage functionality is disabled in the broker. Topic cannot be "
+            "configured with remote log storage.") if enabled else None
+
 
 TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("cleanup.policy", T.LIST, "delete", non_empty_list_of(*CLEANUP_POLICIES),
@@ -159,9 +165,9 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               applied=False),
     ConfigDef("remote.log.delete.on.disable", T.BOOLEAN, "false", None,
               f"Delete remote segments when tiering is turned off. {_NO_TIERED}", applied=False),
-    ConfigDef("remote.storage.enable", T.BOOLEAN, "false", None,
-              f"Whether the topic's older segments move to remote storage. {_NO_TIERED}",
-              applied=False),
+    ConfigDef("remote.storage.enable", T.BOOLEAN, "false", _no_tiered_storage,
+              "Whether the topic's older segments move to remote storage. Only false: Ketch has "
+              "no tiered storage, and like a Kafka broker with it off refuses true"),
     ConfigDef("retention.bytes", T.LONG, "-1", None,
               "Largest a partition may grow before its oldest segments are deleted (-1: no "
               "limit)", synonyms=(S("log.retention.bytes"),)),

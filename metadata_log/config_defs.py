@@ -43,6 +43,9 @@ _PER_LISTENER = re.compile(r"^(ssl\.|sasl\.|[a-z0-9-]+\.sasl\.|connections\.max\
                            r"principal\.builder\.class$)")
 
 
+_CLUSTER_WIDE_PER_LISTENER = {"max.connections", "max.connection.creation.rate"}
+
+
 def broker_config_def(name: str) -> ConfigDef | None:
     """The definition of a broker key, listener-prefixed keys included (those may only be
     set per broker, as in Kafka). None for a name Kafka does not have."""
@@ -57,8 +60,11 @@ def broker_config_def(name: str) -> ConfigDef | None:
         base = BROKER_CONFIGS.get("sasl.jaas.config")
     if base is None:
         return None
-    return ConfigDef(name, base.type, None, base.validator, base.doc,
-                     dynamic=DynamicScope.PER_BROKER, applied=base.applied)
+    # Connection limits may be set per listener cluster-wide too; the rest per broker.
+    scope = (DynamicScope.CLUSTER_WIDE if m.group(2) in _CLUSTER_WIDE_PER_LISTENER
+             else DynamicScope.PER_BROKER)
+    return ConfigDef(name, base.type, None, base.validator, base.doc, dynamic=scope,
+                     applied=base.applied)
 
 
 def parse_bool(value: str) -> bool | None:

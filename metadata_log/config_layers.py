@@ -77,9 +77,10 @@ def _convert(value: str, unit_ms: int) -> str:
     if unit_ms == 1:
         return value
     try:
-        return str(int(value.strip()) * unit_ms)
+        n = int(value.strip())
     except ValueError:
         return value        # left for validation to name the key
+    return "-1" if n < 0 else str(n * unit_ms)     # any negative means "no limit", as in Kafka
 
 
 class ConfigLayers:

@@ -70,3 +70,8 @@ def test_sensitive_values_are_never_shown() -> None:
     entry = layers.broker_entry("ketch.cluster.secret")
     assert entry.sensitive and entry.value is None
     assert all(s.value is None for s in entry.synonyms)
+
+
+def test_a_negative_hours_value_means_no_limit() -> None:
+    layers = ConfigLayers(configs(), 1, {"log.retention.hours": "-1"})
+    assert layers.topic_value("t", "retention.ms") == "-1"
