@@ -248,3 +248,67 @@ def test_ketch_reads_what_other_clients_wrote(cluster, bootstrap, client) -> Non
     if client != "kafka-python":
         assert all(("empty", None) in r.headers for r in records)
     assert all(r.timestamp > 1_600_000_000_000 for r in records)
+
+
+def _read_with(client: str, bootstrap: str, topic: str, n: int) -> list[tuple[bytes, bytes, list]]:
+    """(key, value, headers) of the first n records of partition 0, read by another client."""
+    out: list = []
+    deadline = time.monotonic() + 60
+    if client == "confluent":
+        from confluent_kafka import Consumer as C, TopicPartition as CTP
+        c = C({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False})
+        c.assign([CTP(topic, 0, 0)])
+        try:
+            while len(out) < n and time.monotonic() < deadline:
+                for m in c.consume(100, 1.0):
+                    assert m.error() is None, m.error()
+                    out.append((m.key(), m.value(), list(m.headers() or [])))
+        finally:
+            c.close()
+    elif client == "kafka-python":
+        from kafka import KafkaConsumer, TopicPartition as KTP
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        c.assign([KTP(topic, 0)])
+        try:
+            while len(out) < n and time.monotonic() < deadline:
+                for recs in c.poll(1000).values():
+                    out += [(r.key, r.value, list(r.headers)) for r in recs]
+        finally:
+            c.close()
+    else:
+        from aiokafka import AIOKafkaConsumer, TopicPartition as ATP
+
+        async def go() -> None:
+            c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+            await c.start()
+            try:
+                c.assign([ATP(topic, 0)])
+                while len(out) < n and time.monotonic() < deadline:
+                    for recs in (await c.getmany(timeout_ms=1000)).values():
+                        out.extend((r.key, r.value, list(r.headers)) for r in recs)
+            finally:
+                await c.stop()
+        asyncio.run(go())
+    return out
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("client", ["confluent", "aiokafka", "kafka-python"])
+def test_other_clients_read_what_ketch_wrote(cluster, bootstrap, client) -> None:
+    """Ketch's producer writes with each compression the reading client can decompress
+    here (kafka-python has no snappy without python-snappy); the other client reads it."""
+    from clients import Producer
+    topic = f"from-ketch-for-{client}"
+    create_topic(cluster, topic, partitions=1)
+    n = 30
+    written = []
+    for compression in _compressions(client):
+        with Producer({"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 5}) as p:
+            futures = [p.send(topic, key=f"k{i}".encode(), value=f"ketch-{compression}-{i}".encode(), partition=0,
+                              headers=[("h", b"x")]) for i in range(n)]
+            for f in futures:
+                f.get(timeout=30)
+        written += [(f"k{i}".encode(), f"ketch-{compression}-{i}".encode()) for i in range(n)]
+    got = _read_with(client, bootstrap, topic, len(written))
+    assert [(k, v) for k, v, _ in got] == written
+    assert all(("h", b"x") in [tuple(h) for h in hs] for _, _, hs in got)
