@@ -394,6 +394,40 @@ def test_segment_bytes_and_segment_ms_roll_new_segments_on_every_replica(cluster
     wait_until(rolled_by_time, 30, "two time-based rolls on every replica", interval_s=0.3)
 
 
+def test_index_interval_bytes_densifies_the_offset_index_on_every_replica(cluster) -> None:
+    """Kafka's offset index gets an 8-byte entry after index.interval.bytes of log; at 0,
+    one per batch but a segment's first. Followers index what they append by their own copy
+    of the config. Index bytes reach the file when a segment rolls (flushed then), so the
+    rolled segments are the ones compared."""
+    topic = new_topic(cluster, "index", {"segment.bytes": "6000"})
+    leader = port_of(cluster, 1)
+    replicas = replica_ids(cluster, topic)
+
+    def index_sizes(b: int) -> dict[int, int]:
+        """Rolled segments (all but the last): base offset -> bytes of offset index."""
+        directory = os.path.join(cluster.spec.node(b).data_dir, f"{topic}-0")
+        bases = [f.base_offset for f in segment_files(cluster, b, topic)][:-1]
+        out = {}
+        for base in bases:
+            path = os.path.join(directory, f"{base:020d}.index")
+            out[base] = os.path.getsize(path) if os.path.exists(path) else 0
+        return out
+
+    for _ in range(14):                      # ~470 bytes a batch: the first roll at 12
+        produce_ok(leader, topic, records(1, 400))
+    assert full_isr(cluster, topic)
+    for b in replicas:
+        sizes = wait_until(lambda: index_sizes(b), 15, f"broker {b} to roll a segment")
+        assert sizes[0] <= 8, f"broker {b}: {sizes}"          # one entry at 4096 bytes
+    set_topic(cluster, topic, index_interval_bytes="0")
+    changed_at = list_offset(leader, topic, -1)
+    for _ in range(26):
+        produce_ok(leader, topic, records(1, 400))
+    for b in replicas:
+        dense = {base: size for base, size in index_sizes(b).items() if base >= changed_at}
+        assert dense and all(size >= 10 * 8 for size in dense.values()), f"broker {b}: {index_sizes(b)}"
+
+
 def test_log_append_time_and_timestamp_bounds(cluster) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
