@@ -82,6 +82,10 @@ class PartitionState:
     log_start_offset: int = -1
     fetch_in_flight: bool = False
     error: Exception | None = None              # raised at the next poll (reset=none, ...)
+    # KIP-320: the leader epoch our fetches last named; when the metadata shows a newer
+    # one, the position is checked against the new leader's log before fetching again.
+    fetch_epoch: int = NO_LEADER_EPOCH
+    awaiting_validation: bool = False
 
 
 class SubscriptionState:
@@ -115,6 +119,34 @@ class SubscriptionState:
     def seek(self, tp: TopicPartition, offset: int, epoch: int = NO_LEADER_EPOCH) -> None:
         s = self.state(tp)
         s.position, s.position_epoch, s.reset, s.error = offset, epoch, None, None
+        s.awaiting_validation, s.fetch_epoch = False, NO_LEADER_EPOCH
+
+    def maybe_validate(self, tp: TopicPartition, leader_epoch: int) -> bool:
+        """Note the leader epoch the next fetch will name; True when the leader changed
+        under a position read from the old one, so it must be validated first (KIP-320:
+        the new leader's log may end before our position, a truncation)."""
+        s = self.partitions[tp]
+        if s.awaiting_validation:
+            return True
+        if (s.fetch_epoch != NO_LEADER_EPOCH and leader_epoch > s.fetch_epoch
+                and s.position_epoch != NO_LEADER_EPOCH and s.position is not None):
+            s.awaiting_validation = True
+            return True
+        s.fetch_epoch = leader_epoch
+        return False
+
+    def complete_validation(self, tp: TopicPartition, leader_epoch: int, end_offset: int,
+                            end_epoch: int) -> bool:
+        """The new leader says our epoch ends at ``end_offset``; True if that is before our
+        position (the log was truncated: the position moves back to ``end_offset``)."""
+        s = self.partitions.get(tp)
+        if s is None or not s.awaiting_validation:
+            return False
+        s.awaiting_validation, s.fetch_epoch = False, leader_epoch
+        if s.position is not None and 0 <= end_offset < s.position:
+            s.position, s.position_epoch = end_offset, end_epoch
+            return True
+        return False
 
     def request_reset(self, tp: TopicPartition, strategy: ResetStrategy | None = None) -> None:
         s = self.state(tp)
@@ -129,7 +161,8 @@ class SubscriptionState:
 
     def fetchable(self) -> list[TopicPartition]:
         return [tp for tp, s in self.partitions.items()
-                if s.position is not None and not s.paused and not s.fetch_in_flight and s.error is None]
+                if s.position is not None and not s.paused and not s.fetch_in_flight and s.error is None
+                and not s.awaiting_validation]
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from clients._core.membership import (
 from clients.aio._cluster import Cluster
 from clients.errors import (
     ClientClosedError, CommitFailedError, IllegalStateError, KafkaApiError, KafkaTimeoutError,
-    OffsetOutOfRangeError, for_code,
+    OffsetOutOfRangeError, UnsupportedVersionError, for_code,
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
@@ -55,6 +55,7 @@ FETCH_VERSIONS = (4, 12)             # v13+ name topics by id only; 4+: isolatio
 LIST_OFFSETS_VERSIONS = (1, 8)
 OFFSET_FETCH_VERSIONS = (1, 7)       # v8+ batch several groups
 OFFSET_COMMIT_VERSIONS = (2, 8)      # v9 is for the new (KIP-848) group protocol
+OFFSET_FOR_LEADER_EPOCH_VERSIONS = (3, 4)   # v3+: replica_id, so a consumer can ask
 GROUP_RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                    ErrorCode.NOT_COORDINATOR, ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.REQUEST_TIMED_OUT}
 _COMMIT_FENCED = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID}
@@ -127,6 +128,9 @@ class Consumer:
         self._next_auto_commit_ms = 0
         self._commit_tasks: set[asyncio.Task] = set()
         self._metadata_refresh: asyncio.Task | None = None
+        self._validating: asyncio.Task | None = None
+        self.validations = 0                # positions checked with a new leader (KIP-320)
+        self.log_truncations = 0            # ... and moved back because its log ends earlier
         self._started = False
         self._closed = False
 
@@ -169,6 +173,7 @@ class Consumer:
             self._closed = True
             for t in [*self._fetching.values(), *self._group_tasks, *self._commit_tasks,
                       *([self._group_task] if self._group_task else []),
+                      *([self._validating] if self._validating else []),
                       *([self._metadata_refresh] if self._metadata_refresh else [])]:
                 t.cancel()
             for t in [*self._fetching.values(), *self._group_tasks, *self._commit_tasks,
@@ -425,14 +430,19 @@ class Consumer:
         meta = self._cluster.metadata
         leaders: dict[TopicPartition, tuple[int, int]] = {}
         missing: set[str] = set()
+        validate: dict[TopicPartition, tuple[int, int]] = {}
         for tp in self._subs.fetchable():
             known = meta.leader_for(tp)
             if known is None:
                 missing.add(tp.topic)
+            elif self._subs.maybe_validate(tp, known[1]):
+                validate[tp] = known
             else:
                 leaders[tp] = known
         if missing:
             self._refresh_metadata_soon(missing)
+        if validate and (self._validating is None or self._validating.done()):
+            self._validating = asyncio.get_running_loop().create_task(self._validate_positions(validate))
         c = self.config
         for plan in plan_fetches(self._subs, leaders, lambda tp: tp in self._buffers,
                                  max_wait_ms=c["fetch.max.wait.ms"], min_bytes=c["fetch.min.bytes"],
@@ -498,6 +508,55 @@ class Consumer:
                 del self._fetching[plan.node_id]
             if self._data is not None:
                 self._data.set()
+
+    async def _validate_positions(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None:
+        """KIP-320: ask each new leader where our position's epoch ends
+        (OffsetForLeaderEpoch); a position past that end was read from a log the new leader
+        does not have: move back to the end (or raise with auto.offset.reset=none)."""
+        O = messages.OffsetForLeaderEpochRequest
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp, (node, _) in partitions.items():
+            by_node.setdefault(node, []).append(tp)
+        for node, tps in by_node.items():
+            topics: dict[str, list] = {}
+            for tp in tps:
+                s = self._subs.partitions.get(tp)
+                if s is None:
+                    continue
+                topics.setdefault(tp.topic, []).append(O.OffsetForLeaderPartition(
+                    partition=tp.partition, current_leader_epoch=partitions[tp][1], leader_epoch=s.position_epoch))
+            body = O(replica_id=-1, topics=[O.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+            try:
+                _, resp = await self._cluster.request(node, ApiKey.OFFSET_FOR_LEADER_EPOCH, body,
+                                                      versions=OFFSET_FOR_LEADER_EPOCH_VERSIONS)
+            except UnsupportedVersionError:
+                for tp in tps:        # a broker without KIP-320: nothing to validate against
+                    self._subs.complete_validation(tp, partitions[tp][1], -1, NO_LEADER_EPOCH)
+                continue
+            except (ConnectionError, KafkaApiError) as e:
+                log.debug("OffsetForLeaderEpoch to node %s failed: %s", node, e)
+                self._refresh_metadata_soon({tp.topic for tp in tps})
+                continue
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.topic, p.partition)
+                    if p.error_code != ErrorCode.NONE:
+                        self._refresh_metadata_soon({tp.topic})
+                        continue
+                    position = self._subs.partitions[tp].position if tp in self._subs.partitions else None
+                    self.validations += 1
+                    if self._subs.complete_validation(tp, partitions[tp][1], p.end_offset, p.leader_epoch):
+                        self.log_truncations += 1
+                        log.warning("%s: the new leader's log ends at %d, before our position %s: truncated",
+                                    tp, p.end_offset, position)
+                        self._drop_buffers(lambda x: x == tp)
+                        if self._subs.default_reset is ResetStrategy.NONE:
+                            self._subs.partitions[tp].error = OffsetOutOfRangeError(
+                                f"log truncation on {tp}: the leader's log ends at {p.end_offset}, before "
+                                f"the position {position} (auto.offset.reset is none)",
+                                error_code=ErrorCode.OFFSET_OUT_OF_RANGE)
+        if self._data is not None:
+            self._data.set()
 
     def _refresh_metadata_soon(self, topics: set[str]) -> None:
         if self._metadata_refresh is not None and not self._metadata_refresh.done():

@@ -145,3 +145,23 @@ def test_subscription_state_keeps_positions_of_kept_partitions() -> None:
     assert subs.needs_reset() == [TP("a", 2)] and subs.state(TP("a", 2)).reset is ResetStrategy.LATEST
     with pytest.raises(KeyError, match="a-1"):
         subs.seek(TP("a", 1), 0)
+
+
+def test_leader_change_validates_the_position_and_detects_truncation() -> None:
+    """KIP-320: a newer leader epoch holds fetching until the new leader says where our
+    epoch ends; an end before our position is a truncated log: the position moves back."""
+    subs = SubscriptionState(ResetStrategy.EARLIEST)
+    tp = TP("t", 0)
+    subs.assign([tp])
+    subs.seek(tp, 100, epoch=3)
+    assert subs.maybe_validate(tp, 3) is False               # first fetch: epoch noted
+    assert subs.maybe_validate(tp, 3) is False
+    assert subs.maybe_validate(tp, 4) is True and subs.fetchable() == []
+    assert subs.complete_validation(tp, 4, end_offset=120, end_epoch=3) is False
+    assert subs.state(tp).position == 100 and subs.fetchable() == [tp]
+    assert subs.maybe_validate(tp, 5) is True
+    assert subs.complete_validation(tp, 5, end_offset=90, end_epoch=3) is True
+    assert (subs.state(tp).position, subs.state(tp).position_epoch) == (90, 3)
+    # a seek forgets the old leader: nothing to validate
+    subs.seek(tp, 7)
+    assert subs.maybe_validate(tp, 9) is False

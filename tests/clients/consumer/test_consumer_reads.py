@@ -312,3 +312,31 @@ def test_other_clients_read_what_ketch_wrote(cluster, bootstrap, client) -> None
     got = _read_with(client, bootstrap, topic, len(written))
     assert [(k, v) for k, v, _ in got] == written
     assert all(("h", b"x") in [tuple(h) for h in hs] for _, _, hs in got)
+
+
+def test_consumer_follows_a_sigkilled_leader_to_the_next(cluster, bootstrap) -> None:
+    """Reading across a failover: the partition's leader is SIGKILLed halfway; the consumer
+    finds the new leader (a higher leader epoch, so its position is validated against the
+    new leader's log first, KIP-320) and reads every acknowledged record once, in order.
+    Runs last in this module: it restarts the broker it killed."""
+    from groups_helpers import metadata_leaders
+    topic = "failover"
+    create_topic(cluster, topic, partitions=1, replication_factor=3)
+    first = produce(bootstrap, topic, per_partition=100, partitions=1, tag="before")
+    tp = TP(topic, 0)
+    with consumer(bootstrap, **{"max.poll.records": 50}) as c:
+        c.assign([tp])
+        records = read(c, 50)
+        leader = metadata_leaders(cluster, topic)[0]
+        cluster.kill_node(leader)
+        try:
+            wait_until(lambda: metadata_leaders(cluster, topic)[0] not in (leader, -1), 30, "a new leader")
+            second = produce(bootstrap, topic, per_partition=100, partitions=1, tag="after")
+            records += read(c, 150, timeout_s=60)
+            # the new leader was asked where our epoch ends; acks=all lost nothing, so no truncation
+            assert c._aio.validations >= 1 and c._aio.log_truncations == 0
+        finally:
+            cluster.start_node(leader)
+    assert [r.offset for r in records] == list(range(200))
+    expected = {**first, **second}
+    assert [r.value.decode() for r in records] == [expected[(0, o)] for o in range(200)]
