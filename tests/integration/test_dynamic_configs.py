@@ -272,7 +272,22 @@ def test_lowered_max_message_bytes_refuses_a_larger_record(cluster) -> None:
     leader = port_of(cluster, 1)
     r = produce(leader, topic, records(1, 20_000))
     assert r.error_code == ErrorCode.MESSAGE_TOO_LARGE, ErrorCode(r.error_code).name
+    assert r.error_message
     assert list_offset(leader, topic, -1) == 2
+    # The followers hold the change too: after a controlled shutdown of the leader, the
+    # new leader refuses the same record.
+    assert cluster.stop_node(1, timeout_s=30) == 0
+    try:
+        state = wait_until(lambda: (s := partition_states(cluster, topic)[0]).leader in (2, 3) and s,
+                           30, "a new leader")
+        new_leader = port_of(cluster, state.leader)
+        r = produce(new_leader, topic, records(1, 20_000))
+        assert r.error_code == ErrorCode.MESSAGE_TOO_LARGE, ErrorCode(r.error_code).name
+        produce_ok(new_leader, topic, records(1, 5_000))
+    finally:
+        cluster.start_node(1)
+        cluster.wait_until_ready(60)
+    wait_until(lambda: full_isr(cluster, topic), 60, "broker 1 back in the ISR")
 
 
 def test_compact_policy_refuses_keyless_records_and_compacts_every_replica(cluster) -> None:
