@@ -158,3 +158,24 @@ def test_planted_faults_are_counted_exactly(rng: random.Random, losses: int, dup
     assert figures.lost == losses
     assert figures.duplicated == len(copies)
     assert figures.phantom == 0
+
+
+def test_acked_after_counts_acks_to_requests_sent_inside_the_window() -> None:
+    """N11's judgment: an ack to a request that left after ``sent_after`` and came before
+    ``acked_before`` is counted; an answer already on its way is not; a retried try is
+    judged by when it left; producers without try times are judged by the first send."""
+    from chaos.checker import acked_after
+
+    def a(seq: int, t_send: float, t_done: float | None, outcome: str = ACKED,
+          t_try: float | None = None) -> Attempt:
+        return Attempt("p", seq, TOPIC, 0, t_send=t_send, outcome=outcome, offset=seq,
+                       t_done=t_done, t_try=t_try)
+
+    in_flight = a(0, t_send=0.5, t_done=1.2, t_try=0.9)      # left before the change at 1.0
+    retried_inside = a(1, t_send=0.5, t_done=1.5, t_try=1.1)  # its last try left after it
+    first_send_inside = a(2, t_send=1.3, t_done=1.6)          # librdkafka: no try times
+    refused = a(3, t_send=1.4, t_done=1.7, outcome=FAILED)
+    after_heal = a(4, t_send=1.4, t_done=2.5, t_try=2.1)      # acked once the window closed
+    late = acked_after([in_flight, retried_inside, first_send_inside, refused, after_heal],
+                       sent_after=1.0, acked_before=2.0)
+    assert [x.seq for x in late] == [1, 2]
