@@ -20,15 +20,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from chaos.proxy import ProxyHub
+from clients import connection
 from clients.launcher import LocalCluster, NodeSpec
 from clients.properties import format_properties, load_properties
-from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
+from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 
 T = TypeVar("T")
@@ -84,20 +84,10 @@ def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: 
 
 def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 5.0,
               host: str = "127.0.0.1") -> Any:
-    """One request on a fresh connection; the decoded response body."""
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
-        s.settimeout(timeout_s)
-        conn = ClientConnection(client_id="ketch-chaos")
-        _, data = conn.send(api_key, api_version, body)
-        s.sendall(data)
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError(f"port {port} closed the connection")
-            conn.receive_data(chunk)
-            event = conn.next_event()
-            if event is not NEED_DATA:
-                return event.body
+    """One request on a fresh connection to one node; the decoded response body (the
+    shared blocking round trip, ``clients.connection.roundtrip``)."""
+    return connection.roundtrip(host, port, api_key, api_version, body, timeout_s=timeout_s,
+                                client_id="ketch-chaos")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from typing import Any
 
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, CorruptFrameError, messages
 
-__all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect", "parse_connect_via"]
+__all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect", "parse_connect_via",
+           "roundtrip"]
 
 
 class ConnectionClosedError(ConnectionError):
@@ -143,3 +145,28 @@ async def connect(host: str, port: int, client_id: str | None = "ketch",
     host, port = CONNECT_VIA.get((host, port), (host, port))
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
     return KafkaConnection(reader, writer, client_id=client_id)
+
+
+def roundtrip(host: str, port: int, api_key: int, api_version: int, body: Any, *,
+              timeout_s: float = 10.0, client_id: str | None = "ketch") -> Any:
+    """One request on a fresh, blocking socket; the decoded response body.
+
+    For tests, tools and the chaos harness that must ask one particular node, at one
+    particular version, with no client's connections, caches or retries in between (a
+    broker's own metadata image, a controller's view of the quorum). Everything else goes
+    through ``clients.aio.Cluster`` and the clients built on it. ``timeout_s`` bounds the
+    connect and every read; a peer closing early raises ConnectionError. Dials the address
+    given (``CONNECT_VIA`` routes node-to-node links, not these questions)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.settimeout(timeout_s)
+        conn = ClientConnection(client_id=client_id)
+        _, data = conn.send(api_key, api_version, body)
+        s.sendall(data)
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionClosedError(f"{host}:{port} closed the connection")
+            conn.receive_data(chunk)
+            event = conn.next_event()
+            if event is not NEED_DATA:
+                return event.body

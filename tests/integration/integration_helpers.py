@@ -1,29 +1,43 @@
-"""Small blocking helpers for the process tests: raw Kafka round trips, cluster state
-polled through Metadata, and the log segments a replica has on disk.
+"""Small blocking helpers for the process tests: cluster state through Ketch's admin
+client, raw Kafka round trips, and the log segments a replica has on disk.
 
-Everything here talks to the brokers with Ketch's own codec (``clients.protocol``) over a
-plain socket, so the answers do not depend on any client library's caching.
+Two ways to ask, each for its reason:
+
+- ``admin_for(cluster)``: Ketch's own blocking admin client (``clients.Admin``), one per
+  cluster, for questions about the cluster as a whole (high watermarks from the
+  partitions' leaders, wherever they are now). Each call sends fresh
+  requests (no answer is cached), retries through moved leaders and dead brokers, and
+  ends at its own deadline; its errors are turned into ValueError here, which
+  ``wait_until`` counts as "not yet", as the raw helpers' error codes were.
+- ``roundtrip`` / ``metadata`` / ``partition_states``: one request to one broker at one
+  version on a fresh socket (``clients.connection.roundtrip``), for the questions that
+  must reach a particular node or version: that broker's own metadata image with its
+  partition error codes (tests compare brokers' images), the codec at v4 or v9.
 """
 from __future__ import annotations
 
 import glob
 import os
 import shutil
-import socket
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
+from clients import connection
+from clients.admin import Admin, OffsetSpec
+from clients.errors import KafkaApiError
 from clients.launcher import LocalCluster
-from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
+from clients.protocol import ApiKey, messages
 from clients.records import decode_batches, iter_batches
+from clients.types import TopicPartition
 
 T = TypeVar("T")
 
 __all__ = [
     "PartitionState", "roundtrip", "metadata", "partition_states", "wait_until",
-    "high_watermarks", "segment_batches", "alive_broker_ports", "start_cluster",
-    "FAST_BROKER", "FAST_CONTROLLER", "STOP_TIMEOUT_S",
+    "high_watermarks", "segment_batches", "alive_broker_ports", "start_cluster", "admin_for",
+    "FAST_BROKER", "FAST_CONTROLLER", "STOP_TIMEOUT_S", "ADMIN_CALL_MS",
 ]
 
 FAST_BROKER = {
@@ -92,19 +106,44 @@ def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: 
 
 def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 10.0,
               host: str = "127.0.0.1") -> Any:
-    """One request on a fresh connection; the decoded response body."""
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
-        conn = ClientConnection(client_id="ketch-it")
-        _, data = conn.send(api_key, api_version, body)
-        s.sendall(data)
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError(f"broker on port {port} closed the connection")
-            conn.receive_data(chunk)
-            event = conn.next_event()
-            if event is not NEED_DATA:
-                return event.body
+    """One request on a fresh connection to one node; the decoded response body."""
+    return connection.roundtrip(host, port, api_key, api_version, body, timeout_s=timeout_s,
+                                client_id="ketch-it")
+
+
+# Calls of the shared admin client are short so that polling stays responsive while a
+# broker is dead or paused (a paused broker answers nothing until the request times out).
+ADMIN_CALL_MS = 10_000
+_ADMIN_PROPS = {"request.timeout.ms": 4000, "socket.connection.setup.timeout.ms": 4000,
+                "socket.connection.setup.timeout.max.ms": 4000,
+                "default.api.timeout.ms": ADMIN_CALL_MS}
+_admins: dict[int, Admin] = {}
+
+
+def admin_for(cluster) -> Admin:
+    """The cluster's admin client, made on first use and closed when the cluster object
+    goes away (after its fixture has stopped it)."""
+    key = id(cluster)
+    admin = _admins.get(key)
+    if admin is None:
+        admin = _admins[key] = Admin({"bootstrap.servers": cluster.spec.bootstrap_servers,
+                                      "client.id": "ketch-it-admin", **_ADMIN_PROPS})
+        weakref.finalize(cluster, _close_admin, key)
+    return admin
+
+
+def _close_admin(key: int) -> None:
+    admin = _admins.pop(key, None)
+    if admin is not None:
+        admin.close()
+
+
+def _asked(call: Callable[[], T], what: str) -> T:
+    """An admin call whose Kafka errors are ValueErrors (``wait_until``: "not yet")."""
+    try:
+        return call()
+    except KafkaApiError as e:
+        raise ValueError(f"{what}: {e}") from e
 
 
 def alive_broker_ports(cluster) -> list[int]:
@@ -132,7 +171,8 @@ class PartitionState:
 
 
 def partition_states(cluster, topic: str, port: int | None = None) -> dict[int, PartitionState]:
-    """The topic's partitions as one live broker's metadata image shows them."""
+    """The topic's partitions as one live broker's metadata image shows it, partition error
+    codes included (raw Metadata v12: the tests compare brokers' images with it)."""
     ports = [port] if port is not None else alive_broker_ports(cluster)
     last: BaseException | None = None
     for p in ports:
@@ -153,21 +193,10 @@ def partition_states(cluster, topic: str, port: int | None = None) -> dict[int, 
 
 def high_watermarks(cluster, topic: str, partitions: list[int]) -> dict[int, int]:
     """Latest offsets (the high watermark, isolation READ_UNCOMMITTED) from each leader."""
-    states = partition_states(cluster, topic)
-    ports = {b.id: b.port for b in cluster.spec.brokers}
-    out = {}
-    cls = messages.ListOffsetsRequest
-    for p in partitions:
-        leader = states[p].leader
-        resp = roundtrip(ports[leader], ApiKey.LIST_OFFSETS, 7, cls(
-            replica_id=-1, isolation_level=0, topics=[cls.ListOffsetsTopic(
-                name=topic, partitions=[cls.ListOffsetsPartition(
-                    partition_index=p, current_leader_epoch=-1, timestamp=-1)])]))
-        (r,) = resp.topics[0].partitions
-        if r.error_code != 0:
-            raise ValueError(f"ListOffsets {topic}-{p} on broker {leader}: error {r.error_code}")
-        out[p] = r.offset
-    return out
+    latest = _asked(lambda: admin_for(cluster).list_offsets(
+        {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}, timeout_ms=ADMIN_CALL_MS),
+        f"ListOffsets {topic}")
+    return {tp.partition: r.offset for tp, r in latest.items()}
 
 
 def segment_batches(data_dir: str, topic: str, partition: int) -> list[tuple[bytes, Any]]:

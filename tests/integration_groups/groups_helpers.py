@@ -1,9 +1,13 @@
 """Helpers for the consumer-group process tests.
 
-- cluster start (fast failure detection, groups tuned for tests) with a retry on a port race;
-- raw Kafka round trips with Ketch's codec over a plain socket (FindCoordinator,
-  DescribeGroups with each member's assignment decoded, OffsetFetch, Metadata, ListOffsets),
-  so what the tests assert about the group does not come from the client under test;
+- cluster start (fast failure detection, groups tuned for tests): tests/integration's
+  ``start_cluster`` with the group settings below;
+- questions about groups and topics through Ketch's own admin client (``admin_for``, one
+  per cluster: DescribeGroups with each member's assignment decoded, OffsetFetch,
+  Metadata, CreateTopics), whose Kafka errors become ValueError ("not yet" for
+  ``wait_until``); the admin client is not the client under test here, the consumers are;
+- FindCoordinator as one particular broker answers it, raw (``roundtrip``): the failover
+  test asks every broker in turn;
 - a producer that records where each value landed (confluent-kafka, acks=all);
 - ``ConsumerProcess``: one group consumer in a subprocess (``group_consumer.py`` for the
   Python libraries, ``kcat -G`` for kcat), its report file read back as events.
@@ -13,94 +17,52 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
-
-from clients.launcher import LocalCluster
-from clients.protocol import NEED_DATA, ApiKey, ClientConnection, decode_message, messages
-from clients.protocol.errors import ErrorCode
-
-T = TypeVar("T")
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+from integration_helpers import (  # noqa: E402
+    ADMIN_CALL_MS, FAST_BROKER, FAST_CONTROLLER, STOP_TIMEOUT_S, admin_for, roundtrip, wait_until,
+)
+from integration_helpers import start_cluster as _start_cluster  # noqa: E402
+
+from clients.errors import GroupIdNotFoundError, KafkaApiError, KafkaTimeoutError  # noqa: E402
+from clients.admin import NewTopic  # noqa: E402
+from clients.launcher import LocalCluster  # noqa: E402
+from clients.protocol import ApiKey, messages  # noqa: E402
+from clients.protocol.errors import ErrorCode  # noqa: E402
+from clients.types import TopicPartition  # noqa: E402
+
+__all__ = [
+    "GROUP_BROKER", "GROUP_CONTROLLER", "STOP_TIMEOUT_S", "REPO", "ConsumerProcess", "GroupView",
+    "Member", "broker_port", "committed_offsets", "create_topic", "describe_group",
+    "find_coordinator", "live_brokers", "metadata_leaders", "produce", "records_by_partition",
+    "roundtrip", "start_cluster", "wait_for_assignment", "wait_until",
+]
 
 GROUP_BROKER = {
-    "broker.heartbeat.interval.ms": "300",
-    "replica.lag.time.max.ms": "3000",
-    "replica.fetch.wait.max.ms": "200",
-    "num.partitions": "3",
+    **FAST_BROKER,
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "offsets.topic.num.partitions": "6",
 }
-GROUP_CONTROLLER = {
-    "broker.session.timeout.ms": "2500",
-    "broker.heartbeat.interval.ms": "300",
-}
-STOP_TIMEOUT_S = 10
+GROUP_CONTROLLER = dict(FAST_CONTROLLER)
+# A group with no answer (its coordinator moving or loading) is reported as None soon,
+# so that callers polling for a change are not held up by one slow question.
+DESCRIBE_GROUP_MS = 5000
 
 
 def start_cluster(tmp_path_factory, name: str = "groups", attempts: int = 3) -> LocalCluster:
-    """A started 3+3 cluster in a fresh directory; a start lost to a port race is retried
-    on new ports (LocalCluster picks free ports before the nodes bind them)."""
-    for attempt in range(attempts):
-        c = LocalCluster(str(tmp_path_factory.mktemp(name)), controllers=3, brokers=3,
-                         broker_props=dict(GROUP_BROKER), controller_props=dict(GROUP_CONTROLLER))
-        try:
-            c.start(timeout_s=90)
-            return c
-        except RuntimeError as e:
-            c.stop(timeout_s=STOP_TIMEOUT_S)
-            if "address already in use" not in str(e) or attempt == attempts - 1:
-                raise
-            shutil.rmtree(c.dir, ignore_errors=True)
-        except BaseException:
-            c.stop(timeout_s=STOP_TIMEOUT_S)
-            raise
-    raise AssertionError("not reached")
-
-
-def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
-    """Poll ``probe`` until it returns something truthy. Connection errors count as "not yet"."""
-    deadline = time.monotonic() + timeout_s
-    last_error: BaseException | None = None
-    last_value: Any = None
-    while True:
-        try:
-            last_value = probe()
-            if last_value:
-                return last_value
-        except (OSError, ConnectionError, TimeoutError, ValueError) as e:
-            last_error = e
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; "
-                                 f"last value {last_value!r}, last error {last_error!r}")
-        time.sleep(interval_s)
-
-
-# ------------------------------------------------------------------ raw round trips
-
-
-def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 10.0) -> Any:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
-        conn = ClientConnection(client_id="ketch-groups-it")
-        _, data = conn.send(api_key, api_version, body)
-        s.sendall(data)
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError(f"broker on port {port} closed the connection")
-            conn.receive_data(chunk)
-            event = conn.next_event()
-            if event is not NEED_DATA:
-                return event.body
+    """A started 3+3 cluster in a fresh directory, tuned for group tests; a start lost to
+    a port race is retried on new ports."""
+    return _start_cluster(tmp_path_factory, name, broker_props=GROUP_BROKER,
+                          controller_props=GROUP_CONTROLLER, attempts=attempts)
 
 
 def live_brokers(cluster: LocalCluster) -> list[Any]:
@@ -114,7 +76,8 @@ def broker_port(cluster: LocalCluster, node_id: int) -> int:
 
 def find_coordinator(cluster: LocalCluster, group: str, via: int | None = None) -> int | None:
     """The coordinator's node id as one live broker answers (v4, batched keys), or None
-    while it answers an error (COORDINATOR_NOT_AVAILABLE during creation or failover)."""
+    while it answers an error (COORDINATOR_NOT_AVAILABLE during creation or failover).
+    Raw on purpose: the failover test asks each broker for its own answer."""
     brokers = [cluster.spec.node(via)] if via is not None else live_brokers(cluster)
     for b in brokers:
         try:
@@ -125,11 +88,6 @@ def find_coordinator(cluster: LocalCluster, group: str, via: int | None = None) 
         (c,) = resp.coordinators
         return c.node_id if c.error_code == ErrorCode.NONE else None
     return None
-
-
-def coordinator_port(cluster: LocalCluster, group: str) -> int:
-    node = wait_until(lambda: find_coordinator(cluster, group), 30, f"a coordinator for {group}")
-    return broker_port(cluster, node)
 
 
 @dataclass(frozen=True)
@@ -149,31 +107,20 @@ class GroupView:
         return {cid: m.partitions for cid, m in self.members.items()}
 
 
-def decode_assignment(data: bytes, topic: str) -> frozenset[int]:
-    """A ConsumerProtocolAssignment (int16 version, then the body) as written by the
-    group leader's assignor."""
-    if not data:
-        return frozenset()
-    version = int.from_bytes(data[:2], "big", signed=True)
-    spec_max = messages.ConsumerProtocolAssignment.SCHEMA.max_version
-    a = decode_message(messages.ConsumerProtocolAssignment, min(version, spec_max), data[2:])
-    return frozenset(p for tp in a.assigned_partitions if tp.topic == topic for p in tp.partitions)
-
-
 def describe_group(cluster: LocalCluster, group: str, topic: str) -> GroupView | None:
-    """DescribeGroups v5 on the coordinator; None while it has no answer (moving, loading)."""
-    node = find_coordinator(cluster, group)
-    if node is None:
+    """The group as its coordinator describes it (DescribeGroups through the admin
+    client, which finds the coordinator); None while it has no answer (moving, loading)."""
+    try:
+        d = admin_for(cluster).describe_consumer_groups([group], timeout_ms=DESCRIBE_GROUP_MS)[group]
+    except GroupIdNotFoundError:
+        return GroupView("Dead", "", {})
+    except (KafkaApiError, KafkaTimeoutError):
         return None
-    resp = roundtrip(broker_port(cluster, node), ApiKey.DESCRIBE_GROUPS, 5,
-                     messages.DescribeGroupsRequest(groups=[group]))
-    (g,) = resp.groups
-    if g.error_code != ErrorCode.NONE:
-        return None
-    members = {m.client_id: Member(m.member_id, m.client_id, decode_assignment(m.member_assignment, topic))
-               for m in g.members}
-    assert len(members) == len(g.members), f"client ids are not unique in {g.members}"
-    return GroupView(g.group_state, g.protocol_data, members)
+    members = {m.client_id: Member(m.member_id, m.client_id,
+                                   frozenset(tp.partition for tp in m.assignment if tp.topic == topic))
+               for m in d.members}
+    assert len(members) == len(d.members), f"client ids are not unique in {d.members}"
+    return GroupView(d.state, d.protocol, members)
 
 
 def wait_for_assignment(cluster: LocalCluster, group: str, topic: str, client_ids: set[str],
@@ -191,45 +138,33 @@ def wait_for_assignment(cluster: LocalCluster, group: str, topic: str, client_id
     return wait_until(probe, timeout_s, f"{group} Stable with {sorted(client_ids)} owning all {partitions} partitions")
 
 
+def _asked(call, what: str):
+    try:
+        return call()
+    except KafkaApiError as e:
+        raise ValueError(f"{what}: {e}") from e
+
+
 def committed_offsets(cluster: LocalCluster, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """OffsetFetch v7 on the coordinator: partition -> committed offset (-1: none)."""
-    port = coordinator_port(cluster, group)
-    req = messages.OffsetFetchRequest(group_id=group, require_stable=True, topics=[
-        messages.OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=list(range(partitions)))])
-    resp = roundtrip(port, ApiKey.OFFSET_FETCH, 7, req)
-    if resp.error_code != ErrorCode.NONE:
-        raise ValueError(f"OffsetFetch {group}: error {resp.error_code}")
-    out = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code != ErrorCode.NONE:
-                raise ValueError(f"OffsetFetch {group} {topic}-{p.partition_index}: error {p.error_code}")
-            out[p.partition_index] = p.committed_offset
-    return out
+    """The group's committed offsets (OffsetFetch, require_stable) on its coordinator:
+    partition -> committed offset (-1: none)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    offsets = _asked(lambda: admin_for(cluster).list_consumer_group_offsets(
+        group, tps, require_stable=True, timeout_ms=ADMIN_CALL_MS), f"OffsetFetch {group}")
+    return {tp.partition: offsets[tp].offset if tp in offsets else -1 for tp in tps}
 
 
 def metadata_leaders(cluster: LocalCluster, topic: str) -> dict[int, int]:
-    for b in live_brokers(cluster):
-        try:
-            resp = roundtrip(b.port, ApiKey.METADATA, 12, messages.MetadataRequest(
-                topics=[messages.MetadataRequest.MetadataRequestTopic(name=topic)],
-                allow_auto_topic_creation=False))
-        except OSError:
-            continue
-        (t,) = resp.topics
-        if t.error_code != ErrorCode.NONE:
-            raise ValueError(f"metadata {topic}: error {t.error_code}")
-        return {p.partition_index: p.leader_id for p in t.partitions}
-    raise ConnectionError("no broker answered Metadata")
+    """partition -> leader id (-1: none), as a live broker's metadata shows it."""
+    desc = _asked(lambda: admin_for(cluster).describe_topics([topic], timeout_ms=ADMIN_CALL_MS)[topic],
+                  f"metadata {topic}")
+    return {p.partition: p.leader for p in desc.partitions}
 
 
 def create_topic(cluster: LocalCluster, topic: str, partitions: int = 6, replication_factor: int = 3) -> None:
-    cls = messages.CreateTopicsRequest
-    port = live_brokers(cluster)[0].port
-    resp = roundtrip(port, ApiKey.CREATE_TOPICS, 5, cls(timeout_ms=15_000, topics=[cls.CreatableTopic(
-        name=topic, num_partitions=partitions, replication_factor=replication_factor)]))
-    (t,) = resp.topics
-    assert t.error_code == ErrorCode.NONE, f"CreateTopics {topic}: error {t.error_code} {t.error_message}"
+    """CreateTopics through the admin client, then until every partition has a live leader."""
+    admin_for(cluster).create_topics([NewTopic(topic, partitions, replication_factor)],
+                                     timeout_ms=30_000)
     live = {b.id for b in live_brokers(cluster)}
     wait_until(lambda: (lambda leaders: len(leaders) == partitions and set(leaders.values()) <= live)(
         metadata_leaders(cluster, topic)), 30, f"leaders for {topic}")
