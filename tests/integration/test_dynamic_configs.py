@@ -14,10 +14,15 @@ Kafka's behaviour these tests hold Ketch to (apache/kafka, for reference):
   DYNAMIC_DEFAULT_BROKER_CONFIG 3, STATIC_BROKER_CONFIG 4, DEFAULT_CONFIG 5) and synonyms in
   that order, broker-key synonyms in ``DynamicBrokerConfig.brokerConfigSynonyms`` order.
 - ``ConfigAdminManager``: a read-only broker key is INVALID_REQUEST ("Cannot update these
-  configs dynamically"), an unknown one INVALID_CONFIG; ``ConfigurationControlManager``: a
-  bad topic value or name is INVALID_CONFIG; nothing of a refused resource is applied.
+  configs dynamically"); ``ConfigurationControlManager``: a bad topic value or an unknown
+  topic key is INVALID_CONFIG ("Unknown topic config name: x"); nothing of a refused
+  resource is applied. (Kafka stores an unknown *broker* key as a custom config; issue 19
+  asks Ketch to refuse it with INVALID_CONFIG as well, so a typo does not pass silently.)
 
-The test that kills a broker (unclean election) runs last and restarts it.
+The cluster-wide default (BROKER resource "") goes through Ketch's codec: librdkafka,
+kafka-python and aiokafka all refuse an empty broker name on the client side. Two tests
+stop broker 1 and start it again: max.message.bytes (a controlled shutdown, so that a
+follower leads) and, last, unclean election (SIGKILL).
 """
 from __future__ import annotations
 
