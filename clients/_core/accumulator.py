@@ -72,6 +72,7 @@ from clients.records import (
     BATCH_HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, CompressionType,
     RecordBatchBuilder, decode_batch,
 )
+from clients.records.varint import write_varlong
 from clients.types import TopicPartition
 
 __all__ = [
@@ -100,6 +101,72 @@ def record_size_upper_bound(key: bytes | None, value: bytes | None,
     return size
 
 
+def _zigzag_bytes(n: int) -> bytes:
+    out = bytearray()
+    write_varlong(out, n)
+    return bytes(out)
+
+
+# Zig-zag varints of -1 .. 16383, precomputed: record lengths, offset deltas, timestamp
+# deltas and key/value lengths of ordinary records are all in this range, so a record
+# costs a few table look-ups and one join instead of a varint loop per field.
+_VARINT_TABLE = tuple(_zigzag_bytes(n) for n in range(-1, 1 << 14))
+_VARINT_MAX = (1 << 14) - 1
+
+
+def _varint(n: int) -> bytes:
+    return _VARINT_TABLE[n + 1] if -1 <= n <= _VARINT_MAX else _zigzag_bytes(n)
+
+
+class _FastRecordBatchBuilder(RecordBatchBuilder):
+    """RecordBatchBuilder with the producer's hot path: records appended in order
+    (offset delta = count), encoded with table look-ups. It writes the same bytes as
+    `RecordBatchBuilder.append` (tests decode and validate what it builds) and keeps that
+    class's fields, which `build()` reads."""
+
+    def append_next(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
+                    headers: Sequence[tuple[str, bytes | None]]) -> None:
+        count = self._count
+        if count == 0:
+            self._base_timestamp = self._max_timestamp = timestamp_ms
+        elif timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        parts = [b"\x00", _varint(timestamp_ms - self._base_timestamp), _varint(count)]
+        if key is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(_varint(len(key)))
+            parts.append(key)
+        if value is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(_varint(len(value)))
+            parts.append(value)
+        if headers:
+            parts.append(_varint(len(headers)))
+            for header_key, header_value in headers:
+                encoded = header_key.encode("utf-8")
+                parts.append(_varint(len(encoded)))
+                parts.append(encoded)
+                if header_value is None:
+                    parts.append(b"\x01")
+                else:
+                    parts.append(_varint(len(header_value)))
+                    parts.append(header_value)
+        else:
+            parts.append(b"\x00")
+        body = b"".join(parts)
+        records = self._records
+        records += _varint(len(body))
+        records += body
+        self._count = count + 1
+        self._last_offset_delta = count
+
+    @property
+    def records_bytes(self) -> int:
+        return len(self._records)
+
+
 class BatchState(enum.Enum):
     OPEN = "open"
     QUEUED = "queued"        # closed, waiting to be drained (first attempt or retry)
@@ -119,10 +186,10 @@ class ProducerBatch:
         "callbacks", "children", "parent", "waiter", "batch_size_max", "_pending_children",
     )
 
-    def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, now_ms: int,
+    def __init__(self, tp: TopicPartition, builder: _FastRecordBatchBuilder, now_ms: int,
                  delivery_timeout_ms: int, batch_size_max: int) -> None:
         self.tp = tp
-        self.builder: RecordBatchBuilder | None = builder
+        self.builder: _FastRecordBatchBuilder | None = builder
         self.payload: bytearray | None = None   # built bytes, once drained
         self.state = BatchState.OPEN
         self.created_ms = now_ms
@@ -156,16 +223,20 @@ class ProducerBatch:
                    headers: Sequence[tuple[str, bytes | None]], size_estimate: int) -> int:
         """The record's index in this batch, or -1 when it does not fit (the batch then
         closes). The first record always fits (an oversize record gets a batch alone)."""
-        assert self.state is BatchState.OPEN and self.builder is not None
-        if self.record_count and self.builder.size_in_bytes + size_estimate > self.batch_size_max:
+        builder = self.builder
+        assert self.state is BatchState.OPEN and builder is not None
+        count = self.record_count
+        if count and BATCH_HEADER_SIZE + builder.records_bytes + size_estimate > self.batch_size_max:
             return -1
-        self.builder.append(timestamp_ms, key, value, headers)
-        self.record_count += 1
-        return self.record_count - 1
+        builder.append_next(timestamp_ms, key, value, headers)
+        self.record_count = count + 1
+        return count
 
     @property
     def is_full(self) -> bool:
-        return self.builder is not None and self.builder.size_in_bytes >= self.batch_size_max
+        builder = self.builder
+        return builder is not None and (BATCH_HEADER_SIZE + builder.records_bytes
+                                        >= self.batch_size_max)
 
     @property
     def size_in_bytes(self) -> int:
@@ -260,7 +331,7 @@ class ProducerBatch:
             size = record_size_upper_bound(record.key, record.value, record.headers)
             if current is None or current.try_append(record.timestamp, record.key, record.value,
                                                      record.headers, size) < 0:
-                current = ProducerBatch(self.tp, RecordBatchBuilder(
+                current = ProducerBatch(self.tp, _FastRecordBatchBuilder(
                     compression=compression, compression_level=compression_level), now_ms, 0,
                     batch_size)
                 current.deadline_ms = delivery_deadline_ms
@@ -433,23 +504,35 @@ class RecordAccumulator:
     def has_room(self, size: int) -> bool:
         return self.used_bytes + size <= self.buffer_memory or self.used_bytes == 0
 
-    def append(self, tp: TopicPartition, timestamp_ms: int, key: bytes | None,
-               value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
-               size_estimate: int, now_ms: int) -> tuple[ProducerBatch, int, bool]:
-        """(batch, index in batch, whether the batch is now worth waking the sender:
-        a new batch began, or one filled up)."""
+    def append_to_open(self, tp: TopicPartition, timestamp_ms: int, key: bytes | None,
+                       value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
+                       size_estimate: int) -> tuple[ProducerBatch, int, bool] | None:
+        """Append to the partition's open batch: (batch, index, batch now full), or None
+        when there is no open batch or the record does not fit (then `append`)."""
         queue = self._queues.get(tp)
-        if queue is None:
-            queue = self._queues[tp] = deque()
         if queue:
             last = queue[-1]
             if last.state is BatchState.OPEN:
                 index = last.try_append(timestamp_ms, key, value, headers, size_estimate)
                 if index >= 0:
                     return last, index, last.is_full
-                last.close()
-        batch = ProducerBatch(tp, RecordBatchBuilder(compression=self.compression,
-                                                     compression_level=self.compression_level),
+        return None
+
+    def append(self, tp: TopicPartition, timestamp_ms: int, key: bytes | None,
+               value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
+               size_estimate: int, now_ms: int) -> tuple[ProducerBatch, int, bool]:
+        """(batch, index in batch, whether the batch is now worth waking the sender:
+        a new batch began, or one filled up)."""
+        found = self.append_to_open(tp, timestamp_ms, key, value, headers, size_estimate)
+        if found is not None:
+            return found
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        if queue and queue[-1].state is BatchState.OPEN:
+            queue[-1].close()  # full: the record goes to a new batch
+        batch = ProducerBatch(tp, _FastRecordBatchBuilder(compression=self.compression,
+                                                          compression_level=self.compression_level),
                               now_ms, self.delivery_timeout_ms, self.batch_size)
         index = batch.try_append(timestamp_ms, key, value, headers, size_estimate)
         reserve = max(self.batch_size, size_estimate + BATCH_HEADER_SIZE)

@@ -174,6 +174,9 @@ class Producer:
         self._closed = False
         self._fatal: BaseException | None = None
         self._pid_task: asyncio.Task | None = None
+        self._size_limit = min(self._max_request_size, c["buffer.memory"])
+        self._counts_of: Any = None                 # the metadata view _counts is from
+        self._counts: dict[str, int] = {}           # topic -> partition count
 
     # --- lifecycle ---
 
@@ -229,25 +232,32 @@ class Producer:
         """(key bytes, value bytes, headers, size bound); raises SerializationError or
         RecordTooLargeError. Pure and thread-safe: the blocking facade calls it in the
         caller's thread so that these errors reach the caller at once."""
+        ks, vs = self._key_serializer, self._value_serializer
         try:
-            key_bytes = self._key_serializer(key)
-            value_bytes = self._value_serializer(value)
+            # bytes through the default serializer: no call at all (the common case)
+            key_bytes = key if ks is _default_serializer and (key is None or type(key) is bytes) \
+                else ks(key)
+            value_bytes = value if vs is _default_serializer and type(value) is bytes \
+                else vs(value)
         except SerializationError:
             raise
         except Exception as e:
             raise SerializationError(f"serializing the record for topic {topic!r}: {e}") from e
-        for what, b in (("key", key_bytes), ("value", value_bytes)):
-            if b is not None and not isinstance(b, (bytes, bytearray, memoryview)):
-                raise SerializationError(f"the {what} serializer returned a "
-                                         f"{type(b).__name__}, not bytes")
+        if key_bytes is not None and not isinstance(key_bytes, (bytes, bytearray, memoryview)):
+            raise SerializationError(f"the key serializer returned a "
+                                     f"{type(key_bytes).__name__}, not bytes")
+        if value_bytes is not None and not isinstance(value_bytes, (bytes, bytearray, memoryview)):
+            raise SerializationError(f"the value serializer returned a "
+                                     f"{type(value_bytes).__name__}, not bytes")
         header_list = list(headers) if headers else ()
         size = record_size_upper_bound(key_bytes, value_bytes, header_list)
-        for limit, name in ((self._max_request_size, "max.request.size"),
-                            (self._accumulator.buffer_memory, "buffer.memory")):
-            if size + BATCH_HEADER_SIZE > limit:
-                raise RecordTooLargeError(
-                    f"a record for topic {topic!r} is {size + BATCH_HEADER_SIZE} bytes when "
-                    f"serialized, larger than {name} ({limit})")
+        if size + BATCH_HEADER_SIZE > self._size_limit:
+            for limit, name in ((self._max_request_size, "max.request.size"),
+                                (self._accumulator.buffer_memory, "buffer.memory")):
+                if size + BATCH_HEADER_SIZE > limit:
+                    raise RecordTooLargeError(
+                        f"a record for topic {topic!r} is {size + BATCH_HEADER_SIZE} bytes "
+                        f"when serialized, larger than {name} ({limit})")
         return key_bytes, value_bytes, header_list, size
 
     def append_now(self, topic: str, key_bytes: bytes | None, value_bytes: bytes | None,
@@ -256,17 +266,23 @@ class Producer:
                    ) -> RecordFuture | None:
         """Append a serialized record without waiting: None when the topic's metadata is
         not known yet or the buffer is full (then `append_serialized` waits)."""
-        if self._closed:
+        if self._closed or self._fatal is not None:
+            if self._fatal is not None:
+                raise self._fatal
             raise ClientClosedError("the producer is closed")
-        if self._fatal is not None:
-            raise self._fatal
         meta = self._cluster.metadata
-        count = meta.partition_count(topic)
+        if meta is not self._counts_of:
+            self._counts_of, self._counts = meta, {}
+        count = self._counts.get(topic)
         if count is None:
-            return None
+            count = meta.partition_count(topic)
+            if count is None:
+                return None
+            self._counts[topic] = count
         acc = self._accumulator
-        if not acc.has_room(size):
+        if acc.used_bytes + size > acc.buffer_memory and acc.used_bytes:
             return None
+        sticky = False
         if partition is not None:
             if not 0 <= partition < count:
                 raise UnknownTopicOrPartitionError(
@@ -281,9 +297,15 @@ class Producer:
             partition = partition_for_key(key_bytes, count)
         else:
             partition = self._sticky.partition(topic, meta.available_partitions(topic), count)
-        batch, index, wake = acc.append(TopicPartition(topic, partition), timestamp_ms,
-                                        key_bytes, value_bytes, headers, size, self._now_ms())
-        self._sticky.on_append(topic, partition, size)
+            sticky = True
+        tp = TopicPartition(topic, partition)
+        found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
+        if found is None:
+            found = acc.append(tp, timestamp_ms, key_bytes, value_bytes, headers, size,
+                               self._now_ms())
+        batch, index, wake = found
+        if sticky:
+            self._sticky.on_append(topic, partition, size)
         if wake:
             self._wake.set()  # type: ignore[union-attr]
         return RecordFuture(batch, index, timestamp_ms,

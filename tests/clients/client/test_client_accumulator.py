@@ -257,3 +257,28 @@ def test_split_keeps_records_order_and_sequences_and_completes_the_parent() -> N
     assert isinstance(parent.record_result(1)[3], ValueError)
     assert [decode_batch(bytes(c.payload)).records[0].value[:1] for c in children] == [
         b"A", b"B", b"C"]
+
+
+def test_the_fast_record_encoder_writes_what_the_records_codec_writes() -> None:
+    """The producer's table-driven encoder (_FastRecordBatchBuilder.append_next) against
+    clients.records' RecordBatchBuilder.append, on random records of every shape."""
+    import random
+
+    from clients._core.accumulator import _FastRecordBatchBuilder
+    from clients.records import RecordBatchBuilder
+
+    rng = random.Random(10)
+    for _ in range(200):
+        compression = rng.choice(list(CompressionType))
+        fast = _FastRecordBatchBuilder(compression=compression)
+        slow = RecordBatchBuilder(compression=compression)
+        for _ in range(rng.randrange(1, 12)):
+            ts = 1_700_000_000_000 + rng.randrange(-10**5, 10**9)
+            key = None if rng.random() < 0.3 else rng.randbytes(rng.choice([0, 3, 200, 20000]))
+            value = None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 5, 100, 70000]))
+            headers = [("h\u00e9" * rng.randrange(0, 40), None if rng.random() < 0.5
+                        else rng.randbytes(rng.randrange(0, 300)))
+                       for _ in range(rng.randrange(0, 3))]
+            fast.append_next(ts, key, value, headers)
+            slow.append(ts, key, value, headers)
+        assert fast.build() == slow.build()
