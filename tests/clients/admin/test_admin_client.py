@@ -19,8 +19,8 @@ from clients.admin import (
 )
 from clients.aio import Admin as AsyncAdmin
 from clients.errors import (
-    GroupIdNotFoundError, InvalidConfigError, InvalidPartitionsError,
-    InvalidReplicationFactorError, KafkaTimeoutError, NonEmptyGroupError,
+    ConfigError, GroupIdNotFoundError, InvalidConfigError, InvalidPartitionsError,
+    InvalidReplicationFactorError, KafkaApiError, KafkaTimeoutError, NonEmptyGroupError,
     OffsetOutOfRangeError, TopicAlreadyExistsError, UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
@@ -90,6 +90,13 @@ def _produce(cluster, topic: str, per_partition: int, partitions: int,
             p.produce(topic, value=f"{part}-{i}".encode(), partition=part,
                       on_delivery=lambda err, msg: err and errors.append(str(err)), **kwargs)
     assert p.flush(60) == 0 and not errors, errors[:3]
+
+
+def test_unknown_config_key_is_refused_naming_it(cluster) -> None:
+    with pytest.raises(ConfigError, match="linger.ms"):
+        Admin({"bootstrap.servers": cluster.spec.bootstrap_servers, "linger.ms": 5})
+    with pytest.raises(ConfigError, match="request.timeout.ms"):
+        Admin({"bootstrap.servers": cluster.spec.bootstrap_servers, "request.timeout.ms": "soon"})
 
 
 # ------------------------------------------------------------------ topics
@@ -267,6 +274,20 @@ def test_broker_and_cluster_default_configs(admin, ck_admin) -> None:
     assert {c.name: (c.documentation, c.config_type, len(c.synonyms)) for c in raw.results[0].configs} \
         == {k: (e.documentation, int(e.type), len(e.synonyms)) for k, e in ours.items()}
 
+    # One broker's own dynamic value: that broker reports it as DYNAMIC_BROKER_CONFIG.
+    admin.incremental_alter_configs({broker: [AlterConfigOp("log.retention.ms", "43200000")]})
+    try:
+        entry = _configs(admin, broker, lambda c: c["log.retention.ms"].value == "43200000")["log.retention.ms"]
+        assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG
+        theirs = ck_admin.describe_configs([CkResource("broker", str(broker_id))])[
+            CkResource("broker", str(broker_id))].result(30)
+        assert theirs["log.retention.ms"].value == "43200000"
+    finally:
+        admin.incremental_alter_configs({broker: [
+            AlterConfigOp("log.retention.ms", None, AlterConfigOpType.DELETE)]})
+    with pytest.raises(KafkaApiError, match="broker 'one'"):
+        admin.describe_configs([ConfigResource.broker("one")])
+
     default = ConfigResource.broker()                  # the cluster-wide default
     admin.incremental_alter_configs({default: [AlterConfigOp("log.retention.ms", "86400000")]})
     try:
@@ -307,7 +328,9 @@ def test_describe_cluster_agrees_with_confluent(cluster, admin, ck_admin) -> Non
     ours = admin.describe_cluster()
     theirs = ck_admin.describe_cluster().result(30)
     assert ours.cluster_id == theirs.cluster_id == cluster.spec.cluster_id
-    assert ours.controller_id == theirs.controller.id and ours.controller_id in {b.node_id for b in ours.brokers}
+    # KRaft brokers name themselves as the controller (KIP-590: they forward admin
+    # requests), so each client sees the broker it asked; both are live brokers.
+    assert {ours.controller_id, theirs.controller.id} <= {b.node_id for b in ours.brokers}
     assert [(b.node_id, b.host, b.port, b.rack) for b in ours.brokers] == sorted(
         (n.id, n.host, n.port, n.rack) for n in theirs.nodes)
     assert {(b.node_id, b.port) for b in ours.brokers} == {(b.id, b.port) for b in cluster.spec.brokers}
