@@ -744,6 +744,36 @@ def test_read_only_broker_keys_are_refused_with_invalid_request(cluster) -> None
         assert key in (r.error_message or ""), r.error_message
         r = legacy_alter(p1, BROKER, "1", {key: value, "message.max.bytes": "4000"})
         assert r.error_code == ErrorCode.INVALID_REQUEST, (key, ErrorCode(r.error_code).name, r.error_message)
+    # A per-broker-only key at the cluster default: "Cannot update these configs at default
+    # cluster level, broker id must be specified", the same InvalidRequestException.
+    r = alter(p1, BROKER, "", {"listener.name.plaintext.ssl.keystore.location": (SET, "/x")})
+    assert r.error_code == ErrorCode.INVALID_REQUEST, (ErrorCode(r.error_code).name, r.error_message)
+
+
+@pytest.mark.xfail(strict=True, reason="listener-prefixed keys are described without their base key "
+                   "as synonym, and unprefixed security keys are accepted per broker")
+def test_listener_prefixed_keys_are_per_broker_with_the_base_key_as_synonym(cluster) -> None:
+    """DynamicBrokerConfig: a listener-prefixed key is the per-broker value of its base key
+    for that listener, so describe lists the base key's layers after it; a security key
+    (SslConfigs.RECONFIGURABLE_CONFIGS) may only be set with a listener prefix."""
+    p1 = port_of(cluster, 1)
+    prefixed = "listener.name.plaintext.max.connections"
+    try:
+        alter_ok(p1, BROKER, "", {"max.connections": (SET, "1000")})
+        alter_ok(p1, BROKER, "1", {prefixed: (SET, "100")})
+        wait_described_everywhere(cluster, BROKER, "1", prefixed, "100")
+        wait_described_everywhere(cluster, BROKER, "", "max.connections", "1000")
+        entry = described(p1, BROKER, "1", prefixed)
+        assert entry.config_source == DYNAMIC_BROKER
+        assert synonyms(entry) == [(prefixed, "100", DYNAMIC_BROKER),
+                                   ("max.connections", "1000", DYNAMIC_DEFAULT_BROKER),
+                                   ("max.connections", "2147483647", DEFAULT)]
+        r = alter(p1, BROKER, "1", {"ssl.keystore.location": (SET, "/tmp/keystore.jks")})
+        assert r.error_code == ErrorCode.INVALID_REQUEST and "ssl.keystore.location" in (r.error_message or ""), \
+            (ErrorCode(r.error_code).name, r.error_message)
+    finally:
+        alter(p1, BROKER, "1", {prefixed: (DELETE, None), "ssl.keystore.location": (DELETE, None)})
+        alter(p1, BROKER, "", {"max.connections": (DELETE, None)})
 
 
 def test_bad_config_changes_are_refused_whole_with_kafkas_codes(cluster) -> None:
