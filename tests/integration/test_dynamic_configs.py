@@ -716,6 +716,26 @@ def test_broker_and_cluster_default_configs_take_effect_with_their_sources(clust
     assert configs["message.max.bytes"].documentation
 
 
+def test_per_broker_segment_bytes_rolls_only_that_brokers_replica(cluster) -> None:
+    """Each broker resolves a topic's config through its own layers: log.segment.bytes set
+    on broker 3 alone makes its follower replica roll small, the leader's does not."""
+    topic = new_topic(cluster, "perbrokerroll", replicas=[1, 2, 3])
+    p1, p3 = port_of(cluster, 1), port_of(cluster, 3)
+    try:
+        alter_ok(p3, BROKER, "3", {"log.segment.bytes": (SET, "2048")})
+        wait_described_everywhere(cluster, BROKER, "3", "log.segment.bytes", "2048")
+        assert described(p3, TOPIC, topic, "segment.bytes").config_source == DYNAMIC_BROKER
+        assert full_isr(cluster, topic)
+        for _ in range(12):
+            produce_ok(p1, topic, records(1, 400))
+        rolled = segment_files(cluster, 3, topic)
+        assert len(rolled) >= 3 and all(f.size <= 2048 for f in rolled), [(f.base_offset, f.size) for f in rolled]
+        assert len(segment_files(cluster, 1, topic)) == 1
+        assert len(segment_files(cluster, 2, topic)) == 1
+    finally:
+        alter_ok(p3, BROKER, "3", {"log.segment.bytes": (DELETE, None)})
+
+
 def test_kafkas_whole_broker_catalogue_is_known(cluster) -> None:
     """Keys Ketch does not act on are still Kafka's: described with their defaults,
     alterable where Kafka allows it, passwords marked sensitive."""
