@@ -273,6 +273,9 @@ def test_broker_and_cluster_default_configs(admin, ck_admin) -> None:
             resource_type=4, resource_name=str(broker_id), configuration_keys=None)]))
     assert {c.name: (c.documentation, c.config_type, len(c.synonyms)) for c in raw.results[0].configs} \
         == {k: (e.documentation, int(e.type), len(e.synonyms)) for k, e in ours.items()}
+    assert ours["log.retention.ms"].documentation and ours["log.retention.ms"].type.name == "LONG"
+    plain = admin.describe_configs([broker])[broker]
+    assert plain["log.retention.ms"].documentation is None and plain["log.retention.ms"].synonyms == ()
 
     # One broker's own dynamic value: that broker reports it as DYNAMIC_BROKER_CONFIG.
     admin.incremental_alter_configs({broker: [AlterConfigOp("log.retention.ms", "43200000")]})
