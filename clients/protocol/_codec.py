@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from clients.protocol import _schemas
 from clients.protocol.types import (
@@ -40,6 +40,7 @@ from clients.protocol.types import (
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
+_M = TypeVar("_M")  # a message class from clients.protocol.messages (typed by messages.pyi)
 
 _FIXED = {
     "int8": INT8, "int16": INT16, "uint16": UINT16, "int32": INT32, "uint32": UINT32,
@@ -517,8 +518,9 @@ def encode_message(obj: Any, version: int) -> bytes:
     return bytes(out)
 
 
-def decode_message(cls: type, version: int, data: bytes) -> Any:
-    spec: MessageSpec = cls.SCHEMA
+def decode_message(cls: type[_M], version: int, data: bytes, exact: bool = True) -> _M:
+    """Decode a bare body; ``exact`` refuses trailing bytes. Malformed -> CorruptFrameError."""
+    spec: MessageSpec = cls.SCHEMA  # type: ignore[attr-defined]
     if not spec.min_version <= version <= spec.max_version:
         raise CorruptFrameError(f"{spec.name} has no version {version}")
-    return decode_body(spec, version, data)[0]
+    return decode_body(spec, version, data, exact=exact)[0]

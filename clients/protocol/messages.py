@@ -7,6 +7,10 @@ Classes are created lazily (module ``__getattr__``) so that a process pays only 
 messages it uses. Field names are the specs' names in snake_case; each field defaults to
 the spec's default; ``unknown_tagged_fields`` keeps tagged fields this version of Ketch
 does not know, so they round-trip.
+
+Type checkers read messages.pyi instead of this module: generated beside _schemas.py by
+tools/gen_protocol.py, it declares every class, nested class, field type and constructor
+(tests/clients/protocol/test_stub.py holds it to these run-time classes).
 """
 from __future__ import annotations
 
