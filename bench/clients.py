@@ -287,6 +287,253 @@ def print_producer_table(producer: dict) -> None:
                   f"{extra}")
 
 
+# --- consumer measurements (each runs in a child process) ---
+#
+# Every consumer reads the same `records` records of the "consume" topic (6 partitions,
+# replication factor 1, filled once by confluent-kafka before the consumer half) from the
+# beginning, by assign() to all six partitions (no group, no commits), `POLL_RECORDS` per
+# poll (Kafka's max.poll.records default), other settings at each client's defaults. The
+# clock runs from the first poll to the record that completes the count.
+
+POLL_RECORDS = 500
+CONSUMERS = ("ketch", "ketch_blocking", "kafka_python", "aiokafka", "aiokafka_pure", "confluent")
+IDLE_CONSUMERS = 10
+
+
+def _consume_result(records: int, elapsed: float, got: int) -> dict:
+    return {"records": got, "seconds": round(elapsed, 3), "records_per_s": round(got / elapsed),
+            "failed": max(0, records - got)}
+
+
+def measure_consume_ketch(bootstrap: str, topic: str, records: int) -> dict:
+    from clients.aio import Consumer
+    from clients.types import TopicPartition
+
+    async def run() -> dict:
+        c = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+                      "max.poll.records": POLL_RECORDS})
+        await c.start()
+        c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        got = 0
+        start = time.perf_counter()
+        while got < records:
+            got += len(await c.poll(1000))
+        elapsed = time.perf_counter() - start
+        await c.close()
+        return _consume_result(records, elapsed, got)
+    return asyncio.run(run())
+
+
+def measure_consume_ketch_blocking(bootstrap: str, topic: str, records: int) -> dict:
+    from clients import Consumer
+    from clients.types import TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+                  "max.poll.records": POLL_RECORDS})
+    c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    got = 0
+    start = time.perf_counter()
+    while got < records:
+        got += len(c.poll(1000))
+    elapsed = time.perf_counter() - start
+    c.close()
+    return _consume_result(records, elapsed, got)
+
+
+def measure_consume_kafka_python(bootstrap: str, topic: str, records: int) -> dict:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
+                      auto_offset_reset="earliest", max_poll_records=POLL_RECORDS)
+    c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    got = 0
+    start = time.perf_counter()
+    while got < records:
+        for batch in c.poll(1000).values():
+            got += len(batch)
+    elapsed = time.perf_counter() - start
+    c.close()
+    return _consume_result(records, elapsed, got)
+
+
+def measure_consume_aiokafka(bootstrap: str, topic: str, records: int, pure: bool = False) -> dict:
+    if pure:
+        os.environ["AIOKAFKA_NO_EXTENSIONS"] = "1"      # its pure-Python record reader
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> dict:
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+        await c.start()
+        c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        got = 0
+        start = time.perf_counter()
+        while got < records:
+            for batch in (await c.getmany(timeout_ms=1000, max_records=POLL_RECORDS)).values():
+                got += len(batch)
+        elapsed = time.perf_counter() - start
+        await c.stop()
+        return _consume_result(records, elapsed, got)
+    return asyncio.run(run())
+
+
+def measure_consume_aiokafka_pure(bootstrap: str, topic: str, records: int) -> dict:
+    return measure_consume_aiokafka(bootstrap, topic, records, pure=True)
+
+
+def measure_consume_confluent(bootstrap: str, topic: str, records: int) -> dict:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    start = time.perf_counter()
+    while got < records:
+        for m in c.consume(POLL_RECORDS, 1.0):
+            if m.error() is None:
+                got += 1
+    elapsed = time.perf_counter() - start
+    c.close()
+    return _consume_result(records, elapsed, got)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure_idle_ketch(bootstrap: str, topic: str, records: int) -> dict:
+    """Memory per idle consumer: IDLE_CONSUMERS Ketch consumers in one group, joined, each
+    with its partitions' positions, fetching (long polls) but handed nothing new; the RSS
+    growth of the process divided by their number (imports and the first one's warm-up
+    excluded)."""
+    from clients.aio import Consumer
+
+    async def run() -> dict:
+        def make(i: int) -> Consumer:
+            return Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-idle",
+                             "client.id": f"idle-{i}", "auto.offset.reset": "latest"})
+        warm = make(-1)
+        await warm.start()
+        await warm.close()
+        before = _rss_bytes()
+        consumers = [make(i) for i in range(IDLE_CONSUMERS)]
+        for c in consumers:
+            await c.start()
+            c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while sum(len(c.assignment()) for c in consumers) < PARTITIONS and time.monotonic() < deadline:
+            await asyncio.gather(*(c.poll(100) for c in consumers))
+        for _ in range(5):
+            await asyncio.gather(*(c.poll(100) for c in consumers))
+        after = _rss_bytes()
+        for c in consumers:
+            await c.close()
+        return {"consumers": IDLE_CONSUMERS, "bytes_per_consumer": (after - before) // IDLE_CONSUMERS}
+    return asyncio.run(run())
+
+
+def measure_idle_confluent(bootstrap: str, topic: str, records: int) -> dict:
+    from confluent_kafka import Consumer
+
+    warm = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-idle-c"})
+    warm.close()
+    before = _rss_bytes()
+    consumers = [Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-idle-c",
+                           "client.id": f"idle-{i}", "auto.offset.reset": "latest"})
+                 for i in range(IDLE_CONSUMERS)]
+    for c in consumers:
+        c.subscribe([topic])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sum(len(c.assignment()) for c in consumers) < PARTITIONS:
+        for c in consumers:
+            c.poll(0.05)
+    after = _rss_bytes()
+    for c in consumers:
+        c.close()
+    return {"consumers": IDLE_CONSUMERS, "bytes_per_consumer": (after - before) // IDLE_CONSUMERS}
+
+
+MEASUREMENTS.update({f"consume_{c}": globals()[f"measure_consume_{c}"] for c in CONSUMERS})
+MEASUREMENTS.update({"idle_ketch": measure_idle_ketch, "idle_confluent": measure_idle_confluent})
+
+
+def fill_consume_topic(bootstrap: str, topic: str, records: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": LINGER_MS,
+                  "batch.size": BATCH_BYTES, "enable.idempotence": False,
+                  "queue.buffering.max.messages": 1_000_000})
+    value = b"x" * VALUE_BYTES
+    for i in range(records):
+        try:
+            p.produce(topic, value=value, partition=i % PARTITIONS)
+        except BufferError:
+            p.poll(0.05)
+            p.produce(topic, value=value, partition=i % PARTITIONS)
+    assert p.flush(300) == 0, "the consume topic was not filled"
+
+
+def consumer_half(bootstrap: str, clients: list[str], records: int, repeats: int) -> dict:
+    """Consumer records/s for every client, ratios to confluent-kafka; memory per idle
+    consumer for Ketch and confluent-kafka."""
+    create_topics(bootstrap, [("consume", PARTITIONS, 1), ("idle", PARTITIONS, 1)])
+    fill_consume_topic(bootstrap, "consume", records)
+    runs: dict[str, list[dict]] = {c: [] for c in clients}
+    for _ in range(repeats):
+        for client in clients:
+            r = run_measurement(f"consume_{client}", bootstrap, "consume", records)
+            runs[client].append(r)
+            print(f"  consume       {client:15s} "
+                  + (f"{r['records_per_s']:>9,} records/s" if "error" not in r
+                     else f"error: {r['error']}"), flush=True)
+    table: dict = {}
+    for client, rs in runs.items():
+        good = [r for r in rs if "error" not in r]
+        if not good:
+            table[client] = {"error": rs[-1]["error"]}
+            continue
+        best = max(good, key=lambda r: r["records_per_s"])
+        table[client] = dict(best, runs_records_per_s=[r["records_per_s"] for r in good],
+                             median_records_per_s=round(statistics.median(
+                                 r["records_per_s"] for r in good)))
+    base = table.get("confluent", {}).get("records_per_s")
+    for row in table.values():
+        if "records_per_s" in row and base:
+            row["ratio_to_confluent"] = round(row["records_per_s"] / base, 3)
+    # "pure-Python": kafka-python, and aiokafka without its compiled record reader; aiokafka
+    # as installed (with it) is reported beside them.
+    for label, names in (("ratio_to_faster_pure_python", ("kafka_python", "aiokafka_pure")),
+                         ("ratio_to_aiokafka_compiled", ("aiokafka",))):
+        others = [table[c]["records_per_s"] for c in names if "records_per_s" in table.get(c, {})]
+        for c in ("ketch", "ketch_blocking"):
+            if others and "records_per_s" in table.get(c, {}):
+                table[c][label] = round(table[c]["records_per_s"] / max(others), 3)
+    idle = {}
+    for client in ("ketch", "confluent"):
+        idle[client] = run_measurement(f"idle_{client}", bootstrap, "idle", 0)
+    return {"consume": table, "idle_memory": idle}
+
+
+def print_consumer_table(consumer: dict) -> None:
+    print("\nconsumer (records/s, ratio to confluent-kafka):")
+    for client, row in consumer["consume"].items():
+        if "error" in row:
+            print(f"  {client:15s} error: {row['error']}")
+            continue
+        extra = ""
+        if "ratio_to_faster_pure_python" in row:
+            extra = (f"   {row['ratio_to_faster_pure_python']:.2f}x the faster pure-Python client "
+                     f"(goal >= 1.5); {row.get('ratio_to_aiokafka_compiled', 0):.2f}x aiokafka with "
+                     "its compiled reader")
+        print(f"  {client:15s} {row['records_per_s']:>9,}  {row.get('ratio_to_confluent', 0):.2f}{extra}")
+    print("memory per idle consumer (RSS growth / consumers):")
+    for client, row in consumer["idle_memory"].items():
+        print(f"  {client:15s} " + (f"{row['bytes_per_consumer'] / 1024:,.0f} KiB" if "error" not in row
+                                    else f"error: {row['error']}"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -294,6 +541,10 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2, help="runs of each (best and median kept)")
     ap.add_argument("--clients", default=",".join(PRODUCERS),
                     help=f"producers to measure, of {','.join(PRODUCERS)}")
+    ap.add_argument("--consumers", default=",".join(CONSUMERS),
+                    help=f"consumers to measure, of {','.join(CONSUMERS)}")
+    ap.add_argument("--consume-records", type=int, default=200_000, help="records per consumer run")
+    ap.add_argument("--half", default="producer,consumer", help="which halves to run")
     ap.add_argument("--measure", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -318,10 +569,20 @@ def main() -> int:
             cluster.start(timeout_s=120)
             bootstrap = cluster.spec.bootstrap_servers
             create_topics(bootstrap, [("rf1", PARTITIONS, 1), ("rf3", PARTITIONS, 3)])
-            result["producer"] = producer_half(bootstrap, clients, args.records, args.repeats)
+            halves = args.half.split(",")
+            if "producer" in halves:
+                result["producer"] = producer_half(bootstrap, clients, args.records, args.repeats)
+            if "consumer" in halves:
+                consumers = [c for c in args.consumers.split(",") if c]
+                result["consume_records"] = args.consume_records
+                result["consumer"] = consumer_half(bootstrap, consumers, args.consume_records,
+                                                   args.repeats)
         finally:
             cluster.stop(timeout_s=30)
-    print_producer_table(result["producer"])
+    if "producer" in result:
+        print_producer_table(result["producer"])
+    if "consumer" in result:
+        print_consumer_table(result["consumer"])
     print(json.dumps(result, separators=(",", ":")))
     return 0
 

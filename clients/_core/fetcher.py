@@ -297,6 +297,13 @@ def records_from_batches(tp: TopicPartition, raw: Any, fetch_offset: int, make_r
     return out, next_offset, epoch
 
 
+# Zig-zag varints of one byte (index: the byte) and of two (index: second byte << 8 | first;
+# only entries with the first byte's continuation bit set are ever read).
+_ZIGZAG_1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
+_ZIGZAG_2 = [(((b & 0x7F) | (b2 << 7)) >> 1) ^ -(((b & 0x7F) | (b2 << 7)) & 1) if b2 < 0x80 else 0
+             for b2 in range(256) for b in range(256)]
+
+
 def _decode_into(out: list, data: bytes, header: Any, fetch_offset: int, topic: str, partition: int,
                  epoch: int, make: Callable[..., Any] | None) -> None:
     """The consumer's hot loop: the records of one batch straight into ConsumerRecords
@@ -314,18 +321,18 @@ def _decode_into(out: list, data: bytes, header: Any, fetch_offset: int, topic: 
     pos = 0
     append = out.append
     new, CR = tuple.__new__, ConsumerRecord       # ConsumerRecord is a NamedTuple: build it raw
+    zz1, zz2 = _ZIGZAG_1, _ZIGZAG_2
     try:
         for _ in range(header.records_count):
             # record length
             b = data[pos]
             if b < 0x80:
-                record_end = pos + 1 + ((b >> 1) ^ -(b & 1))
+                record_end = pos + 1 + zz1[b]
                 pos += 2                                    # and the attributes byte
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    record_end = pos + 2 + ((u >> 1) ^ -(u & 1))
+                    record_end = pos + 2 + zz2[(b2 << 8) | b]
                     pos += 3
                 else:
                     length, pos = read_varint(data, pos)
@@ -334,26 +341,24 @@ def _decode_into(out: list, data: bytes, header: Any, fetch_offset: int, topic: 
             # timestamp delta
             b = data[pos]
             if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
+                ts_delta = zz1[b]
                 pos += 1
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    ts_delta = (u >> 1) ^ -(u & 1)
+                    ts_delta = zz2[(b2 << 8) | b]
                     pos += 2
                 else:
                     ts_delta, pos = read_varlong(data, pos)
             # offset delta
             b = data[pos]
             if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
+                off_delta = zz1[b]
                 pos += 1
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    off_delta = (u >> 1) ^ -(u & 1)
+                    off_delta = zz2[(b2 << 8) | b]
                     pos += 2
                 else:
                     off_delta, pos = read_varint(data, pos)
@@ -365,7 +370,7 @@ def _decode_into(out: list, data: bytes, header: Any, fetch_offset: int, topic: 
                 pos += 1
             else:
                 if b < 0x80:
-                    klen = (b >> 1) ^ -(b & 1)
+                    klen = zz1[b]
                     pos += 1
                 else:
                     klen, pos = read_varint(data, pos)
@@ -374,13 +379,12 @@ def _decode_into(out: list, data: bytes, header: Any, fetch_offset: int, topic: 
             # value
             b = data[pos]
             if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
+                vlen = zz1[b]
                 pos += 1
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    vlen = (u >> 1) ^ -(u & 1)
+                    vlen = zz2[(b2 << 8) | b]
                     pos += 2
                 else:
                     vlen, pos = read_varint(data, pos)
