@@ -21,10 +21,14 @@ Key versions >= 3 are Kafka's newer group types (KIP-848 consumer groups, share 
 Ketch never writes them, and the loader skips them (counted in ``skipped_records``) rather
 than refusing a partition it could otherwise load.
 
-Strings are int16-length UTF-8, bytes int32-length, arrays int32-count; version 4 of the
-values is KIP-482 "flexible" (unsigned-varint lengths plus tagged fields), which Kafka 3.x
-does not write but may, so it is read too. All decoding checks every length against the
-bytes that remain and fails with ``CoordinatorRecordError``, never IndexError.
+The layouts are not written out here: they are Kafka's own JSON schemas
+(../shared/kafka-protocol/coordinators/), turned by tools/gen_protocol.py into data schemas
+of the one generated codec (``clients.protocol.messages.OffsetCommitKey`` ...). This module
+picks the version, maps Kafka's field names to Ketch's (``group`` -> ``group_id``,
+``commit_timestamp`` -> ``commit_timestamp_ms``) and prefixes the int16 version. Version 4
+of the values is KIP-482 "flexible" (unsigned-varint lengths plus tagged fields), which
+Kafka 3.x does not write but may, so it is read too. Decoding checks every length against
+the bytes that remain and fails with ``CoordinatorRecordError``, never IndexError.
 
 A ``CoordinatorImage`` is what replaying the records of one partition in offset order
 yields: the last group metadata value per group and the committed offset per (group,
@@ -39,9 +43,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Iterable, Union
+from typing import Iterable, TypeVar, Union
 
-from clients.protocol.types import CorruptFrameError, read_uvarint
+from clients.protocol import CorruptFrameError, decode_message, encode_message
+from clients.protocol import messages as schemas
 from clients.records import Record, build_batch, decode_batches
 from clients.records.errors import RecordError
 
@@ -56,18 +61,27 @@ CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
 
-# Key versions are record types (Kafka's GroupMetadataManager; coordinator-key apiKey).
-_OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
+# Key versions are record types (Kafka's GroupMetadataManager; coordinator-key apiKey):
+# each key schema's validVersions are the record types it stands for.
+_OFFSET_COMMIT_KEY_VERSIONS = range(schemas.OffsetCommitKey.SCHEMA.min_version,
+                                    schemas.OffsetCommitKey.SCHEMA.max_version + 1)
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE = 1
 GROUP_METADATA_VALUE_VERSION = 3
-_FLEXIBLE_VERSION = 4
+assert OFFSET_COMMIT_KEY_VERSION in _OFFSET_COMMIT_KEY_VERSIONS
+assert schemas.GroupMetadataKey.SCHEMA.min_version == GROUP_METADATA_KEY_VERSION \
+    == schemas.GroupMetadataKey.SCHEMA.max_version
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_VERSION = struct.Struct(">h")
+
+# The generated classes of Kafka's schemas, bound once (messages builds them on first use).
+_OffsetCommitKeyData = schemas.OffsetCommitKey
+_OffsetCommitValueData = schemas.OffsetCommitValue
+_GroupMetadataKeyData = schemas.GroupMetadataKey
+_GroupMetadataValueData = schemas.GroupMetadataValue
+_MemberMetadataData = schemas.GroupMetadataValue.MemberMetadata
 
 
 class CoordinatorRecordError(ValueError):
@@ -157,217 +171,94 @@ class CoordinatorRecord:
             assert self.value is None or isinstance(self.value, GroupMetadataValue)
 
     def encode_key(self) -> bytes:
-        out = bytearray()
-        if isinstance(self.key, OffsetCommitKey):
-            out += _I16.pack(OFFSET_COMMIT_KEY_VERSION)
-            _w_string(out, self.key.group_id)
-            _w_string(out, self.key.topic)
-            out += _I32.pack(self.key.partition)
-        else:
-            out += _I16.pack(GROUP_METADATA_KEY_VERSION)
-            _w_string(out, self.key.group_id)
-        return bytes(out)
+        k = self.key
+        if isinstance(k, OffsetCommitKey):
+            return _encode(OFFSET_COMMIT_KEY_VERSION, _OffsetCommitKeyData(
+                group=k.group_id, topic=k.topic, partition=k.partition))
+        return _encode(GROUP_METADATA_KEY_VERSION, _GroupMetadataKeyData(group=k.group_id))
 
     def encode_value(self) -> bytes | None:
         v = self.value
         if v is None:
             return None
-        out = bytearray()
         if isinstance(v, OffsetCommitValue):
-            if v.expire_timestamp_ms != NO_TIMESTAMP:
-                out += _I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE)
-                out += _I64.pack(v.offset)
-                _w_string(out, v.metadata)
-                out += _I64.pack(v.commit_timestamp_ms)
-                out += _I64.pack(v.expire_timestamp_ms)
-            else:
-                out += _I16.pack(OFFSET_COMMIT_VALUE_VERSION)
-                out += _I64.pack(v.offset)
-                out += _I32.pack(v.leader_epoch)
-                _w_string(out, v.metadata)
-                out += _I64.pack(v.commit_timestamp_ms)
-            return bytes(out)
-        out += _I16.pack(GROUP_METADATA_VALUE_VERSION)
-        _w_string(out, v.protocol_type)
-        out += _I32.pack(v.generation_id)
-        _w_nullable_string(out, v.protocol_name)
-        _w_nullable_string(out, v.leader_id)
-        out += _I64.pack(v.current_state_timestamp_ms)
-        out += _I32.pack(len(v.members))
-        for m in v.members:
-            _w_string(out, m.member_id)
-            _w_nullable_string(out, m.group_instance_id)
-            _w_string(out, m.client_id)
-            _w_string(out, m.client_host)
-            out += _I32.pack(m.rebalance_timeout_ms)
-            out += _I32.pack(m.session_timeout_ms)
-            _w_bytes(out, m.subscription)
-            _w_bytes(out, m.assignment)
-        return bytes(out)
+            # Version 1 is the only one with an expire time; version 3 adds the leader epoch.
+            version = (OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE
+                       if v.expire_timestamp_ms != NO_TIMESTAMP else OFFSET_COMMIT_VALUE_VERSION)
+            return _encode(version, _OffsetCommitValueData(
+                offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
+                commit_timestamp=v.commit_timestamp_ms, expire_timestamp=v.expire_timestamp_ms))
+        return _encode(GROUP_METADATA_VALUE_VERSION, _GroupMetadataValueData(
+            protocol_type=v.protocol_type, generation=v.generation_id, protocol=v.protocol_name,
+            leader=v.leader_id, current_state_timestamp=v.current_state_timestamp_ms,
+            members=[_MemberMetadataData(
+                member_id=m.member_id, group_instance_id=m.group_instance_id,
+                client_id=m.client_id, client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
+                subscription=m.subscription, assignment=m.assignment)
+                for m in v.members]))
 
 
-def _w_string(out: bytearray, s: str) -> None:
-    data = s.encode("utf-8")
-    assert len(data) <= 0x7FFF, "string too long for an int16 length"
-    out += _I16.pack(len(data))
-    out += data
-
-
-def _w_nullable_string(out: bytearray, s: str | None) -> None:
-    if s is None:
-        out += _I16.pack(-1)
-    else:
-        _w_string(out, s)
-
-
-def _w_bytes(out: bytearray, b: bytes) -> None:
-    out += _I32.pack(len(b))
-    out += b
+def _encode(version: int, body: object) -> bytes:
+    """The record layout: the int16 version (for a key, the record type), then the body."""
+    return _VERSION.pack(version) + encode_message(body, version)
 
 
 # ------------------------------------------------------------------ decoding
 
-class _Reader:
-    """Bounds-checked reader over one key or value; ``compact`` for flexible versions."""
+_Data = TypeVar("_Data")  # one of the generated classes above
 
-    __slots__ = ("buf", "pos", "compact")
 
-    def __init__(self, buf: bytes, compact: bool = False) -> None:
-        self.buf = buf
-        self.pos = 0
-        self.compact = compact
+def _decode(cls: type[_Data], data: bytes) -> tuple[int, _Data]:
+    """The version prefix and the body decoded as schema ``cls`` at that version.
 
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise CoordinatorRecordError("truncated coordinator record")
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def int64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def _uvarint(self) -> int:
-        try:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-        except CorruptFrameError as e:
-            raise CoordinatorRecordError(str(e)) from None
-        return n
-
-    def _length(self, short: bool) -> int:
-        if self.compact:
-            return self._uvarint() - 1
-        return self.int16() if short else self.int32()
-
-    def nullable_string(self) -> str | None:
-        n = self._length(short=True)
-        if n < 0:
-            return None
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CoordinatorRecordError("string is not UTF-8") from None
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise CoordinatorRecordError("null in a non-nullable string")
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self._length(short=False)
-        if n < 0:
-            raise CoordinatorRecordError("null in a non-nullable bytes field")
-        return bytes(self._take(n))
-
-    def array_count(self) -> int:
-        n = self._length(short=False)
-        if n < 0:
-            raise CoordinatorRecordError("null array")
-        if n > len(self.buf) - self.pos:   # every element takes at least one byte
-            raise CoordinatorRecordError("array count larger than the record")
-        return n
-
-    def tagged_fields(self) -> None:
-        """Skip a KIP-482 tagged-field section (no tag is defined for these records)."""
-        if not self.compact:
-            return
-        for _ in range(self._uvarint()):
-            self._uvarint()
-            self._take(self._uvarint())
+    Trailing bytes after the body are tolerated, as Kafka does (a newer writer may append
+    ignorable fields). The version must be one the schema has."""
+    if len(data) < 2:
+        raise CoordinatorRecordError(f"truncated {cls.__name__}: {len(data)} bytes")
+    version = _VERSION.unpack_from(data)[0]
+    spec = cls.SCHEMA  # type: ignore[attr-defined]
+    if not spec.min_version <= version <= spec.max_version:
+        raise CoordinatorRecordError(f"unknown {cls.__name__} version {version}")
+    try:
+        return version, decode_message(cls, version, data[2:], exact=False)
+    except CorruptFrameError as e:
+        raise CoordinatorRecordError(f"bad {cls.__name__} v{version}: {e}") from None
 
 
 def decode_key(data: bytes) -> RecordKey | None:
     """The key, or None for a record type Ketch does not know (key version >= 3)."""
-    r = _Reader(bytes(data))
-    version = r.int16()
+    if len(data) < 2:
+        raise CoordinatorRecordError("truncated coordinator record key")
+    version = _VERSION.unpack_from(data)[0]
     if version in _OFFSET_COMMIT_KEY_VERSIONS:
-        key: RecordKey = OffsetCommitKey(r.string(), r.string(), r.int32())
-    elif version == GROUP_METADATA_KEY_VERSION:
-        key = GroupMetadataKey(r.string())
-    elif version > GROUP_METADATA_KEY_VERSION:
+        k = _decode(_OffsetCommitKeyData, data)[1]
+        return OffsetCommitKey(k.group, k.topic, k.partition)
+    if version == GROUP_METADATA_KEY_VERSION:
+        return GroupMetadataKey(_decode(_GroupMetadataKeyData, data)[1].group)
+    if version > GROUP_METADATA_KEY_VERSION:
         return None
-    else:
-        raise CoordinatorRecordError(f"unknown key version {version}")
-    # Trailing bytes after a known version are tolerated, as Kafka does (a newer writer
-    # may append ignorable fields).
-    return key
+    raise CoordinatorRecordError(f"unknown key version {version}")
 
 
 def _decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(bytes(data))
-    version = r.int16()
-    if not 0 <= version <= _FLEXIBLE_VERSION:
-        raise CoordinatorRecordError(f"unknown OffsetCommitValue version {version}")
-    r.compact = version >= _FLEXIBLE_VERSION
-    offset = r.int64()
-    leader_epoch = r.int32() if version >= 3 else NO_LEADER_EPOCH
-    metadata = r.string()
-    commit_timestamp_ms = r.int64()
-    expire_timestamp_ms = r.int64() if version == 1 else NO_TIMESTAMP
-    r.tagged_fields()
-    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms,
-                             expire_timestamp_ms)
+    # Fields a version lacks keep the schema's defaults: leader_epoch -1 before version 3,
+    # expire_timestamp -1 except in version 1.
+    v = _decode(_OffsetCommitValueData, data)[1]
+    return OffsetCommitValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                             v.expire_timestamp)
 
 
 def _decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(bytes(data))
-    version = r.int16()
-    if not 0 <= version <= _FLEXIBLE_VERSION:
-        raise CoordinatorRecordError(f"unknown GroupMetadataValue version {version}")
-    r.compact = version >= _FLEXIBLE_VERSION
-    protocol_type = r.string()
-    generation_id = r.int32()
-    protocol_name = r.nullable_string()
-    leader_id = r.nullable_string()
-    current_state_timestamp_ms = r.int64() if version >= 2 else NO_TIMESTAMP
-    members = []
-    for _ in range(r.array_count()):
-        member_id = r.string()
-        group_instance_id = r.nullable_string() if version >= 3 else None
-        client_id = r.string()
-        client_host = r.string()
-        if version >= 1:
-            rebalance_timeout_ms = r.int32()
-            session_timeout_ms = r.int32()
-        else:
-            # Version 0 has no rebalance timeout; Kafka then uses the session timeout.
-            rebalance_timeout_ms = session_timeout_ms = r.int32()
-        subscription = r.bytes_()
-        assignment = r.bytes_()
-        r.tagged_fields()
-        members.append(MemberRecord(member_id, group_instance_id, client_id, client_host,
-                                    rebalance_timeout_ms, session_timeout_ms, subscription,
-                                    assignment))
-    r.tagged_fields()
-    return GroupMetadataValue(protocol_type, generation_id, protocol_name, leader_id,
-                              current_state_timestamp_ms, tuple(members))
+    version, v = _decode(_GroupMetadataValueData, data)
+    # Version 0 has no rebalance timeout; Kafka then uses the session timeout. Versions 0-1
+    # have no current_state_timestamp (the schema default, -1 = NO_TIMESTAMP).
+    return GroupMetadataValue(
+        v.protocol_type, v.generation, v.protocol, v.leader, v.current_state_timestamp,
+        tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                           m.session_timeout if version == 0 else m.rebalance_timeout,
+                           m.session_timeout, m.subscription, m.assignment)
+              for m in v.members))
 
 
 def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
