@@ -126,24 +126,28 @@ class _FastRecordBatchBuilder(RecordBatchBuilder):
 
     def append_next(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
                     headers: Sequence[tuple[str, bytes | None]]) -> None:
+        table = _VARINT_TABLE
         count = self._count
         if count == 0:
             self._base_timestamp = self._max_timestamp = timestamp_ms
         elif timestamp_ms > self._max_timestamp:
             self._max_timestamp = timestamp_ms
-        parts = [b"\x00", _varint(timestamp_ms - self._base_timestamp), _varint(count)]
+        delta = timestamp_ms - self._base_timestamp
+        # attributes (0), timestamp delta, offset delta (= count: records go in order)
+        head = b"\x00" + (table[delta + 1] if -1 <= delta <= _VARINT_MAX else _zigzag_bytes(delta)) \
+            + (table[count + 1] if count <= _VARINT_MAX else _zigzag_bytes(count))
         if key is None:
-            parts.append(b"\x01")
+            head += b"\x01"
         else:
-            parts.append(_varint(len(key)))
-            parts.append(key)
+            n = len(key)
+            head += (table[n + 1] if n <= _VARINT_MAX else _zigzag_bytes(n)) + key
         if value is None:
-            parts.append(b"\x01")
+            body = head + b"\x01"
         else:
-            parts.append(_varint(len(value)))
-            parts.append(value)
+            n = len(value)
+            body = head + (table[n + 1] if n <= _VARINT_MAX else _zigzag_bytes(n)) + value
         if headers:
-            parts.append(_varint(len(headers)))
+            parts = [body, _varint(len(headers))]
             for header_key, header_value in headers:
                 encoded = header_key.encode("utf-8")
                 parts.append(_varint(len(encoded)))
@@ -153,11 +157,12 @@ class _FastRecordBatchBuilder(RecordBatchBuilder):
                 else:
                     parts.append(_varint(len(header_value)))
                     parts.append(header_value)
+            body = b"".join(parts)
         else:
-            parts.append(b"\x00")
-        body = b"".join(parts)
+            body += b"\x00"
+        n = len(body)
         records = self._records
-        records += _varint(len(body))
+        records += table[n + 1] if n <= _VARINT_MAX else _zigzag_bytes(n)
         records += body
         self._count = count + 1
         self._last_offset_delta = count
@@ -354,6 +359,8 @@ class ProducerBatch:
         return children
 
 
+_OPEN = BatchState.OPEN
+
 # Verdicts of IdempotenceState.on_error.
 RETRY, RETRY_AND_BUMP, FAIL = "retry", "retry_and_bump", "fail"
 
@@ -508,14 +515,20 @@ class RecordAccumulator:
                        value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
                        size_estimate: int) -> tuple[ProducerBatch, int, bool] | None:
         """Append to the partition's open batch: (batch, index, batch now full), or None
-        when there is no open batch or the record does not fit (then `append`)."""
+        when there is no open batch or the record does not fit (then `append`).
+        The producer's hot path: ProducerBatch.try_append, inlined."""
         queue = self._queues.get(tp)
         if queue:
             last = queue[-1]
-            if last.state is BatchState.OPEN:
-                index = last.try_append(timestamp_ms, key, value, headers, size_estimate)
-                if index >= 0:
-                    return last, index, last.is_full
+            if last.state is _OPEN:
+                builder = last.builder
+                records = builder._records  # type: ignore[union-attr]
+                limit = last.batch_size_max - BATCH_HEADER_SIZE
+                if len(records) + size_estimate <= limit:
+                    builder.append_next(timestamp_ms, key, value, headers)  # type: ignore[union-attr]
+                    index = last.record_count
+                    last.record_count = index + 1
+                    return last, index, len(records) >= limit
         return None
 
     def append(self, tp: TopicPartition, timestamp_ms: int, key: bytes | None,

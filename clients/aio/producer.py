@@ -176,7 +176,8 @@ class Producer:
         self._pid_task: asyncio.Task | None = None
         self._size_limit = min(self._max_request_size, c["buffer.memory"])
         self._counts_of: Any = None                 # the metadata view _counts is from
-        self._counts: dict[str, int] = {}           # topic -> partition count
+        # topic -> its TopicPartitions (so, its partition count), per metadata view
+        self._counts: dict[str, list[TopicPartition]] = {}
 
     # --- lifecycle ---
 
@@ -273,12 +274,13 @@ class Producer:
         meta = self._cluster.metadata
         if meta is not self._counts_of:
             self._counts_of, self._counts = meta, {}
-        count = self._counts.get(topic)
-        if count is None:
+        tps = self._counts.get(topic)
+        if tps is None:
             count = meta.partition_count(topic)
             if count is None:
                 return None
-            self._counts[topic] = count
+            tps = self._counts[topic] = [TopicPartition(topic, i) for i in range(count)]
+        count = len(tps)
         acc = self._accumulator
         if acc.used_bytes + size > acc.buffer_memory and acc.used_bytes:
             return None
@@ -298,7 +300,7 @@ class Producer:
         else:
             partition = self._sticky.partition(topic, meta.available_partitions(topic), count)
             sticky = True
-        tp = TopicPartition(topic, partition)
+        tp = tps[partition]
         found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
         if found is None:
             found = acc.append(tp, timestamp_ms, key_bytes, value_bytes, headers, size,
