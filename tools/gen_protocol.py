@@ -302,7 +302,7 @@ def render_stub(schemas: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", type=pathlib.Path, default=DEFAULT_SHARED)
-    ap.add_argument("--check", action="store_true", help="fail if the generated module is stale")
+    ap.add_argument("--check", action="store_true", help="fail if a generated file is stale")
     args = ap.parse_args()
     schemas = build(args.shared)
     outputs = {OUTPUT: render(schemas), STUB_OUTPUT: render_stub(schemas)}
