@@ -8,7 +8,8 @@ round-robin by explicit partition, as bench/produce.py does), linger.ms=5, batch
     (a) acks=1 to a replication-factor-1 topic,
     (b) acks=all to a replication-factor-3 topic;
   for Ketch's asyncio Producer (`await p.send(...)` per record), Ketch's blocking Producer
-  (`p.send(...)` per record), kafka-python, aiokafka and confluent-kafka (librdkafka),
+  (`p.send(...)` per record), kafka-python, aiokafka (as installed, with its compiled
+  record builder, and pure: AIOKAFKA_NO_EXTENSIONS=1) and confluent-kafka (librdkafka),
   each as a ratio to confluent-kafka measured in the same run.
 
 Goals (issue 10): Ketch >= 1.5x the faster of the two pure-Python clients, and >= 0.5x
@@ -48,7 +49,7 @@ PARTITIONS = 6
 LINGER_MS = 5
 BATCH_BYTES = 256 * 1024
 WARMUP_RECORDS = 2000
-PRODUCERS = ("ketch", "ketch_blocking", "kafka_python", "aiokafka", "confluent")
+PRODUCERS = ("ketch", "ketch_blocking", "kafka_python", "aiokafka", "aiokafka_pure", "confluent")
 
 
 # --- producer measurements (each runs in a child process) ---
@@ -133,7 +134,10 @@ def measure_produce_kafka_python(bootstrap: str, topic: str, records: int, acks:
     return _result(records, elapsed, failed)
 
 
-def measure_produce_aiokafka(bootstrap: str, topic: str, records: int, acks: str) -> dict:
+def measure_produce_aiokafka(bootstrap: str, topic: str, records: int, acks: str,
+                             pure: bool = False) -> dict:
+    if pure:
+        os.environ["AIOKAFKA_NO_EXTENSIONS"] = "1"      # its pure-Python record builder
     from aiokafka import AIOKafkaProducer
 
     async def run() -> dict:
@@ -158,6 +162,10 @@ def measure_produce_aiokafka(bootstrap: str, topic: str, records: int, acks: str
         await p.stop()
         return _result(records, elapsed, failed)
     return asyncio.run(run())
+
+
+def measure_produce_aiokafka_pure(bootstrap: str, topic: str, records: int, acks: str) -> dict:
+    return measure_produce_aiokafka(bootstrap, topic, records, acks, pure=True)
 
 
 def measure_produce_confluent(bootstrap: str, topic: str, records: int, acks: str) -> dict:
@@ -197,6 +205,7 @@ MEASUREMENTS = {
     "produce_ketch_blocking": measure_produce_ketch_blocking,
     "produce_kafka_python": measure_produce_kafka_python,
     "produce_aiokafka": measure_produce_aiokafka,
+    "produce_aiokafka_pure": measure_produce_aiokafka_pure,
     "produce_confluent": measure_produce_confluent,
 }
 
@@ -262,12 +271,15 @@ def producer_half(bootstrap: str, clients: list[str], records: int, repeats: int
         for client, row in table.items():
             if "records_per_s" in row and base:
                 row["ratio_to_confluent"] = round(row["records_per_s"] / base, 3)
-        pure = [table[c]["records_per_s"] for c in ("kafka_python", "aiokafka")
-                if "records_per_s" in table.get(c, {})]
-        for c in ("ketch", "ketch_blocking"):
-            if pure and "records_per_s" in table.get(c, {}):
-                table[c]["ratio_to_faster_pure_python"] = round(
-                    table[c]["records_per_s"] / max(pure), 3)
+        # "pure-Python": kafka-python, and aiokafka without its compiled record builder;
+        # aiokafka as installed (with it) is reported beside them.
+        for key, names in (("ratio_to_faster_pure_python", ("kafka_python", "aiokafka_pure")),
+                           ("ratio_to_aiokafka_compiled", ("aiokafka",))):
+            others = [table[c]["records_per_s"] for c in names
+                      if "records_per_s" in table.get(c, {})]
+            for c in ("ketch", "ketch_blocking"):
+                if others and "records_per_s" in table.get(c, {}):
+                    table[c][key] = round(table[c]["records_per_s"] / max(others), 3)
         out[label] = table
     return out
 
@@ -282,7 +294,8 @@ def print_producer_table(producer: dict) -> None:
             extra = ""
             if "ratio_to_faster_pure_python" in row:
                 extra = (f"   {row['ratio_to_faster_pure_python']:.2f}x the faster pure-Python "
-                         "client (goal >= 1.5)")
+                         f"client (goal >= 1.5); {row.get('ratio_to_aiokafka_compiled', 0):.2f}x "
+                         "aiokafka with its compiled builder")
             print(f"  {client:15s} {row['records_per_s']:>9,}  {row.get('ratio_to_confluent', 0):.2f}"
                   f"{extra}")
 
