@@ -256,8 +256,10 @@ _key("security.protocol", S, "PLAINTEXT", _ALL, "only PLAINTEXT: Ketch's client 
      _only("PLAINTEXT", "only PLAINTEXT is supported by Ketch's client"))
 _key("metadata.recovery.strategy", S, "rebootstrap", _ALL,
      "what to do when every known broker is unreachable (KIP-899)", _one_of("none", "rebootstrap"))
+# Accepted, not enforced: with strategy rebootstrap, Ketch's Cluster falls back to the
+# bootstrap servers as soon as every known broker fails a metadata request.
 _key("metadata.recovery.rebootstrap.trigger.ms", L, 300000, _ALL,
-     "rebootstrap after this long without a usable broker", _at_least(0))
+     "rebootstrap after this long without a usable broker (not enforced yet)", _at_least(0))
 _key("retries", I, _INT_MAX, _P | _A, "how many times to retry a failed request", _at_least(0))
 _key("default.api.timeout.ms", I, 60000, _C | _A, "the deadline of calls that take no timeout",
      _at_least(0))
@@ -285,8 +287,10 @@ _key("max.in.flight.requests.per.connection", I, 5, _P,
      "unacknowledged produce requests per broker", _at_least(1))
 _key("max.request.size", I, 1048576, _P, "largest produce request, and so largest record",
      _at_least(0))
-_key("metadata.max.idle.ms", L, 300000, _P, "forget a topic not produced to for this long",
-     _at_least(5000))
+# Accepted for compatibility, not enforced yet: Ketch's producer keeps refreshing every
+# topic it has produced to.
+_key("metadata.max.idle.ms", L, 300000, _P,
+     "forget a topic not produced to for this long (not enforced yet)", _at_least(5000))
 _key("partitioner.class", F, None, _P,
      "callable(topic, key_bytes, partition_count) -> partition; None: murmur2 / sticky",
      nullable=True)
@@ -294,8 +298,9 @@ _key("partitioner.ignore.keys", B, False, _P, "sticky partitioning even for keye
 _key("partitioner.adaptive.partitioning.enable", B, True, _P,
      "sticky batches go more often to faster brokers (KIP-794)")
 _key("partitioner.availability.timeout.ms", L, 0, _P,
-     "avoid a partition whose leader has not taken a batch for this long (KIP-794)",
-     _at_least(0))
+     "KIP-794's unavailable-broker timeout: not implemented, only 0 (off, Kafka's default)",
+     _only(0, "only 0 is supported: Ketch's client does not implement KIP-794's "
+              "availability timeout (partitions without a live leader are skipped instead)"))
 _key("key.serializer", F, None, _P, "callable(key) -> bytes; None: bytes as is, str as UTF-8",
      _named(_SERIALIZERS), nullable=True)
 _key("value.serializer", F, None, _P, "callable(value) -> bytes; None: bytes as is, str as UTF-8",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = ["murmur2", "to_positive", "partition_for_key", "StickyPartitioner"]
 
@@ -80,12 +80,13 @@ class StickyPartitioner:
         self._sticky: dict[str, list[int]] = {}
 
     def partition(self, topic: str, available: Sequence[int], partition_count: int,
-                  queue_bytes: Sequence[int] | None = None) -> int:
+                  queue_bytes: Callable[[int], int] | None = None) -> int:
         """The partition for the next keyless record of `topic`.
 
         `available`: partitions with a live leader (all of them may be down: then any
-        partition is chosen and the record waits in the accumulator). `queue_bytes`,
-        if given, is the bytes queued per partition index for adaptive weighting."""
+        partition is chosen and the record waits in the accumulator). `queue_bytes`, if
+        given, tells the bytes queued for a partition (adaptive weighting); it is asked
+        only when the sticky partition changes, about once per batch.size bytes."""
         assert partition_count > 0, partition_count
         state = self._sticky.get(topic)
         if state is not None and state[0] < partition_count and (
@@ -103,12 +104,12 @@ class StickyPartitioner:
             state[1] += size_in_bytes
 
     def _choose(self, available: Sequence[int], partition_count: int,
-                queue_bytes: Sequence[int] | None, previous: int | None) -> int:
+                queue_bytes: Callable[[int], int] | None, previous: int | None) -> int:
         candidates = list(available) if available else list(range(partition_count))
         if len(candidates) > 1 and previous in candidates:
             candidates.remove(previous)  # a switch that picks the same one is no switch
         if self._adaptive and queue_bytes is not None and len(candidates) > 1:
-            sizes = [queue_bytes[p] if p < len(queue_bytes) else 0 for p in candidates]
+            sizes = [queue_bytes(p) for p in candidates]
             top = max(sizes) + 1
             cumulative, total = [], 0
             for s in sizes:

@@ -156,6 +156,7 @@ class Producer:
         self._value_serializer = c["value.serializer"] or _default_serializer
         self._partitioner = c["partitioner.class"]
         self._ignore_keys = c["partitioner.ignore.keys"]
+        self._adaptive = c["partitioner.adaptive.partitioning.enable"]
         self._max_request_size = c["max.request.size"]
         self._max_block_s = c["max.block.ms"] / 1000
         self._max_in_flight = c["max.in.flight.requests.per.connection"]
@@ -298,7 +299,9 @@ class Producer:
         elif key_bytes is not None and not self._ignore_keys:
             partition = partition_for_key(key_bytes, count)
         else:
-            partition = self._sticky.partition(topic, meta.available_partitions(topic), count)
+            partition = self._sticky.partition(
+                topic, meta.available_partitions(topic), count,
+                (lambda p: acc.queued_bytes(tps[p])) if self._adaptive else None)
             sticky = True
         tp = tps[partition]
         found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
