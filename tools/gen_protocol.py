@@ -288,7 +288,7 @@ def _render_struct(name: str, fields: tuple, path: str, indent: str, top: bool,
     for child, sub in children.items():
         _render_struct(child, sub, f"{path}.{child}", inner, False, out)
     for alias, target in aliases.items():
-        out.append(f"{inner}{alias} = {target}")
+        out.append(f"{inner}{alias}: TypeAlias = {target}")
 
 
 def render_stub(schemas: dict) -> str:

@@ -148,7 +148,7 @@ class AddPartitionsToTxnResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, partition_index: int = ..., partition_error_code: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        AddPartitionsToTxnPartitionResult = AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult
+        AddPartitionsToTxnPartitionResult: TypeAlias = AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult
     class AddPartitionsToTxnTopicResult:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         name: str
@@ -164,7 +164,7 @@ class AddPartitionsToTxnResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., partition_error_code: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult
+    AddPartitionsToTxnPartitionResult: TypeAlias = AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult
 
 class AddRaftVoterRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -251,8 +251,8 @@ class AlterClientQuotasRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, key: str = ..., value: float = ..., remove: bool = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    EntityData = EntryData.EntityData
-    OpData = EntryData.OpData
+    EntityData: TypeAlias = EntryData.EntityData
+    OpData: TypeAlias = EntryData.OpData
 
 class AlterClientQuotasResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -279,7 +279,7 @@ class AlterClientQuotasResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, entity_type: str = ..., entity_name: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    EntityData = EntryData.EntityData
+    EntityData: TypeAlias = EntryData.EntityData
 
 class AlterConfigsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -305,7 +305,7 @@ class AlterConfigsRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, name: str = ..., value: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    AlterableConfig = AlterConfigsResource.AlterableConfig
+    AlterableConfig: TypeAlias = AlterConfigsResource.AlterableConfig
 
 class AlterConfigsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -351,7 +351,7 @@ class AlterPartitionReassignmentsRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., replicas: list[int] | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    ReassignablePartition = ReassignableTopic.ReassignablePartition
+    ReassignablePartition: TypeAlias = ReassignableTopic.ReassignablePartition
 
 class AlterPartitionReassignmentsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -382,7 +382,7 @@ class AlterPartitionReassignmentsResponse:
             def __init__(self, partition_index: int = ..., error_code: int = ...,
                     error_message: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    ReassignablePartitionResponse = ReassignableTopicResponse.ReassignablePartitionResponse
+    ReassignablePartitionResponse: TypeAlias = ReassignableTopicResponse.ReassignablePartitionResponse
 
 class AlterPartitionRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -424,9 +424,9 @@ class AlterPartitionRequest:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, broker_id: int = ..., broker_epoch: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        BrokerState = PartitionData.BrokerState
-    PartitionData = TopicData.PartitionData
-    BrokerState = TopicData.PartitionData.BrokerState
+        BrokerState: TypeAlias = PartitionData.BrokerState
+    PartitionData: TypeAlias = TopicData.PartitionData
+    BrokerState: TypeAlias = TopicData.PartitionData.BrokerState
 
 class AlterPartitionResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -461,7 +461,7 @@ class AlterPartitionResponse:
                     leader_id: int = ..., leader_epoch: int = ..., isr: list[int] = ...,
                     leader_recovery_state: int = ..., partition_epoch: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
+    PartitionData: TypeAlias = TopicData.PartitionData
 
 class AlterReplicaLogDirsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -485,7 +485,7 @@ class AlterReplicaLogDirsRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, name: str = ..., partitions: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    AlterReplicaLogDirTopic = AlterReplicaLogDir.AlterReplicaLogDirTopic
+    AlterReplicaLogDirTopic: TypeAlias = AlterReplicaLogDir.AlterReplicaLogDirTopic
 
 class AlterReplicaLogDirsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -511,7 +511,7 @@ class AlterReplicaLogDirsResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., error_code: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    AlterReplicaLogDirPartitionResult = AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult
+    AlterReplicaLogDirPartitionResult: TypeAlias = AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult
 
 class AlterUserScramCredentialsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -643,9 +643,9 @@ class AssignReplicasToDirsRequest:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, partition_index: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        PartitionData = TopicData.PartitionData
-    TopicData = DirectoryData.TopicData
-    PartitionData = DirectoryData.TopicData.PartitionData
+        PartitionData: TypeAlias = TopicData.PartitionData
+    TopicData: TypeAlias = DirectoryData.TopicData
+    PartitionData: TypeAlias = DirectoryData.TopicData.PartitionData
 
 class AssignReplicasToDirsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -680,9 +680,9 @@ class AssignReplicasToDirsResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, partition_index: int = ..., error_code: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        PartitionData = TopicData.PartitionData
-    TopicData = DirectoryData.TopicData
-    PartitionData = DirectoryData.TopicData.PartitionData
+        PartitionData: TypeAlias = TopicData.PartitionData
+    TopicData: TypeAlias = DirectoryData.TopicData
+    PartitionData: TypeAlias = DirectoryData.TopicData.PartitionData
 
 class BeginQuorumEpochRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -722,7 +722,7 @@ class BeginQuorumEpochRequest:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, name: str = ..., host: str = ..., port: int = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
+    PartitionData: TypeAlias = TopicData.PartitionData
 
 class BeginQuorumEpochResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -761,7 +761,7 @@ class BeginQuorumEpochResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
+    PartitionData: TypeAlias = TopicData.PartitionData
 
 class BeginTransactionRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -992,12 +992,12 @@ class ConsumerGroupDescribeResponse:
                     def __init__(self, topic_id: uuid.UUID = ..., topic_name: str = ...,
                             partitions: list[int] = ...,
                             unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-            TopicPartitions = Assignment.TopicPartitions
-        Assignment = Member.Assignment
-        TopicPartitions = Member.Assignment.TopicPartitions
-    Member = DescribedGroup.Member
-    Assignment = DescribedGroup.Member.Assignment
-    TopicPartitions = DescribedGroup.Member.Assignment.TopicPartitions
+            TopicPartitions: TypeAlias = Assignment.TopicPartitions
+        Assignment: TypeAlias = Member.Assignment
+        TopicPartitions: TypeAlias = Member.Assignment.TopicPartitions
+    Member: TypeAlias = DescribedGroup.Member
+    Assignment: TypeAlias = DescribedGroup.Member.Assignment
+    TopicPartitions: TypeAlias = DescribedGroup.Member.Assignment.TopicPartitions
 
 class ConsumerGroupHeartbeatRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -1056,7 +1056,7 @@ class ConsumerGroupHeartbeatResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, topic_id: uuid.UUID = ..., partitions: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    TopicPartitions = Assignment.TopicPartitions
+    TopicPartitions: TypeAlias = Assignment.TopicPartitions
 
 class ConsumerGroupMemberMetadataKey:
     SCHEMA: ClassVar[MessageSpec]
@@ -1101,7 +1101,7 @@ class ConsumerGroupMemberMetadataValue:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, name: str = ..., metadata: bytes = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    ClassicProtocol = ClassicMemberMetadata.ClassicProtocol
+    ClassicProtocol: TypeAlias = ClassicMemberMetadata.ClassicProtocol
 
 class ConsumerGroupMetadataKey:
     SCHEMA: ClassVar[MessageSpec]
@@ -1149,7 +1149,7 @@ class ConsumerGroupPartitionMetadataValue:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition: int = ..., racks: list[str] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionMetadata = TopicMetadata.PartitionMetadata
+    PartitionMetadata: TypeAlias = TopicMetadata.PartitionMetadata
 
 class ConsumerGroupTargetAssignmentMemberKey:
     SCHEMA: ClassVar[MessageSpec]
@@ -1403,7 +1403,7 @@ class CreatePartitionsRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, broker_ids: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    CreatePartitionsAssignment = CreatePartitionsTopic.CreatePartitionsAssignment
+    CreatePartitionsAssignment: TypeAlias = CreatePartitionsTopic.CreatePartitionsAssignment
 
 class CreatePartitionsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -1460,8 +1460,8 @@ class CreateTopicsRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, name: str = ..., value: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    CreatableReplicaAssignment = CreatableTopic.CreatableReplicaAssignment
-    CreatableTopicConfig = CreatableTopic.CreatableTopicConfig
+    CreatableReplicaAssignment: TypeAlias = CreatableTopic.CreatableReplicaAssignment
+    CreatableTopicConfig: TypeAlias = CreatableTopic.CreatableTopicConfig
 
 class CreateTopicsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -1499,7 +1499,7 @@ class CreateTopicsResponse:
             def __init__(self, name: str = ..., value: str | None = ..., read_only: bool = ...,
                     config_source: int = ..., is_sensitive: bool = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    CreatableTopicConfigs = CreatableTopicResult.CreatableTopicConfigs
+    CreatableTopicConfigs: TypeAlias = CreatableTopicResult.CreatableTopicConfigs
 
 class DefaultPrincipalData:
     SCHEMA: ClassVar[MessageSpec]
@@ -1583,7 +1583,7 @@ class DeleteAclsResponse:
                     principal: str = ..., host: str = ..., operation: int = ...,
                     permission_type: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    DeleteAclsMatchingAcl = DeleteAclsFilterResult.DeleteAclsMatchingAcl
+    DeleteAclsMatchingAcl: TypeAlias = DeleteAclsFilterResult.DeleteAclsMatchingAcl
 
 class DeleteGroupsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -1633,7 +1633,7 @@ class DeleteRecordsRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., offset: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    DeleteRecordsPartition = DeleteRecordsTopic.DeleteRecordsPartition
+    DeleteRecordsPartition: TypeAlias = DeleteRecordsTopic.DeleteRecordsPartition
 
 class DeleteRecordsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -1660,7 +1660,7 @@ class DeleteRecordsResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., low_watermark: int = ...,
                     error_code: int = ..., unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    DeleteRecordsPartitionResult = DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+    DeleteRecordsPartitionResult: TypeAlias = DeleteRecordsTopicResult.DeleteRecordsPartitionResult
 
 class DeleteShareGroupStateRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -1685,7 +1685,7 @@ class DeleteShareGroupStateRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = DeleteStateData.PartitionData
+    PartitionData: TypeAlias = DeleteStateData.PartitionData
 
 class DeleteShareGroupStateResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -1711,7 +1711,7 @@ class DeleteShareGroupStateResponse:
             def __init__(self, partition: int = ..., error_code: int = ...,
                     error_message: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionResult = DeleteStateResult.PartitionResult
+    PartitionResult: TypeAlias = DeleteStateResult.PartitionResult
 
 class DeleteTopicsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -1800,7 +1800,7 @@ class DescribeAclsResponse:
             def __init__(self, principal: str = ..., host: str = ..., operation: int = ...,
                     permission_type: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    AclDescription = DescribeAclsResource.AclDescription
+    AclDescription: TypeAlias = DescribeAclsResource.AclDescription
 
 class DescribeClientQuotasRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -1853,8 +1853,8 @@ class DescribeClientQuotasResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, key: str = ..., value: float = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    EntityData = EntryData.EntityData
-    ValueData = EntryData.ValueData
+    EntityData: TypeAlias = EntryData.EntityData
+    ValueData: TypeAlias = EntryData.ValueData
 
 class DescribeClusterRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -1959,9 +1959,9 @@ class DescribeConfigsResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, name: str = ..., value: str | None = ..., source: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        DescribeConfigsSynonym = DescribeConfigsResourceResult.DescribeConfigsSynonym
-    DescribeConfigsResourceResult = DescribeConfigsResult.DescribeConfigsResourceResult
-    DescribeConfigsSynonym = DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
+        DescribeConfigsSynonym: TypeAlias = DescribeConfigsResourceResult.DescribeConfigsSynonym
+    DescribeConfigsResourceResult: TypeAlias = DescribeConfigsResult.DescribeConfigsResourceResult
+    DescribeConfigsSynonym: TypeAlias = DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
 
 class DescribeDelegationTokenRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2015,7 +2015,7 @@ class DescribeDelegationTokenResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, principal_type: str = ..., principal_name: str = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    DescribedDelegationTokenRenewer = DescribedDelegationToken.DescribedDelegationTokenRenewer
+    DescribedDelegationTokenRenewer: TypeAlias = DescribedDelegationToken.DescribedDelegationTokenRenewer
 
 class DescribeGroupsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2063,7 +2063,7 @@ class DescribeGroupsResponse:
                     client_id: str = ..., client_host: str = ..., member_metadata: bytes = ...,
                     member_assignment: bytes = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    DescribedGroupMember = DescribedGroup.DescribedGroupMember
+    DescribedGroupMember: TypeAlias = DescribedGroup.DescribedGroupMember
 
 class DescribeLogDirsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2120,9 +2120,9 @@ class DescribeLogDirsResponse:
                 def __init__(self, partition_index: int = ..., partition_size: int = ...,
                         offset_lag: int = ..., is_future_key: bool = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        DescribeLogDirsPartition = DescribeLogDirsTopic.DescribeLogDirsPartition
-    DescribeLogDirsTopic = DescribeLogDirsResult.DescribeLogDirsTopic
-    DescribeLogDirsPartition = DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition
+        DescribeLogDirsPartition: TypeAlias = DescribeLogDirsTopic.DescribeLogDirsPartition
+    DescribeLogDirsTopic: TypeAlias = DescribeLogDirsResult.DescribeLogDirsTopic
+    DescribeLogDirsPartition: TypeAlias = DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition
 
 class DescribeProducersRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2180,9 +2180,9 @@ class DescribeProducersResponse:
                         last_sequence: int = ..., last_timestamp: int = ...,
                         coordinator_epoch: int = ..., current_txn_start_offset: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        ProducerState = PartitionResponse.ProducerState
-    PartitionResponse = TopicResponse.PartitionResponse
-    ProducerState = TopicResponse.PartitionResponse.ProducerState
+        ProducerState: TypeAlias = PartitionResponse.ProducerState
+    PartitionResponse: TypeAlias = TopicResponse.PartitionResponse
+    ProducerState: TypeAlias = TopicResponse.PartitionResponse.ProducerState
 
 class DescribeQuorumRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2205,7 +2205,7 @@ class DescribeQuorumRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
+    PartitionData: TypeAlias = TopicData.PartitionData
 
 class DescribeQuorumResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -2256,7 +2256,7 @@ class DescribeQuorumResponse:
                         log_end_offset: int = ..., last_fetch_timestamp: int = ...,
                         last_caught_up_timestamp: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        ReplicaState = PartitionData.ReplicaState
+        ReplicaState: TypeAlias = PartitionData.ReplicaState
     class Node:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         node_id: int
@@ -2273,9 +2273,9 @@ class DescribeQuorumResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, name: str = ..., host: str = ..., port: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
-    ReplicaState = TopicData.PartitionData.ReplicaState
-    Listener = Node.Listener
+    PartitionData: TypeAlias = TopicData.PartitionData
+    ReplicaState: TypeAlias = TopicData.PartitionData.ReplicaState
+    Listener: TypeAlias = Node.Listener
 
 class DescribeTopicPartitionsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2350,7 +2350,7 @@ class DescribeTopicPartitionsResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, topic_name: str = ..., partition_index: int = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition
+    DescribeTopicPartitionsResponsePartition: TypeAlias = DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition
 
 class DescribeTransactionsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2393,7 +2393,7 @@ class DescribeTransactionsResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, topic: str = ..., partitions: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    TopicData = TransactionState.TopicData
+    TopicData: TypeAlias = TransactionState.TopicData
 
 class DescribeUserScramCredentialsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2437,7 +2437,7 @@ class DescribeUserScramCredentialsResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, mechanism: int = ..., iterations: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    CredentialInfo = DescribeUserScramCredentialsResult.CredentialInfo
+    CredentialInfo: TypeAlias = DescribeUserScramCredentialsResult.CredentialInfo
 
 class ElectLeadersRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2484,7 +2484,7 @@ class ElectLeadersResponse:
             def __init__(self, partition_id: int = ..., error_code: int = ...,
                     error_message: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionResult = ReplicaElectionResult.PartitionResult
+    PartitionResult: TypeAlias = ReplicaElectionResult.PartitionResult
 
 class EndQuorumEpochRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2524,7 +2524,7 @@ class EndQuorumEpochRequest:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, candidate_id: int = ..., candidate_directory_id: uuid.UUID = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        ReplicaInfo = PartitionData.ReplicaInfo
+        ReplicaInfo: TypeAlias = PartitionData.ReplicaInfo
     class LeaderEndpoint:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         name: str
@@ -2533,8 +2533,8 @@ class EndQuorumEpochRequest:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, name: str = ..., host: str = ..., port: int = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
-    ReplicaInfo = TopicData.PartitionData.ReplicaInfo
+    PartitionData: TypeAlias = TopicData.PartitionData
+    ReplicaInfo: TypeAlias = TopicData.PartitionData.ReplicaInfo
 
 class EndQuorumEpochResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -2572,7 +2572,7 @@ class EndQuorumEpochResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
+    PartitionData: TypeAlias = TopicData.PartitionData
 
 class EndTransactionRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -2722,7 +2722,7 @@ class FetchRequest:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, topic: str = ..., topic_id: uuid.UUID = ..., partitions: list[int] = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    FetchPartition = FetchTopic.FetchPartition
+    FetchPartition: TypeAlias = FetchTopic.FetchPartition
 
 class FetchResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -2797,10 +2797,10 @@ class FetchResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, producer_id: int = ..., first_offset: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        EpochEndOffset = PartitionData.EpochEndOffset
-        LeaderIdAndEpoch = PartitionData.LeaderIdAndEpoch
-        SnapshotId = PartitionData.SnapshotId
-        AbortedTransaction = PartitionData.AbortedTransaction
+        EpochEndOffset: TypeAlias = PartitionData.EpochEndOffset
+        LeaderIdAndEpoch: TypeAlias = PartitionData.LeaderIdAndEpoch
+        SnapshotId: TypeAlias = PartitionData.SnapshotId
+        AbortedTransaction: TypeAlias = PartitionData.AbortedTransaction
     class NodeEndpoint:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         node_id: int
@@ -2810,11 +2810,11 @@ class FetchResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 rack: str | None = ..., unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = FetchableTopicResponse.PartitionData
-    EpochEndOffset = FetchableTopicResponse.PartitionData.EpochEndOffset
-    LeaderIdAndEpoch = FetchableTopicResponse.PartitionData.LeaderIdAndEpoch
-    SnapshotId = FetchableTopicResponse.PartitionData.SnapshotId
-    AbortedTransaction = FetchableTopicResponse.PartitionData.AbortedTransaction
+    PartitionData: TypeAlias = FetchableTopicResponse.PartitionData
+    EpochEndOffset: TypeAlias = FetchableTopicResponse.PartitionData.EpochEndOffset
+    LeaderIdAndEpoch: TypeAlias = FetchableTopicResponse.PartitionData.LeaderIdAndEpoch
+    SnapshotId: TypeAlias = FetchableTopicResponse.PartitionData.SnapshotId
+    AbortedTransaction: TypeAlias = FetchableTopicResponse.PartitionData.AbortedTransaction
 
 class FetchSnapshotRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -2854,9 +2854,9 @@ class FetchSnapshotRequest:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, end_offset: int = ..., epoch: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        SnapshotId = PartitionSnapshot.SnapshotId
-    PartitionSnapshot = TopicSnapshot.PartitionSnapshot
-    SnapshotId = TopicSnapshot.PartitionSnapshot.SnapshotId
+        SnapshotId: TypeAlias = PartitionSnapshot.SnapshotId
+    PartitionSnapshot: TypeAlias = TopicSnapshot.PartitionSnapshot
+    SnapshotId: TypeAlias = TopicSnapshot.PartitionSnapshot.SnapshotId
 
 class FetchSnapshotResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -2907,8 +2907,8 @@ class FetchSnapshotResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, leader_id: int = ..., leader_epoch: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        SnapshotId = PartitionSnapshot.SnapshotId
-        LeaderIdAndEpoch = PartitionSnapshot.LeaderIdAndEpoch
+        SnapshotId: TypeAlias = PartitionSnapshot.SnapshotId
+        LeaderIdAndEpoch: TypeAlias = PartitionSnapshot.LeaderIdAndEpoch
     class NodeEndpoint:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         node_id: int
@@ -2917,9 +2917,9 @@ class FetchSnapshotResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionSnapshot = TopicSnapshot.PartitionSnapshot
-    SnapshotId = TopicSnapshot.PartitionSnapshot.SnapshotId
-    LeaderIdAndEpoch = TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch
+    PartitionSnapshot: TypeAlias = TopicSnapshot.PartitionSnapshot
+    SnapshotId: TypeAlias = TopicSnapshot.PartitionSnapshot.SnapshotId
+    LeaderIdAndEpoch: TypeAlias = TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch
 
 class FindCoordinatorRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -3071,7 +3071,7 @@ class IncrementalAlterConfigsRequest:
             def __init__(self, name: str = ..., config_operation: int = ...,
                     value: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    AlterableConfig = AlterConfigsResource.AlterableConfig
+    AlterableConfig: TypeAlias = AlterConfigsResource.AlterableConfig
 
 class IncrementalAlterConfigsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -3142,7 +3142,7 @@ class InitializeShareGroupStateRequest:
             def __init__(self, partition: int = ..., state_epoch: int = ...,
                     start_offset: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = InitializeStateData.PartitionData
+    PartitionData: TypeAlias = InitializeStateData.PartitionData
 
 class InitializeShareGroupStateResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -3168,7 +3168,7 @@ class InitializeShareGroupStateResponse:
             def __init__(self, partition: int = ..., error_code: int = ...,
                     error_message: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionResult = InitializeStateResult.PartitionResult
+    PartitionResult: TypeAlias = InitializeStateResult.PartitionResult
 
 class JoinGroupRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -3483,7 +3483,7 @@ class ListOffsetsRequest:
             def __init__(self, partition_index: int = ..., current_leader_epoch: int = ...,
                     timestamp: int = ..., max_num_offsets: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    ListOffsetsPartition = ListOffsetsTopic.ListOffsetsPartition
+    ListOffsetsPartition: TypeAlias = ListOffsetsTopic.ListOffsetsPartition
 
 class ListOffsetsResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -3515,7 +3515,7 @@ class ListOffsetsResponse:
                     old_style_offsets: list[int] = ..., timestamp: int = ..., offset: int = ...,
                     leader_epoch: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    ListOffsetsPartitionResponse = ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    ListOffsetsPartitionResponse: TypeAlias = ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 
 class ListPartitionReassignmentsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -3564,7 +3564,7 @@ class ListPartitionReassignmentsResponse:
             def __init__(self, partition_index: int = ..., replicas: list[int] = ...,
                     adding_replicas: list[int] = ..., removing_replicas: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    OngoingPartitionReassignment = OngoingTopicReassignment.OngoingPartitionReassignment
+    OngoingPartitionReassignment: TypeAlias = OngoingTopicReassignment.OngoingPartitionReassignment
 
 class ListTransactionsRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -3672,7 +3672,7 @@ class MetadataResponse:
                     leader_id: int = ..., leader_epoch: int = ..., replica_nodes: list[int] = ...,
                     isr_nodes: list[int] = ..., offline_replicas: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    MetadataResponsePartition = MetadataResponseTopic.MetadataResponsePartition
+    MetadataResponsePartition: TypeAlias = MetadataResponseTopic.MetadataResponsePartition
 
 class NoOpRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -3724,7 +3724,7 @@ class OffsetCommitRequest:
                     committed_leader_epoch: int = ..., commit_timestamp: int = ...,
                     committed_metadata: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    OffsetCommitRequestPartition = OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    OffsetCommitRequestPartition: TypeAlias = OffsetCommitRequestTopic.OffsetCommitRequestPartition
 
 class OffsetCommitResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -3750,7 +3750,7 @@ class OffsetCommitResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., error_code: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    OffsetCommitResponsePartition = OffsetCommitResponseTopic.OffsetCommitResponsePartition
+    OffsetCommitResponsePartition: TypeAlias = OffsetCommitResponseTopic.OffsetCommitResponsePartition
 
 class OffsetCommitValue:
     SCHEMA: ClassVar[MessageSpec]
@@ -3788,7 +3788,7 @@ class OffsetDeleteRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    OffsetDeleteRequestPartition = OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
+    OffsetDeleteRequestPartition: TypeAlias = OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
 
 class OffsetDeleteResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -3815,7 +3815,7 @@ class OffsetDeleteResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., error_code: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    OffsetDeleteResponsePartition = OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
+    OffsetDeleteResponsePartition: TypeAlias = OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
 
 class OffsetFetchRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -3854,7 +3854,7 @@ class OffsetFetchRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, name: str = ..., partition_indexes: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    OffsetFetchRequestTopics = OffsetFetchRequestGroup.OffsetFetchRequestTopics
+    OffsetFetchRequestTopics: TypeAlias = OffsetFetchRequestGroup.OffsetFetchRequestTopics
 
 class OffsetFetchResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -3916,10 +3916,10 @@ class OffsetFetchResponse:
                         committed_leader_epoch: int = ..., metadata: str | None = ...,
                         error_code: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        OffsetFetchResponsePartitions = OffsetFetchResponseTopics.OffsetFetchResponsePartitions
-    OffsetFetchResponsePartition = OffsetFetchResponseTopic.OffsetFetchResponsePartition
-    OffsetFetchResponseTopics = OffsetFetchResponseGroup.OffsetFetchResponseTopics
-    OffsetFetchResponsePartitions = OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
+        OffsetFetchResponsePartitions: TypeAlias = OffsetFetchResponseTopics.OffsetFetchResponsePartitions
+    OffsetFetchResponsePartition: TypeAlias = OffsetFetchResponseTopic.OffsetFetchResponsePartition
+    OffsetFetchResponseTopics: TypeAlias = OffsetFetchResponseGroup.OffsetFetchResponseTopics
+    OffsetFetchResponsePartitions: TypeAlias = OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
 
 class OffsetForLeaderEpochRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -3947,7 +3947,7 @@ class OffsetForLeaderEpochRequest:
             def __init__(self, partition: int = ..., current_leader_epoch: int = ...,
                     leader_epoch: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    OffsetForLeaderPartition = OffsetForLeaderTopic.OffsetForLeaderPartition
+    OffsetForLeaderPartition: TypeAlias = OffsetForLeaderTopic.OffsetForLeaderPartition
 
 class OffsetForLeaderEpochResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -3975,7 +3975,7 @@ class OffsetForLeaderEpochResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, error_code: int = ..., partition: int = ..., leader_epoch: int = ...,
                     end_offset: int = ..., unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    EpochEndOffset = OffsetForLeaderTopicResult.EpochEndOffset
+    EpochEndOffset: TypeAlias = OffsetForLeaderTopicResult.EpochEndOffset
 
 class PartitionChangeRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -4051,7 +4051,7 @@ class ProduceRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, index: int = ..., records: _Records | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionProduceData = TopicProduceData.PartitionProduceData
+    PartitionProduceData: TypeAlias = TopicProduceData.PartitionProduceData
 
 class ProduceResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -4103,8 +4103,8 @@ class ProduceResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, leader_id: int = ..., leader_epoch: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        BatchIndexAndErrorMessage = PartitionProduceResponse.BatchIndexAndErrorMessage
-        LeaderIdAndEpoch = PartitionProduceResponse.LeaderIdAndEpoch
+        BatchIndexAndErrorMessage: TypeAlias = PartitionProduceResponse.BatchIndexAndErrorMessage
+        LeaderIdAndEpoch: TypeAlias = PartitionProduceResponse.LeaderIdAndEpoch
     class NodeEndpoint:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         node_id: int
@@ -4114,9 +4114,9 @@ class ProduceResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 rack: str | None = ..., unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionProduceResponse = TopicProduceResponse.PartitionProduceResponse
-    BatchIndexAndErrorMessage = TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
-    LeaderIdAndEpoch = TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch
+    PartitionProduceResponse: TypeAlias = TopicProduceResponse.PartitionProduceResponse
+    BatchIndexAndErrorMessage: TypeAlias = TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
+    LeaderIdAndEpoch: TypeAlias = TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch
 
 class ProducerIdsRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -4174,7 +4174,7 @@ class ReadShareGroupStateRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition: int = ..., leader_epoch: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = ReadStateData.PartitionData
+    PartitionData: TypeAlias = ReadStateData.PartitionData
 
 class ReadShareGroupStateResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -4215,9 +4215,9 @@ class ReadShareGroupStateResponse:
                 def __init__(self, first_offset: int = ..., last_offset: int = ...,
                         delivery_state: int = ..., delivery_count: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        StateBatch = PartitionResult.StateBatch
-    PartitionResult = ReadStateResult.PartitionResult
-    StateBatch = ReadStateResult.PartitionResult.StateBatch
+        StateBatch: TypeAlias = PartitionResult.StateBatch
+    PartitionResult: TypeAlias = ReadStateResult.PartitionResult
+    StateBatch: TypeAlias = ReadStateResult.PartitionResult.StateBatch
 
 class ReadShareGroupStateSummaryRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -4243,7 +4243,7 @@ class ReadShareGroupStateSummaryRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition: int = ..., leader_epoch: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = ReadStateSummaryData.PartitionData
+    PartitionData: TypeAlias = ReadStateSummaryData.PartitionData
 
 class ReadShareGroupStateSummaryResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -4272,7 +4272,7 @@ class ReadShareGroupStateSummaryResponse:
                     error_message: str | None = ..., state_epoch: int = ...,
                     start_offset: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionResult = ReadStateSummaryResult.PartitionResult
+    PartitionResult: TypeAlias = ReadStateSummaryResult.PartitionResult
 
 class RegisterBrokerRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -4494,9 +4494,9 @@ class ShareAcknowledgeRequest:
                 def __init__(self, first_offset: int = ..., last_offset: int = ...,
                         acknowledge_types: list[int] = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        AcknowledgementBatch = AcknowledgePartition.AcknowledgementBatch
-    AcknowledgePartition = AcknowledgeTopic.AcknowledgePartition
-    AcknowledgementBatch = AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch
+        AcknowledgementBatch: TypeAlias = AcknowledgePartition.AcknowledgementBatch
+    AcknowledgePartition: TypeAlias = AcknowledgeTopic.AcknowledgePartition
+    AcknowledgementBatch: TypeAlias = AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch
 
 class ShareAcknowledgeResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -4538,7 +4538,7 @@ class ShareAcknowledgeResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, leader_id: int = ..., leader_epoch: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        LeaderIdAndEpoch = PartitionData.LeaderIdAndEpoch
+        LeaderIdAndEpoch: TypeAlias = PartitionData.LeaderIdAndEpoch
     class NodeEndpoint:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         node_id: int
@@ -4548,8 +4548,8 @@ class ShareAcknowledgeResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 rack: str | None = ..., unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = ShareAcknowledgeTopicResponse.PartitionData
-    LeaderIdAndEpoch = ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch
+    PartitionData: TypeAlias = ShareAcknowledgeTopicResponse.PartitionData
+    LeaderIdAndEpoch: TypeAlias = ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch
 
 class ShareFetchRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -4594,7 +4594,7 @@ class ShareFetchRequest:
                 def __init__(self, first_offset: int = ..., last_offset: int = ...,
                         acknowledge_types: list[int] = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        AcknowledgementBatch = FetchPartition.AcknowledgementBatch
+        AcknowledgementBatch: TypeAlias = FetchPartition.AcknowledgementBatch
     class ForgottenTopic:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         topic_id: uuid.UUID
@@ -4602,8 +4602,8 @@ class ShareFetchRequest:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, topic_id: uuid.UUID = ..., partitions: list[int] = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    FetchPartition = FetchTopic.FetchPartition
-    AcknowledgementBatch = FetchTopic.FetchPartition.AcknowledgementBatch
+    FetchPartition: TypeAlias = FetchTopic.FetchPartition
+    AcknowledgementBatch: TypeAlias = FetchTopic.FetchPartition.AcknowledgementBatch
 
 class ShareFetchResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -4661,8 +4661,8 @@ class ShareFetchResponse:
                 def __init__(self, first_offset: int = ..., last_offset: int = ...,
                         delivery_count: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        LeaderIdAndEpoch = PartitionData.LeaderIdAndEpoch
-        AcquiredRecords = PartitionData.AcquiredRecords
+        LeaderIdAndEpoch: TypeAlias = PartitionData.LeaderIdAndEpoch
+        AcquiredRecords: TypeAlias = PartitionData.AcquiredRecords
     class NodeEndpoint:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
         node_id: int
@@ -4672,9 +4672,9 @@ class ShareFetchResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 rack: str | None = ..., unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = ShareFetchableTopicResponse.PartitionData
-    LeaderIdAndEpoch = ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch
-    AcquiredRecords = ShareFetchableTopicResponse.PartitionData.AcquiredRecords
+    PartitionData: TypeAlias = ShareFetchableTopicResponse.PartitionData
+    LeaderIdAndEpoch: TypeAlias = ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch
+    AcquiredRecords: TypeAlias = ShareFetchableTopicResponse.PartitionData.AcquiredRecords
 
 class ShareGroupCurrentMemberAssignmentKey:
     SCHEMA: ClassVar[MessageSpec]
@@ -4770,12 +4770,12 @@ class ShareGroupDescribeResponse:
                     def __init__(self, topic_id: uuid.UUID = ..., topic_name: str = ...,
                             partitions: list[int] = ...,
                             unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-            TopicPartitions = Assignment.TopicPartitions
-        Assignment = Member.Assignment
-        TopicPartitions = Member.Assignment.TopicPartitions
-    Member = DescribedGroup.Member
-    Assignment = DescribedGroup.Member.Assignment
-    TopicPartitions = DescribedGroup.Member.Assignment.TopicPartitions
+            TopicPartitions: TypeAlias = Assignment.TopicPartitions
+        Assignment: TypeAlias = Member.Assignment
+        TopicPartitions: TypeAlias = Member.Assignment.TopicPartitions
+    Member: TypeAlias = DescribedGroup.Member
+    Assignment: TypeAlias = DescribedGroup.Member.Assignment
+    TopicPartitions: TypeAlias = DescribedGroup.Member.Assignment.TopicPartitions
 
 class ShareGroupHeartbeatRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -4819,7 +4819,7 @@ class ShareGroupHeartbeatResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, topic_id: uuid.UUID = ..., partitions: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    TopicPartitions = Assignment.TopicPartitions
+    TopicPartitions: TypeAlias = Assignment.TopicPartitions
 
 class ShareGroupMemberMetadataKey:
     SCHEMA: ClassVar[MessageSpec]
@@ -4888,7 +4888,7 @@ class ShareGroupPartitionMetadataValue:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition: int = ..., racks: list[str] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionMetadata = TopicMetadata.PartitionMetadata
+    PartitionMetadata: TypeAlias = TopicMetadata.PartitionMetadata
 
 class ShareGroupStatePartitionMetadataKey:
     SCHEMA: ClassVar[MessageSpec]
@@ -5092,7 +5092,7 @@ class StopReplicaRequest:
             def __init__(self, partition_index: int = ..., leader_epoch: int = ...,
                     delete_partition: bool = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    StopReplicaPartitionState = StopReplicaTopicState.StopReplicaPartitionState
+    StopReplicaPartitionState: TypeAlias = StopReplicaTopicState.StopReplicaPartitionState
 
 class StopReplicaResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -5230,7 +5230,7 @@ class TxnOffsetCommitRequest:
             def __init__(self, partition_index: int = ..., committed_offset: int = ...,
                     committed_leader_epoch: int = ..., committed_metadata: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+    TxnOffsetCommitRequestPartition: TypeAlias = TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
 
 class TxnOffsetCommitResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -5256,7 +5256,7 @@ class TxnOffsetCommitResponse:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, partition_index: int = ..., error_code: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    TxnOffsetCommitResponsePartition = TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+    TxnOffsetCommitResponsePartition: TypeAlias = TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
 
 class UnfenceBrokerRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -5420,7 +5420,7 @@ class UpdateMetadataRequest:
             def __init__(self, port: int = ..., host: str = ..., listener: str = ...,
                     security_protocol: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    UpdateMetadataEndpoint = UpdateMetadataBroker.UpdateMetadataEndpoint
+    UpdateMetadataEndpoint: TypeAlias = UpdateMetadataBroker.UpdateMetadataEndpoint
 
 class UpdateMetadataResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -5527,7 +5527,7 @@ class VoteRequest:
                     candidate_id: int = ..., candidate_directory_id: uuid.UUID = ...,
                     voter_directory_id: uuid.UUID = ..., last_offset_epoch: int = ...,
                     last_offset: int = ..., unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
+    PartitionData: TypeAlias = TopicData.PartitionData
 
 class VoteResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -5566,7 +5566,7 @@ class VoteResponse:
         unknown_tagged_fields: _TaggedFields
         def __init__(self, node_id: int = ..., host: str = ..., port: int = ...,
                 unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionData = TopicData.PartitionData
+    PartitionData: TypeAlias = TopicData.PartitionData
 
 class VotersRecord:
     SCHEMA: ClassVar[MessageSpec]
@@ -5602,8 +5602,8 @@ class VotersRecord:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, min_supported_version: int = ..., max_supported_version: int = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    Endpoint = Voter.Endpoint
-    KRaftVersionFeature = Voter.KRaftVersionFeature
+    Endpoint: TypeAlias = Voter.Endpoint
+    KRaftVersionFeature: TypeAlias = Voter.KRaftVersionFeature
 
 class WriteShareGroupStateRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -5644,9 +5644,9 @@ class WriteShareGroupStateRequest:
                 def __init__(self, first_offset: int = ..., last_offset: int = ...,
                         delivery_state: int = ..., delivery_count: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        StateBatch = PartitionData.StateBatch
-    PartitionData = WriteStateData.PartitionData
-    StateBatch = WriteStateData.PartitionData.StateBatch
+        StateBatch: TypeAlias = PartitionData.StateBatch
+    PartitionData: TypeAlias = WriteStateData.PartitionData
+    StateBatch: TypeAlias = WriteStateData.PartitionData.StateBatch
 
 class WriteShareGroupStateResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -5672,7 +5672,7 @@ class WriteShareGroupStateResponse:
             def __init__(self, partition: int = ..., error_code: int = ...,
                     error_message: str | None = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    PartitionResult = WriteStateResult.PartitionResult
+    PartitionResult: TypeAlias = WriteStateResult.PartitionResult
 
 class WriteTxnMarkersRequest:
     SCHEMA: ClassVar[MessageSpec]
@@ -5701,7 +5701,7 @@ class WriteTxnMarkersRequest:
             unknown_tagged_fields: _TaggedFields
             def __init__(self, name: str = ..., partition_indexes: list[int] = ...,
                     unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-    WritableTxnMarkerTopic = WritableTxnMarker.WritableTxnMarkerTopic
+    WritableTxnMarkerTopic: TypeAlias = WritableTxnMarker.WritableTxnMarkerTopic
 
 class WriteTxnMarkersResponse:
     SCHEMA: ClassVar[MessageSpec]
@@ -5733,9 +5733,9 @@ class WriteTxnMarkersResponse:
                 unknown_tagged_fields: _TaggedFields
                 def __init__(self, partition_index: int = ..., error_code: int = ...,
                         unknown_tagged_fields: _TaggedFields = ...) -> None: ...
-        WritableTxnMarkerPartitionResult = WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult
-    WritableTxnMarkerTopicResult = WritableTxnMarkerResult.WritableTxnMarkerTopicResult
-    WritableTxnMarkerPartitionResult = WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult
+        WritableTxnMarkerPartitionResult: TypeAlias = WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult
+    WritableTxnMarkerTopicResult: TypeAlias = WritableTxnMarkerResult.WritableTxnMarkerTopicResult
+    WritableTxnMarkerPartitionResult: TypeAlias = WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult
 
 class ZkMigrationStateRecord:
     SCHEMA: ClassVar[MessageSpec]

@@ -38,6 +38,7 @@ class StubClass:
     init: list[tuple[str, ast.expr, bool]]     # (name, annotation, has a default)
     nested: dict[str, StubClass]
     aliases: dict[str, str]                    # name -> dotted path below this class
+                                               # (``X: TypeAlias = A.X``, usable as a type)
     has_schema: bool
 
 
@@ -54,7 +55,10 @@ def _read_class(node: ast.ClassDef, prefix: str) -> StubClass:
     for item in node.body:
         if isinstance(item, ast.AnnAssign):
             name = item.target.id  # type: ignore[attr-defined]
-            if name == "SCHEMA":
+            if isinstance(item.annotation, ast.Name) and item.annotation.id == "TypeAlias":
+                assert item.value is not None
+                c.aliases[name] = _dotted(item.value)
+            elif name == "SCHEMA":
                 c.has_schema = True
             elif name != "__dataclass_fields__":
                 c.fields[name] = item.annotation
@@ -68,8 +72,6 @@ def _read_class(node: ast.ClassDef, prefix: str) -> StubClass:
                       for a, d in zip(args.args[1:], defaults[1:])]
         elif isinstance(item, ast.ClassDef):
             c.nested[item.name] = _read_class(item, path + ".")
-        elif isinstance(item, ast.Assign):
-            c.aliases[item.targets[0].id] = _dotted(item.value)  # type: ignore[attr-defined]
         else:
             raise AssertionError(f"unexpected statement in {path}: {ast.dump(item)}")
     return c
