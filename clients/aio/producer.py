@@ -23,6 +23,7 @@ record's future ends with its metadata or its error.
 from __future__ import annotations
 
 import asyncio
+import collections
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -175,6 +176,11 @@ class Producer:
         self._closed = False
         self._fatal: BaseException | None = None
         self._pid_task: asyncio.Task | None = None
+        # Counters in Kafka's producer-metrics names; retries_by_error counts failed
+        # attempts that were retried, by Kafka error name.
+        self.metrics: dict[str, Any] = {"batch-split-total": 0, "record-retry-total": 0,
+                                        "record-error-total": 0, "epoch-bump-total": 0,
+                                        "retries_by_error": collections.Counter()}
         self._size_limit = min(self._max_request_size, c["buffer.memory"])
         self._counts_of: Any = None                 # the metadata view _counts is from
         # topic -> its TopicPartitions (so, its partition count), per metadata view
@@ -492,6 +498,7 @@ class Producer:
         acc = self._accumulator
         idem = self._idempotence
         for batch in acc.expired(now):
+            self.metrics["record-error-total"] += batch.record_count
             acc.fail(batch, KafkaTimeoutError(
                 f"expiring {batch.record_count} record(s) for {batch.tp}: "
                 f"{now - batch.created_ms} ms passed since the batch was created "
@@ -501,6 +508,8 @@ class Producer:
         if not acc.has_queued():
             return None
         if idem is not None:
+            if idem.epoch_bump_required:
+                self.metrics["epoch-bump-total"] += 1
             if not idem.maybe_bump_epoch() or not idem.has_producer_id:
                 self._ensure_producer_id()
                 return None
@@ -657,6 +666,7 @@ class Producer:
                 continue
             if code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1:
                 acc.split_and_reenqueue(b, now)
+                self.metrics["batch-split-total"] += 1
                 continue
             error = for_code(code)(self._describe(b, p))
             if error.invalid_metadata:
@@ -685,8 +695,12 @@ class Producer:
             verdict = FAIL if not retriable or b.attempts > self._retries else "retry"
         if verdict != FAIL and now < b.deadline_ms and b.attempts <= self._retries:
             acc.reenqueue(b, now)
+            self.metrics["record-retry-total"] += b.record_count
+            name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+            self.metrics["retries_by_error"][name] += 1
         else:
             acc.fail(b, error)
+            self.metrics["record-error-total"] += b.record_count
 
     def partitions_for(self, topic: str) -> list[int] | None:
         t = self._cluster.metadata.topic(topic)
