@@ -7,7 +7,8 @@ run time, both ways:
 - the same message classes, nested classes and reachable aliases; the same fields in the
   same order; the constructor's parameters are the fields, each with a default;
 - every value a class really holds (its defaults, what hypothesis builds from the schema
-  at every version, and what decoding those bytes gives back) has the field's stub type.
+  at every version, and what decoding those bytes gives back) has the field's stub type,
+  and a field admits None in the stub exactly where the codec may hold None in it.
 
 (Freshness, stub against the JSON schemas, is test_codec's ``--check`` test.)
 """
@@ -134,6 +135,28 @@ def _agree(stub: StubClass, cls: type, top: bool) -> None:
 @pytest.mark.parametrize("name", sorted(STUB_CLASSES))
 def test_stub_class_matches_the_runtime_class(name: str) -> None:
     _agree(STUB_CLASSES[name], getattr(messages, name), top=True)
+
+
+def _holds_none(ann: ast.expr) -> bool:
+    if isinstance(ann, ast.BinOp):
+        return _holds_none(ann.left) or _holds_none(ann.right)
+    return isinstance(ann, ast.Constant) and ann.value is None
+
+
+def _none_agrees(stub: StubClass, spec: _codec.StructSpec) -> None:
+    """``X | None`` exactly where the codec reads or defaults a field to None: a version
+    makes it nullable, its default is null, or it is a record set (default: none)."""
+    for f in spec.fields:
+        may_be_none = (f.nullable is not None or f.default == "null"
+                       or f.type == "records")
+        assert _holds_none(stub.fields[f.name]) == may_be_none, f"{stub.path}.{f.name}"
+    for child in spec.children.values():
+        _none_agrees(stub.nested[child.name], child)
+
+
+@pytest.mark.parametrize("name", sorted(STUB_CLASSES))
+def test_none_is_allowed_exactly_where_the_codec_allows_it(name: str) -> None:
+    _none_agrees(STUB_CLASSES[name], _codec.spec_for(name))
 
 
 def test_a_nested_alias_is_the_class_the_runtime_sets() -> None:
