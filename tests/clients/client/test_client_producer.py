@@ -123,10 +123,12 @@ def test_the_brokers_record_too_large_fails_only_that_record(boot: str) -> None:
             futures += [await p.send("small-messages", b"c%02d" % i + b"." * 200)
                         for i in range(10)]
             await p.flush()
-            with pytest.raises(RecordTooLargeError):
+            with pytest.raises(RecordTooLargeError, match="small-messages-0"):
                 await big
             for f in futures:
                 assert (await f).offset >= 0
+            assert p.metrics["batch-split-total"] >= 1      # the broker refused a batch
+            assert p.metrics["record-error-total"] == 1
     asyncio.run(go())
     values = [r[3][:3] for r in read_all(boot, "small-messages", 1, 20)]
     assert values == [b"a%02d" % i for i in range(10)] + [b"c%02d" % i for i in range(10)]
