@@ -480,7 +480,12 @@ class Producer:
         while True:
             wake.clear()
             now = self._now_ms()
-            next_ms = self._sender_step(now)
+            try:
+                next_ms = self._sender_step(now)
+            except Exception as e:  # a bug: fail loudly, through every pending record
+                self._fatal = e
+                self._abort_unsent(e)
+                raise
             if next_ms is None:
                 await wake.wait()
             elif next_ms > 0:
@@ -540,8 +545,12 @@ class Producer:
                 if not self._cluster.is_connected(node):
                     self._connect(node)
                     continue
-                batches = acc.drain(node, by_leader.get(node, ()), self._max_request_size, now)
-                if batches:
+                # Fill the node's pipeline: up to max.in.flight requests at once.
+                while self._in_flight.get(node, 0) < self._max_in_flight:
+                    batches = acc.drain(node, by_leader.get(node, ()), self._max_request_size,
+                                        now)
+                    if not batches:
+                        break
                     self._in_flight[node] = self._in_flight.get(node, 0) + 1
                     self._spawn(self._produce(node, batches))
         return None if next_ms >= 1 << 30 else next_ms
