@@ -15,7 +15,7 @@ import pytest
 from clients.aio import Consumer
 from clients.types import TopicPartition as TP
 from groups_helpers import (
-    ConsumerProcess, create_topic, describe_group, produce, records_by_partition, wait_for_assignment, wait_until,
+    ConsumerProcess, create_topic, describe_group, produce, wait_for_assignment, wait_until,
 )
 
 pytestmark = [pytest.mark.process]
@@ -213,15 +213,33 @@ def test_static_member_restart_within_session_timeout_keeps_its_partitions(clust
         assert p.close() == 0, p.stderr_tail()
 
 
-def test_ketch_and_confluent_consumers_share_a_group(cluster, bootstrap, members, tmp_path) -> None:
-    topic, group = "mixed", "g-mixed"
+@pytest.mark.interop
+@pytest.mark.parametrize("client,assignor,other_leads", [
+    ("confluent", "range", False), ("confluent", "roundrobin", True), ("confluent", "cooperative-sticky", False),
+    ("confluent", "cooperative-sticky", True), ("kafka-python", "roundrobin", True), ("aiokafka", "range", False)])
+def test_ketch_and_another_client_share_a_group(cluster, bootstrap, members, tmp_path, client, assignor,
+                                                other_leads) -> None:
+    """Ketch's assignors and ConsumerProtocol bytes against librdkafka's, kafka-python's
+    and aiokafka's: the member that joins first leads (the coordinator keeps its leader),
+    so ``other_leads`` has the other client assign partitions to Ketch, else Ketch assigns."""
+    topic, group = f"mixed-{client}-{assignor}-{other_leads}", f"g-mixed-{client}-{assignor}-{other_leads}"
     create_topic(cluster, topic, partitions=6)
     landed = produce(bootstrap, topic, per_partition=10, partitions=6, tag="mixed")
-    ketch = members(bootstrap, group, topic, "mixed-ketch", assignor="range")
-    librd = ConsumerProcess(str(tmp_path), "confluent", bootstrap, group, topic, "mixed-confluent",
-                            assignor="range", session_timeout_ms=6000)
+
+    def other() -> ConsumerProcess:
+        return ConsumerProcess(str(tmp_path), client, bootstrap, group, topic, "mixed-other",
+                               assignor=assignor, session_timeout_ms=6000)
+    if other_leads:
+        librd = other()
+        wait_for_assignment(cluster, group, topic, {"mixed-other"}, 6, timeout_s=60)
+        ketch = members(bootstrap, group, topic, "mixed-ketch", assignor=assignor)
+    else:
+        ketch = members(bootstrap, group, topic, "mixed-ketch", assignor=assignor)
+        wait_for_assignment(cluster, group, topic, {"mixed-ketch"}, 6, timeout_s=60)
+        librd = other()
     try:
-        view = wait_for_assignment(cluster, group, topic, {"mixed-ketch", "mixed-confluent"}, 6, timeout_s=60)
+        view = wait_for_assignment(cluster, group, topic, {"mixed-ketch", "mixed-other"}, 6, timeout_s=60)
+        assert view.protocol == assignor
         assert sorted(len(p) for p in view.assignment().values()) == [3, 3]
 
         def all_read() -> bool:
@@ -230,9 +248,14 @@ def test_ketch_and_confluent_consumers_share_a_group(cluster, bootstrap, members
         wait_until(all_read, 60, "the two consumers together read every record")
         seen = {(p, o): v for proc in (ketch, librd) for p, o, v in proc.records()}
         assert {k: seen[k] for k in landed} == landed
-        # after the split each read only its own partitions
-        by_ketch = records_by_partition(ketch.records())
-        assert set(view.assignment()["mixed-ketch"]) <= set(by_ketch) or not by_ketch
+        # records written after the split go to whichever member owns their partition
+        after = produce(bootstrap, topic, per_partition=5, partitions=6, tag="after-split")
+        owner = {p: cid for cid, parts in view.assignment().items() for p in parts}
+
+        def split_read() -> bool:
+            return all(set(after) & {(p, o) for p, o, _ in proc.records()} ==
+                       {k for k in after if owner[k[0]] == proc.client_id} for proc in (ketch, librd))
+        wait_until(split_read, 60, "each member reads the new records of its own partitions, only those")
         assert librd.close() == 0 and ketch.close() == 0
     finally:
         librd.reap()
