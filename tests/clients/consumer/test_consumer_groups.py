@@ -259,3 +259,58 @@ def test_ketch_and_another_client_share_a_group(cluster, bootstrap, members, tmp
         assert librd.close() == 0 and ketch.close() == 0
     finally:
         librd.reap()
+
+
+def test_a_member_that_stops_polling_leaves_and_loses_its_partitions(cluster, bootstrap) -> None:
+    """max.poll.interval.ms: a member whose application stops calling poll() leaves the
+    group (heartbeats alone do not keep it in), the other member gets every partition; a
+    commit from the stale member is refused (CommitFailedError); when it polls again, its
+    listener hears on_partitions_lost and it rejoins."""
+    from clients.errors import CommitFailedError
+    topic, group = "stuck", "g-stuck"
+    create_topic(cluster, topic, partitions=6)
+
+    class Log:
+        def __init__(self) -> None:
+            self.events: list[tuple[str, frozenset]] = []
+
+        def on_partitions_assigned(self, c, parts):
+            self.events.append(("assigned", frozenset(parts)))
+
+        def on_partitions_revoked(self, c, parts):
+            self.events.append(("revoked", frozenset(parts)))
+
+        def on_partitions_lost(self, c, parts):
+            self.events.append(("lost", frozenset(parts)))
+
+    async def run() -> None:
+        cfg = {"max.poll.interval.ms": 2000, "enable.auto.commit": False}
+        busy = Consumer(ketch_config(bootstrap, group, "stuck-busy", **cfg))
+        stuck = Consumer(ketch_config(bootstrap, group, "stuck-stuck", **cfg))
+        busy_log, stuck_log = Log(), Log()
+        await busy.start()
+        await stuck.start()
+        busy.subscribe([topic], listener=busy_log)
+        stuck.subscribe([topic], listener=stuck_log)
+        try:
+            deadline = time.monotonic() + 60
+            while sorted((len(busy.assignment()), len(stuck.assignment()))) != [3, 3]:
+                assert time.monotonic() < deadline
+                await asyncio.gather(busy.poll(100), stuck.poll(100))
+            owned = stuck.assignment()
+            # the stuck one stops polling; the busy one goes on and ends up with all six
+            while len(busy.assignment()) != 6:
+                assert time.monotonic() < deadline, "the stuck member's partitions never moved"
+                await busy.poll(100)
+            with pytest.raises(CommitFailedError, match="g-stuck"):
+                await stuck.commit({tp: 0 for tp in owned})
+            await stuck.poll(100)
+            assert stuck_log.events[-1] == ("lost", frozenset(owned))
+            while sorted((len(busy.assignment()), len(stuck.assignment()))) != [3, 3]:
+                assert time.monotonic() < deadline, "the stuck member never came back"
+                await asyncio.gather(busy.poll(100), stuck.poll(100))
+        finally:
+            await busy.close()
+            await stuck.close()
+
+    asyncio.run(run())
