@@ -55,6 +55,7 @@ FETCH_VERSIONS = (4, 12)             # v13+ name topics by id only; 4+: isolatio
 LIST_OFFSETS_VERSIONS = (1, 8)
 OFFSET_FETCH_VERSIONS = (1, 7)       # v8+ batch several groups
 OFFSET_COMMIT_VERSIONS = (2, 8)      # v9 is for the new (KIP-848) group protocol
+LEADER_WAIT_PER_ATTEMPT_MS = 500    # a few metadata refreshes per offsets lookup attempt
 OFFSET_FOR_LEADER_EPOCH_VERSIONS = (3, 4)   # v3+: replica_id, so a consumer can ask
 GROUP_RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                    ErrorCode.NOT_COORDINATOR, ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.REQUEST_TIMED_OUT}
@@ -298,7 +299,8 @@ class Consumer:
         tp = TopicPartition(*tp)
         s = self._subs.state(tp)
         if s.position is None:
-            await self._with_timeout(self._update_positions(), timeout_ms)
+            note: list = []
+            await self._with_timeout(self._retrying(self._update_positions, note), timeout_ms, note)
         if s.error is not None:
             raise s.error
         assert s.position is not None
@@ -345,7 +347,11 @@ class Consumer:
             await self._maybe_auto_commit()
             if self._subs.needs_committed() or self._subs.needs_reset():
                 try:
-                    await self._update_positions()
+                    # bounded by this poll's timeout: an unknown topic must not hold poll()
+                    await asyncio.wait_for(self._update_positions(),
+                                           max(deadline - loop.time(), self.config["retry.backoff.ms"] / 1000))
+                except asyncio.TimeoutError:
+                    pass
                 except (ConnectionError, KafkaApiError) as e:
                     if isinstance(e, KafkaApiError) and not e.retriable:
                         raise
@@ -614,7 +620,8 @@ class Consumer:
         """ListOffsets to each leader: {tp: (offset, timestamp, leader epoch)}; -1 offset when none."""
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in query:
-            leader, _ = await self._cluster.leader_for(tp)
+            # a short wait per attempt: callers retry (and say why when their time is up)
+            leader, _ = await self._cluster.leader_for(tp, timeout_ms=LEADER_WAIT_PER_ATTEMPT_MS)
             by_leader.setdefault(leader, []).append(tp)
         L = messages.ListOffsetsRequest
         out: dict[TopicPartition, tuple[int, int, int]] = {}
@@ -652,8 +659,9 @@ class Consumer:
         for tp, ts in timestamps.items():
             if ts < 0:
                 raise ValueError(f"offsets_for_times: negative timestamp {ts} for {tp}")
+        note: list = []
         found = await self._with_timeout(self._retrying(lambda: self._list_offsets(
-            {TopicPartition(*tp): ts for tp, ts in timestamps.items()})), timeout_ms)
+            {TopicPartition(*tp): ts for tp, ts in timestamps.items()}), note), timeout_ms, note)
         return {TopicPartition(*tp): (OffsetAndTimestamp(found[tp][0], found[tp][1], found[tp][2])
                                       if tp in found and found[tp][0] >= 0 else None)
                 for tp in map(lambda x: TopicPartition(*x), timestamps)}
@@ -661,18 +669,22 @@ class Consumer:
     async def beginning_offsets(self, partitions: Iterable[TopicPartition],
                                 timeout_ms: int | None = None) -> dict[TopicPartition, int]:
         tps = [TopicPartition(*tp) for tp in partitions]
+        note: list = []
         found = await self._with_timeout(self._retrying(
-            lambda: self._list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps})), timeout_ms)
+            lambda: self._list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}), note), timeout_ms, note)
         return {tp: found[tp][0] for tp in tps}
 
     async def end_offsets(self, partitions: Iterable[TopicPartition],
                           timeout_ms: int | None = None) -> dict[TopicPartition, int]:
         tps = [TopicPartition(*tp) for tp in partitions]
+        note: list = []
         found = await self._with_timeout(self._retrying(
-            lambda: self._list_offsets({tp: LATEST_TIMESTAMP for tp in tps})), timeout_ms)
+            lambda: self._list_offsets({tp: LATEST_TIMESTAMP for tp in tps}), note), timeout_ms, note)
         return {tp: found[tp][0] for tp in tps}
 
-    async def _retrying(self, attempt: Callable[[], Any]) -> Any:
+    async def _retrying(self, attempt: Callable[[], Any], note: list | None = None) -> Any:
+        """Retry retriable failures until cancelled; each is noted, so a caller whose time
+        runs out can say why (an unknown topic, a leader that never showed)."""
         backoff = self.config["retry.backoff.ms"] / 1000
         while True:
             try:
@@ -680,14 +692,21 @@ class Consumer:
             except (ConnectionError, KafkaApiError) as e:
                 if isinstance(e, KafkaApiError) and not e.retriable:
                     raise
+                if note is not None:
+                    note.append(e)
                 await asyncio.sleep(backoff)
 
-    async def _with_timeout(self, coro: Any, timeout_ms: int | None) -> Any:
+    async def _with_timeout(self, coro: Any, timeout_ms: int | None, note: list | None = None) -> Any:
         ms = timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"]
         try:
             return await asyncio.wait_for(coro, ms / 1000)
         except asyncio.TimeoutError:
-            raise KafkaTimeoutError(f"no answer within {ms} ms") from None
+            if note and isinstance(note[-1], KafkaApiError):
+                last = note[-1]
+                raise type(last)(f"{last.message} (still failing after {ms} ms of retries)",
+                                 error_code=last.error_code) from None
+            raise KafkaTimeoutError(f"no answer within {ms} ms"
+                                    + (f"; last error: {note[-1]}" if note else "")) from None
 
     # ------------------------------------------------------------------ commits
 

@@ -340,3 +340,23 @@ def test_consumer_follows_a_sigkilled_leader_to_the_next(cluster, bootstrap) -> 
     assert [r.offset for r in records] == list(range(200))
     expected = {**first, **second}
     assert [r.value.decode() for r in records] == [expected[(0, o)] for o in range(200)]
+
+
+def test_bad_input_gets_clear_errors(bootstrap) -> None:
+    from clients.errors import ConfigError, UnknownTopicOrPartitionError
+    with pytest.raises(ConfigError, match="fetch.min.byte"):
+        Consumer({"bootstrap.servers": bootstrap, "fetch.min.byte": 1})
+    with pytest.raises(ConfigError, match="auto.offset.reset"):
+        Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "smallest"})
+    with consumer(bootstrap) as c:
+        c.assign([TP("no-such-topic", 0)])
+        # poll() answers (empty) while the topic does not exist: it may be created later
+        assert c.poll(timeout_ms=500) == []
+        with pytest.raises(UnknownTopicOrPartitionError, match="no-such-topic"):
+            c.position(TP("no-such-topic", 0), timeout_ms=2000)
+        with pytest.raises(UnknownTopicOrPartitionError, match="no-such-topic"):
+            c.offsets_for_times({TP("no-such-topic", 0): 0}, timeout_ms=2000)
+        with pytest.raises(ValueError, match="seek offset"):
+            c.seek(TP("no-such-topic", 0), -5)
+        with pytest.raises(KeyError, match="other-9"):
+            c.position(TP("other", 9))
