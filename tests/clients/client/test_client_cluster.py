@@ -4,6 +4,7 @@ restart."""
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 
@@ -11,7 +12,7 @@ from ketch_client_helpers import admin_cluster, create_topic_async, wait_until
 
 from clients.aio._cluster import Cluster
 from clients._core.config import parse_config
-from clients.errors import NodeNotReadyError, UnknownTopicOrPartitionError
+from clients.errors import NodeNotReadyError, RequestTimeoutError, UnknownTopicOrPartitionError
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
@@ -155,6 +156,35 @@ def test_reconnects_after_a_broker_restart(cluster) -> None:
             else:
                 raise AssertionError(f"no answer from restarted broker {victim}")
             assert c.is_connected(victim)
+        finally:
+            await c.close()
+    asyncio.run(go())
+
+
+def test_a_paused_broker_times_out_and_is_reconnected_after(cluster) -> None:
+    async def go() -> None:
+        c = Cluster(parse_config("admin", {"bootstrap.servers": cluster.spec.bootstrap_servers,
+                                           "reconnect.backoff.ms": 20}))
+        await c.start()
+        victim = min(c.metadata.brokers)
+        body = messages.MetadataRequest(topics=[])
+        try:
+            await c.request(victim, ApiKey.METADATA, body)
+            cluster.signal_node(victim, signal.SIGSTOP)
+            with pytest.raises(RequestTimeoutError, match=f"node {victim}"):
+                await c.request(victim, ApiKey.METADATA, body, timeout_ms=500)
+            assert not c.is_connected(victim)   # a late answer could not be matched
+        finally:
+            cluster.signal_node(victim, signal.SIGCONT)
+        try:
+            for _ in range(300):
+                try:
+                    await c.request(victim, ApiKey.METADATA, body)
+                    break
+                except ConnectionError:
+                    await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"broker {victim} never answered again")
         finally:
             await c.close()
     asyncio.run(go())

@@ -101,3 +101,33 @@ def test_controlled_shutdown_of_the_leader_loses_and_duplicates_no_acked_record(
     _check_log(cluster.spec.bootstrap_servers, "failover-term", acked, failed)
     assert partition_states(cluster, "failover-term")[0].leader not in (victim, -1)
     assert retries, "the shutdown broke no request in flight: nothing was tested"
+    cluster.start_node(victim)
+    cluster.wait_until_ready(60)
+
+
+def test_records_to_a_stuck_leader_fail_after_delivery_timeout(cluster) -> None:
+    """Retries go on within delivery.timeout.ms, and then the records fail with a timeout
+    (Kafka's rule: no record waits forever, none fails before its time)."""
+    boot = cluster.spec.bootstrap_servers
+
+    async def go() -> None:
+        admin = admin_cluster(boot)
+        await admin.start()
+        await create_topic_async(admin, "stuck", 1, 1)
+        leader, _ = await admin.leader_for(TopicPartition("stuck", 0))
+        await admin.close()
+        async with Producer({"bootstrap.servers": boot, "linger.ms": 0,
+                             "request.timeout.ms": 1000, "delivery.timeout.ms": 3000,
+                             "retry.backoff.ms": 50}) as p:
+            await p.send_and_wait("stuck", b"before")
+            cluster.signal_node(leader, signal.SIGSTOP)
+            try:
+                futures = [await p.send("stuck", b"r%d" % i) for i in range(10)]
+                for f in futures:
+                    with pytest.raises(TimeoutError):
+                        await f
+                assert p.metrics["record-error-total"] == 10
+            finally:
+                cluster.signal_node(leader, signal.SIGCONT)
+    asyncio.run(go())
+    cluster.wait_until_ready(60)
