@@ -31,7 +31,7 @@ from clients._blocking import LoopThread
 from clients._core.config import ClientConfig, parse_config
 from clients.aio.producer import Producer as AioProducer
 from clients.aio.producer import RecordFuture
-from clients.errors import KafkaTimeoutError
+from clients.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from clients.types import RecordMetadata
 
 __all__ = ["Producer", "FutureRecordMetadata"]
@@ -92,6 +92,11 @@ class FutureRecordMetadata:
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """Block until the record is acknowledged; its RecordMetadata, or its error."""
         if not self._settled():
+            if _on_loop_thread(self._loop):
+                raise IllegalStateError(
+                    "get() on an unacknowledged record from a delivery callback would block "
+                    "the client's loop thread, which acknowledges it; use the callback's "
+                    "arguments instead")
             event = threading.Event()
             self._loop.call_soon_threadsafe(self._listen, lambda _f: event.set())
             if not event.wait(timeout):
@@ -162,7 +167,6 @@ class Producer:
 
         `callback(metadata, exception)`, if given, is called once on the loop thread."""
         if self._closed:
-            from clients.errors import ClientClosedError
             raise ClientClosedError("the producer is closed")
         key_bytes, value_bytes, header_list, size = self._producer.serialize(
             topic, key, value, headers)
@@ -181,6 +185,9 @@ class Producer:
         return future
 
     def _wait_for_handoff_room(self, size: int, topic: str) -> None:
+        if _on_loop_thread(self._loop):  # a callback sending: waiting would stop the loop
+            raise KafkaTimeoutError(f"no room in buffer.memory for a record of topic {topic!r} "
+                                    "sent from a delivery callback")
         deadline = time.monotonic() + self._max_block_s
         with self._handoff_room:
             while self._handoff and self._handoff_bytes + size > self._buffer_memory:
@@ -279,6 +286,13 @@ class Producer:
     def aio(self) -> AioProducer:
         """The asyncio producer underneath (use it only on the loop thread)."""
         return self._producer
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _callback_adapter(callback: Callback) -> Callable[[RecordFuture], None]:
