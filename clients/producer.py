@@ -39,24 +39,33 @@ __all__ = ["Producer", "FutureRecordMetadata"]
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 
 
-class FutureRecordMetadata:
+class FutureRecordMetadata(RecordFuture):
     """The outcome of one blocking `send`: `get(timeout)`, `done()`, `exception()`,
-    `add_callback(fn(metadata))`, `add_errback(fn(exception))`."""
+    `add_callback(fn(metadata))`, `add_errback(fn(exception))`, `add_both(fn(md, exc))`.
 
-    __slots__ = ("_loop", "_record", "_error", "_listeners")
+    Made in the caller's thread before the record reaches a batch; the loop thread then
+    fills in the batch and index (a RecordFuture's fields), or `_error` if the record
+    could not be appended (unknown topic, closed producer, ...)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    __slots__ = ("_loop", "_error", "_listeners")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timestamp_ms: int, key_size: int,
+                 value_size: int) -> None:
+        self._batch = None        # type: ignore[assignment]  # set on the loop thread
+        self._index = -1
+        self._timestamp = timestamp_ms
+        self._key_size = key_size
+        self._value_size = value_size
         self._loop = loop
-        self._record: RecordFuture | None = None     # set on the loop thread
-        self._error: BaseException | None = None     # failed before reaching a batch
+        self._error: BaseException | None = None
         self._listeners: list[Callable[[FutureRecordMetadata], Any]] | None = None
 
     # --- loop thread ---
 
-    def _attach(self, record: RecordFuture) -> None:
-        self._record = record
+    def _attach(self, batch: Any, index: int) -> None:
+        self._batch, self._index = batch, index
         if self._listeners:
-            record.add_done_callback(lambda _r: self._fire())
+            batch.callbacks.append(lambda _b: self._fire())
 
     def _reject(self, error: BaseException) -> None:
         self._error = error
@@ -69,29 +78,28 @@ class FutureRecordMetadata:
 
     def _listen(self, fn: Callable[[FutureRecordMetadata], Any]) -> None:
         """On the loop thread: call fn(self) when done (now, if it is)."""
-        if self._settled():
+        if self.done():
             fn(self)
             return
         if self._listeners is None:
             self._listeners = []
         first = not self._listeners
         self._listeners.append(fn)
-        if first and self._record is not None:
-            self._record.add_done_callback(lambda _r: self._fire())
-
-    def _settled(self) -> bool:
-        return self._error is not None or (self._record is not None and self._record.done())
+        if first and self._batch is not None:
+            self._batch.callbacks.append(lambda _b: self._fire())
 
     # --- any thread ---
 
     def done(self) -> bool:
-        return self._settled()
+        return self._error is not None or (self._batch is not None and self._batch.is_done)
 
-    is_done = property(done)
+    @property
+    def is_done(self) -> bool:
+        return self.done()
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """Block until the record is acknowledged; its RecordMetadata, or its error."""
-        if not self._settled():
+        if not self.done():
             if _on_loop_thread(self._loop):
                 raise IllegalStateError(
                     "get() on an unacknowledged record from a delivery callback would block "
@@ -103,10 +111,14 @@ class FutureRecordMetadata:
                 raise KafkaTimeoutError(f"the record was not acknowledged within {timeout} s")
         if self._error is not None:
             raise self._error
-        assert self._record is not None
-        return self._record.result()
+        return RecordFuture.result(self)
 
-    def exception(self, timeout: float | None = None) -> BaseException | None:
+    def result(self) -> RecordMetadata:
+        if not self.done():
+            raise IllegalStateError("the record is not acknowledged yet")
+        return self.get(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:  # type: ignore[override]
         try:
             self.get(timeout)
         except KafkaTimeoutError:
@@ -115,12 +127,16 @@ class FutureRecordMetadata:
             return e
         return None
 
+    def add_done_callback(self, fn: Callable[[Any], Any]) -> None:
+        self._loop.call_soon_threadsafe(self._listen, fn)
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        raise TypeError("a blocking producer's future is not awaitable; use .get(), or "
+                        "clients.aio.Producer")
+
     def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], Any]
                  ) -> FutureRecordMetadata:
-        def call(f: FutureRecordMetadata) -> None:
-            error = f._error if f._error is not None else f._record.exception()  # type: ignore[union-attr]
-            fn(None if error is not None else f._record.result(), error)  # type: ignore[union-attr]
-        self._loop.call_soon_threadsafe(self._listen, call)
+        self._loop.call_soon_threadsafe(self._listen, _both_adapter(fn))
         return self
 
     def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> FutureRecordMetadata:
@@ -128,6 +144,14 @@ class FutureRecordMetadata:
 
     def add_errback(self, fn: Callable[[BaseException], Any]) -> FutureRecordMetadata:
         return self.add_both(lambda md, error: None if error is None else fn(error))
+
+
+def _both_adapter(fn: Callable[[RecordMetadata | None, BaseException | None], Any]
+                  ) -> Callable[[FutureRecordMetadata], None]:
+    def call(f: FutureRecordMetadata) -> None:
+        error = f._error if f._error is not None else f._batch.record_result(f._index)[3]
+        fn(None if error is not None else RecordFuture.result(f), error)
+    return call
 
 
 class Producer:
@@ -172,16 +196,21 @@ class Producer:
             topic, key, value, headers)
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
-        future = FutureRecordMetadata(self._loop)
+        future = FutureRecordMetadata(self._loop, timestamp_ms,
+                                      -1 if key_bytes is None else len(key_bytes),
+                                      -1 if value_bytes is None else len(value_bytes))
         if self._handoff_bytes + size > self._buffer_memory and self._handoff:
             self._wait_for_handoff_room(size, topic)
         self._handoff_bytes += size
         self._handoff.append((topic, key_bytes, value_bytes, partition, timestamp_ms, header_list,
                               size, future, callback))
-        with self._schedule_lock:
-            if not self._drain_scheduled:
-                self._drain_scheduled = True
-                self._loop.call_soon_threadsafe(self._start_drain)
+        # Unlocked first look: while a drain is scheduled or running it will see this
+        # record (it re-checks the queue after clearing the flag; see _drain).
+        if not self._drain_scheduled:
+            with self._schedule_lock:
+                if not self._drain_scheduled:
+                    self._drain_scheduled = True
+                    self._loop.call_soon_threadsafe(self._start_drain)
         return future
 
     def _wait_for_handoff_room(self, size: int, topic: str) -> None:
@@ -206,30 +235,38 @@ class Producer:
         """Append handed-over records in order; only a record that must wait (metadata of
         a new topic, a full buffer) makes the ones behind it wait too."""
         producer = self._producer
+        append = producer.append_record
         handoff = self._handoff
         while True:
-            with self._schedule_lock:
-                if not handoff:
+            if not handoff:
+                with self._schedule_lock:
                     self._drain_scheduled = False
+                # A sender may have appended after the check above and seen the flag
+                # still set: look again now that it is clear.
+                if not handoff:
                     return
+                with self._schedule_lock:
+                    if self._drain_scheduled:
+                        return      # that sender scheduled another drain for it
+                    self._drain_scheduled = True
             drained = 0
             while handoff:
                 (topic, key, value, partition, ts, headers, size, future,
                  callback) = handoff.popleft()
                 drained += size
                 try:
-                    record = producer.append_now(topic, key, value, partition, ts, headers, size)
-                    if record is None:
-                        record = await producer.append_serialized(topic, key, value, partition,
-                                                                  ts, headers, size)
+                    found = append(topic, key, value, partition, ts, headers, size)
+                    if found is None:
+                        found = await producer.append_record_waiting(topic, key, value,
+                                                                     partition, ts, headers, size)
                 except Exception as e:  # noqa: BLE001 -- the record's outcome, given to its future
                     future._reject(e)
                     if callback is not None:
                         callback(None, e)
                     continue
-                future._attach(record)
+                future._attach(*found)
                 if callback is not None:
-                    record.add_done_callback(_callback_adapter(callback))
+                    found[0].callbacks.append(_callback_adapter(callback, future))
                 if drained > 65536:
                     self._release_handoff(drained)
                     drained = 0
@@ -295,8 +332,9 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def _callback_adapter(callback: Callback) -> Callable[[RecordFuture], None]:
-    def call(record: RecordFuture) -> None:
-        error = record.exception()
-        callback(None if error is not None else record.result(), error)
+def _callback_adapter(callback: Callback, future: FutureRecordMetadata
+                      ) -> Callable[[Any], None]:
+    def call(_batch: Any) -> None:
+        error = future._batch.record_result(future._index)[3]
+        callback(None if error is not None else RecordFuture.result(future), error)
     return call

@@ -268,12 +268,13 @@ class Producer:
                         f"when serialized, larger than {name} ({limit})")
         return key_bytes, value_bytes, header_list, size
 
-    def append_now(self, topic: str, key_bytes: bytes | None, value_bytes: bytes | None,
-                   partition: int | None, timestamp_ms: int,
-                   headers: Sequence[tuple[str, bytes | None]], size: int
-                   ) -> RecordFuture | None:
-        """Append a serialized record without waiting: None when the topic's metadata is
-        not known yet or the buffer is full (then `append_serialized` waits)."""
+    def append_record(self, topic: str, key_bytes: bytes | None, value_bytes: bytes | None,
+                      partition: int | None, timestamp_ms: int,
+                      headers: Sequence[tuple[str, bytes | None]], size: int
+                      ) -> tuple[ProducerBatch, int] | None:
+        """Append a serialized record without waiting: (its batch, its index there), or
+        None when the topic's metadata is not known yet or the buffer is full (then
+        `append_serialized` waits). Loop thread only."""
         if self._closed or self._fatal is not None:
             if self._fatal is not None:
                 raise self._fatal
@@ -319,7 +320,18 @@ class Producer:
             self._sticky.on_append(topic, partition, size)
         if wake:
             self._wake.set()  # type: ignore[union-attr]
-        return RecordFuture(batch, index, timestamp_ms,
+        return batch, index
+
+    def append_now(self, topic: str, key_bytes: bytes | None, value_bytes: bytes | None,
+                   partition: int | None, timestamp_ms: int,
+                   headers: Sequence[tuple[str, bytes | None]], size: int
+                   ) -> RecordFuture | None:
+        """`append_record`, as a RecordFuture."""
+        found = self.append_record(topic, key_bytes, value_bytes, partition, timestamp_ms,
+                                   headers, size)
+        if found is None:
+            return None
+        return RecordFuture(found[0], found[1], timestamp_ms,
                             -1 if key_bytes is None else len(key_bytes),
                             -1 if value_bytes is None else len(value_bytes))
 
@@ -328,14 +340,26 @@ class Producer:
                                 timestamp_ms: int, headers: Sequence[tuple[str, bytes | None]],
                                 size: int) -> RecordFuture:
         """`append_now`, waiting up to max.block.ms for metadata and buffer space."""
+        batch, index = await self.append_record_waiting(topic, key_bytes, value_bytes, partition,
+                                                        timestamp_ms, headers, size)
+        return RecordFuture(batch, index, timestamp_ms,
+                            -1 if key_bytes is None else len(key_bytes),
+                            -1 if value_bytes is None else len(value_bytes))
+
+    async def append_record_waiting(self, topic: str, key_bytes: bytes | None,
+                                    value_bytes: bytes | None, partition: int | None,
+                                    timestamp_ms: int,
+                                    headers: Sequence[tuple[str, bytes | None]],
+                                    size: int) -> tuple[ProducerBatch, int]:
+        """`append_record`, waiting up to max.block.ms for metadata and buffer space."""
         if not self._started and not self._closed:
             await self.start()
         deadline = asyncio.get_running_loop().time() + self._max_block_s
         while True:
-            future = self.append_now(topic, key_bytes, value_bytes, partition, timestamp_ms,
-                                     headers, size)
-            if future is not None:
-                return future
+            found = self.append_record(topic, key_bytes, value_bytes, partition, timestamp_ms,
+                                       headers, size)
+            if found is not None:
+                return found
             if self._cluster.metadata.partition_count(topic) is None:
                 await self._wait_on_metadata(topic, partition, deadline)
             else:
