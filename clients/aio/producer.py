@@ -258,6 +258,12 @@ class Producer:
             raise SerializationError(f"the value serializer returned a "
                                      f"{type(value_bytes).__name__}, not bytes")
         header_list = list(headers) if headers else ()
+        for header in header_list:
+            if not (isinstance(header, tuple) and len(header) == 2 and isinstance(header[0], str)
+                    and (header[1] is None
+                         or isinstance(header[1], (bytes, bytearray, memoryview)))):
+                raise SerializationError(f"a header of a record for topic {topic!r} is "
+                                         f"{header!r}; headers are (str, bytes or None) pairs")
         size = record_size_upper_bound(key_bytes, value_bytes, header_list)
         if size + BATCH_HEADER_SIZE > self._size_limit:
             for limit, name in ((self._max_request_size, "max.request.size"),

@@ -185,5 +185,7 @@ def test_serializers_are_callables_or_kafkas_names(boot: str) -> None:
         assert md.serialized_key_size == 4
         with pytest.raises(SerializationError, match="serialized"):
             p.send("serialized", {1, 2})        # a set is not JSON
+        with pytest.raises(SerializationError, match="headers are"):
+            p.send("serialized", {}, headers=[("h", "not bytes")])
     ((_, _, key, value, _, _),) = read_all(boot, "serialized", 1, 1)
     assert key == "cl\u00e9".encode() and json.loads(value) == {"n": 1, "s": "\u00e9"}
