@@ -301,6 +301,9 @@ class ProducerBatch:
         self._finish()
 
     def _finish(self) -> None:
+        # Futures keep their batch for its result: let the record bytes go now.
+        self.payload = None
+        self.builder = None
         callbacks, self.callbacks = self.callbacks, []
         for cb in callbacks:
             cb(self)
