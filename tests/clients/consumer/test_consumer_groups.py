@@ -318,3 +318,29 @@ def test_a_member_that_stops_polling_leaves_and_loses_its_partitions(cluster, bo
             await stuck.close()
 
     asyncio.run(run())
+
+
+def test_group_survives_its_coordinator_being_sigkilled(cluster, bootstrap, members) -> None:
+    """The broker coordinating the group is SIGKILLed: the members find the new
+    coordinator, form the group again there and go on reading, nothing skipped (manual
+    commits after each poll). Runs last in this module: it restarts the broker it killed."""
+    from groups_helpers import find_coordinator
+    topic, group = "coord-fail", "g-coord-fail"
+    create_topic(cluster, topic, partitions=6)
+    procs = [members(bootstrap, group, topic, f"cf-{i}", assignor="cooperative-sticky") for i in range(2)]
+    wait_for_assignment(cluster, group, topic, {p.client_id for p in procs}, 6, timeout_s=60)
+    first = produce(bootstrap, topic, per_partition=10, partitions=6, tag="before")
+    wait_until(lambda: set(first) <= {(p, o) for s in procs for p, o, _ in s.records()}, 30, "the first records")
+    coordinator = wait_until(lambda: find_coordinator(cluster, group), 30, "the coordinator")
+    cluster.kill_node(coordinator)
+    try:
+        wait_until(lambda: find_coordinator(cluster, group) not in (None, coordinator), 60, "a new coordinator")
+        second = produce(bootstrap, topic, per_partition=10, partitions=6, tag="after")
+        wait_until(lambda: set(second) <= {(p, o) for s in procs for p, o, _ in s.records()}, 60,
+                   "the members read on after the coordinator moved")
+        wait_for_assignment(cluster, group, topic, {p.client_id for p in procs}, 6, timeout_s=60)
+        for s in procs:
+            assert s.alive(), s.stderr_tail()
+            assert s.close() == 0, s.stderr_tail()
+    finally:
+        cluster.start_node(coordinator)
