@@ -320,6 +320,12 @@ class Producer:
         return self._loop_thread.run(go(), self._max_block_s)
 
     @property
+    def metrics(self) -> dict[str, Any]:
+        """The asyncio producer's counters (a snapshot)."""
+        m = self._producer.metrics
+        return {**m, "retries_by_error": dict(m["retries_by_error"])}
+
+    @property
     def aio(self) -> AioProducer:
         """The asyncio producer underneath (use it only on the loop thread)."""
         return self._producer

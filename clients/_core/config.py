@@ -287,10 +287,8 @@ _key("max.in.flight.requests.per.connection", I, 5, _P,
      "unacknowledged produce requests per broker", _at_least(1))
 _key("max.request.size", I, 1048576, _P, "largest produce request, and so largest record",
      _at_least(0))
-# Accepted for compatibility, not enforced yet: Ketch's producer keeps refreshing every
-# topic it has produced to.
 _key("metadata.max.idle.ms", L, 300000, _P,
-     "forget a topic not produced to for this long (not enforced yet)", _at_least(5000))
+     "stop refreshing a topic not produced to for this long", _at_least(5000))
 _key("partitioner.class", F, None, _P,
      "callable(topic, key_bytes, partition_count) -> partition; None: murmur2 / sticky",
      nullable=True)

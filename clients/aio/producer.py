@@ -182,6 +182,9 @@ class Producer:
                                         "record-error-total": 0, "epoch-bump-total": 0,
                                         "retries_by_error": collections.Counter()}
         self._size_limit = min(self._max_request_size, c["buffer.memory"])
+        self._metadata_idle_ms = c["metadata.max.idle.ms"]
+        self._topic_used_ms: dict[str, int] = {}
+        self._next_idle_check_ms = 0
         self._counts_of: Any = None                 # the metadata view _counts is from
         # topic -> its TopicPartitions (so, its partition count), per metadata view
         self._counts: dict[str, list[TopicPartition]] = {}
@@ -319,8 +322,11 @@ class Producer:
         tp = tps[partition]
         found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
         if found is None:
-            found = acc.append(tp, timestamp_ms, key_bytes, value_bytes, headers, size,
-                               self._now_ms())
+            now = self._now_ms()
+            found = acc.append(tp, timestamp_ms, key_bytes, value_bytes, headers, size, now)
+            if topic not in self._topic_used_ms:
+                self._cluster.add_topics([topic])  # back in the periodic refresh
+            self._topic_used_ms[topic] = now   # per new batch: enough for metadata.max.idle.ms
         batch, index, wake = found
         if sticky:
             self._sticky.on_append(topic, partition, size)
@@ -540,6 +546,8 @@ class Producer:
                 "(delivery.timeout.ms)"))
         if acc.waiting_for_memory:
             self._memory.set()  # type: ignore[union-attr]
+        if now >= self._next_idle_check_ms:
+            self._forget_idle_topics(now)
         if not acc.has_queued():
             return None
         if idem is not None:
@@ -584,6 +592,18 @@ class Producer:
                     self._in_flight[node] = self._in_flight.get(node, 0) + 1
                     self._spawn(self._produce(node, batches))
         return None if next_ms >= 1 << 30 else next_ms
+
+    def _forget_idle_topics(self, now: int) -> None:
+        """metadata.max.idle.ms: a topic with no new batch for that long leaves the
+        periodic metadata refresh; the next send to it fetches its metadata again."""
+        self._next_idle_check_ms = now + min(1000, self._metadata_idle_ms)
+        idle = [t for t, used in self._topic_used_ms.items()
+                if now - used >= self._metadata_idle_ms]
+        for topic in idle:
+            del self._topic_used_ms[topic]
+            self._counts.pop(topic, None)
+        if idle:
+            self._cluster.remove_topics(idle)
 
     def _connect(self, node: int) -> None:
         if node in self._connecting:

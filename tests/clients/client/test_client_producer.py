@@ -249,3 +249,15 @@ def test_kafka_python_and_aiokafka_read_what_ketch_wrote(boot: str) -> None:
         finally:
             await c.stop()
     assert asyncio.run(read_aiokafka()) == expected
+
+
+def test_an_invalid_topic_name_is_refused_with_kafkas_error(boot: str) -> None:
+    from clients.errors import InvalidTopicError
+
+    async def go() -> None:
+        async with Producer({"bootstrap.servers": boot, "max.block.ms": 3000}) as p:
+            with pytest.raises((InvalidTopicError, UnknownTopicOrPartitionError),
+                               match="bad topic!"):
+                await p.send("bad topic!", b"v")
+            assert p.metrics["record-error-total"] == 0   # refused before any batch
+    asyncio.run(go())
