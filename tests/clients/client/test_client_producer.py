@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from ketch_client_helpers import create_topic, read_all
+from ketch_client_helpers import admin_cluster, create_topic, read_all
 
 from clients import Producer as BlockingProducer
 from clients.aio import Producer
 from clients.errors import RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError
-from clients.types import RecordMetadata
+from clients.types import RecordMetadata, TopicPartition
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -261,3 +261,51 @@ def test_an_invalid_topic_name_is_refused_with_kafkas_error(boot: str) -> None:
                 await p.send("bad topic!", b"v")
             assert p.metrics["record-error-total"] == 0   # refused before any batch
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "not-idempotent"])
+def test_lost_produce_answers_are_retried_without_duplicates_only_when_idempotent(
+        boot: str, idempotent: bool) -> None:
+    """A proxy in front of the leader forwards Produce requests (the broker appends) and
+    drops the answers, closing the connection: the outcome is unknown and the producer
+    retries. Idempotent: the broker recognizes the sequences, the log holds each record
+    once. Not idempotent (the control): the same retries write duplicates."""
+    from chaos.proxy import Link
+
+    from clients.connection import CONNECT_VIA
+    from clients.protocol import ApiKey
+
+    topic = f"lost-answers-{'idem' if idempotent else 'plain'}"
+    create_topic(boot, topic, 1, 3)
+    records = 300
+
+    async def go() -> dict:
+        admin = admin_cluster(boot)
+        await admin.start()
+        leader, _ = await admin.leader_for(TopicPartition(topic, 0))
+        b = admin.metadata.brokers[leader]
+        await admin.close()
+        link = Link("to-leader", 0, (b.host, b.port))
+        await link.start()
+        CONNECT_VIA[(b.host, b.port)] = ("127.0.0.1", link.listen_port)
+        try:
+            async with Producer({"bootstrap.servers": boot, "enable.idempotence": idempotent,
+                                 "acks": "all", "linger.ms": 2, "batch.size": 2000,
+                                 "retry.backoff.ms": 20}) as p:
+                await p.send_and_wait(topic, b"warm-up")
+                link.drop_responses([ApiKey.PRODUCE], count=3)
+                futures = [await p.send(topic, b"%05d" % i) for i in range(records)]
+                offsets = {i: (await f).offset for i, f in enumerate(futures)}
+                assert link.drops_pending == 0
+                assert p.metrics["retries_by_error"].get("NETWORK_EXCEPTION", 0) >= 3
+                return offsets
+        finally:
+            del CONNECT_VIA[(b.host, b.port)]
+            await link.stop()
+    offsets = asyncio.run(go())
+    values = [r[3] for r in read_all(boot, topic, 1, records + 1)][1:]   # after the warm-up
+    if idempotent:
+        assert values == [b"%05d" % i for i in range(records)]          # once each, in order
+        assert all(offsets[i] == i + 1 for i in range(records))
+    else:
+        assert len(values) > records and set(values) == {b"%05d" % i for i in range(records)}
