@@ -25,26 +25,15 @@ so there is one answer to "what is segment.bytes for this topic here".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Iterable, Mapping
 
+from clients.protocol.configs import ConfigSource
 from metadata_log.config_defs import (
     BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def,
 )
 from metadata_log.image import ConfigResourceType, ConfigsImage
 
 __all__ = ["ConfigEntry", "ConfigLayers", "ConfigSource", "ConfigSynonymEntry"]
-
-
-class ConfigSource(IntEnum):
-    """DescribeConfigs' ConfigSource (Kafka's DescribeConfigsResponse.ConfigSource)."""
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 @dataclass(frozen=True, slots=True)

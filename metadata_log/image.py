@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
 
+from clients.protocol.configs import ConfigResourceType
+
 __all__ = [
     "BrokerFeatureRange", "BrokerRegistration", "ClusterImage", "ConfigResource",
     "ConfigResourceType", "ConfigsImage", "EMPTY_IMAGE", "EMPTY_PROVENANCE", "Endpoint",
@@ -56,17 +58,6 @@ class LeaderRecoveryState(IntEnum):
     """PartitionRecord.LeaderRecoveryState (KIP-704)."""
     RECOVERED = 0
     RECOVERING = 1     # the leader was elected uncleanly and has not yet recovered
-
-
-class ConfigResourceType(IntEnum):
-    """Kafka's ConfigResource.Type ids, as carried by ConfigRecord.ResourceType."""
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-    GROUP = 32
 
 
 def frozen_mapping(d: dict) -> Mapping:

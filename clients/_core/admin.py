@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
+from enum import Enum
 from typing import Mapping, Sequence
 
 from clients.protocol import CorruptFrameError, messages
 from clients.protocol._codec import decode_body
+from clients.protocol.configs import AlterConfigOpType, ConfigResourceType, ConfigSource, ConfigType
 from clients.types import TopicPartition
 
 __all__ = [
@@ -119,65 +120,6 @@ class NewPartitions:
 
 
 # ------------------------------------------------------------------ configs
-
-
-class ConfigResourceType(IntEnum):
-    """Kafka's ConfigResource.Type ids (DescribeConfigs / AlterConfigs resource_type)."""
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-    CLIENT_METRICS = 16
-    GROUP = 32
-
-
-class ConfigSource(IntEnum):
-    """Where a config value comes from (DescribeConfigs v1+ ``config_source``)."""
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-    @classmethod
-    def of(cls, value: int) -> "ConfigSource":
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class ConfigType(IntEnum):
-    """A config's data type (DescribeConfigs v3+ ``config_type``)."""
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-    @classmethod
-    def of(cls, value: int) -> "ConfigType":
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class AlterConfigOpType(IntEnum):
-    """IncrementalAlterConfigs operations (KIP-339)."""
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 @dataclass(frozen=True, slots=True)

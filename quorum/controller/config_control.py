@@ -20,10 +20,10 @@ or "" for the cluster-wide default. ``validate_only`` decides and writes nothing
 from __future__ import annotations
 
 from collections import Counter
-from enum import IntEnum
 from typing import Any
 
 from clients.protocol import messages
+from clients.protocol.configs import AlterConfigOpType
 from clients.protocol.errors import ErrorCode
 from metadata_log.image import ConfigResourceType, MetadataImage
 from metadata_log.config_defs import (
@@ -32,14 +32,7 @@ from metadata_log.config_defs import (
 )
 from quorum.controller.result import ControllerResult
 
-__all__ = ["AlterConfigOp", "alter_configs", "incremental_alter_configs"]
-
-
-class AlterConfigOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
+__all__ = ["alter_configs", "incremental_alter_configs"]
 
 
 Problem = tuple[ErrorCode, str]
@@ -106,11 +99,11 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
         if keys[c.name] > 1:
             return (ErrorCode.INVALID_REQUEST, f"Duplicate key {c.name} in the request."), []
         try:
-            op = AlterConfigOp(c.config_operation)
+            op = AlterConfigOpType(c.config_operation)
         except ValueError:
             return (ErrorCode.INVALID_REQUEST,
                     f"Unknown config operation {c.config_operation} for {c.name}."), []
-        if op == AlterConfigOp.DELETE:
+        if op == AlterConfigOpType.DELETE:
             new.pop(c.name, None)       # deleting what was never set is not an error
             continue
         defn, problem = _definition(rtype, name, c.name)
@@ -119,7 +112,7 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
         assert defn is not None
         if c.value is None:
             return (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"), []
-        if op == AlterConfigOp.SET:
+        if op == AlterConfigOpType.SET:
             value = c.value
         else:
             if defn.type is not ConfigType.LIST:
@@ -127,7 +120,7 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
                         f"Can't {op.name} to key {c.name} because its type is not LIST."), []
             items = list_items(new.get(c.name, defn.default or ""))
             operand = list_items(c.value)
-            if op == AlterConfigOp.APPEND:
+            if op == AlterConfigOpType.APPEND:
                 items += [v for v in operand if v not in items]
             else:
                 items = [v for v in items if v not in operand]
