@@ -173,6 +173,7 @@ class Producer:
         self._sender: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._started = False
+        self._starting: asyncio.Task | None = None
         self._closed = False
         self._fatal: BaseException | None = None
         self._pid_task: asyncio.Task | None = None
@@ -192,8 +193,20 @@ class Producer:
     # --- lifecycle ---
 
     async def start(self) -> None:
+        """Bootstrap (first metadata) and start the sender. Concurrent callers (several
+        first sends at once) share one start."""
         if self._started:
             return
+        if self._starting is None:
+            self._starting = asyncio.get_running_loop().create_task(self._start())
+        try:
+            await asyncio.shield(self._starting)
+        except BaseException:
+            if self._starting.done():
+                self._starting = None   # a failed start may be tried again
+            raise
+
+    async def _start(self) -> None:
         await self._cluster.start()
         self._wake = asyncio.Event()
         self._memory = asyncio.Event()

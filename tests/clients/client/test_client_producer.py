@@ -309,3 +309,17 @@ def test_lost_produce_answers_are_retried_without_duplicates_only_when_idempoten
         assert all(offsets[i] == i + 1 for i in range(records))
     else:
         assert len(values) > records and set(values) == {b"%05d" % i for i in range(records)}
+
+
+def test_concurrent_first_sends_share_one_start(boot: str) -> None:
+    create_topic(boot, "first-sends", 3, 3)
+
+    async def go() -> None:
+        p = Producer({"bootstrap.servers": boot})     # not started: send starts it
+        futures = await asyncio.gather(*(p.send("first-sends", b"x%d" % i) for i in range(50)))
+        assert len({(await f).offset for f in futures if (await f).partition == 0}) == len(
+            [f for f in futures if f.result().partition == 0])
+        senders = [t for t in asyncio.all_tasks() if "_run_sender" in repr(t)]
+        assert len(senders) == 1
+        await p.close()
+    asyncio.run(go())
