@@ -80,6 +80,19 @@ def _definition(rtype: ConfigResourceType, resource_name: str, key: str
     return defn, None
 
 
+def _check_set(rtype: ConfigResourceType, resource_name: str, key: str, value: str | None
+               ) -> Problem | None:
+    """Why ``key`` may not be set to ``value`` on this resource, or None."""
+    defn, problem = _definition(rtype, resource_name, key)
+    if problem is not None:
+        return problem
+    assert defn is not None
+    if value is None:
+        return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}"
+    error = validate_value(defn, value)
+    return None if error is None else (ErrorCode.INVALID_CONFIG, error)
+
+
 def _records(rtype: ConfigResourceType, name: str, current: dict[str, str],
              new: dict[str, str]) -> list[Any]:
     return [messages.ConfigRecord(resource_type=int(rtype), resource_name=name, name=key,
@@ -107,11 +120,11 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
             new.pop(c.name, None)       # deleting what was never set is not an error
             continue
         defn, problem = _definition(rtype, name, c.name)
+        if problem is None and c.value is None:
+            problem = (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
         if problem is not None:
             return problem, []
         assert defn is not None
-        if c.value is None:
-            return (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"), []
         if op == AlterConfigOpType.SET:
             value = c.value
         else:
@@ -125,9 +138,9 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
             else:
                 items = [v for v in items if v not in operand]
             value = ",".join(items)
-        error = validate_value(defn, value)
-        if error is not None:
-            return (ErrorCode.INVALID_CONFIG, error), []
+        problem = _check_set(rtype, name, c.name, value)
+        if problem is not None:
+            return problem, []
         new[c.name] = value
     return None, _records(rtype, name, current, new)
 
@@ -142,15 +155,9 @@ def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | Non
     for c in resource.configs:
         if c.name in new:
             return (ErrorCode.INVALID_REQUEST, f"Duplicate key {c.name} in the request."), []
-        defn, problem = _definition(rtype, name, c.name)
+        problem = _check_set(rtype, name, c.name, c.value)
         if problem is not None:
             return problem, []
-        assert defn is not None
-        if c.value is None:
-            return (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"), []
-        error = validate_value(defn, c.value)
-        if error is not None:
-            return (ErrorCode.INVALID_CONFIG, error), []
         new[c.name] = c.value
     return None, _records(rtype, name, dict(image.configs.get(rtype, name)), new)
 
