@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from ketch_client_helpers import admin_cluster, create_topic_async, wait_until
+from ketch_client_helpers import admin_cluster, create_topic_async
 
 from clients.aio._cluster import Cluster
 from clients._core.config import parse_config
