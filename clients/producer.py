@@ -9,10 +9,11 @@
 
 The three sending modes of the seed notes are one `send` used three ways. `send` runs the
 serializers and the size checks in the caller's thread (so a SerializationError or a
-RecordTooLargeError reaches the caller at once), then hands the record to the loop thread
-through a queue; one wake-up of the loop carries a whole burst of records, so the
-per-record cost stays close to the asyncio producer's. Records handed over keep their
-order. `callback(metadata, exception)` and the future's callbacks run on the loop thread,
+RecordTooLargeError reaches the caller at once), then appends the record to the
+accumulator right there, under the accumulator's lock (as the Java client's send does in
+the caller's thread). A record that must wait (metadata of a new topic, a full buffer)
+is handed to the loop thread instead, through a queue, and every record sent after it
+follows it there until the queue is empty, so records keep their order. `callback(metadata, exception)` and the future's callbacks run on the loop thread,
 as Kafka's run on its I/O thread: keep them short.
 
 Back-pressure: records waiting for the loop count against `buffer.memory`; `send`
@@ -162,6 +163,9 @@ class Producer:
         self._loop_thread = LoopThread.shared()
         self._loop = self._loop_thread.loop
         self._producer = AioProducer(self.config)
+        self._lock = self._producer.share_with_threads()
+        self._append = self._producer.append_record
+        self._drain_busy = False    # the loop is appending handed-over records
         self._max_block_s = self.config["max.block.ms"] / 1000
         self._buffer_memory = self.config["buffer.memory"]
         # Records handed to the loop, not yet appended: (topic, key, value, partition,
@@ -199,6 +203,25 @@ class Producer:
         future = FutureRecordMetadata(self._loop, timestamp_ms,
                                       -1 if key_bytes is None else len(key_bytes),
                                       -1 if value_bytes is None else len(value_bytes))
+        # Fast path: append here, in the caller's thread, under the accumulator's lock,
+        # unless records handed to the loop earlier are still on their way (they must
+        # not be overtaken) or this one must wait (metadata, buffer space).
+        if not self._handoff and not self._drain_busy:
+            with self._lock:
+                if not self._handoff and not self._drain_busy:
+                    try:
+                        found = self._append(topic, key_bytes, value_bytes, partition,
+                                             timestamp_ms, header_list, size)
+                    except Exception as e:  # noqa: BLE001 -- the record's outcome, as on the loop
+                        future._reject(e)
+                        if callback is not None:
+                            self._loop.call_soon_threadsafe(callback, None, e)
+                        return future
+                    if found is not None:
+                        future._attach(*found)
+                        if callback is not None:
+                            found[0].callbacks.append(_callback_adapter(callback, future))
+                        return future
         if self._handoff_bytes + size > self._buffer_memory and self._handoff:
             self._wait_for_handoff_room(size, topic)
         self._handoff_bytes += size
@@ -250,9 +273,14 @@ class Producer:
                         return      # that sender scheduled another drain for it
                     self._drain_scheduled = True
             drained = 0
-            while handoff:
-                (topic, key, value, partition, ts, headers, size, future,
-                 callback) = handoff.popleft()
+            while True:
+                with self._lock:
+                    if not handoff:
+                        self._drain_busy = False
+                        break
+                    (topic, key, value, partition, ts, headers, size, future,
+                     callback) = handoff.popleft()
+                    self._drain_busy = True
                 drained += size
                 try:
                     found = append(topic, key, value, partition, ts, headers, size)
@@ -264,9 +292,10 @@ class Producer:
                     if callback is not None:
                         callback(None, e)
                     continue
-                future._attach(*found)
-                if callback is not None:
-                    found[0].callbacks.append(_callback_adapter(callback, future))
+                with self._lock:   # callers' threads add callbacks to batches too
+                    future._attach(*found)
+                    if callback is not None:
+                        found[0].callbacks.append(_callback_adapter(callback, future))
                 if drained > 65536:
                     self._release_handoff(drained)
                     drained = 0

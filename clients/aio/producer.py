@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import random
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
@@ -173,6 +175,11 @@ class Producer:
         self._sender: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread_id: int | None = None
+        # Guards the accumulator and the partitioner when other threads append
+        # (share_with_threads); a no-op for a producer used from its loop alone.
+        self._lock: Any = contextlib.nullcontext()
         self._starting: asyncio.Task | None = None
         self._closed = False
         self._fatal: BaseException | None = None
@@ -206,7 +213,16 @@ class Producer:
                 self._starting = None   # a failed start may be tried again
             raise
 
+    def share_with_threads(self) -> threading.RLock:
+        """Let other threads call `append_record` (the blocking facade does): from now
+        on the accumulator is used under a lock. Call before `start`."""
+        assert not self._started, "share_with_threads before start"
+        self._lock = threading.RLock()
+        return self._lock
+
     async def _start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread_id = threading.get_ident()
         await self._cluster.start()
         self._wake = asyncio.Event()
         self._memory = asyncio.Event()
@@ -225,7 +241,16 @@ class Producer:
         return self._cluster
 
     def _now_ms(self) -> int:
-        return int(asyncio.get_running_loop().time() * 1000)
+        """The loop's clock (monotonic; readable from any thread)."""
+        loop = self._loop or asyncio.get_running_loop()
+        return int(loop.time() * 1000)
+
+    def _on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run fn on the loop thread: now if this is it, else soon."""
+        if threading.get_ident() == self._loop_thread_id:
+            fn(*args)
+        else:
+            self._loop.call_soon_threadsafe(fn, *args)  # type: ignore[union-attr]
 
     # --- sending ---
 
@@ -296,56 +321,58 @@ class Producer:
                       ) -> tuple[ProducerBatch, int] | None:
         """Append a serialized record without waiting: (its batch, its index there), or
         None when the topic's metadata is not known yet or the buffer is full (then
-        `append_serialized` waits). Loop thread only."""
-        if self._closed or self._fatal is not None:
-            if self._fatal is not None:
-                raise self._fatal
-            raise ClientClosedError("the producer is closed")
-        meta = self._cluster.metadata
-        if meta is not self._counts_of:
-            self._counts_of, self._counts = meta, {}
-        tps = self._counts.get(topic)
-        if tps is None:
-            count = meta.partition_count(topic)
-            if count is None:
+        `append_serialized` waits). On the loop thread, or on any thread once
+        `share_with_threads` was called."""
+        with self._lock:
+            if self._closed or self._fatal is not None:
+                if self._fatal is not None:
+                    raise self._fatal
+                raise ClientClosedError("the producer is closed")
+            meta = self._cluster.metadata
+            if meta is not self._counts_of:
+                self._counts_of, self._counts = meta, {}
+            tps = self._counts.get(topic)
+            if tps is None:
+                count = meta.partition_count(topic)
+                if count is None:
+                    return None
+                tps = self._counts[topic] = [TopicPartition(topic, i) for i in range(count)]
+            count = len(tps)
+            acc = self._accumulator
+            if acc.used_bytes + size > acc.buffer_memory and acc.used_bytes:
                 return None
-            tps = self._counts[topic] = [TopicPartition(topic, i) for i in range(count)]
-        count = len(tps)
-        acc = self._accumulator
-        if acc.used_bytes + size > acc.buffer_memory and acc.used_bytes:
-            return None
-        sticky = False
-        if partition is not None:
-            if not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
-        elif self._partitioner is not None:
-            partition = int(self._partitioner(topic, key_bytes, count))
-            if not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(
-                    f"partitioner.class chose partition {partition} of topic {topic!r}, "
-                    f"which has {count}")
-        elif key_bytes is not None and not self._ignore_keys:
-            partition = partition_for_key(key_bytes, count)
-        else:
-            partition = self._sticky.partition(
-                topic, meta.available_partitions(topic), count,
-                (lambda p: acc.queued_bytes(tps[p])) if self._adaptive else None)
-            sticky = True
-        tp = tps[partition]
-        found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
-        if found is None:
-            now = self._now_ms()
-            found = acc.append(tp, timestamp_ms, key_bytes, value_bytes, headers, size, now)
-            if topic not in self._topic_used_ms:
-                self._cluster.add_topics([topic])  # back in the periodic refresh
-            self._topic_used_ms[topic] = now   # per new batch: enough for metadata.max.idle.ms
-        batch, index, wake = found
-        if sticky:
-            self._sticky.on_append(topic, partition, size)
-        if wake:
-            self._wake.set()  # type: ignore[union-attr]
-        return batch, index
+            sticky = False
+            if partition is not None:
+                if not 0 <= partition < count:
+                    raise UnknownTopicOrPartitionError(
+                        f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
+            elif self._partitioner is not None:
+                partition = int(self._partitioner(topic, key_bytes, count))
+                if not 0 <= partition < count:
+                    raise UnknownTopicOrPartitionError(
+                        f"partitioner.class chose partition {partition} of topic {topic!r}, "
+                        f"which has {count}")
+            elif key_bytes is not None and not self._ignore_keys:
+                partition = partition_for_key(key_bytes, count)
+            else:
+                partition = self._sticky.partition(
+                    topic, meta.available_partitions(topic), count,
+                    (lambda p: acc.queued_bytes(tps[p])) if self._adaptive else None)
+                sticky = True
+            tp = tps[partition]
+            found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
+            if found is None:
+                now = self._now_ms()
+                found = acc.append(tp, timestamp_ms, key_bytes, value_bytes, headers, size, now)
+                if topic not in self._topic_used_ms:
+                    self._on_loop(self._cluster.add_topics, [topic])  # back in the refresh
+                self._topic_used_ms[topic] = now   # per new batch: enough for metadata.max.idle.ms
+            batch, index, wake = found
+            if sticky:
+                self._sticky.on_append(topic, partition, size)
+            if wake:
+                self._on_loop(self._wake.set)  # type: ignore[union-attr]
+            return batch, index
 
     def append_now(self, topic: str, key_bytes: bytes | None, value_bytes: bytes | None,
                    partition: int | None, timestamp_ms: int,
@@ -457,20 +484,22 @@ class Producer:
         if not self._started:
             return
         acc = self._accumulator
-        pending = list(acc.incomplete)
-        if not pending:
-            return
-        acc.flushes_in_progress += 1
+        with self._lock:
+            pending = list(acc.incomplete)
+            if not pending:
+                return
+            acc.flushes_in_progress += 1
+            waits = [_batch_waiter(b) for b in pending if not b.is_done]
         self._wake.set()  # type: ignore[union-attr]
         try:
-            waits = [_batch_waiter(b) for b in pending if not b.is_done]
             if waits:
                 done, not_done = await asyncio.wait(waits, timeout=timeout_s)
                 if not_done:
                     raise KafkaTimeoutError(f"flush: {len(not_done)} batches still unacknowledged "
                                             f"after {timeout_s} s")
         finally:
-            acc.flushes_in_progress -= 1
+            with self._lock:
+                acc.flushes_in_progress -= 1
 
     async def close(self, timeout_s: float | None = None) -> None:
         """Flush, stop the sender, close connections. With a timeout that passes, what is
@@ -506,12 +535,13 @@ class Producer:
 
     def _abort_unsent(self, error: BaseException) -> None:
         acc = self._accumulator
-        for batch in acc.abort_all():
-            if not batch.is_done:
-                acc.fail(batch, error)
-        for batch in list(acc.incomplete):
-            if not batch.is_done and batch.children is None:
-                acc.fail(batch, error)
+        with self._lock:
+            for batch in acc.abort_all():
+                if not batch.is_done:
+                    acc.fail(batch, error)
+            for batch in list(acc.incomplete):
+                if not batch.is_done and batch.children is None:
+                    acc.fail(batch, error)
 
     # --- the sender ---
 
@@ -530,7 +560,8 @@ class Producer:
             wake.clear()
             now = self._now_ms()
             try:
-                next_ms = self._sender_step(now)
+                with self._lock:
+                    next_ms = self._sender_step(now)
             except Exception as e:  # a bug: fail loudly, through every pending record
                 self._fatal = e
                 self._abort_unsent(e)
@@ -705,15 +736,17 @@ class Producer:
             if self._acks == 0:
                 self._cluster.send_without_response(node, ApiKey.PRODUCE, request,
                                                     versions=PRODUCE_VERSIONS)
-                for b in batches:
-                    acc.complete(b, -1)
+                with self._lock:
+                    for b in batches:
+                        acc.complete(b, -1)
                 return
             _, response = await self._cluster.request(node, ApiKey.PRODUCE, request,
                                                       versions=PRODUCE_VERSIONS)
         except ConnectionError as e:
             now = self._now_ms()
-            for b in batches:
-                self._retry_or_fail(b, ErrorCode.NETWORK_EXCEPTION, -1, e, now, True)
+            with self._lock:
+                for b in batches:
+                    self._retry_or_fail(b, ErrorCode.NETWORK_EXCEPTION, -1, e, now, True)
             self._request_refresh({b.tp.topic for b in batches}, now)
             return
         finally:
@@ -723,6 +756,15 @@ class Producer:
         for topic_response in response.responses:
             for p in topic_response.partition_responses:
                 answers[(topic_response.name, p.index)] = p
+        with self._lock:
+            refresh = self._handle_answers(batches, answers)
+        if refresh:
+            self._request_refresh(refresh, self._now_ms())
+
+    def _handle_answers(self, batches: list[ProducerBatch], answers: dict[tuple[str, int], Any]
+                ) -> set[str]:
+        """Each batch's answer: complete, split, retry or fail. Topics to refresh."""
+        acc = self._accumulator
         now = self._now_ms()
         refresh: set[str] = set()
         for b in batches:
@@ -745,8 +787,7 @@ class Producer:
                 refresh.add(b.tp.topic)
             lso = p.log_start_offset if p.log_start_offset is not None else -1
             self._retry_or_fail(b, code, lso, error, now, error.retriable)
-        if refresh:
-            self._request_refresh(refresh, now)
+        return refresh
 
     @staticmethod
     def _describe(b: ProducerBatch, p: Any) -> str:
