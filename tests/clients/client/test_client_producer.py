@@ -323,3 +323,30 @@ def test_concurrent_first_sends_share_one_start(boot: str) -> None:
         assert len(senders) == 1
         await p.close()
     asyncio.run(go())
+
+
+def test_blocking_producer_shared_by_threads_keeps_each_threads_order(boot: str) -> None:
+    """Four threads share one blocking producer; the topic is new to it, so the first
+    records wait for metadata on the loop thread and the ones behind them must not
+    overtake them. Per thread (one key each, so one partition): every record once, in
+    order."""
+    import threading
+
+    create_topic(boot, "shared-by-threads", 2, 3)
+    per_thread = 500
+    with BlockingProducer({"bootstrap.servers": boot, "linger.ms": 1}) as p:
+        def run(n: int) -> None:
+            for i in range(per_thread):
+                p.send("shared-by-threads", b"t%d-%04d" % (n, i), key=b"thread-%d" % n)
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        p.flush()
+    records = read_all(boot, "shared-by-threads", 2, 4 * per_thread)
+    assert len(records) == 4 * per_thread
+    for n in range(4):
+        mine = [r[3] for r in sorted(records, key=lambda r: (r[0], r[1]))
+                if r[3].startswith(b"t%d-" % n)]
+        assert mine == [b"t%d-%04d" % (n, i) for i in range(per_thread)]
