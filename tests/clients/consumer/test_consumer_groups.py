@@ -196,8 +196,15 @@ def test_static_member_restart_within_session_timeout_keeps_its_partitions(clust
     a = members(bootstrap, group, topic, "static-a", instance_id="inst-a", **common)
     b = members(bootstrap, group, topic, "static-b", instance_id="inst-b", **common)
     first = wait_for_assignment(cluster, group, topic, {"static-a", "static-b"}, 6, timeout_s=60)
+
+    def told(p, client_id: str):
+        """The member's listener heard its part of the stable assignment (it runs inside
+        poll(), so it may lag the coordinator's view)."""
+        assigned = [e for e in p.events() if e["ev"] == "assigned"]
+        return assigned and set(assigned[-1]["partitions"]) == set(first.assignment()[client_id]) and assigned[-1]
+    a_generation = wait_until(lambda: told(a, "static-a"), 30, "a's listener")["generation"]
+    wait_until(lambda: told(b, "static-b"), 30, "b's listener")
     b_events_before = len([e for e in b.events() if e["ev"] in ("assigned", "revoked", "lost")])
-    a_generation = max(e["generation"] for e in a.events() if e["ev"] == "assigned")
     a.kill()
     a2 = members(bootstrap, group, topic, "static-a", instance_id="inst-a", **common)
     wait_until(lambda: a2.first_event("assigned") is not None and
