@@ -195,17 +195,17 @@ class KafkaApis:
             for p in topic.partition_data:
                 tp = TopicPartition(topic.name, p.index)
                 if acks not in (-1, 0, 1):
-                    results[(topic.name, p.index)] = [ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None]
+                    results[(topic.name, p.index)] = [ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ()]
                     continue
                 if req.transactional_id is not None:
                     # Transactions are not built yet: refuse rather than half-apply them.
                     results[(topic.name, p.index)] = [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1,
-                                                      "transactions are not supported by Ketch yet"]
+                                                      "transactions are not supported by Ketch yet", ()]
                     continue
                 result, required = self.replicas.append(tp, p.records, acks, now)
                 results[(topic.name, p.index)] = [result.error_code, result.base_offset,
                                                   result.log_append_time_ms, result.log_start_offset,
-                                                  result.error_message]
+                                                  result.error_message, result.record_errors]
                 self.broker.metrics.produced_bytes.inc(len(p.records) if p.records is not None else 0)
                 if required is not None:
                     waits.append(((topic.name, p.index), tp, required))
@@ -219,10 +219,12 @@ class KafkaApis:
                 if code != ErrorCode.NONE:
                     results[key][0] = code
         by_topic: dict[str, list] = {}
-        for (name, index), (code, base, append_time, start, message) in results.items():
+        for (name, index), (code, base, append_time, start, message, refused) in results.items():
             by_topic.setdefault(name, []).append(cls.PartitionProduceResponse(
                 index=index, error_code=code, base_offset=base if code == ErrorCode.NONE else -1,
-                log_append_time_ms=append_time, log_start_offset=start, error_message=message))
+                log_append_time_ms=append_time, log_start_offset=start, error_message=message,
+                record_errors=[cls.PartitionProduceResponse.BatchIndexAndErrorMessage(
+                    batch_index=i, batch_index_error_message=m) for i, m in refused]))
         return cls(responses=[cls.TopicProduceResponse(name=n, partition_responses=ps)
                               for n, ps in by_topic.items()])
 

@@ -77,6 +77,7 @@ class ProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()     # KIP-467
 
 
 @dataclass(slots=True)
@@ -314,7 +315,8 @@ class ReplicaManager:
         result: AppendResult = hosted.log.append_as_leader(buf, replica.leader_epoch, now)
         if result.error_code != ErrorCode.NONE:
             return ProduceResult(result.error_code, error_message=result.error_message,
-                                 log_start_offset=hosted.log.log_start_offset), None
+                                 log_start_offset=hosted.log.log_start_offset,
+                                 record_errors=result.record_errors), None
         offset = result.base_offset
         for h in headers:
             hosted.producers.update(h.producer_id, h.producer_epoch, h.base_sequence,

@@ -28,8 +28,9 @@ from metadata_log._config_types import (
 from metadata_log._topic_configs import TOPIC_CONFIG_DEFS
 
 __all__ = [
-    "BROKER_CONFIGS", "ConfigDef", "ConfigType", "DynamicScope", "Synonym", "TOPIC_CONFIGS",
-    "broker_config_def", "list_items", "parse_bool", "parse_value", "validate_value",
+    "BROKER_CONFIGS", "ConfigDef", "ConfigType", "DynamicScope", "LISTENER_ONLY_SECURITY_CONFIGS",
+    "Synonym", "TOPIC_CONFIGS", "broker_config_def", "list_items", "listener_base_key",
+    "parse_bool", "parse_value", "validate_value",
 ]
 
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in TOPIC_CONFIG_DEFS}
@@ -44,6 +45,18 @@ _PER_LISTENER = re.compile(r"^(ssl\.|sasl\.|[a-z0-9-]+\.sasl\.|connections\.max\
 
 
 _CLUSTER_WIDE_PER_LISTENER = {"max.connections", "max.connection.creation.rate"}
+# Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: dynamically settable only with a listener prefix.
+LISTENER_ONLY_SECURITY_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+})
+
+
+def listener_base_key(name: str) -> str | None:
+    """``max.connections`` for ``listener.name.internal.max.connections``; None otherwise."""
+    m = _LISTENER_PREFIX.match(name)
+    return m.group(2) if m is not None else None
 
 
 def broker_config_def(name: str) -> ConfigDef | None:

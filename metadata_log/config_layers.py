@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 
 from clients.protocol.configs import ConfigSource
 from metadata_log.config_defs import (
-    BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def,
+    BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, DynamicScope, broker_config_def, listener_base_key,
 )
 from metadata_log.image import ConfigResourceType, ConfigsImage
 
@@ -119,7 +119,14 @@ class ConfigLayers:
         defn = broker_config_def(name)
         if defn is None:
             return None
-        synonyms = [s for s, _ in self._broker_synonyms([(name, 1)], defn.sensitive)]
+        names = [(name, 1)]
+        base = listener_base_key(name)
+        if base is not None and broker_config_def(base) is not None:
+            names.append((base, 1))     # the listener's value, then the key's for all listeners
+        synonyms = [s for s, _ in self._broker_synonyms(names, defn.sensitive)]
+        if base is not None:
+            # Kafka lists the prefixed key's layers first, then the base key's.
+            synonyms.sort(key=lambda s: s.name != name)
         first = synonyms[0] if synonyms else ConfigSynonymEntry(name, None,
                                                                 ConfigSource.DEFAULT_CONFIG)
         return ConfigEntry(name, first.value, first.source, defn,

@@ -144,6 +144,8 @@ class AppendResult:
     log_start_offset: int = -1
     records_count: int = 0
     error_message: str | None = None
+    # KIP-467: (index of the record among the request's records, why it was refused).
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,18 +539,26 @@ class PartitionLog:
         return None
 
     def _check_keys(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult | None:
-        pos = 0
+        """A compacted topic refuses keyless records, naming each one (KIP-467)."""
+        pos = index = 0
+        refused: list[tuple[int, str]] = []
+        where = self.dir_path.rstrip("/").rsplit("/", 1)[-1]     # the topic-partition
         for header in headers:
             if not header.is_control:
                 try:
                     batch = decode_batch(buf, pos, check_crc=False)
                 except RecordError as e:
                     return self._error(e.error_code, str(e))
-                if any(r.key is None for r in batch.records):
-                    return self._error(ErrorCode.INVALID_RECORD,
-                                       "compacted topic cannot accept a record without a key")
+                refused += [(index + i, "Compacted topic cannot accept message without key in "
+                             f"topic partition {where}.")
+                            for i, r in enumerate(batch.records) if r.key is None]
+                index += len(batch.records)
             pos += header.size_in_bytes
-        return None
+        if not refused:
+            return None
+        return AppendResult(ErrorCode.INVALID_RECORD, log_start_offset=self._log_start_offset,
+                            error_message=f"{len(refused)} record(s) without a key: {refused[0][1]}",
+                            record_errors=tuple(refused))
 
     def _error(self, code: ErrorCode, message: str) -> AppendResult:
         return AppendResult(code, log_start_offset=self._log_start_offset, error_message=message)

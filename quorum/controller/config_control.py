@@ -11,9 +11,10 @@ value or the default. AlterConfigs (the legacy API) replaces the resource's whol
 key the request does not name is deleted.
 
 Every value is checked against the one definition table (``metadata_log.config_defs``):
-an unknown name, a value of the wrong type or out of range, a read-only broker key
-("Cannot update these configs dynamically"), or a per-broker-only key set as the cluster
-default come back as INVALID_CONFIG naming the key; a malformed request as INVALID_REQUEST.
+an unknown name or a value of the wrong type or out of range come back as INVALID_CONFIG
+naming the key; a read-only broker key ("Cannot update these configs dynamically"), a
+per-broker-only key set as the cluster default, or a listener's security key without its
+listener prefix as INVALID_REQUEST, as Kafka answers them; a malformed request too.
 Topics must exist (UNKNOWN_TOPIC_OR_PARTITION); broker resources are named by a broker id
 or "" for the cluster-wide default. ``validate_only`` decides and writes nothing.
 """
@@ -27,7 +28,7 @@ from clients.protocol.configs import AlterConfigOpType
 from clients.protocol.errors import ErrorCode
 from metadata_log.image import ConfigResourceType, MetadataImage
 from metadata_log.config_defs import (
-    TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def, list_items,
+    LISTENER_ONLY_SECURITY_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def, list_items,
     validate_value,
 )
 from quorum.controller.result import ControllerResult
@@ -69,12 +70,18 @@ def _definition(rtype: ConfigResourceType, resource_name: str, key: str
     defn = broker_config_def(key)
     if defn is None:
         return None, (ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {key}")
+    # Kafka's DynamicBrokerConfig raises these as ConfigException and its ConfigAdminManager
+    # answers INVALID_REQUEST (kept so for compatibility, KAFKA-13609).
     if defn.dynamic is DynamicScope.READ_ONLY:
-        return None, (ErrorCode.INVALID_CONFIG,
+        return None, (ErrorCode.INVALID_REQUEST,
                       f"Cannot update these configs dynamically: {key} (read-only: set it in "
                       "server.properties and restart the broker)")
+    if key in LISTENER_ONLY_SECURITY_CONFIGS:
+        return None, (ErrorCode.INVALID_REQUEST,
+                      "These security configs can be dynamically updated only per-listener "
+                      f"using the listener prefix: {key}")
     if defn.dynamic is DynamicScope.PER_BROKER and resource_name == "":
-        return None, (ErrorCode.INVALID_CONFIG,
+        return None, (ErrorCode.INVALID_REQUEST,
                       f"Cannot update these configs at default cluster level, broker id must "
                       f"be specified: {key}")
     return defn, None

@@ -23,7 +23,8 @@ from metadata_log._broker_configs import BROKER_CONFIG_DEFS
 from metadata_log._config_types import INT32_MAX, INT64_MAX
 from metadata_log._topic_configs import TOPIC_CONFIG_DEFS
 from metadata_log.config_defs import (
-    BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType, DynamicScope, broker_config_def, validate_value,
+    BROKER_CONFIGS, LISTENER_ONLY_SECURITY_CONFIGS, TOPIC_CONFIGS, ConfigType, DynamicScope,
+    broker_config_def, validate_value,
 )
 from tests.integration.integration_helpers import FAST_BROKER, FAST_CONTROLLER
 from tests.quorum.controller.harness import Harness
@@ -322,7 +323,8 @@ def _alter(h: Harness, resource_type: int, name: str, key: str, value: str) -> i
 def test_the_controller_takes_every_dynamic_key_and_refuses_read_only_ones() -> None:
     """Issue 19's complaint: a valid Kafka broker key was "unknown". Every dynamic key in the
     catalogue is accepted with its default for one broker; cluster-wide ones also for the
-    cluster default (""); read-only ones are refused with INVALID_CONFIG."""
+    cluster default (""); read-only ones, and a listener's security keys without the listener
+    prefix, are refused with INVALID_REQUEST (Kafka's answer, KAFKA-13609)."""
     h = Harness()
     h.start_broker(1)
     h.create_topic("t")
@@ -333,10 +335,10 @@ def test_the_controller_takes_every_dynamic_key_and_refuses_read_only_ones() -> 
             continue
         per_broker = _alter(h, broker, "1", defn.name, value)
         default = _alter(h, broker, "", defn.name, value)
-        if defn.dynamic is RO:
-            assert (per_broker, default) == (ErrorCode.INVALID_CONFIG,) * 2, defn.name
+        if defn.dynamic is RO or defn.name in LISTENER_ONLY_SECURITY_CONFIGS:
+            assert (per_broker, default) == (ErrorCode.INVALID_REQUEST,) * 2, defn.name
         elif defn.dynamic is PB:
-            assert (per_broker, default) == (ErrorCode.NONE, ErrorCode.INVALID_CONFIG), defn.name
+            assert (per_broker, default) == (ErrorCode.NONE, ErrorCode.INVALID_REQUEST), defn.name
         else:
             assert (per_broker, default) == (ErrorCode.NONE, ErrorCode.NONE), defn.name
     assert _alter(h, broker, "1", "sasl.kerberos.min.time.before.relogin", "120000") == 0

@@ -75,3 +75,14 @@ def test_sensitive_values_are_never_shown() -> None:
 def test_a_negative_hours_value_means_no_limit() -> None:
     layers = ConfigLayers(configs(), 1, {"log.retention.hours": "-1"})
     assert layers.topic_value("t", "retention.ms") == "-1"
+
+
+def test_a_listener_prefixed_key_lists_its_base_key_after_it() -> None:
+    prefixed = "listener.name.plaintext.max.connections"
+    layers = ConfigLayers(configs((BROKER, "1", prefixed, "100"), (BROKER, "", "max.connections", "1000")), 1, {})
+    entry = layers.broker_entry(prefixed)
+    assert (entry.value, entry.source) == ("100", S.DYNAMIC_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+        (prefixed, "100", S.DYNAMIC_BROKER_CONFIG),
+        ("max.connections", "1000", S.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("max.connections", "2147483647", S.DEFAULT_CONFIG)]

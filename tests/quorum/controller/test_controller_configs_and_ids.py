@@ -161,7 +161,7 @@ def test_a_block_decided_twice_is_committed_once() -> None:
 def test_read_only_broker_keys_are_refused_and_nothing_applies() -> None:
     h = setup()
     response, records = alter(h, 4, "1", ("message.max.bytes", SET, "5000"), ("node.id", SET, "7"))
-    assert response.error_code == ErrorCode.INVALID_CONFIG
+    assert response.error_code == ErrorCode.INVALID_REQUEST        # Kafka's answer (KAFKA-13609)
     assert "Cannot update these configs dynamically: node.id" in response.error_message
     assert records == () and dict(h.image.configs.get(ConfigResourceType.BROKER, "1")) == {}
 
@@ -186,7 +186,9 @@ def test_listener_prefixed_keys_only_per_broker() -> None:
     h = setup()
     key = "listener.name.internal.ssl.keystore.location"
     at_default, _ = alter(h, 4, "", (key, SET, "/etc/ks.jks"))
-    assert at_default.error_code == ErrorCode.INVALID_CONFIG and "broker id must be specified" in at_default.error_message
+    assert at_default.error_code == ErrorCode.INVALID_REQUEST and "broker id must be specified" in at_default.error_message
+    unprefixed, _ = alter(h, 4, "1", ("ssl.keystore.location", SET, "/etc/ks.jks"))
+    assert unprefixed.error_code == ErrorCode.INVALID_REQUEST and "listener prefix" in unprefixed.error_message
     assert alter(h, 4, "1", (key, SET, "/etc/ks.jks"))[0].error_code == 0
 
 
@@ -216,7 +218,7 @@ def test_legacy_alter_configs_validates_like_the_incremental_form() -> None:
     assert bad.error_code == ErrorCode.INVALID_CONFIG and "min.insync.replicas" in bad.error_message
     assert records == () and dict(h.image.configs.topic("t")) == {"retention.ms": "100"}
     read_only, _ = legacy(h, 4, "1", {"log.dirs": "/elsewhere"})
-    assert read_only.error_code == ErrorCode.INVALID_CONFIG and "log.dirs" in read_only.error_message
+    assert read_only.error_code == ErrorCode.INVALID_REQUEST and "log.dirs" in read_only.error_message
     missing, _ = legacy(h, 2, "nope", {"segment.bytes": "4096"})
     assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
