@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import random
 import threading
 import time
@@ -157,6 +156,8 @@ class Producer:
                                          c["partitioner.adaptive.partitioning.enable"])
         self._key_serializer = c["key.serializer"] or _default_serializer
         self._value_serializer = c["value.serializer"] or _default_serializer
+        self._plain_serializers = (self._key_serializer is _default_serializer
+                                   and self._value_serializer is _default_serializer)
         self._partitioner = c["partitioner.class"]
         self._ignore_keys = c["partitioner.ignore.keys"]
         self._adaptive = c["partitioner.adaptive.partitioning.enable"]
@@ -178,8 +179,9 @@ class Producer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id: int | None = None
         # Guards the accumulator and the partitioner when other threads append
-        # (share_with_threads); a no-op for a producer used from its loop alone.
-        self._lock: Any = contextlib.nullcontext()
+        # (share_with_threads). Always a real lock: uncontended, a C RLock costs less
+        # than a no-op context manager written in Python.
+        self._lock = threading.RLock()
         self._starting: asyncio.Task | None = None
         self._closed = False
         self._fatal: BaseException | None = None
@@ -217,7 +219,6 @@ class Producer:
         """Let other threads call `append_record` (the blocking facade does): from now
         on the accumulator is used under a lock. Call before `start`."""
         assert not self._started, "share_with_threads before start"
-        self._lock = threading.RLock()
         return self._lock
 
     async def _start(self) -> None:
@@ -265,13 +266,24 @@ class Producer:
         does not have, a closed producer."""
         if not self._started and not self._closed:
             await self.start()
-        key_bytes, value_bytes, header_list, size = self.serialize(topic, key, value, headers)
+        if (not headers and type(value) is bytes and (key is None or type(key) is bytes)
+                and self._plain_serializers):
+            # The common case, without a call: bytes in, nothing to serialize.
+            key_bytes, value_bytes, header_list = key, value, ()
+            size = 21 + len(value) + (0 if key is None else len(key))
+            if size + BATCH_HEADER_SIZE > self._size_limit:
+                self.serialize(topic, key, value, headers)   # raises RecordTooLargeError
+        else:
+            key_bytes, value_bytes, header_list, size = self.serialize(topic, key, value,
+                                                                       headers)
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
-        future = self.append_now(topic, key_bytes, value_bytes, partition, timestamp_ms,
-                                 header_list, size)
-        if future is not None:
-            return future
+        found = self.append_record(topic, key_bytes, value_bytes, partition, timestamp_ms,
+                                   header_list, size)
+        if found is not None:
+            return RecordFuture(found[0], found[1], timestamp_ms,
+                                -1 if key_bytes is None else len(key_bytes),
+                                -1 if value_bytes is None else len(value_bytes))
         return await self.append_serialized(topic, key_bytes, value_bytes, partition,
                                             timestamp_ms, header_list, size)
 

@@ -350,3 +350,15 @@ def test_blocking_producer_shared_by_threads_keeps_each_threads_order(boot: str)
         mine = [r[3] for r in sorted(records, key=lambda r: (r[0], r[1]))
                 if r[3].startswith(b"t%d-" % n)]
         assert mine == [b"t%d-%04d" % (n, i) for i in range(per_thread)]
+
+
+def test_a_tombstone_has_no_value(boot: str) -> None:
+    create_topic(boot, "tombstones", 1, 3)
+
+    async def go() -> RecordMetadata:
+        async with Producer({"bootstrap.servers": boot}) as p:
+            return await p.send_and_wait("tombstones", None, key=b"gone")
+    md = asyncio.run(go())
+    assert md.serialized_value_size == -1 and md.serialized_key_size == 4
+    ((_, offset, key, value, _, _),) = read_all(boot, "tombstones", 1, 1)
+    assert (offset, key, value) == (md.offset, b"gone", None)
