@@ -36,11 +36,24 @@ from clients.protocol.api_keys import REQUEST_NAMES
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 
-__all__ = ["Cluster", "METADATA_VERSIONS", "FIND_COORDINATOR_VERSIONS", "ExponentialBackoff"]
+__all__ = ["Cluster", "METADATA_VERSIONS", "FIND_COORDINATOR_VERSIONS", "ExponentialBackoff", "dedicated_node"]
 
 METADATA_VERSIONS = (4, 12)           # v4: allow_auto_topic_creation; v10+: topic ids
 FIND_COORDINATOR_VERSIONS = (0, 6)    # v4+: batched coordinator_keys
 _client_ids = itertools.count(1)
+
+
+# A second connection to a broker, for requests it may hold a long time (a JoinGroup waits
+# for the whole rebalance): responses on one connection come in request order, so fetches
+# sent after a held JoinGroup would wait for it. Kafka's Java client talks to its group
+# coordinator over a connection of its own, id Integer.MAX_VALUE - node id; so does Ketch's.
+DEDICATED_NODE_BASE = 2**31 - 1
+
+
+def dedicated_node(node_id: int) -> int:
+    """The id of a second connection to broker `node_id` (pass it to `Cluster.request`)."""
+    assert 0 <= node_id < DEDICATED_NODE_BASE // 2
+    return DEDICATED_NODE_BASE - node_id
 
 
 class ExponentialBackoff:
@@ -342,6 +355,8 @@ class Cluster:
     # --- requests ---
 
     def _address(self, node_id: int) -> tuple[str, int]:
+        if node_id > DEDICATED_NODE_BASE // 2:
+            return self._address(DEDICATED_NODE_BASE - node_id)
         if node_id < 0:
             index = -node_id - 1
             if index >= len(self._bootstrap):

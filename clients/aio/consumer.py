@@ -38,7 +38,7 @@ from clients._core.membership import (
     Fatal, FindCoordinator, Membership, MembershipConfig, NeedAssignment, PartitionsAssigned,
     PartitionsLost, PartitionsRevoked, SendHeartbeat, SendJoinGroup, SendLeaveGroup, SendSyncGroup,
 )
-from clients.aio._cluster import Cluster
+from clients.aio._cluster import Cluster, dedicated_node
 from clients.errors import (
     ClientClosedError, CommitFailedError, IllegalStateError, KafkaApiError, KafkaTimeoutError,
     OffsetOutOfRangeError, UnsupportedVersionError, for_code,
@@ -199,7 +199,8 @@ class Consumer:
             elif isinstance(effect, SendLeaveGroup) and m.coordinator is not None:
                 try:
                     _, resp = await asyncio.wait_for(
-                        self._cluster.request(m.coordinator, ApiKey.LEAVE_GROUP, effect.request), timeout_s)
+                        self._cluster.request(dedicated_node(m.coordinator), ApiKey.LEAVE_GROUP, effect.request),
+                        timeout_s)
                     m.handle_leave_group_response(resp, self._now())
                 except (ConnectionError, asyncio.TimeoutError, KafkaApiError) as e:
                     log.info("LeaveGroup failed (the session timeout will remove us): %s", e)
@@ -728,7 +729,8 @@ class Consumer:
         while True:
             try:
                 node = await self._cluster.coordinator(self._group_id)
-                _, resp = await self._cluster.request(node, ApiKey.OFFSET_FETCH, body, versions=OFFSET_FETCH_VERSIONS)
+                _, resp = await self._cluster.request(dedicated_node(node), ApiKey.OFFSET_FETCH, body,
+                                                      versions=OFFSET_FETCH_VERSIONS)
             except ConnectionError:
                 self._cluster.invalidate_coordinator(self._group_id)
                 await asyncio.sleep(backoff)
@@ -826,7 +828,7 @@ class Consumer:
                      topics=[C.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
             try:
                 node = await self._cluster.coordinator(self._group_id)
-                _, resp = await self._cluster.request(node, ApiKey.OFFSET_COMMIT, body,
+                _, resp = await self._cluster.request(dedicated_node(node), ApiKey.OFFSET_COMMIT, body,
                                                       versions=OFFSET_COMMIT_VERSIONS)
             except ConnectionError:
                 self._cluster.invalidate_coordinator(self._group_id)
@@ -987,7 +989,8 @@ class Consumer:
         try:
             if node is None:
                 raise ConnectionError("coordinator unknown")
-            _, resp = await self._cluster.request(node, api, body, timeout_ms=timeout_ms)
+            # the coordinator's own connection: a held JoinGroup must not queue fetches
+            _, resp = await self._cluster.request(dedicated_node(node), api, body, timeout_ms=timeout_ms)
         except (ConnectionError, KafkaApiError) as e:
             log.debug("%s failed: %s", api.name, e)
             if api != ApiKey.LEAVE_GROUP:
