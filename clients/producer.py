@@ -33,6 +33,7 @@ from clients._core.config import ClientConfig, parse_config
 from clients.aio.producer import Producer as AioProducer
 from clients.aio.producer import RecordFuture
 from clients.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
+from clients.records import BATCH_HEADER_SIZE
 from clients.types import RecordMetadata
 
 __all__ = ["Producer", "FutureRecordMetadata"]
@@ -164,6 +165,8 @@ class Producer:
         self._loop = self._loop_thread.loop
         self._producer = AioProducer(self.config)
         self._lock = self._producer.share_with_threads()
+        self._plain_serializers = self._producer._plain_serializers
+        self._size_limit = self._producer._size_limit - BATCH_HEADER_SIZE
         self._append = self._producer.append_record
         self._drain_busy = False    # the loop is appending handed-over records
         self._max_block_s = self.config["max.block.ms"] / 1000
@@ -196,8 +199,16 @@ class Producer:
         `callback(metadata, exception)`, if given, is called once on the loop thread."""
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        key_bytes, value_bytes, header_list, size = self._producer.serialize(
-            topic, key, value, headers)
+        if (not headers and type(value) is bytes and (key is None or type(key) is bytes)
+                and self._plain_serializers):
+            # The common case, without a call: bytes in, nothing to serialize.
+            key_bytes, value_bytes, header_list = key, value, ()
+            size = 21 + len(value) + (0 if key is None else len(key))
+            if size > self._size_limit:
+                self._producer.serialize(topic, key, value, headers)  # RecordTooLargeError
+        else:
+            key_bytes, value_bytes, header_list, size = self._producer.serialize(
+                topic, key, value, headers)
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
         future = FutureRecordMetadata(self._loop, timestamp_ms,

@@ -106,8 +106,14 @@ def test_a_record_above_max_request_size_is_refused_and_nothing_else_is_lost(boo
             offsets = [(await f).offset for f in before + after]
             assert offsets == list(range(10))
     asyncio.run(go())
-    values = [r[3] for r in read_all("{}".format(boot), "oversize-client", 1, 10)]
-    assert values == [b"small-%d" % i for i in range(10)]
+    with BlockingProducer({"bootstrap.servers": boot, "max.request.size": 10_000}) as p:
+        with pytest.raises(RecordTooLargeError, match="max.request.size"):
+            p.send("oversize-client", b"x" * 20_000)               # refused in the caller
+        with pytest.raises(RecordTooLargeError, match="max.request.size"):
+            p.send("oversize-client", b"x" * 20_000, headers=[("h", b"")])
+        p.send("oversize-client", b"small-10").get(30)
+    values = [r[3] for r in read_all(boot, "oversize-client", 1, 11)]
+    assert values == [b"small-%d" % i for i in range(11)]
 
 
 def test_the_brokers_record_too_large_fails_only_that_record(boot: str) -> None:
