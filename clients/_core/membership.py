@@ -13,7 +13,8 @@ when the machine next needs to run.
 
 States and transitions (one request in flight at most)::
 
-    UNJOINED --poll: coordinator known--> JOINING --JoinGroup ok--> SYNCING
+    UNJOINED --poll: coordinator known--> PREPARING (revoke; heartbeats go on until every
+        listener call has run) --> JOINING --JoinGroup ok--> SYNCING
         (leader: ASSIGNING until the shell hands back partitions per topic)
     SYNCING --SyncGroup ok--> STABLE --heartbeat REBALANCE_IN_PROGRESS--> UNJOINED (rejoin)
     any --UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION--> UNJOINED with generation reset (lost)
@@ -34,8 +35,11 @@ one every configured assignor supports (cooperative only if all of them do, as K
 Listener calls are effects: ``PartitionsRevoked`` (the member still owns them and may
 commit), ``PartitionsAssigned``, ``PartitionsLost`` (the generation is gone: someone else
 may own them now, so nothing may be committed for them). They come in the order they must
-run; a ``SendJoinGroup`` after a ``PartitionsRevoked`` must wait for the listener to
-finish (the shell does this), because the revoking member commits before others get them.
+run, and the shell reports each one done (``listener_done``). A JoinGroup is sent only
+when none is outstanding, because a revoking member commits before others get the
+partitions; meanwhile (PREPARING) the member keeps heartbeating with its generation, as
+the Java client's heartbeat thread does while ``onPartitionsRevoked`` runs, so a slow
+listener costs no session.
 
 MEMBER_ID_REQUIRED (KIP-394): a new dynamic member's first JoinGroup is refused with a
 member id to use; the member rejoins with it at once. Static members (group.instance.id,
@@ -70,6 +74,7 @@ PROTOCOL_TYPE = "consumer"
 
 class MemberState(Enum):
     UNJOINED = "unjoined"         # not in a generation (or must rejoin)
+    PREPARING = "preparing"       # rejoining: waiting for listener calls to run; heartbeats go on
     JOINING = "joining"           # JoinGroup in flight
     ASSIGNING = "assigning"       # leader: waiting for partitions per topic to run the assignor
     SYNCING = "syncing"           # SyncGroup in flight
@@ -87,7 +92,8 @@ class FindCoordinator:
 
 @dataclass(frozen=True, slots=True)
 class SendJoinGroup:
-    """The shell sends it only after every listener call queued before it has run."""
+    """Emitted only once every listener call handed out before it has run (the shell
+    reports each with ``listener_done``)."""
     request: object
 
 
@@ -204,6 +210,8 @@ class Membership:
         self.last_poll_ms = now_ms
         self.poll_timed_out = False
         self.fatal: Fatal | None = None
+        # Invariant: listener effects handed out and not yet reported done by the shell.
+        self.listener_calls_pending = 0
         self._join_members: list = []           # leader: JoinGroup's member list
         self._assigned_snapshot: dict[str, int] = {}   # leader: partitions per topic it used
         self._joined_subscription: frozenset[str] = frozenset()
@@ -234,7 +242,7 @@ class Membership:
         effects: list[Effect] = []
         if self.owned:
             lost = self.generation_id == DEFAULT_GENERATION
-            effects.append(PartitionsLost(self.owned) if lost else PartitionsRevoked(self.owned))
+            effects.append(self._listener(PartitionsLost(self.owned) if lost else PartitionsRevoked(self.owned)))
             self.owned = frozenset()
         send = (self.member_id != UNKNOWN_MEMBER_ID and self.coordinator is not None
                 and (self.config.group_instance_id is None or self.config.leave_group_on_close))
@@ -271,21 +279,30 @@ class Membership:
             return [FindCoordinator(self.config.group_id)]
         if self.state is MemberState.STABLE and self.need_rejoin:
             self.state = MemberState.UNJOINED
+        effects: list[Effect] = []
         if self.state is MemberState.UNJOINED:
-            return self._join(now_ms)
-        if self.state is MemberState.STABLE:
+            effects = self._prepare_join()
+        if self.state is MemberState.PREPARING and self.listener_calls_pending == 0:
+            return effects + self._join(now_ms)
+        if self.state is MemberState.STABLE or (
+                self.state is MemberState.PREPARING and self.generation_id != DEFAULT_GENERATION):
             if now_ms - self.last_heartbeat_ok_ms > self.config.session_timeout_ms:
                 # Kafka's "session timed out without a successful heartbeat": the
                 # coordinator is presumed dead; find it again (it may have fenced us).
                 self._coordinator_dead(now_ms)
-                return []
+                return effects
             if now_ms >= self.last_heartbeat_sent_ms + self.config.heartbeat_interval_ms:
                 self.in_flight = "heartbeat"
                 self.last_heartbeat_sent_ms = now_ms
-                return [SendHeartbeat(messages.HeartbeatRequest(
+                return effects + [SendHeartbeat(messages.HeartbeatRequest(
                     group_id=self.config.group_id, generation_id=self.generation_id,
                     member_id=self.member_id, group_instance_id=self.config.group_instance_id))]
-        return []
+        return effects
+
+    def listener_done(self, now_ms: int) -> None:
+        """The shell ran one listener call handed out by this machine."""
+        assert self.listener_calls_pending > 0, "listener_done without a listener call"
+        self.listener_calls_pending -= 1
 
     def poll_timeout_ms(self, now_ms: int) -> int:
         """Milliseconds until ``poll`` has something to do (0: now)."""
@@ -297,9 +314,10 @@ class Membership:
         if self.in_flight is None:
             if now_ms < self.backoff_until_ms:
                 deadlines.append(self.backoff_until_ms)
-            elif self.coordinator is None or self.state is MemberState.UNJOINED or self.need_rejoin:
+            elif self.coordinator is None or self.state is MemberState.UNJOINED or self.need_rejoin or (
+                    self.state is MemberState.PREPARING and self.listener_calls_pending == 0):
                 deadlines.append(now_ms)
-            elif self.state is MemberState.STABLE:
+            elif self.state in (MemberState.STABLE, MemberState.PREPARING):
                 deadlines.append(self.last_heartbeat_sent_ms + self.config.heartbeat_interval_ms)
         if not deadlines:
             return 60_000
@@ -331,20 +349,32 @@ class Membership:
 
     # -- join ------------------------------------------------------------
 
-    def _join(self, now_ms: int) -> list[Effect]:
+    def _listener(self, effect: Effect) -> Effect:
+        self.listener_calls_pending += 1
+        return effect
+
+    def _prepare_join(self) -> list[Effect]:
+        """What must be given up before joining: everything (eager), what left the
+        subscription (cooperative), or everything as lost (the generation is gone)."""
         effects: list[Effect] = []
         if self.owned:
             if self.generation_id == DEFAULT_GENERATION:
-                effects.append(PartitionsLost(self.owned))
+                effects.append(self._listener(PartitionsLost(self.owned)))
                 self.owned = self.previous_assignment = frozenset()
             elif self.protocol is RebalanceProtocol.EAGER:
-                effects.append(PartitionsRevoked(self.owned))
+                effects.append(self._listener(PartitionsRevoked(self.owned)))
                 self.owned = frozenset()
             else:
                 gone = frozenset(tp for tp in self.owned if tp.topic not in self.subscription)
                 if gone:
-                    effects.append(PartitionsRevoked(gone))
+                    effects.append(self._listener(PartitionsRevoked(gone)))
                     self.owned -= gone
+        self.state = MemberState.PREPARING
+        return effects
+
+    def _join(self, now_ms: int) -> list[Effect]:
+        assert self.state is MemberState.PREPARING and self.listener_calls_pending == 0
+        effects: list[Effect] = []
         protocols = []
         for a in self.assignors:
             owned = self.previous_assignment if a.name == "sticky" else self.owned
@@ -469,11 +499,11 @@ class Membership:
         added = new - self.owned
         if revoked:
             # cooperative: give back only what moved, then rejoin so it can be handed over
-            effects.append(PartitionsRevoked(revoked))
+            effects.append(self._listener(PartitionsRevoked(revoked)))
             if self.protocol is RebalanceProtocol.COOPERATIVE:
                 self.request_rejoin("revoked partitions that move to another member")
         self.owned = self.previous_assignment = new
-        effects.append(PartitionsAssigned(added, new))
+        effects.append(self._listener(PartitionsAssigned(added, new)))
         if self.subscription != self._joined_subscription:
             self.request_rejoin("subscription changed during the rebalance")
         return effects

@@ -123,7 +123,8 @@ class Consumer:
         self._data = asyncio.Event() if _has_loop() else None
         self._group_wakeup: asyncio.Event | None = None
         self._group_task: asyncio.Task | None = None
-        self._listener_calls: list[tuple[Any, asyncio.Future]] = []
+        # (effect, done, the Membership that handed it out)
+        self._listener_calls: list[tuple[Any, asyncio.Future, Membership]] = []
         self._group_tasks: set[asyncio.Task] = set()
         self._fatal: BaseException | None = None
         self._next_auto_commit_ms = 0
@@ -183,7 +184,7 @@ class Consumer:
                     await t
                 except BaseException:  # noqa: BLE001 -- cancelled on purpose
                     pass
-            for _, fut in self._listener_calls:
+            for _, fut, _m in self._listener_calls:
                 if not fut.done():
                     fut.cancel()
             await self._cluster.close()
@@ -195,7 +196,10 @@ class Consumer:
         await self._run_listener_calls()
         for effect in m.leave(self._now()):
             if isinstance(effect, (PartitionsRevoked, PartitionsLost)):
-                await self._apply_listener_call(effect)
+                try:
+                    await self._apply_listener_call(effect)
+                finally:
+                    m.listener_done(self._now())
             elif isinstance(effect, SendLeaveGroup) and m.coordinator is not None:
                 try:
                     _, resp = await asyncio.wait_for(
@@ -942,10 +946,9 @@ class Consumer:
             if isinstance(effect, FindCoordinator):
                 self._spawn(self._find_coordinator())
             elif isinstance(effect, SendJoinGroup):
-                # a revocation queued before must have run (and committed) first
-                waits = [fut for _, fut in self._listener_calls]
+                # (the machine emits it only once every listener call it handed out has run)
                 self._spawn(self._send_group_request(
-                    ApiKey.JOIN_GROUP, effect.request, m.handle_join_group_response, waits,
+                    ApiKey.JOIN_GROUP, effect.request, m.handle_join_group_response,
                     timeout_ms=max(self.config["request.timeout.ms"], m.config.rebalance_timeout_ms + 5000)))
             elif isinstance(effect, SendSyncGroup):
                 self._spawn(self._send_group_request(ApiKey.SYNC_GROUP, effect.request, m.handle_sync_group_response))
@@ -957,7 +960,7 @@ class Consumer:
                 self._spawn(self._assign(effect.topics))
             elif isinstance(effect, (PartitionsRevoked, PartitionsAssigned, PartitionsLost)):
                 fut = asyncio.get_running_loop().create_future()
-                self._listener_calls.append((effect, fut))
+                self._listener_calls.append((effect, fut, m))
                 if self._data is not None:
                     self._data.set()
             elif isinstance(effect, Fatal):
@@ -979,12 +982,10 @@ class Consumer:
             self._carry_out(m.handle_request_failed(self._now()))
         self._wake_group()
 
-    async def _send_group_request(self, api: ApiKey, body: Any, handle: Callable, waits: list | None = None,
+    async def _send_group_request(self, api: ApiKey, body: Any, handle: Callable,
                                   timeout_ms: int | None = None) -> None:
         m = self._membership
         assert m is not None
-        if waits:
-            await asyncio.gather(*waits, return_exceptions=True)
         node = m.coordinator
         try:
             if node is None:
@@ -1015,12 +1016,15 @@ class Consumer:
 
     async def _run_listener_calls(self) -> None:
         while self._listener_calls:
-            effect, fut = self._listener_calls.pop(0)
+            effect, fut, origin = self._listener_calls.pop(0)
             try:
                 await self._apply_listener_call(effect)
             finally:
                 if not fut.done():
                     fut.set_result(None)
+                # the machine holds a JoinGroup back until every listener call has run
+                origin.listener_done(self._now())
+                self._wake_group()
 
     async def _apply_listener_call(self, effect: Any) -> None:
         listener = self._listener

@@ -30,6 +30,17 @@ def kinds(effects) -> list[str]:
     return [type(e).__name__ for e in effects]
 
 
+LISTENER_CALLS = (PartitionsAssigned, PartitionsRevoked, PartitionsLost)
+
+
+def ran(m: Membership, effects) -> list:
+    """The shell's part: run (here: acknowledge) every listener call among the effects."""
+    for e in effects:
+        if isinstance(e, LISTENER_CALLS):
+            m.listener_done(0)
+    return effects
+
+
 def join_ok(m: Membership, member_id: str, generation: int, leader: str, members=()) -> list:
     return m.handle_join_group_response(JR(error_code=0, generation_id=generation, protocol_type="consumer",
                                            protocol_name=m.assignors[0].name, leader=leader,
@@ -47,7 +58,7 @@ def to_stable(m: Membership, owned: tuple[TP, ...], now: int = 0, member_id: str
     join_ok(m, member_id, 1, "someone-else")
     assert m.state is MemberState.SYNCING
     m.in_flight = "sync"
-    effects = m.handle_sync_group_response(SR(error_code=0, assignment=assignment(*owned)), now)
+    effects = ran(m, m.handle_sync_group_response(SR(error_code=0, assignment=assignment(*owned)), now))
     assert effects[-1] == PartitionsAssigned(frozenset(owned), frozenset(owned))
     assert m.state is MemberState.STABLE
 
@@ -72,7 +83,7 @@ def test_new_member_finds_coordinator_gets_a_member_id_and_leads() -> None:
     assert isinstance(sync, SendSyncGroup) and sync.request.generation_id == 5
     mine = {a.member_id: a.assignment for a in sync.request.assignments}
     assert mine == {"m-1": assignment(TP("t", 0), TP("t", 1)), "m-2": assignment(TP("t", 2), TP("t", 3))}
-    effects = m.handle_sync_group_response(SR(error_code=0, assignment=mine["m-1"]), 0)
+    effects = ran(m, m.handle_sync_group_response(SR(error_code=0, assignment=mine["m-1"]), 0))
     assert effects == [PartitionsAssigned(frozenset({TP("t", 0), TP("t", 1)}), frozenset({TP("t", 0), TP("t", 1)}))]
     assert m.stable and m.commit_generation() == (5, "m-1")
 
@@ -110,10 +121,17 @@ def test_eager_rebalance_revokes_everything_before_joining() -> None:
     to_stable(m, owned)
     m.poll(1000)
     m.handle_heartbeat_response(HR(error_code=ErrorCode.REBALANCE_IN_PROGRESS), 1000)
-    effects = m.poll(1001)
-    assert kinds(effects) == ["PartitionsRevoked", "SendJoinGroup"]
-    assert effects[0].partitions == frozenset(owned)
-    assert decode_subscription(effects[1].request.protocols[0].metadata).owned_partitions == ()
+    (revoke,) = m.poll(1001)
+    assert revoke == PartitionsRevoked(frozenset(owned)) and m.state is MemberState.PREPARING
+    # while the listener runs (it may commit for long), the member keeps its session
+    assert m.poll(1500) == []
+    (hb,) = m.poll(2001)
+    assert isinstance(hb, SendHeartbeat) and hb.request.generation_id == 1
+    m.handle_heartbeat_response(HR(error_code=ErrorCode.REBALANCE_IN_PROGRESS), 2002)
+    m.listener_done(2003)
+    (join,) = m.poll(2003)
+    assert isinstance(join, SendJoinGroup)
+    assert decode_subscription(join.request.protocols[0].metadata).owned_partitions == ()
     join_ok(m, "m1", 2, "x")
     m.in_flight = "sync"
     effects = m.handle_sync_group_response(SR(error_code=0, assignment=assignment(TP("t", 1))), 1002)
@@ -135,7 +153,9 @@ def test_cooperative_rebalance_revokes_only_what_moves_then_rejoins() -> None:
     effects = m.handle_sync_group_response(SR(error_code=0, assignment=assignment(TP("t", 0), TP("t", 1))), 1002)
     assert effects == [PartitionsRevoked(frozenset({TP("t", 2)})),
                        PartitionsAssigned(frozenset(), frozenset({TP("t", 0), TP("t", 1)}))]
-    # the second rebalance comes at once, still owning the two it kept
+    # the second rebalance comes once the listener gave t-2 back, still owning the two it kept
+    assert m.poll(1003) == []
+    ran(m, effects)
     effects = m.poll(1003)
     assert kinds(effects) == ["SendJoinGroup"]
     assert set(decode_subscription(effects[0].request.protocols[0].metadata).owned_partitions) == {
@@ -147,9 +167,10 @@ def test_unknown_member_loses_partitions_and_rejoins_as_new() -> None:
     to_stable(m, (TP("t", 0),))
     m.poll(1000)
     m.handle_heartbeat_response(HR(error_code=ErrorCode.UNKNOWN_MEMBER_ID), 1000)
-    effects = m.poll(1001)
-    assert effects[0] == PartitionsLost(frozenset({TP("t", 0)}))
-    assert effects[1].request.member_id == ""
+    effects = ran(m, m.poll(1001))
+    assert effects == [PartitionsLost(frozenset({TP("t", 0)}))]
+    (join,) = m.poll(1002)                       # no heartbeat: no generation to keep
+    assert join.request.member_id == ""
 
 
 def test_illegal_generation_keeps_member_id_but_loses_partitions() -> None:
@@ -157,7 +178,7 @@ def test_illegal_generation_keeps_member_id_but_loses_partitions() -> None:
     to_stable(m, (TP("t", 0),))
     m.poll(1000)
     m.handle_heartbeat_response(HR(error_code=ErrorCode.ILLEGAL_GENERATION), 1000)
-    effects = m.poll(1001)
+    effects = ran(m, m.poll(1001)) + m.poll(1001)
     assert kinds(effects) == ["PartitionsLost", "SendJoinGroup"] and effects[1].request.member_id == "m1"
 
 
@@ -200,7 +221,7 @@ def test_poll_timeout_leaves_the_group_dynamic_member() -> None:
     m.handle_leave_group_response(messages.LeaveGroupResponse(), 60_502)
     assert m.poll(70_000) == []                                # stays out until poll() again
     m.note_poll(70_000)
-    effects = m.poll(70_000)
+    effects = ran(m, m.poll(70_000)) + m.poll(70_000)
     assert kinds(effects) == ["PartitionsLost", "SendJoinGroup"] and effects[1].request.member_id == ""
 
 
@@ -210,7 +231,7 @@ def test_static_member_never_leaves_on_poll_timeout_or_close() -> None:
     keep_alive(m, 1000, 60_000)
     assert m.poll(60_001) == []                                # no LeaveGroup: session timeout decides
     m.note_poll(60_002)
-    effects = m.poll(60_002)
+    effects = ran(m, m.poll(60_002)) + m.poll(60_002)
     assert effects[-1].request.group_instance_id == "i-1" and effects[-1].request.member_id == "m1"
     s = member(instance="i-2")
     to_stable(s, (TP("t", 1),))
@@ -229,11 +250,11 @@ def test_leader_rejoins_when_partition_count_changes() -> None:
     M = messages.JoinGroupResponse.JoinGroupResponseMember
     join_ok(m, "m1", 1, "m1", [M(member_id="m1", metadata=join.request.protocols[0].metadata)])
     m.perform_assignment({"t": 2}, 0)
-    m.handle_sync_group_response(SR(error_code=0, assignment=assignment(TP("t", 0), TP("t", 1))), 0)
+    ran(m, m.handle_sync_group_response(SR(error_code=0, assignment=assignment(TP("t", 0), TP("t", 1))), 0))
     m.handle_metadata({"t": 2})
     assert m.stable
     m.handle_metadata({"t": 3})
-    assert not m.stable and kinds(m.poll(1)) == ["PartitionsRevoked", "SendJoinGroup"]
+    assert not m.stable and kinds(ran(m, m.poll(1)) + m.poll(1)) == ["PartitionsRevoked", "SendJoinGroup"]
 
 
 # ----------------------------------------------------------------------- a small coordinator
@@ -258,6 +279,9 @@ class TinyCoordinator:
                 if any(isinstance(e, FindCoordinator) for e in effects):
                     m.handle_coordinator_found(1, self.now)
                     effects += m.poll(self.now)
+                if any(isinstance(e, LISTENER_CALLS) for e in effects):
+                    ran(m, effects)                     # the application's listener ran
+                    effects += m.poll(self.now)
                 for e in effects:
                     if isinstance(e, SendJoinGroup):
                         joins[mid] = e.request
@@ -275,7 +299,7 @@ class TinyCoordinator:
                 if mid not in joins and m.state is MemberState.STABLE:
                     m.in_flight = "heartbeat"
                     m.handle_heartbeat_response(HR(error_code=ErrorCode.REBALANCE_IN_PROGRESS), self.now)
-                    for e in m.poll(self.now):
+                    for e in ran(m, m.poll(self.now)) + m.poll(self.now):
                         if isinstance(e, SendJoinGroup):
                             joins[mid] = e.request
             self._check_no_double_ownership()
@@ -293,7 +317,8 @@ class TinyCoordinator:
                 syncs[mid] = effects[0].request
             table = {a.member_id: a.assignment for a in syncs[leader].assignments}
             for mid in joins:
-                self.members[mid].handle_sync_group_response(SR(error_code=0, assignment=table[mid]), self.now)
+                ran(self.members[mid], self.members[mid].handle_sync_group_response(
+                    SR(error_code=0, assignment=table[mid]), self.now))
                 self._check_no_double_ownership()
             self.now += 10
         raise AssertionError("no stable group")
