@@ -541,8 +541,6 @@ def test_lowered_delete_retention_drops_new_tombstones_on_every_replica(cluster)
         wait_until(dropped, 30, f"broker {b} to drop the tombstones written after the change", interval_s=0.3)
 
 
-@pytest.mark.xfail(strict=True, reason="Ketch's INVALID_RECORD answer has no record_errors; Kafka "
-                   "names each refused record (KIP-467) and the topic partition")
 def test_keyless_records_are_named_in_record_errors(cluster) -> None:
     """Produce v8+ (KIP-467): Kafka lists each refused record by its index in the batch, with
     "Compacted topic cannot accept message without key in topic partition <tp>"."""
@@ -751,8 +749,6 @@ def test_kafkas_whole_broker_catalogue_is_known(cluster) -> None:
     assert password is not None and password.is_sensitive and password.value is None
 
 
-@pytest.mark.xfail(strict=True, reason="Ketch answers INVALID_CONFIG (40) for a read-only broker key; "
-                   "Kafka answers INVALID_REQUEST (42)")
 def test_read_only_broker_keys_are_refused_with_invalid_request(cluster) -> None:
     """Kafka's ConfigAdminManager turns DynamicBrokerConfig's "Cannot update these configs
     dynamically: ..." ConfigException into InvalidRequestException (KAFKA-13609 keeps it so
@@ -770,8 +766,6 @@ def test_read_only_broker_keys_are_refused_with_invalid_request(cluster) -> None
     assert r.error_code == ErrorCode.INVALID_REQUEST, (ErrorCode(r.error_code).name, r.error_message)
 
 
-@pytest.mark.xfail(strict=True, reason="listener-prefixed keys are described without their base key "
-                   "as synonym, and unprefixed security keys are accepted per broker")
 def test_listener_prefixed_keys_are_per_broker_with_the_base_key_as_synonym(cluster) -> None:
     """DynamicBrokerConfig: a listener-prefixed key is the per-broker value of its base key
     for that listener, so describe lists the base key's layers after it; a security key
@@ -799,12 +793,11 @@ def test_listener_prefixed_keys_are_per_broker_with_the_base_key_as_synonym(clus
 def test_bad_config_changes_are_refused_whole_with_kafkas_codes(cluster) -> None:
     topic = new_topic(cluster, "badinput")
     p1 = port_of(cluster, 1)
-    # A read-only broker key (its code is the test above): refused, naming the key, and the
-    # valid key beside it is not applied.
+    # A read-only broker key (see the test above): refused, naming the key, and the valid
+    # key beside it is not applied.
     for key, value in (("node.id", "7"), ("log.dirs", "/tmp/elsewhere")):
         r = alter(p1, BROKER, "1", {key: (SET, value), "message.max.bytes": (SET, "4000")})
-        assert r.error_code in (ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_CONFIG), \
-            (key, ErrorCode(r.error_code).name, r.error_message)
+        assert r.error_code == ErrorCode.INVALID_REQUEST, (key, ErrorCode(r.error_code).name, r.error_message)
         assert key in (r.error_message or ""), r.error_message
     # Unknown keys: INVALID_CONFIG naming the key, for brokers and topics.
     r = alter(p1, BROKER, "1", {"no.such.broker.key": (SET, "1"), "message.max.bytes": (SET, "4000")})
