@@ -448,6 +448,22 @@ def test_index_interval_bytes_densifies_the_offset_index_on_every_replica(cluste
         assert dense and all(size >= 10 * 8 for size in dense.values()), f"broker {b}: {index_sizes(b)}"
 
 
+def test_a_restarted_follower_applies_the_live_config(cluster) -> None:
+    """A config changed live is in the metadata log, so a broker that restarts loads its
+    replicas with it (not with the static defaults): its new segments roll at the size set."""
+    topic = new_topic(cluster, "restart")
+    leader = port_of(cluster, 1)
+    set_topic(cluster, topic, segment_bytes="2048")
+    assert cluster.stop_node(3, timeout_s=30) == 0
+    cluster.start_node(3)
+    cluster.wait_until_ready(60)
+    wait_until(lambda: full_isr(cluster, topic), 60, "broker 3 back in the ISR")
+    for _ in range(12):
+        produce_ok(leader, topic, records(1, 400))
+    files = segment_files(cluster, 3, topic)
+    assert len(files) >= 3 and all(f.size <= 2048 for f in files), [(f.base_offset, f.size) for f in files]
+
+
 def test_log_append_time_and_timestamp_bounds(cluster) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
