@@ -53,7 +53,9 @@ class _CallerThreadListener:
         await self._call("on_partitions_assigned", partitions)
 
     async def on_partitions_lost(self, _consumer: Any, partitions: set[TopicPartition]) -> None:
-        await self._call("on_partitions_lost", partitions)
+        # Kafka's default on_partitions_lost treats them as revoked
+        name = "on_partitions_lost" if hasattr(self.user, "on_partitions_lost") else "on_partitions_revoked"
+        await self._call(name, partitions)
 
 
 class Consumer:

@@ -1026,13 +1026,18 @@ class Consumer:
                 origin.listener_done(self._now())
                 self._wake_group()
 
+    async def _call_listener(self, listener: Any, name: str, parts: set[TopicPartition]) -> None:
+        """A listener may implement only the methods it needs (a plain object is enough)."""
+        fn = getattr(listener, name, None) if listener is not None else None
+        if fn is not None:
+            await _maybe_await(fn(self, parts))
+
     async def _apply_listener_call(self, effect: Any) -> None:
         listener = self._listener
         if isinstance(effect, PartitionsAssigned):
             self._subs.assign(effect.assignment)
             self._drop_buffers(lambda tp: tp not in self._subs.partitions)
-            if listener is not None:
-                await _maybe_await(listener.on_partitions_assigned(self, set(effect.partitions)))
+            await self._call_listener(listener, "on_partitions_assigned", set(effect.partitions))
             return
         parts = set(effect.partitions)
         if isinstance(effect, PartitionsRevoked):
@@ -1043,10 +1048,12 @@ class Consumer:
                         await self._with_timeout(self._commit(todo, retry=True), None)
                     except (KafkaApiError, ConnectionError, CommitFailedError, KafkaTimeoutError) as e:
                         log.warning("auto-commit before revoking %s failed: %s", sorted(parts), e)
-            if listener is not None:
-                await _maybe_await(listener.on_partitions_revoked(self, parts))
-        elif listener is not None:
-            await _maybe_await(listener.on_partitions_lost(self, parts))
+            await self._call_listener(listener, "on_partitions_revoked", parts)
+        elif listener is not None and not hasattr(listener, "on_partitions_lost"):
+            # Kafka's default on_partitions_lost: treat them as revoked
+            await self._call_listener(listener, "on_partitions_revoked", parts)
+        else:
+            await self._call_listener(listener, "on_partitions_lost", parts)
         self._subs.remove(parts)
         self._drop_buffers(lambda tp: tp in parts)
 

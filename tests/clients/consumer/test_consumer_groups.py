@@ -335,7 +335,7 @@ def test_a_member_that_stops_polling_leaves_and_loses_its_partitions(cluster, bo
 def test_group_survives_its_coordinator_being_sigkilled(cluster, bootstrap, members) -> None:
     """The broker coordinating the group is SIGKILLed: the members find the new
     coordinator, form the group again there and go on reading, nothing skipped (manual
-    commits after each poll). Runs last in this module: it restarts the broker it killed."""
+    commits after each poll). It restarts the broker it killed and waits for it."""
     from groups_helpers import find_coordinator
     topic, group = "coord-fail", "g-coord-fail"
     create_topic(cluster, topic, partitions=6)
@@ -356,3 +356,66 @@ def test_group_survives_its_coordinator_being_sigkilled(cluster, bootstrap, memb
             assert s.close() == 0, s.stderr_tail()
     finally:
         cluster.start_node(coordinator)
+        cluster.wait_until_ready(timeout_s=60)      # the next test needs all three brokers
+
+
+def test_a_slow_revocation_listener_keeps_its_session(cluster, bootstrap) -> None:
+    """The revocation listener takes longer than session.timeout.ms (6 s): the member keeps
+    heartbeating while it runs, so the coordinator does not remove it (it keeps its member
+    id, and the other member is never handed all six partitions meanwhile)."""
+    topic, group = "slow-listener", "g-slow-listener"
+    create_topic(cluster, topic, partitions=6)
+    events: list[str] = []
+    other_sizes: list[int] = []
+
+    class Slow:
+        async def on_partitions_revoked(self, c, parts):
+            events.append("revoked")
+            await asyncio.sleep(7)                  # longer than the session timeout
+            events.append("revoked-done")
+
+        def on_partitions_assigned(self, c, parts):
+            events.append(f"assigned-{len(parts)}")
+
+        def on_partitions_lost(self, c, parts):
+            events.append("lost")
+
+    class Other:
+        def on_partitions_assigned(self, c, parts):
+            other_sizes.append(len(c.assignment()))
+
+    async def run() -> tuple[str, str]:
+        cfg = {"partition.assignment.strategy": "range"}
+        slow = Consumer(ketch_config(bootstrap, group, "slow-0", **cfg))
+        other = Consumer(ketch_config(bootstrap, group, "slow-1", **cfg))
+        await slow.start()
+        slow.subscribe([topic], listener=Slow())
+        deadline = time.monotonic() + 60
+        while len(slow.assignment()) != 6:
+            assert time.monotonic() < deadline
+            await slow.poll(100)
+        member_before = slow.member_id
+        await other.start()
+        other.subscribe([topic], listener=Other())
+        stop = asyncio.Event()
+
+        async def keep_polling(c: Consumer) -> None:
+            while not stop.is_set():
+                await c.poll(100)
+        tasks = [asyncio.create_task(keep_polling(c)) for c in (slow, other)]
+        try:
+            while sorted((len(slow.assignment()), len(other.assignment()))) != [3, 3]:
+                assert time.monotonic() < deadline, events
+                await asyncio.sleep(0.1)
+            return member_before, slow.member_id
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await other.close()
+            await slow.close()
+
+    member_before, member_after = asyncio.run(run())
+    assert events[:4] == ["assigned-6", "revoked", "revoked-done", "assigned-3"], events
+    assert "lost" not in events
+    assert member_after == member_before, "the slow member was removed and joined as a new one"
+    assert 6 not in other_sizes, other_sizes

@@ -318,7 +318,7 @@ def test_consumer_follows_a_sigkilled_leader_to_the_next(cluster, bootstrap) -> 
     """Reading across a failover: the partition's leader is SIGKILLed halfway; the consumer
     finds the new leader (a higher leader epoch, so its position is validated against the
     new leader's log first, KIP-320) and reads every acknowledged record once, in order.
-    Runs last in this module: it restarts the broker it killed."""
+    It restarts the broker it killed and waits for it."""
     from groups_helpers import metadata_leaders
     topic = "failover"
     create_topic(cluster, topic, partitions=1, replication_factor=3)
@@ -337,6 +337,7 @@ def test_consumer_follows_a_sigkilled_leader_to_the_next(cluster, bootstrap) -> 
             assert c._aio.validations >= 1 and c._aio.log_truncations == 0
         finally:
             cluster.start_node(leader)
+        cluster.wait_until_ready(timeout_s=60)      # the next test needs all three brokers
     assert [r.offset for r in records] == list(range(200))
     expected = {**first, **second}
     assert [r.value.decode() for r in records] == [expected[(0, o)] for o in range(200)]
