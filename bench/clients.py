@@ -59,6 +59,26 @@ def _result(records: int, elapsed: float, failed: int) -> dict:
             "records_per_s": round(records / elapsed), "failed": failed}
 
 
+async def _timed_async_sends(p, topic: str, records: int) -> dict:
+    """Warm up, then time `records` sends and the final flush of an asyncio producer whose
+    send returns a future (Ketch's and aiokafka's share that shape)."""
+    value = b"x" * VALUE_BYTES
+    for i in range(WARMUP_RECORDS):
+        await p.send(topic, value, partition=i % PARTITIONS)
+    await p.flush()
+    send = p.send
+    futures = []
+    start = time.perf_counter()
+    for i in range(records):
+        f = await send(topic, value, partition=i % PARTITIONS)
+        if i & 0x3FF == 0:
+            futures.append(f)
+    await p.flush()
+    elapsed = time.perf_counter() - start
+    failed = sum(1 for f in futures if f.exception() is not None)
+    return _result(records, elapsed, failed)
+
+
 def measure_produce_ketch(bootstrap: str, topic: str, records: int, acks: str) -> dict:
     from clients.aio import Producer
 
@@ -67,22 +87,9 @@ def measure_produce_ketch(bootstrap: str, topic: str, records: int, acks: str) -
                       "batch.size": BATCH_BYTES, "enable.idempotence": False,
                       "max.request.size": 4 << 20})
         await p.start()
-        value = b"x" * VALUE_BYTES
-        for i in range(WARMUP_RECORDS):
-            await p.send(topic, value, partition=i % PARTITIONS)
-        await p.flush()
-        send = p.send
-        futures = []
-        start = time.perf_counter()
-        for i in range(records):
-            f = await send(topic, value, partition=i % PARTITIONS)
-            if i & 0x3FF == 0:
-                futures.append(f)
-        await p.flush()
-        elapsed = time.perf_counter() - start
-        failed = sum(1 for f in futures if f.exception() is not None)
+        result = await _timed_async_sends(p, topic, records)
         await p.close()
-        return _result(records, elapsed, failed)
+        return result
     return asyncio.run(run())
 
 
@@ -145,22 +152,9 @@ def measure_produce_aiokafka(bootstrap: str, topic: str, records: int, acks: str
                              linger_ms=LINGER_MS, max_batch_size=BATCH_BYTES,
                              enable_idempotence=False, max_request_size=4 << 20)
         await p.start()
-        value = b"x" * VALUE_BYTES
-        for i in range(WARMUP_RECORDS):
-            await p.send(topic, value, partition=i % PARTITIONS)
-        await p.flush()
-        send = p.send
-        futures = []
-        start = time.perf_counter()
-        for i in range(records):
-            f = await send(topic, value, partition=i % PARTITIONS)
-            if i & 0x3FF == 0:
-                futures.append(f)
-        await p.flush()
-        elapsed = time.perf_counter() - start
-        failed = sum(1 for f in futures if f.exception() is not None)
+        result = await _timed_async_sends(p, topic, records)
         await p.stop()
-        return _result(records, elapsed, failed)
+        return result
     return asyncio.run(run())
 
 
