@@ -79,6 +79,21 @@ async def _timed_async_sends(p, topic: str, records: int) -> dict:
     return _result(records, elapsed, failed)
 
 
+def _best_of(runs: dict[str, list[dict]]) -> dict:
+    """Per client: its best run, with every run's figure and the median beside it."""
+    table: dict = {}
+    for client, rs in runs.items():
+        good = [r for r in rs if "error" not in r]
+        if not good:
+            table[client] = {"error": rs[-1]["error"]}
+            continue
+        best = max(good, key=lambda r: r["records_per_s"])
+        table[client] = dict(best, runs_records_per_s=[r["records_per_s"] for r in good],
+                             median_records_per_s=round(statistics.median(
+                                 r["records_per_s"] for r in good)))
+    return table
+
+
 def measure_produce_ketch(bootstrap: str, topic: str, records: int, acks: str) -> dict:
     from clients.aio import Producer
 
@@ -251,16 +266,7 @@ def producer_half(bootstrap: str, clients: list[str], records: int, repeats: int
                 print(f"  {label:13s} {client:15s} "
                       + (f"{r['records_per_s']:>9,} records/s" if "error" not in r
                          else f"error: {r['error']}"), flush=True)
-        table: dict = {}
-        for client, rs in runs.items():
-            good = [r for r in rs if "error" not in r]
-            if not good:
-                table[client] = {"error": rs[-1]["error"]}
-                continue
-            best = max(good, key=lambda r: r["records_per_s"])
-            table[client] = dict(best, runs_records_per_s=[r["records_per_s"] for r in good],
-                                 median_records_per_s=round(statistics.median(
-                                     r["records_per_s"] for r in good)))
+        table = _best_of(runs)
         base = table.get("confluent", {}).get("records_per_s")
         for client, row in table.items():
             if "records_per_s" in row and base:
@@ -495,16 +501,7 @@ def consumer_half(bootstrap: str, clients: list[str], records: int, repeats: int
             print(f"  consume       {client:15s} "
                   + (f"{r['records_per_s']:>9,} records/s" if "error" not in r
                      else f"error: {r['error']}"), flush=True)
-    table: dict = {}
-    for client, rs in runs.items():
-        good = [r for r in rs if "error" not in r]
-        if not good:
-            table[client] = {"error": rs[-1]["error"]}
-            continue
-        best = max(good, key=lambda r: r["records_per_s"])
-        table[client] = dict(best, runs_records_per_s=[r["records_per_s"] for r in good],
-                             median_records_per_s=round(statistics.median(
-                                 r["records_per_s"] for r in good)))
+    table = _best_of(runs)
     base = table.get("confluent", {}).get("records_per_s")
     for row in table.values():
         if "records_per_s" in row and base:

@@ -420,6 +420,9 @@ class PartitionLog:
                                            config.compression_level(config.compression_type))
             except RecordError as e:
                 return self._error(e.error_code, str(e))
+        # Only topics with a CreateTime bound pay for the check (the default is no bound).
+        check_timestamps = (origin is AppendOrigin.CLIENT and not config.log_append_time and (
+            config.timestamp_before_max_ms != NO_LIMIT or config.timestamp_after_max_ms != NO_LIMIT))
         for header in headers:
             if header.size_in_bytes > config.max_message_bytes:
                 return self._error(ErrorCode.MESSAGE_TOO_LARGE,
@@ -431,7 +434,7 @@ class PartitionLog:
                                    f"delta {header.last_offset_delta}")
             if header.is_control and origin is AppendOrigin.CLIENT:
                 return self._error(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-            if not config.log_append_time and origin is AppendOrigin.CLIENT:
+            if check_timestamps:
                 error = self._check_timestamps(header, now_ms)
                 if error is not None:
                     return error
