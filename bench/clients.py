@@ -42,7 +42,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clients.launcher import LocalCluster  # noqa: E402
+from clients.cli.launcher import LocalCluster  # noqa: E402
 
 VALUE_BYTES = 100
 PARTITIONS = 6

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from clients.connection import KafkaConnection, connect  # noqa: E402
-from clients.launcher import LocalCluster  # noqa: E402
+from clients.cli.launcher import LocalCluster  # noqa: E402
 from clients.protocol import ApiKey, decode_message, encode_message, messages  # noqa: E402
 from clients.protocol.errors import ErrorCode  # noqa: E402
 from clients.records import Record, build_batch  # noqa: E402

@@ -49,7 +49,7 @@ import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from clients.launcher import LocalCluster  # noqa: E402
+from clients.cli.launcher import LocalCluster  # noqa: E402
 from clients.protocol import (  # noqa: E402
     NEED_DATA, ApiKey, CorruptFrameError, ServerConnection, UnsupportedRequest, messages,
 )

@@ -1,6 +1,6 @@
 """A chaos cluster: ``LocalCluster`` plus fault proxies and the questions a scenario asks.
 
-``ChaosCluster`` starts controllers and brokers as real processes (``clients.launcher``)
+``ChaosCluster`` starts controllers and brokers as real processes (``clients.cli.launcher``)
 and, on request, routes every inter-node link through its own proxy (``chaos.proxy``):
 broker i reaches node j's port through the proxy named ``"i->j"`` (``KETCH_CONNECT_VIA``
 in broker i's environment). With ``client_proxies`` each broker also advertises a proxy
@@ -26,7 +26,7 @@ from typing import Any, Callable, TypeVar
 
 from chaos.proxy import ProxyHub
 from clients import connection
-from clients.launcher import LocalCluster, NodeSpec
+from clients.cli.launcher import LocalCluster, NodeSpec
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode

@@ -27,7 +27,7 @@ from typing import Any, Callable, TypeVar
 from clients import connection
 from clients.admin import Admin, OffsetSpec
 from clients.errors import KafkaApiError
-from clients.launcher import LocalCluster
+from clients.cli.launcher import LocalCluster
 from clients.protocol import ApiKey, messages
 from clients.records import decode_batches, iter_batches
 from clients.types import TopicPartition

@@ -34,7 +34,7 @@ from integration_helpers import start_cluster as _start_cluster  # noqa: E402
 
 from clients.errors import GroupIdNotFoundError, KafkaApiError, KafkaTimeoutError  # noqa: E402
 from clients.admin import NewTopic  # noqa: E402
-from clients.launcher import LocalCluster  # noqa: E402
+from clients.cli.launcher import LocalCluster  # noqa: E402
 from clients.protocol import ApiKey, messages  # noqa: E402
 from clients.protocol.errors import ErrorCode  # noqa: E402
 from clients.types import TopicPartition  # noqa: E402

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from clients.launcher import LocalCluster
+from clients.cli.launcher import LocalCluster
 from clients.properties import load_properties
 from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode

@@ -1,9 +1,4 @@
-"""The ``ketch`` command.
-
-    ketch up [--dir DIR] [--controllers 3] [--brokers 3]   a local cluster (Ctrl-C stops it)
-    ketch controller --config FILE                         one controller (server.properties)
-    ketch broker --config FILE                             one broker (server.properties)
-    ketch chaos run [--scenario ID ...]                    the chaos suite (python -m chaos)
+"""``ketch up``, ``ketch controller``, ``ketch broker``: running nodes.
 
 Controllers and brokers run as their own processes (``python -m quorum`` / ``python -m
 broker``); this module only starts them, so ``clients`` imports nothing from them.
@@ -16,7 +11,7 @@ import signal
 import sys
 import threading
 
-from clients.launcher import LocalCluster
+from clients.cli.launcher import LocalCluster
 
 
 def _props(values: list[str], flag: str) -> dict[str, str]:
@@ -77,9 +72,7 @@ def cmd_node(module: str, args: argparse.Namespace) -> int:
     return 1  # not reached
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="ketch", description="Ketch: a Kafka-compatible streaming platform.")
-    sub = ap.add_subparsers(dest="command", required=True)
+def register(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser("up", help="run a local cluster (3 controllers, 3 brokers)")
     up.add_argument("--dir", default="./ketch-data", help="where the cluster keeps its data")
     up.add_argument("--controllers", type=int, default=3)
@@ -89,21 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--controller-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="a server.properties override for every controller")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the cluster")
-    for role in ("controller", "broker"):
+    up.set_defaults(run=cmd_up)
+    for role, module in (("controller", "quorum"), ("broker", "broker")):
         p = sub.add_parser(role, help=f"run one {role} from a server.properties file")
         p.add_argument("--config", required=True)
-    chaos = sub.add_parser("chaos", help="the chaos suite: ketch chaos run [--scenario ID ...] [--rounds N] [--json FILE]",
-                           add_help=False)
-    chaos.add_argument("args", nargs=argparse.REMAINDER)
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["chaos"]:
-        # Its own module, every argument passed on (clients imports nothing from chaos).
-        os.execv(sys.executable, [sys.executable, "-m", "chaos", *argv[1:]])
-    args = ap.parse_args(argv)
-    if args.command == "up":
-        return cmd_up(args)
-    return cmd_node("quorum" if args.command == "controller" else "broker", args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        p.set_defaults(run=lambda args, module=module: cmd_node(module, args))
