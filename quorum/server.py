@@ -120,6 +120,11 @@ WRITE_HANDLERS: dict[int, str] = {
     ApiKey.ALTER_CONFIGS: "handle_alter_configs",
     ApiKey.ALLOCATE_PRODUCER_IDS: "handle_allocate_producer_ids",
     ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
+    ApiKey.ELECT_LEADERS: "handle_elect_leaders",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "handle_alter_partition_reassignments",
+    # A read, answered from the active controller's image (a standby's may lag): the
+    # decision has no records, so it is answered at once.
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "handle_list_partition_reassignments",
 }
 
 
@@ -166,6 +171,8 @@ class ControllerDriver:
                 # Skipped whole, on every controller alike (replay_batch): the writer's bug.
                 self.replay_errors += 1
                 log.error("committed batch at %d skipped: %s", batch.base_offset, outcome.error)
+            if getattr(self.controller, "wants_poll", False):
+                self._poll_now.set()        # follow-ups of this batch: at once
         self._records_since_freeze += len(batch.records)
         self._maybe_freeze_gc()
         self._maybe_snapshot(batch)
@@ -360,6 +367,9 @@ SERVED_APIS: dict[int, str] = {
         ApiKey.ALTER_CONFIGS: "AlterConfigsRequest",
         ApiKey.ALLOCATE_PRODUCER_IDS: "AllocateProducerIdsRequest",
         ApiKey.UNREGISTER_BROKER: "UnregisterBrokerRequest",
+        ApiKey.ELECT_LEADERS: "ElectLeadersRequest",
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignmentsRequest",
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignmentsRequest",
     }.items()},
 }
 
