@@ -74,6 +74,7 @@ import crc32c
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.monotonic import monotonic as raft_clock   # CLOCK_MONOTONIC_RAW, not time.monotonic
 from pysyncobj.transport import TCPTransport
 
 from quorum.journal import FsyncJournal, fsync_dir
@@ -345,7 +346,7 @@ class RaftQuorum(QuorumBase):
             self._offset_index.record(raft_index, self._state.next_offset)
         self._post(self._on_outcome, outcome)
 
-    def _track_voters(self, now: float) -> None:
+    def _track_voters(self) -> None:
         """Report each follower acknowledgement pysyncobj received since the last tick as
         a fetch (quorum/progress.py). Tick thread only: pysyncobj's dicts are its own."""
         obj = self._syncobj
@@ -359,7 +360,7 @@ class RaftQuorum(QuorumBase):
             return
         match_index = obj._SyncObj__raftMatchIndex
         ack_times = obj._SyncObj__lastResponseTime
-        wall_now = time.time()
+        wall_now, now = time.time(), raft_clock()    # pysyncobj's times are on its clock
         with self._progress_lock:
             for node in list(obj.otherNodes):
                 address = getattr(node, "address", None)
@@ -398,7 +399,7 @@ class RaftQuorum(QuorumBase):
             self._syncobj.forceLogCompaction()
         self.journal.sync()         # entries added this tick are durable before the next
         self._report_role()
-        self._track_voters(now)
+        self._track_voters()
 
     def _report_role(self) -> None:
         obj = self._syncobj if hasattr(self, "_syncobj") else None
