@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from broker.replica.partition import TopicPartition
-from clients.server import ClientInfo
+from quorum.network import ClientInfo
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode

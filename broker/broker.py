@@ -37,7 +37,7 @@ from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from broker.replica.partition import AlterIsr, Role, TopicPartition
 from broker.replica_manager import HostedPartition, ReplicaManager, now_ms
-from clients.server import KafkaServer
+from quorum.network import KafkaServer
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode

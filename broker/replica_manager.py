@@ -34,7 +34,7 @@ from broker.log import (
 from broker.log.log_manager import decode_offset_checkpoint, encode_offset_checkpoint
 from broker.producer_state import ProducerStateTable
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role, TopicPartition
-from clients.server import FileRegion
+from quorum.network import FileRegion
 from clients.protocol.errors import ErrorCode
 from clients.records import RecordError, iter_batches
 from metadata_log.config_layers import ConfigLayers

@@ -1,6 +1,6 @@
 """The controller process's asyncio side: a Kafka-protocol listener in front of the quorum.
 
-    socket -> clients.server.KafkaServer -> ControllerApis.handle
+    socket -> quorum.network.KafkaServer -> ControllerApis.handle
         reads  (any controller, from its committed log):
                Fetch / FetchSnapshot on __cluster_metadata-0 (observers follow the log),
                DescribeQuorum, DescribeCluster, ApiVersions
@@ -416,7 +416,7 @@ class ControllerApis:
                 apis.pop(k, None)
         return apis
 
-    # ApiHandler (clients.server): the shared listener calls these, one request at a time
+    # ApiHandler (quorum.network): the shared listener calls these, one request at a time
     # per connection, so a long-polling fetch holds only its own connection.
 
     def handle_unsupported(self, event: UnsupportedRequest) -> tuple[int, Any] | None:
