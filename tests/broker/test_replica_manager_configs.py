@@ -5,7 +5,7 @@ import asyncio
 import uuid
 
 from broker.log import FileStorage, LogManager
-from broker.replica.partition import TopicPartition
+from clients.types import TopicPartition
 from broker.replica_manager import ReplicaManager
 from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode
