@@ -98,6 +98,14 @@ class QuorumController:
         self._active = True
         self._heartbeats.restart_all(self._image, now_ms)
         self._next_election_scan_ms = now_ms + self.config.leader_imbalance_check_interval_ms
+        self._rescan_reassignments()
+
+    def _rescan_reassignments(self) -> None:
+        """Follow-ups are soft state: a controller that becomes active (or loads a
+        snapshot) looks for moving partitions itself, since the ISR change that lets one
+        complete may have been replayed while it was a standby."""
+        self._follow_ups |= {(t.topic_id, i) for t in self._image.topics.by_id.values()
+                             for i, p in t.partitions.items() if reassignment.is_reassigning(p)}
 
     def deactivate(self) -> None:
         self._active = False
@@ -163,6 +171,9 @@ class QuorumController:
         self._registration_offsets.clear()
         self._heartbeats.forget_missing(image)
         self._load_cache = None
+        self._follow_ups.clear()
+        if self._active:
+            self._rescan_reassignments()
 
     def registration_offset(self, broker_id: int) -> int:
         """Offset of the broker's RegisterBrokerRecord, or a later one (see above)."""

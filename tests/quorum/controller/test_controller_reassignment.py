@@ -202,3 +202,18 @@ def test_a_moving_partition_survives_replay_from_the_log() -> None:
     other = QuorumController(h.config, random.Random(9))
     other.replay([decode_record(b) for b in h.log], len(h.log) - 1)
     assert other.image.topics.get("t").partitions[0] == h.partition("t")
+
+
+def test_a_new_active_controller_completes_a_reassignment_it_saw_as_a_standby() -> None:
+    h = Harness()
+    h.start_brokers({1: None, 2: None, 3: None})
+    h.create_topic("t", assignments=[[1, 2]])
+    reassign(h, "t", {0: [2, 3]})
+    h.controller.deactivate()                   # a standby replays the ISR change
+    h.alter_partition("t", 0, [1, 2, 3])
+    assert h.partition("t").adding_replicas == (3,)
+    h.controller.activate(h.now_ms)             # then wins an election
+    assert h.controller.wants_poll
+    h.poll()
+    p = h.partition("t")
+    assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((2, 3), (), ())
