@@ -29,23 +29,28 @@ EXAMPLES = """examples:
 
 
 def status_view(info: QuorumInfo, cluster_id: str | None) -> dict[str, Any]:
-    """``kafka-metadata-quorum describe --status``, with stable snake_case names."""
-    followers = [v for v in info.voters if v.replica_id != info.leader_id]
+    """``kafka-metadata-quorum describe --status``, with stable snake_case names.
+    MaxFollowerLag(TimeMs) are Kafka's: the voter with the lowest log end offset, its lag
+    and how long before the leader's own caught-up time it was last caught up (None when
+    the leader does not know)."""
     leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
-    lags = [v.lag for v in followers if v.lag is not None]
-    lag_time_ms = None
-    if leader is not None and leader.last_caught_up_timestamp >= 0:
-        caught_up = [v.last_caught_up_timestamp for v in followers]
-        if caught_up and min(caught_up) >= 0:
-            # Kafka: the leader's caught-up time minus the oldest follower's.
-            lag_time_ms = max(0, leader.last_caught_up_timestamp - min(caught_up))
+    laggard = min(info.voters, key=lambda v: v.log_end_offset) if info.voters else None
+    lag: int | None = None
+    lag_time_ms: int | None = None
+    if laggard is not None and leader is not None:
+        if laggard.replica_id == leader.replica_id:
+            lag, lag_time_ms = 0, 0
+        else:
+            lag = laggard.lag
+            if leader.last_caught_up_timestamp >= 0 and laggard.last_caught_up_timestamp >= 0:
+                lag_time_ms = leader.last_caught_up_timestamp - laggard.last_caught_up_timestamp
     return {
         "cluster_id": cluster_id,
         "leader_id": info.leader_id,
         "leader_epoch": info.leader_epoch,
         "high_watermark": info.high_watermark,
-        "max_follower_lag": max(lags) if lags else (0 if not followers else None),
-        "max_follower_lag_time_ms": lag_time_ms if followers else 0,
+        "max_follower_lag": lag,
+        "max_follower_lag_time_ms": lag_time_ms,
         "current_voters": [v.replica_id for v in info.voters],
         "current_observers": [o.replica_id for o in info.observers],
     }

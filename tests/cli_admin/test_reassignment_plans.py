@@ -92,9 +92,13 @@ def test_quorum_views() -> None:
         QuorumReplica(1, 90, 10, 1_000, 900), QuorumReplica(2, 100, 0, 1_100, 1_100),
         QuorumReplica(3, -1, None, -1, -1)), observers=(QuorumReplica(7, 100, 0, 1_050, 1_050),))
     status = status_view(info, "abc")
+    # Voter 3's position is unknown to the leader: so is the largest lag (Kafka's -1).
     assert status == {"cluster_id": "abc", "leader_id": 2, "leader_epoch": 5, "high_watermark": 100,
-                      "max_follower_lag": 10, "max_follower_lag_time_ms": None,
+                      "max_follower_lag": None, "max_follower_lag_time_ms": None,
                       "current_voters": [1, 2, 3], "current_observers": [7]}
+    known = QuorumInfo(2, 5, 100, info.voters[:2], info.observers)
+    assert (status_view(known, None)["max_follower_lag"],
+            status_view(known, None)["max_follower_lag_time_ms"]) == (10, 200)
     rows = replication_view(info)
     assert [(r["node_id"], r["status"]) for r in rows] == [
         (2, "Leader"), (1, "Follower"), (3, "Follower"), (7, "Observer")]
