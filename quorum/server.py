@@ -35,6 +35,7 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
+from clients.clock import monotonic_ms, now_ms
 from clients.protocol import (
     ApiKey, RequestReceived, UnsupportedRequest,
     messages,
@@ -141,7 +142,7 @@ class ControllerDriver:
     def __init__(self, quorum: MetadataQuorum, controller_factory: Callable[[], Any] | None,
                  *, write_timeout_ms: int = 5000, poll_interval_ms: int = 250,
                  snapshot_bytes: int = 20 * 1024 * 1024,
-                 clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = monotonic_ms) -> None:
         self.quorum = quorum
         self.controller_factory = controller_factory
         self.controller: Any = controller_factory() if controller_factory else None
@@ -390,7 +391,7 @@ class ControllerApis:
         # fetching from a standby, from their heartbeats' current_metadata_offset.
         self.observers = ReplicaTracker()
         self._observers_epoch = -1
-        self.wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+        self.wall_clock_ms: Callable[[], int] = now_ms
 
     def _observer_tracker(self) -> ReplicaTracker | None:
         """The observers of the epoch this node leads, or None when it is not active."""
