@@ -578,6 +578,12 @@ class Admin:
             if p.error_code != ErrorCode.NONE:
                 return {keys[0]: _error(p.error_code, f"DescribeQuorum {METADATA_TOPIC}-0",
                                         p.error_message)}
+            if node is not None and p.leader_id != node:
+                # Asked a controller directly (ControllerAdmin), and it no longer leads:
+                # only the leader knows where the others are. Ask the quorum again.
+                return {keys[0]: _error(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                        f"DescribeQuorum {METADATA_TOPIC}-0",
+                                        f"controller {node} no longer leads (leader: {p.leader_id})")}
             leader_end = leader_log_end(p.current_voters, p.leader_id)
             nodes = {n.node_id: (n.listeners[0].host, n.listeners[0].port)
                      for n in (resp.nodes or ()) if n.listeners}
@@ -588,7 +594,8 @@ class Admin:
                                         nodes=nodes)}
 
         (result,) = _raise_first(await self._fan_out("describe quorum", ["quorum"], timeout_ms,
-                                                     self._any, send)).values()
+                                                     self._any, send,
+                                                     on_retry=self._refresh_controller)).values()
         return result
 
     # ------------------------------------------------------------ elections, reassignment
