@@ -7,6 +7,15 @@
         writes (the active controller only; a standby answers NOT_CONTROLLER):
                ControllerDriver.write: QuorumController.handle_<api> -> records
                -> MetadataQuorum.append -> commit -> replay -> response
+               (ElectLeaders and the reassignment APIs too; ListPartitionReassignments
+               is a decision without records, answered at once)
+
+DescribeQuorum: the active controller reports every voter and observer (log end offset,
+last fetch and last caught-up times: quorum/progress.py). Voters' positions come from
+pysyncobj (``RaftQuorum.voter_progress``); observers' from their metadata Fetch requests
+to this controller and, since a broker may fetch from a standby, from the
+``current_metadata_offset`` of their heartbeats, which always reach the active one. A
+standby reports only itself, and names the leader it follows.
 
 Writes are serialized: one decision at a time, each computed on the committed state and
 answered once its records are committed and replayed. That is Kafka's controller event
