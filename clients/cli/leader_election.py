@@ -84,8 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("leader-election", help="preferred or unclean leader election",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
     kind = p.add_mutually_exclusive_group(required=True)
     kind.add_argument("--preferred", action="store_true",
                       help="the first replica leads again where it is in sync")

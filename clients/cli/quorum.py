@@ -120,14 +120,12 @@ def run_replication(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quorum", help="the metadata quorum: leader, epoch, voters, observers, lag",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
     verbs = p.add_subparsers(dest="quorum_command", required=True)
     for name, fn, text in (("status", run_status, "leader id and epoch, high watermark, "
                             "largest follower lag, voters and observers"),
                            ("replication", run_replication, "per voter and observer: log end "
                             "offset, lag, last fetch and last caught-up time")):
-        v = verbs.add_parser(name, help=text, description=text, epilog=EXAMPLES,
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+        v = verbs.add_parser(name, help=text, description=text, epilog=EXAMPLES)
         cli.add_connection_args(v, controllers=True)
         v.set_defaults(run=cli.guarded(fn))

@@ -252,13 +252,11 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reassign", help="move partition replicas between brokers (JSON plans)",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
     verbs = p.add_subparsers(dest="reassign_command", required=True)
 
     def verb(name: str, fn: Any, text: str) -> argparse.ArgumentParser:
-        v = verbs.add_parser(name, help=text, description=text, epilog=EXAMPLES,
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+        v = verbs.add_parser(name, help=text, description=text, epilog=EXAMPLES)
         cli.add_connection_args(v, controllers=True)
         v.set_defaults(run=cli.guarded(fn))
         return v
