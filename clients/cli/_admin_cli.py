@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 from clients._core.reassignment import PlanError
 from clients.aio.admin import Admin
 from clients.aio.controller_admin import ControllerAdmin
-from clients.errors import KafkaApiError, KafkaTimeoutError
+from clients.errors import KafkaApiError, KafkaTimeoutError, UnsupportedVersionError
 
 __all__ = ["add_connection_args", "broker_admin", "guarded", "print_json", "print_table",
            "quorum_admin", "CliError"]
@@ -147,6 +147,9 @@ def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
             if getattr(args, "debug", False):
                 traceback.print_exc()
             prog = f"ketch {args.command}"
-            print(f"{prog}: {_one_line(e)}", file=sys.stderr)
+            hint = ""
+            if isinstance(e, UnsupportedVersionError) and "broker supports versions none" in str(e):
+                hint = " (these brokers do not forward it: ask the controllers with --bootstrap-controller)"
+            print(f"{prog}: {_one_line(e)}{hint}", file=sys.stderr)
             return 1
     return run
