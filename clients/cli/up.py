@@ -81,7 +81,7 @@ def _describe_changes(cluster: LocalCluster) -> list[str]:
         if key.startswith("("):
             lines.append(f"ketch: {who}: server.properties was missing; written afresh")
         else:
-            was = "not set" if old is None else f"was {old}"
+            was = "not set before" if old is None else f"was {old}"
             lines.append(f"ketch: {who}: server.properties now has {key}={new} ({was})")
     return lines
 
