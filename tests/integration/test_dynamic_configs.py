@@ -38,6 +38,7 @@ import pytest
 
 from clients.clock import now_ms
 from clients.protocol import ApiKey, messages
+from clients.protocol.configs import ConfigSource
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, TimestampType, build_batch, decode_batches, iter_batches
 from integration_helpers import (
@@ -55,7 +56,12 @@ BROKER_PROPS = {
 
 TOPIC, BROKER = 2, 4                       # ConfigResource types
 SET, DELETE = 0, 1                         # IncrementalAlterConfigs operations
-DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+# DescribeConfigs' config_source values: the wire enum's one home.
+DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = (
+    ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG,
+    ConfigSource.DEFAULT_CONFIG)
+# Kafka's documented default written out, as an oracle independent of the catalogue.
 DEFAULT_MESSAGE_MAX_BYTES = "1048588"
 PROPAGATION_S = 15.0                       # bound on a config reaching every broker
 
