@@ -57,6 +57,11 @@ DEFAULT_CONTROLLERS = 3
 DEFAULT_BROKERS = 3
 
 
+# Keys that belong to one broker: not copied from another broker's file to a new one.
+_PER_BROKER_KEYS = frozenset({"node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
+                              "ketch.http.port", "broker.rack"})
+
+
 class ClusterInUseError(RuntimeError):
     """The directory belongs to a running cluster (or to nodes an earlier launcher left)."""
 
@@ -277,14 +282,31 @@ class LocalCluster:
                 f"--brokers (or give {have_b} or more, to add brokers) or use a new directory")
 
     def _add_brokers(self, spec: ClusterSpec, count: int) -> None:
+        """New brokers start from the first broker's server.properties (its hand edits and
+        replication settings are the cluster's), with their own id, listener, log dir and
+        HTTP port."""
         used = {p for n in spec.nodes for p in (n.port, n.raft_port, n.http_port) if p}
         ports = free_ports(2 * count, exclude=used)
+        template_node = min(spec.brokers, key=lambda b: b.id)
+        try:
+            with open(template_node.config) as f:
+                template = parse_properties(f.read())
+        except FileNotFoundError:
+            template = self._node_props(spec, template_node)
         first = max(b.id for b in spec.brokers) + 1
+        new_nodes = []
         for i in range(count):
             node = self._node(first + i, "broker", ports[i])
             node.http_port = ports[count + i]
-            spec.nodes.append(node)
-            self._write_node_config(spec, node)
+            new_nodes.append(node)
+        spec.nodes.extend(new_nodes)
+        for node in new_nodes:
+            props = {k: v for k, v in template.items() if k not in _PER_BROKER_KEYS}
+            props.update({k: v for k, v in self._node_props(spec, node).items()
+                          if k in _PER_BROKER_KEYS or k not in props})
+            props.update(self.broker_props)
+            os.makedirs(os.path.dirname(node.config), exist_ok=True)
+            _atomic_write(node.config, format_properties(props))
             self.added_brokers.append(node.id)
 
     def _update_configs(self, spec: ClusterSpec) -> None:

@@ -252,3 +252,36 @@ def test_restart_backoff_doubles_while_a_node_keeps_dying_and_starts_over_once_s
     now += 60_000                              # stayed up a minute: starts over
     assert backoff.on_exit(2, now) == 1000
     assert backoff.on_exit(3, now) == 1000     # each node has its own count
+
+
+def test_a_later_launcher_keeps_edits_refuses_size_changes_and_adds_brokers(tmp_path) -> None:
+    """LocalCluster on an existing directory, no process started: what ``ketch up`` decides
+    before it starts anything."""
+    from clients.cli.launcher import ClusterSizeError, LocalCluster
+    from clients.properties import load_properties
+    directory = str(tmp_path / "c")
+    first = LocalCluster(directory, controllers=1, brokers=1, broker_props={"num.partitions": "3"})
+    first.stop()
+    broker1 = first.spec.brokers[0]
+    with open(broker1.config, "a") as f:
+        f.write("# by hand\nlog.retention.hours=5\nbroker.rack=r1\n")
+    edited = _files(directory)
+    for sizes in ((3, None), (None, 0)):
+        with pytest.raises(ClusterSizeError):
+            LocalCluster(directory, *sizes)
+        assert _files(directory) == edited
+    grown = LocalCluster(directory, brokers=3, broker_props={"num.partitions": "6"})
+    grown.stop()
+    assert grown.added_brokers == [2, 3] and not grown.formatted
+    assert grown.config_changes == {("broker", "num.partitions", "3", "6"): [1]}
+    with open(broker1.config) as f:
+        text = f.read()
+    assert "# by hand\nlog.retention.hours=5\nbroker.rack=r1\n" in text
+    ports = {n.port for n in grown.spec.nodes} | {n.http_port for n in grown.spec.nodes if n.http_port}
+    assert len(ports) == 2 * len(grown.spec.nodes) - 1      # every port distinct (one controller)
+    for node in grown.spec.brokers[1:]:
+        props = load_properties(node.config)
+        assert props["node.id"] == str(node.id) and props["log.dirs"] == node.data_dir
+        assert props["listeners"] == f"PLAINTEXT://127.0.0.1:{node.port}"
+        assert props["log.retention.hours"] == "5" and props["num.partitions"] == "6"
+        assert "broker.rack" not in props                    # one broker's own key
