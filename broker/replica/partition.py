@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Hashable
 
 from clients.protocol.errors import ErrorCode
+from clients.types import TopicPartition
 
 __all__ = [
     "AlterIsr", "AppendCheck", "PartitionReplica", "ProduceCompletion", "ReplicaProgress",
@@ -46,15 +47,6 @@ __all__ = [
 ]
 
 UNKNOWN_OFFSET = -1
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class Role(enum.Enum):
