@@ -132,7 +132,7 @@ class KafkaApis:
         # lists what we support; the client retries with a version from that list.
         return 0, self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
 
-    def _api_versions_body(self, error_code: int) -> Any:
+    def _api_versions_body(self, error_code: int) -> messages.ApiVersionsResponse:
         cls = messages.ApiVersionsResponse
         return cls(error_code=error_code, api_keys=[
             cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
@@ -140,10 +140,12 @@ class KafkaApis:
 
     # ------------------------------------------------------------ ApiVersions, Metadata
 
-    async def handle_api_versions(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_api_versions(self, req: messages.ApiVersionsRequest, version: int,
+                                  client: ClientInfo) -> messages.ApiVersionsResponse:
         return self._api_versions_body(ErrorCode.NONE)
 
-    async def handle_metadata(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_metadata(self, req: messages.MetadataRequest, version: int,
+                              client: ClientInfo) -> messages.MetadataResponse:
         image = self.replicas.image
         if req.topics is None or (version == 0 and not req.topics):
             names = sorted(image.topics.by_name)
@@ -198,7 +200,8 @@ class KafkaApis:
 
     # ------------------------------------------------------------ Produce
 
-    async def handle_produce(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_produce(self, req: messages.ProduceRequest, version: int,
+                             client: ClientInfo) -> messages.ProduceResponse | None:
         cls = messages.ProduceResponse
         acks = req.acks
         results: dict[tuple[str, int], tuple] = {}
@@ -241,7 +244,8 @@ class KafkaApis:
 
     # ------------------------------------------------------------ Fetch
 
-    async def handle_fetch(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_fetch(self, req: messages.FetchRequest, version: int,
+                           client: ClientInfo) -> messages.FetchResponse:
         cls = messages.FetchResponse
         if req.session_id != 0 or req.session_epoch > 0:
             # Ketch keeps no fetch sessions (KIP-227): answering session 0 keeps clients on
@@ -277,7 +281,8 @@ class KafkaApis:
 
     # ------------------------------------------------------------ offsets
 
-    async def handle_list_offsets(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_list_offsets(self, req: messages.ListOffsetsRequest, version: int,
+                                  client: ClientInfo) -> messages.ListOffsetsResponse:
         cls = messages.ListOffsetsResponse
         topics = []
         for t in req.topics:
@@ -292,7 +297,8 @@ class KafkaApis:
             topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
         return cls(topics=topics)
 
-    async def handle_offset_for_leader_epoch(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_offset_for_leader_epoch(self, req: messages.OffsetForLeaderEpochRequest, version: int,
+                                             client: ClientInfo) -> messages.OffsetForLeaderEpochResponse:
         cls = messages.OffsetForLeaderEpochResponse
         topics = []
         for t in req.topics:
@@ -305,7 +311,8 @@ class KafkaApis:
             topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
         return cls(topics=topics)
 
-    async def handle_delete_records(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_delete_records(self, req: messages.DeleteRecordsRequest, version: int,
+                                    client: ClientInfo) -> messages.DeleteRecordsResponse:
         cls = messages.DeleteRecordsResponse
         topics = []
         for t in req.topics:
@@ -319,7 +326,8 @@ class KafkaApis:
 
     # ------------------------------------------------------------ producer ids
 
-    async def handle_init_producer_id(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_init_producer_id(self, req: messages.InitProducerIdRequest, version: int,
+                                      client: ClientInfo) -> messages.InitProducerIdResponse:
         cls = messages.InitProducerIdResponse
         if req.transactional_id is not None:
             return cls(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -356,7 +364,8 @@ class KafkaApis:
             await self.topic_creation.wait_for_topics(names, getattr(body, "timeout_ms", 30_000) / 1000)
         return resp
 
-    async def handle_describe_configs(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_describe_configs(self, req: messages.DescribeConfigsRequest, version: int,
+                                      client: ClientInfo) -> messages.DescribeConfigsResponse:
         """Topic and broker configs with Kafka's sources and synonyms, resolved by the
         same ``ConfigLayers`` the partitions apply (metadata_log.config_layers)."""
         cls = messages.DescribeConfigsResponse
@@ -410,13 +419,15 @@ class KafkaApis:
             synonyms=synonyms, config_type=e.definition.type.wire,
             documentation=(e.definition.doc or None) if req.include_documentation else None)
 
-    async def handle_describe_cluster(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_describe_cluster(self, req: messages.DescribeClusterRequest, version: int,
+                                      client: ClientInfo) -> messages.DescribeClusterResponse:
         cls = messages.DescribeClusterResponse
         return cls(error_code=ErrorCode.NONE, cluster_id=self.cluster_id,
                    controller_id=self.config.node_id, endpoint_type=1,
                    brokers=self._live_brokers(cls.DescribeClusterBroker))
 
-    async def handle_describe_log_dirs(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_describe_log_dirs(self, req: messages.DescribeLogDirsRequest, version: int,
+                                       client: ClientInfo) -> messages.DescribeLogDirsResponse:
         cls = messages.DescribeLogDirsResponse
         wanted = None if req.topics is None else {
             (t.topic, p) for t in req.topics for p in t.partitions}

@@ -67,6 +67,7 @@ from broker.log.log_manager import decode_offset_checkpoint, encode_offset_check
 from broker.producer_state import ProducerStateTable
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
+from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
 from clients.protocol.errors import ErrorCode
 from clients.records import RecordError, iter_batches
 from clients.types import TopicPartition
@@ -228,6 +229,9 @@ class HostedPartition:
     producers: ProducerStateTable
     registration: PartitionRegistration | None = None
     following: FollowerPartition | None = None      # set while a follower of a live leader
+    # This broker's replica is named by the topic's throttled-replicas configs (KIP-73).
+    leader_throttled: bool = False
+    follower_throttled: bool = False
 
 
 @dataclass(slots=True)
@@ -256,6 +260,9 @@ class ReplicaManager:
         self._leader_backoff_until: dict[int, int] = {}
         self._effects: list[Effect] = []
         self._changed: set[TopicPartition] = set()
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
+        self.apply_broker_configs()
 
     # ------------------------------------------------------------ effects
 
@@ -297,7 +304,22 @@ class ReplicaManager:
             return
         if config != hosted.log.config:
             hosted.log.update_config(config)
+        topic_config = self.topic_config(hosted.tp.topic)
         hosted.replica.min_insync_replicas = self.min_insync_replicas(hosted.tp.topic)
+        hosted.leader_throttled = throttled_here(topic_config.get("leader.replication.throttled.replicas"),
+                                                 hosted.tp.partition, self.broker_id)
+        hosted.follower_throttled = throttled_here(topic_config.get("follower.replication.throttled.replicas"),
+                                                   hosted.tp.partition, self.broker_id)
+
+    def apply_broker_configs(self) -> None:
+        """The replication throttle rates (dynamic broker configs)."""
+        def rate(key: str) -> int:
+            try:
+                return int(self.config_layers.broker_value(key) or UNLIMITED)
+            except ValueError:
+                return UNLIMITED    # the controller validates; never crash on a value
+        self.leader_quota.bytes_per_s = rate("leader.replication.throttled.rate")
+        self.follower_quota.bytes_per_s = rate("follower.replication.throttled.rate")
 
     def _topics_reconfigured(self, changes: Sequence[MetadataChange]) -> set[str] | None:
         """Topics whose effective configs the changes may have changed; None: all (a
@@ -321,6 +343,7 @@ class ReplicaManager:
         since the image last applied, in metadata order; None: anything may have changed."""
         if image.configs is not self.image.configs:
             self.config_layers = ConfigLayers(image.configs, self.broker_id, self.static_properties)
+            self.apply_broker_configs()
         self.image = image
         if changes is None:
             touched = {TopicPartition(t.name, i) for t, i, reg in image.topics.iter_partitions()
@@ -560,10 +583,17 @@ class ReplicaManager:
                 if replica.high_watermark != hw_before:
                     self._changed.add(tp)   # consumers long-polling below the old HW can read now
         upper = hosted.log.log_end_offset if is_follower else replica.high_watermark
+        throttled = is_follower and hosted.leader_throttled and replica_id not in replica.isr
+        if throttled and self.leader_quota.is_exceeded(now_ms):
+            # KIP-73: a throttled follower gets no data this round (its position counted).
+            return ReadResult(ErrorCode.NONE, replica.high_watermark, hosted.log.log_start_offset,
+                              hosted.log.log_end_offset, None, hosted.log)
         result = hosted.log.read(fetch_offset, max_bytes, upper, min_one_batch)
         records = None
         if result.error_code == ErrorCode.NONE and not result.records.is_empty:
             records = result.records
+            if throttled:
+                self.leader_quota.record(records.length_bytes, now_ms)
         return ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
                           result.log_end_offset, records, hosted.log)
 
@@ -694,12 +724,17 @@ class ReplicaManager:
                 continue
             if f.state is FetchState.TRUNCATING:
                 queries.append(EpochQuery(tp, f.leader_epoch, f.epoch_to_ask))
+            elif self._follower_throttled(hosted) and self.follower_quota.is_exceeded(now_ms):
+                wait_ms = min(wait_ms, self.follower_quota.sample_ms)
             else:
                 fetches.append(FetchPosition(tp, f.leader_epoch, f.fetch_offset,
                                              hosted.log.log_start_offset))
         if not any_following:
             return None
         return FollowerWork(leader_id, tuple(queries), tuple(fetches), wait_ms)
+
+    def _follower_throttled(self, hosted: HostedPartition) -> bool:
+        return hosted.follower_throttled and self.broker_id not in hosted.replica.isr
 
     def _following(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> HostedPartition | None:
         """The partition, if it still follows ``leader_id`` in ``leader_epoch``."""
@@ -791,6 +826,8 @@ class ReplicaManager:
                 return
             if headers:
                 end = sum(h.size_in_bytes for h in headers)
+                if self._follower_throttled(hosted):
+                    self.follower_quota.record(end, now_ms)
                 result = plog.append_as_follower(bytes(records[:end]), now_ms)
                 if result.error_code != ErrorCode.NONE:
                     log.warning("%s: follower append failed: %s %s", hosted.tp,

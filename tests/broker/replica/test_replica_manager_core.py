@@ -223,3 +223,40 @@ def test_metadata_changes_touch_only_the_partitions_they_name(tmp_path) -> None:
     assert LeadershipChanged(TP, False) in core.take_effects()
     assert core.partitions == {} and core.partitions.get(TP) is None
     assert Role.LEADER not in {h.replica.role for h in core.partitions.values()}
+
+
+def test_an_out_of_sync_throttled_follower_is_held_to_the_leader_rate(tmp_path) -> None:
+    core, meta = leader_with_isr(tmp_path, [1, 2])
+    core.apply_metadata(*meta.commit(
+        M.ConfigRecord(resource_type=2, resource_name="t", name="leader.replication.throttled.replicas",
+                       value="0:1"),
+        M.ConfigRecord(resource_type=4, resource_name="", name="leader.replication.throttled.rate",
+                       value="1000")), 1)
+    big = bytes(build_batch([Record(0, 0, None, b"x" * 1000)]))
+    for i in range(20):
+        assert core.append(TP, big, acks=1, now_ms=2).error_code == ErrorCode.NONE
+    sent = 0
+    for second in range(10):
+        now = 10_000 + second * 1000
+        for _ in range(20):                         # replica 3 (out of the ISR) fetches eagerly
+            r = core.read(TP, sent_offset(core, 3), 1500, 5, replica_id=3, now_ms=now, min_one_batch=True)
+            sent += r.size_in_bytes
+            if r.records is not None:
+                advance(core, 3, r)
+    # About the rate over the window (11 samples of 1 s, one batch of overshoot), where an
+    # unthrottled follower takes all 20 kB in the first second.
+    assert 0 < sent <= 1000 * 11 + 1100, sent
+    # The ISR member is never throttled.
+    r = core.read(TP, 0, 1 << 20, 5, replica_id=2, now_ms=20_000, min_one_batch=False)
+    assert r.records is not None and r.records.last_offset == 19
+
+
+_positions: dict = {}
+
+
+def sent_offset(core: ReplicaManager, replica: int) -> int:
+    return _positions.get((id(core), replica), 0)
+
+
+def advance(core: ReplicaManager, replica: int, r) -> None:
+    _positions[(id(core), replica)] = r.records.last_offset + 1
