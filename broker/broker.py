@@ -40,9 +40,9 @@ from broker.replica.partition import Role
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ReplicaManager
 from clients.properties import format_properties, load_properties
-from clients.server import KafkaServer
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
+from quorum.network import KafkaServer
 
 log = logging.getLogger(__name__)
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from chaos.cluster import ChaosCluster, roundtrip, wait_until
+from clients.clock import now_ms
 from clients.connection import KafkaConnection
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
@@ -365,7 +366,7 @@ class KetchProducer:
         if self.idempotent:
             base_sequence = self._sequences.get(partition, 0)
             self._sequences[partition] = (base_sequence + count) & 0x7FFFFFFF
-        now = int(time.time() * 1000)
+        now = now_ms()
         data = build_batch(
             [Record(offset=i, timestamp=now, key=self.name.encode(), value=a.value)
              for i, a in enumerate(attempts)],

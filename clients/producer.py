@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from clients._blocking import LoopThread
+from clients.clock import now_ms
 from clients._core.config import ClientConfig, parse_config
 from clients.aio.producer import Producer as AioProducer
 from clients.aio.producer import RecordFuture
@@ -210,7 +211,7 @@ class Producer:
             key_bytes, value_bytes, header_list, size = self._producer.serialize(
                 topic, key, value, headers)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = now_ms()
         future = FutureRecordMetadata(self._loop, timestamp_ms,
                                       -1 if key_bytes is None else len(key_bytes),
                                       -1 if value_bytes is None else len(value_bytes))

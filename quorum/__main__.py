@@ -17,7 +17,7 @@ from typing import Any, Callable
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
 from quorum.raft import RaftQuorum, RaftSettings
-from clients.server import KafkaServer
+from quorum.network import KafkaServer
 from quorum.server import ControllerApis, ControllerDriver
 
 log = logging.getLogger("quorum")

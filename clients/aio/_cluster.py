@@ -156,6 +156,8 @@ class Cluster:
         return self._closed
 
     def now_ms(self) -> int:
+        """The event loop's clock (monotonic, not clients.clock's wall now_ms): metadata
+        ages and backoffs here are compared with the loop's own timers."""
         return int(asyncio.get_running_loop().time() * 1000)
 
     # --- metadata ---

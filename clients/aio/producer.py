@@ -26,7 +26,6 @@ import asyncio
 import collections
 import random
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
@@ -36,6 +35,7 @@ from clients._core.accumulator import (
 from clients._core.config import ClientConfig, parse_config
 from clients._core.partitioner import StickyPartitioner, partition_for_key
 from clients.aio._cluster import Cluster
+from clients.clock import now_ms
 from clients.errors import (
     ClientClosedError, KafkaApiError, KafkaTimeoutError, NoBrokersAvailableError,
     RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError, for_code,
@@ -277,7 +277,7 @@ class Producer:
             key_bytes, value_bytes, header_list, size = self.serialize(topic, key, value,
                                                                        headers)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = now_ms()
         found = self.append_record(topic, key_bytes, value_bytes, partition, timestamp_ms,
                                    header_list, size)
         if found is not None:

@@ -11,7 +11,7 @@ import os
 import sys
 
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
-VERBS: tuple[str, ...] = ("up",)
+VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign")
 
 
 def build_parser() -> argparse.ArgumentParser:

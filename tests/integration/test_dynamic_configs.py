@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from clients.clock import now_ms
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, TimestampType, build_batch, decode_batches, iter_batches
@@ -189,10 +190,6 @@ def produce(port: int, topic: str, records: list[Record], acks: int = -1,
     req = cls(transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[cls.TopicProduceData(
         name=topic, partition_data=[cls.TopicProduceData.PartitionProduceData(index=0, records=data)])])
     return roundtrip(port, ApiKey.PRODUCE, version, req, timeout_s=30).responses[0].partition_responses[0]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def records(n: int, value_size: int = 100, key: bytes | None = b"k", ts: int | None = None) -> list[Record]:
