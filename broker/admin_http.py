@@ -11,17 +11,15 @@ host, port ``ketch.http.port`` (0: any free port, logged; -1: off).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Callable
 
 import orjson
 from aiohttp import web
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from broker.replica.partition import TopicPartition
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from broker.replica_manager import ReplicaManager
+from clients.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +31,13 @@ def _json(data: object, status: int = 200) -> web.Response:
 
 
 class AdminHttpServer:
-    def __init__(self, broker: "Broker", host: str, port: int) -> None:
-        self.broker = broker
+    def __init__(self, broker_id: int, replicas: ReplicaManager, registry: CollectorRegistry,
+                 broker_info: Callable[[], dict[str, Any]], host: str, port: int) -> None:
+        """``broker_info()``: the broker's identity and lifecycle state for /v1/broker."""
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.registry = registry
+        self.broker_info_of = broker_info
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -50,7 +53,7 @@ class AdminHttpServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = self._runner.addresses[0][1]   # the bound port (0 asks for any free one)
         return self.port
 
     async def stop(self) -> None:
@@ -58,18 +61,16 @@ class AdminHttpServer:
             await self._runner.cleanup()
 
     async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(self.broker.metrics.registry),
+        return web.Response(body=generate_latest(self.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def broker_info(self, request: web.Request) -> web.Response:
-        b = self.broker
-        return _json({"broker_id": b.config.node_id, "cluster_id": b.cluster_id,
-                      "broker_epoch": b.broker_epoch, "fenced": b.fenced,
-                      "metadata_offset": b.replicas.image.provenance.offset,
-                      "partitions_hosted": len(b.replicas.partitions)})
+        return _json({"broker_id": self.broker_id, **self.broker_info_of(),
+                      "metadata_offset": self.replicas.image.provenance.offset,
+                      "partitions_hosted": len(self.replicas.partitions)})
 
     def _describe(self, tp: TopicPartition) -> dict:
-        hosted = self.broker.replicas.partitions[tp]
+        hosted = self.replicas.partitions[tp]
         r = hosted.replica
         return {"topic": tp.topic, "partition": tp.partition, "role": r.role.value,
                 "leader": r.leader_id, "leader_epoch": r.leader_epoch,
@@ -79,13 +80,13 @@ class AdminHttpServer:
                 "size_bytes": hosted.log.size_bytes}
 
     async def partitions(self, request: web.Request) -> web.Response:
-        return _json([self._describe(tp) for tp in sorted(self.broker.replicas.partitions)])
+        return _json([self._describe(tp) for tp in sorted(self.replicas.partitions)])
 
     async def partition(self, request: web.Request) -> web.Response:
         raw = request.match_info["partition"]
         if not raw.isdigit():
             return _json({"error": f"partition must be a number, got {raw!r}"}, 400)
         tp = TopicPartition(request.match_info["topic"], int(raw))
-        if tp not in self.broker.replicas.partitions:
-            return _json({"error": f"{tp} is not hosted on broker {self.broker.config.node_id}"}, 404)
+        if tp not in self.replicas.partitions:
+            return _json({"error": f"{tp} is not hosted on broker {self.broker_id}"}, 404)
         return _json(self._describe(tp))

@@ -15,19 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+import shutil
+from typing import Any, Awaitable, Callable, Mapping
 
-from broker.replica.partition import TopicPartition
-from quorum.network import ClientInfo
+from broker.auto_topic_creation import AutoTopicCreationManager
+from broker.config import BrokerConfig
+from broker.controller_channel import ControllerChannel
+from broker.metrics import BrokerMetrics
+from broker.producer_ids import ProducerIdManager
+from broker.replica_driver import ReplicaDriver
+from clients.types import TopicPartition
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
+from quorum.network import ClientInfo
 
-if TYPE_CHECKING:
-    from broker.broker import Broker
+Handler = Callable[[Any, int, ClientInfo], Awaitable[Any]]
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +69,23 @@ _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIO
 
 
 class KafkaApis:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.replicas = broker.replicas
-        self._handlers = {
+    def __init__(self, config: BrokerConfig, cluster_id: str, replicas: ReplicaDriver,
+                 controller: ControllerChannel, topic_creation: AutoTopicCreationManager,
+                 producer_ids: ProducerIdManager, broker_epoch: Callable[[], int],
+                 metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]]) -> None:
+        """``coordinator_apis``: the APIs other components serve (the group coordinator),
+        each with its handler and (min, max) versions."""
+        self.config = config
+        self.cluster_id = cluster_id
+        self.replicas = replicas
+        self.controller = controller
+        self.topic_creation = topic_creation
+        self.producer_ids = producer_ids
+        self.broker_epoch = broker_epoch
+        self.metrics = metrics
+        self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
+        self._handlers: dict[int, Handler] = {k: h for k, (h, _) in coordinator_apis.items()}
+        self._handlers.update({
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.PRODUCE: self.handle_produce,
@@ -79,15 +97,12 @@ class KafkaApis:
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
-        }
-        self._next_producer_id = 0
-        self._producer_id_end = 0
-        self._producer_id_lock = asyncio.Lock()
+        })
 
     # ------------------------------------------------------------ dispatch
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
-        return {**self.broker.extra_versions, **SUPPORTED_VERSIONS}
+        return self._versions
 
     async def handle(self, request: RequestReceived, client: ClientInfo) -> tuple[int, Any] | None:
         header = request.header
@@ -99,11 +114,10 @@ class KafkaApis:
             log.info("unsupported %s v%d from %s", ApiKey(api_key).name, version, client.host)
             return version, error_response(api_key, request.body, ErrorCode.UNSUPPORTED_VERSION,
                                            f"version {version} is not supported")
-        self.broker.metrics.requests.labels(ApiKey(api_key).name).inc()
+        self.metrics.requests.labels(ApiKey(api_key).name).inc()
         if api_key in _FORWARDED:
             return version, await self.forward(api_key, version, request.body)
-        handler = self._handlers.get(api_key) or self.broker.extra_handlers.get(api_key)
-        body = await handler(request.body, version, client)
+        body = await self._handlers[api_key](request.body, version, client)
         if body is None:
             return None
         return version, body
@@ -118,7 +132,7 @@ class KafkaApis:
         # lists what we support; the client retries with a version from that list.
         return 0, self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
 
-    def _api_versions_body(self, error_code: int) -> Any:
+    def _api_versions_body(self, error_code: int) -> messages.ApiVersionsResponse:
         cls = messages.ApiVersionsResponse
         return cls(error_code=error_code, api_keys=[
             cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
@@ -126,11 +140,12 @@ class KafkaApis:
 
     # ------------------------------------------------------------ ApiVersions, Metadata
 
-    async def handle_api_versions(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_api_versions(self, req: messages.ApiVersionsRequest, version: int,
+                                  client: ClientInfo) -> messages.ApiVersionsResponse:
         return self._api_versions_body(ErrorCode.NONE)
 
-    async def handle_metadata(self, req: Any, version: int, client: ClientInfo) -> Any:
-        broker = self.broker
+    async def handle_metadata(self, req: messages.MetadataRequest, version: int,
+                              client: ClientInfo) -> messages.MetadataResponse:
         image = self.replicas.image
         if req.topics is None or (version == 0 and not req.topics):
             names = sorted(image.topics.by_name)
@@ -139,11 +154,11 @@ class KafkaApis:
             names = [t.name for t in req.topics if t.name is not None]
             explicit = True
         allow_create = (req.allow_auto_topic_creation if version >= 4 else True) and \
-            broker.config.auto_create_topics_enable
+            self.config.auto_create_topics_enable
         missing = [n for n in names if image.topics.get(n) is None]
         create_errors: dict[str, int] = {}
         if explicit and missing and allow_create:
-            create_errors = await broker.auto_create_topics(missing)
+            create_errors = await self.topic_creation.auto_create(missing)
             image = self.replicas.image
         cls = messages.MetadataResponse
         topics = []
@@ -165,12 +180,12 @@ class KafkaApis:
             topics.append(cls.MetadataResponseTopic(
                 error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
                 is_internal=name.startswith("__"), partitions=partitions))
-        return cls(brokers=self._live_brokers(cls.MetadataResponseBroker), cluster_id=broker.cluster_id,
-                   controller_id=broker.config.node_id, topics=topics)
+        return cls(brokers=self._live_brokers(cls.MetadataResponseBroker), cluster_id=self.cluster_id,
+                   controller_id=self.config.node_id, topics=topics)
 
     def _live_brokers(self, struct: type) -> list:
         out = []
-        name = self.broker.config.listener_name
+        name = self.config.listener_name
         for b in sorted(self.replicas.image.cluster.brokers.values(), key=lambda b: b.broker_id):
             if b.fenced:
                 continue
@@ -185,39 +200,38 @@ class KafkaApis:
 
     # ------------------------------------------------------------ Produce
 
-    async def handle_produce(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_produce(self, req: messages.ProduceRequest, version: int,
+                             client: ClientInfo) -> messages.ProduceResponse | None:
         cls = messages.ProduceResponse
         acks = req.acks
-        now = int(time.time() * 1000)
-        results: dict[tuple[str, int], list] = {}
+        results: dict[tuple[str, int], tuple] = {}
         waits = []
         for topic in req.topic_data:
             for p in topic.partition_data:
-                tp = TopicPartition(topic.name, p.index)
+                key = (topic.name, p.index)
                 if acks not in (-1, 0, 1):
-                    results[(topic.name, p.index)] = [ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ()]
+                    results[key] = (ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ())
                     continue
                 if req.transactional_id is not None:
                     # Transactions are not built yet: refuse rather than half-apply them.
-                    results[(topic.name, p.index)] = [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1,
-                                                      "transactions are not supported by Ketch yet", ()]
+                    results[key] = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1,
+                                    "transactions are not supported by Ketch yet", ())
                     continue
-                result, required = self.replicas.append(tp, p.records, acks, now)
-                results[(topic.name, p.index)] = [result.error_code, result.base_offset,
-                                                  result.log_append_time_ms, result.log_start_offset,
-                                                  result.error_message, result.record_errors]
-                self.broker.metrics.produced_bytes.inc(len(p.records) if p.records is not None else 0)
-                if required is not None:
-                    waits.append(((topic.name, p.index), tp, required))
+                tp = TopicPartition(topic.name, p.index)
+                result = self.replicas.append(tp, p.records, acks)
+                results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
+                                result.log_start_offset, result.error_message, result.record_errors)
+                self.metrics.produced_bytes.inc(len(p.records) if p.records is not None else 0)
+                if result.required_offset is not None:
+                    waits.append((key, tp, result.required_offset))
         if acks == 0:
             return None
         if waits:
             codes = await asyncio.gather(*(
-                self.replicas.wait_for_replication(tp, required, req.timeout_ms)
-                for _, tp, required in waits))
+                self.replicas.await_replication(tp, required, req.timeout_ms) for _, tp, required in waits))
             for (key, _, _), code in zip(waits, codes):
                 if code != ErrorCode.NONE:
-                    results[key][0] = code
+                    results[key] = (code,) + results[key][1:]
         by_topic: dict[str, list] = {}
         for (name, index), (code, base, append_time, start, message, refused) in results.items():
             by_topic.setdefault(name, []).append(cls.PartitionProduceResponse(
@@ -230,7 +244,8 @@ class KafkaApis:
 
     # ------------------------------------------------------------ Fetch
 
-    async def handle_fetch(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_fetch(self, req: messages.FetchRequest, version: int,
+                           client: ClientInfo) -> messages.FetchResponse:
         cls = messages.FetchResponse
         if req.session_id != 0 or req.session_epoch > 0:
             # Ketch keeps no fetch sessions (KIP-227): answering session 0 keeps clients on
@@ -241,71 +256,69 @@ class KafkaApis:
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
         wanted = [(TopicPartition(t.topic, p.partition), p) for t in req.topics for p in t.partitions]
         while True:
-            now = int(time.time() * 1000)
             total = 0
             any_error = False
             results = []
             for tp, p in wanted:
                 budget = max(0, req.max_bytes - total)
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
-                                            p.current_leader_epoch, replica_id, now,
-                                            min_one_batch=(total == 0))
+                                            p.current_leader_epoch, replica_id, min_one_batch=(total == 0))
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
                 results.append((tp, result))
             if total >= req.min_bytes or any_error or loop.time() >= deadline:
                 break
-            for _, result in results:  # release pinned regions before waiting
-                if hasattr(result.records, "release"):
-                    result.records.release()
             await self.replicas.wait_for_data([tp for tp, _ in wanted], deadline - loop.time())
         by_topic: dict[str, list] = {}
         for tp, r in results:
             by_topic.setdefault(tp.topic, []).append(cls.PartitionData(
                 partition_index=tp.partition, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
-                records=r.records if r.records is not None else b""))
-            self.broker.metrics.fetched_bytes.inc(r.size_in_bytes)
+                records=self.replicas.records_of(r)))
+            self.metrics.fetched_bytes.inc(r.size_in_bytes)
         return cls(error_code=ErrorCode.NONE, session_id=0, responses=[
             cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
     # ------------------------------------------------------------ offsets
 
-    async def handle_list_offsets(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_list_offsets(self, req: messages.ListOffsetsRequest, version: int,
+                                  client: ClientInfo) -> messages.ListOffsetsResponse:
         cls = messages.ListOffsetsResponse
         topics = []
         for t in req.topics:
             parts = []
             for p in t.partitions:
-                code, ts, offset, epoch = self.replicas.list_offset(
+                code, ts, offset, epoch = self.replicas.core.list_offset(
                     TopicPartition(t.name, p.partition_index), p.timestamp, p.current_leader_epoch,
-                    req.isolation_level == 1, req.replica_id)
+                    req.replica_id)
                 parts.append(cls.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, timestamp=ts, offset=offset,
                     leader_epoch=epoch))
             topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
         return cls(topics=topics)
 
-    async def handle_offset_for_leader_epoch(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_offset_for_leader_epoch(self, req: messages.OffsetForLeaderEpochRequest, version: int,
+                                             client: ClientInfo) -> messages.OffsetForLeaderEpochResponse:
         cls = messages.OffsetForLeaderEpochResponse
         topics = []
         for t in req.topics:
             parts = []
             for p in t.partitions:
-                code, epoch, end = self.replicas.end_offset_for_epoch(
+                code, epoch, end = self.replicas.core.end_offset_for_epoch(
                     TopicPartition(t.topic, p.partition), p.leader_epoch, p.current_leader_epoch)
                 parts.append(cls.EpochEndOffset(error_code=code, partition=p.partition,
                                                 leader_epoch=epoch, end_offset=end))
             topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
         return cls(topics=topics)
 
-    async def handle_delete_records(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_delete_records(self, req: messages.DeleteRecordsRequest, version: int,
+                                    client: ClientInfo) -> messages.DeleteRecordsResponse:
         cls = messages.DeleteRecordsResponse
         topics = []
         for t in req.topics:
             parts = []
             for p in t.partitions:
-                code, low = self.broker.delete_records(TopicPartition(t.name, p.partition_index), p.offset)
+                code, low = self.replicas.delete_records(TopicPartition(t.name, p.partition_index), p.offset)
                 parts.append(cls.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                                low_watermark=low, error_code=code))
             topics.append(cls.DeleteRecordsTopicResult(name=t.name, partitions=parts))
@@ -313,7 +326,8 @@ class KafkaApis:
 
     # ------------------------------------------------------------ producer ids
 
-    async def handle_init_producer_id(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_init_producer_id(self, req: messages.InitProducerIdRequest, version: int,
+                                      client: ClientInfo) -> messages.InitProducerIdResponse:
         cls = messages.InitProducerIdResponse
         if req.transactional_id is not None:
             return cls(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -326,17 +340,9 @@ class KafkaApis:
         return await self._new_producer_id(cls)
 
     async def _new_producer_id(self, cls: type) -> Any:
-        async with self._producer_id_lock:
-            if self._next_producer_id >= self._producer_id_end:
-                try:
-                    start, length = await self.broker.allocate_producer_ids()
-                except ConnectionError:
-                    return cls(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                if length <= 0:
-                    return cls(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                self._next_producer_id, self._producer_id_end = start, start + length
-            producer_id = self._next_producer_id
-            self._next_producer_id += 1
+        producer_id = await self.producer_ids.next_producer_id(self.broker_epoch())
+        if producer_id is None:
+            return cls(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return cls(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
 
     # ------------------------------------------------------------ admin
@@ -344,8 +350,8 @@ class KafkaApis:
     async def forward(self, api_key: int, version: int, body: Any) -> Any:
         """Forward an admin request to the active controller and relay its answer."""
         try:
-            used, resp = await self.broker.controller.request(api_key, (version, version), body,
-                                                              timeout_s=self.broker.config.request_timeout_ms / 1000)
+            used, resp = await self.controller.request(api_key, (version, version), body,
+                                                       timeout_s=self.config.request_timeout_ms / 1000)
         except ConnectionError as e:
             log.warning("forwarding %s failed: %s", ApiKey(api_key).name, e)
             return error_response(api_key, body, ErrorCode.REQUEST_TIMED_OUT,
@@ -355,15 +361,16 @@ class KafkaApis:
             # this broker's image has it (bounded by the request's timeout). A validate-only
             # request created nothing, so there is nothing to wait for.
             names = [t.name for t in resp.topics if t.error_code == ErrorCode.NONE]
-            await self.broker.wait_for_topics(names, getattr(body, "timeout_ms", 30_000) / 1000)
+            await self.topic_creation.wait_for_topics(names, getattr(body, "timeout_ms", 30_000) / 1000)
         return resp
 
-    async def handle_describe_configs(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_describe_configs(self, req: messages.DescribeConfigsRequest, version: int,
+                                      client: ClientInfo) -> messages.DescribeConfigsResponse:
         """Topic and broker configs with Kafka's sources and synonyms, resolved by the
         same ``ConfigLayers`` the partitions apply (metadata_log.config_layers)."""
         cls = messages.DescribeConfigsResponse
-        layers = self.replicas.config_layers
-        node = str(self.broker.config.node_id)
+        layers = self.replicas.core.config_layers
+        node = str(self.config.node_id)
         results = []
         for r in req.resources:
             def failed(code: ErrorCode, message: str) -> Any:
@@ -412,25 +419,27 @@ class KafkaApis:
             synonyms=synonyms, config_type=e.definition.type.wire,
             documentation=(e.definition.doc or None) if req.include_documentation else None)
 
-    async def handle_describe_cluster(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_describe_cluster(self, req: messages.DescribeClusterRequest, version: int,
+                                      client: ClientInfo) -> messages.DescribeClusterResponse:
         cls = messages.DescribeClusterResponse
-        return cls(error_code=ErrorCode.NONE, cluster_id=self.broker.cluster_id,
-                   controller_id=self.broker.config.node_id, endpoint_type=1,
+        return cls(error_code=ErrorCode.NONE, cluster_id=self.cluster_id,
+                   controller_id=self.config.node_id, endpoint_type=1,
                    brokers=self._live_brokers(cls.DescribeClusterBroker))
 
-    async def handle_describe_log_dirs(self, req: Any, version: int, client: ClientInfo) -> Any:
+    async def handle_describe_log_dirs(self, req: messages.DescribeLogDirsRequest, version: int,
+                                       client: ClientInfo) -> messages.DescribeLogDirsResponse:
         cls = messages.DescribeLogDirsResponse
         wanted = None if req.topics is None else {
             (t.topic, p) for t in req.topics for p in t.partitions}
         by_topic: dict[str, list] = {}
-        for tp, hosted in sorted(self.replicas.partitions.items()):
+        for tp, hosted in sorted(self.replicas.core.partitions.items()):
             if wanted is not None and (tp.topic, tp.partition) not in wanted:
                 continue
             lag = max(0, hosted.replica.high_watermark - hosted.log.log_end_offset)
             by_topic.setdefault(tp.topic, []).append(cls.DescribeLogDirsPartition(
                 partition_index=tp.partition, partition_size=hosted.log.size_bytes, offset_lag=lag))
-        usage = self.broker.disk_usage()
+        usage = shutil.disk_usage(self.config.log_dir)
         return cls(error_code=ErrorCode.NONE, results=[cls.DescribeLogDirsResult(
-            error_code=ErrorCode.NONE, log_dir=self.broker.config.log_dir,
+            error_code=ErrorCode.NONE, log_dir=self.config.log_dir,
             topics=[cls.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in by_topic.items()],
-            total_bytes=usage[0], usable_bytes=usage[1])])
+            total_bytes=usage.total, usable_bytes=usage.free)])

@@ -1,74 +1,196 @@
-"""The partitions this broker hosts: their logs, replica state and producer state.
+"""The broker's data-plane core: every partition this broker hosts, as one pure object.
 
-This is the asyncio shell around the pure cores (``broker.log.PartitionLog``,
-``broker.replica.PartitionReplica``, ``broker.producer_state.ProducerStateTable``). It
+Theory of operation
+-------------------
+``ReplicaManager`` owns each hosted partition whole: its log (through the synchronous
+storage port), its replica state (``PartitionReplica``: LEO, HW, ISR, acks=all waits),
+its producer state (idempotence), the follower's fetch state (``FollowerPartition``:
+truncating, fetching, paused, retry time) and the leader's ISR proposal with its in-flight
+and resend state. Nothing else changes a partition, on a leader or on a follower.
 
-- applies the metadata image: a partition whose committed leader is this broker becomes
-  leader at that leader epoch, one that names another leader becomes follower (and is
-  handed to the replica fetchers, which truncate by leader epoch before fetching), one
-  no longer assigned here is stopped and its log deleted;
-- serves Produce (idempotence checks, append, acks=0/1/all with a delayed-produce wait),
-  Fetch for consumers (below the high watermark) and followers (below the LEO, which also
-  reports the follower's LEO to the leader's replica state), ListOffsets and
-  OffsetForLeaderEpoch;
-- wakes long-polling fetches when data or the high watermark moves;
-- checkpoints high watermarks (``replication-offset-checkpoint``) so a restarted broker
-  starts from the HW it last knew (a new leader then advances it from its followers).
+It never touches a socket, the event loop or the clock. A shell (``broker.replica_driver``)
+hands it typed inputs and carries out what it asks for, in the spirit of etcd's
+``RawNode`` Ready loop:
 
-Everything runs on the event loop; disk writes are synchronous, as Kafka's request
-handler threads make them, and cheap because nothing is fsynced on the hot path.
+    inputs                                        effects (``take_effects()``)
+    apply_metadata(image, changes, now_ms)        ProduceCompletion(token, error_code)
+    append(...), await_replication(...)           SendAlterPartition(proposal, ...)
+    read(...)  (consumers and followers)          PartitionsChanged(partitions)
+    follower_work(leader) / handle_epoch_answers  LeadershipChanged(partition, leader)
+      / handle_fetched / handle_leader_unreachable   FetchFromLeader(leader_id)
+    handle_alter_partition_response(...)
+    poll(now_ms) -> ms until due
+
+Queries (``read``, ``list_offset``, ``end_offset_for_epoch``, ``append``'s result) are
+answered directly; everything that must happen elsewhere or later is an effect.
+
+Metadata. ``apply_metadata`` takes the new image and the typed changes since the last
+one (``metadata_log.delta``), and touches only the partitions those changes name and
+that this broker hosts or should host (Kafka's ``applyDelta(delta.localChanges(id))``);
+``None`` changes (a snapshot was loaded) re-reads every partition. A partition whose
+committed leader is this broker becomes leader at that epoch; one naming another leader
+becomes a follower that first truncates by leader epoch (``truncation_decision``); one no
+longer assigned here is stopped and its log deleted.
+
+ISR proposals. A leader's ``PartitionReplica`` proposes (``AlterIsr``); this core sends at
+most one AlterPartition per partition at a time. Only an answer saying the controller did
+*not* apply the proposal lets the leader fall back to its committed ISR (Kafka's
+``Partition.handleAlterPartitionError``). A lost answer, or a refusal that may hide a
+committed change (INVALID_UPDATE_VERSION: our own earlier try may be that change), keeps
+the proposal pending, so the high watermark still counts the maximal ISR, and the core
+resends it after ``ALTER_PARTITION_RETRY_MS`` until an answer comes or the metadata log
+brings the committed state. (Falling back on a lost answer lost acknowledged writes: an
+expansion committed, the leader acked with the smaller ISR, and the new member was then
+elected cleanly without them; found by the chaos suite, reproduced by the simulator.)
+
+Following. ``follower_work(leader)`` plans one round for a leader: OffsetForLeaderEpoch
+questions for partitions still truncating, fetch positions for the rest. Answers come
+back through ``handle_epoch_answers`` / ``handle_fetched`` with the work they answer, so
+an answer to a stale plan (the leader epoch or the fetch offset moved meanwhile) is
+ignored. FENCED_LEADER_EPOCH pauses a partition until the metadata log names its leader
+anew; a leader whose metadata is behind ours (NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) is retried after a backoff: no metadata
+change will come to re-add the partition, so pausing it would stop replication for good
+(found by the chaos suite).
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Hashable, Iterable, Mapping, Sequence, Union
 
 from broker.log import (
-    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, AppendResult, FileSlice, LogConfig,
-    LogManager, PartitionLog, StaleFileSliceError,
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import decode_offset_checkpoint, encode_offset_checkpoint
 from broker.producer_state import ProducerStateTable
-from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role, TopicPartition
-from quorum.network import FileRegion
+from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
+from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
+from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
 from clients.protocol.errors import ErrorCode
 from clients.records import RecordError, iter_batches
+from clients.types import TopicPartition
 from metadata_log.config_layers import ConfigLayers
-from metadata_log.delta import ConfigChange, MetadataChange
+from metadata_log.delta import (
+    ConfigChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange,
+    PartitionCreated, ReplicasChange, TopicDeleted,
+)
 from metadata_log.image import NO_LEADER, ConfigResourceType, MetadataImage, PartitionRegistration
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HostedPartition", "ProduceResult", "ReadResult", "ReplicaManager", "now_ms"]
+__all__ = [
+    "ALTER_PARTITION_RETRY_MS", "AlterPartitionAnswer", "Effect", "EpochAnswer", "EpochQuery",
+    "FetchFromLeader", "FetchPosition", "FetchedPartition", "FollowerWork", "HostedPartition",
+    "LeadershipChanged", "PartitionsChanged", "ProduceCompletion", "ProduceResult", "ReadResult",
+    "ReplicaManager", "SendAlterPartition",
+]
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
+ALTER_PARTITION_RETRY_MS = 500
+# AlterPartition answers that prove the controller did not apply the proposal.
+ALTER_PARTITION_NOT_APPLIED = frozenset({
+    ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INVALID_REQUEST,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+})
+# Follower fetch answers: our metadata is stale (wait to be re-added with the new epoch) ...
+_PAUSE_ERRORS = frozenset({ErrorCode.FENCED_LEADER_EPOCH})
+# ... or the leader's is behind ours (try again after the backoff).
+_RETRY_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+# Partition-level changes this broker acts on (config changes are handled apart).
+_PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange, LeaderRecoveryChange)
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+# ---------------------------------------------------------------- effects
 
-
-@dataclass(slots=True)
-class HostedPartition:
-    tp: TopicPartition
+@dataclass(frozen=True, slots=True)
+class SendAlterPartition:
+    """Effect: carry this ISR proposal to the active controller (AlterPartition); answer
+    with ``handle_alter_partition_response`` (``None`` when the answer was lost)."""
+    proposal: AlterIsr
     topic_id: uuid.UUID
-    log: PartitionLog
-    replica: PartitionReplica
-    producers: ProducerStateTable
-    registration: PartitionRegistration | None = None
-    # Futures of long-polling fetches waiting for this partition to change.
-    waiters: list[asyncio.Future] = field(default_factory=list)
+    new_isr_with_epochs: tuple[tuple[int, int], ...]    # (broker id, broker epoch)
 
-    def wake(self) -> None:
-        for w in self.waiters:
-            if not w.done():
-                w.set_result(None)
-        self.waiters.clear()
 
+@dataclass(frozen=True, slots=True)
+class PartitionsChanged:
+    """Effect: data, the HW or the role moved: wake long polls on these partitions."""
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipChanged:
+    """Effect: this broker started or stopped leading the partition (the group
+    coordinator loads and unloads ``__consumer_offsets`` partitions with it)."""
+    partition: TopicPartition
+    leader: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FetchFromLeader:
+    """Effect: there is follower work for ``leader_id``: start or wake its fetcher."""
+    leader_id: int
+
+
+Effect = Union[ProduceCompletion, SendAlterPartition, PartitionsChanged, LeadershipChanged,
+               FetchFromLeader]
+
+
+# ---------------------------------------------------------------- follower plans and answers
+
+@dataclass(frozen=True, slots=True)
+class EpochQuery:
+    partition: TopicPartition
+    current_leader_epoch: int
+    leader_epoch: int                  # the local epoch whose end the leader is asked
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    partition: TopicPartition
+    current_leader_epoch: int
+    fetch_offset: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerWork:
+    """One round of a follower's requests to one leader; empty: nothing due before
+    ``wait_ms`` (then ask again)."""
+    leader_id: int
+    epoch_queries: tuple[EpochQuery, ...]
+    fetches: tuple[FetchPosition, ...]
+    wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochAnswer:
+    partition: TopicPartition
+    error_code: int
+    leader_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    partition: TopicPartition
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    records: bytes | bytearray | memoryview | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionAnswer:
+    error_code: int
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+# ---------------------------------------------------------------- results of queries
 
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
@@ -78,41 +200,82 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()     # KIP-467
+    # acks=all: the offset the HW must reach (``await_replication``); None: nothing to wait for.
+    required_offset: int | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ReadResult:
     error_code: int
     high_watermark: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
-    records: Any = None          # a FileRegion, bytes, or None
-    size_in_bytes: int = 0
+    records: FileSlice | None = None     # whole batches; the shell sends or copies them
+    log: PartitionLog | None = None      # where ``records`` lives
+
+    @property
+    def size_in_bytes(self) -> int:
+        return 0 if self.records is None else self.records.length_bytes
+
+
+# ---------------------------------------------------------------- hosted partitions
+
+@dataclass(slots=True)
+class HostedPartition:
+    tp: TopicPartition
+    topic_id: uuid.UUID
+    log: PartitionLog
+    replica: PartitionReplica
+    producers: ProducerStateTable
+    registration: PartitionRegistration | None = None
+    following: FollowerPartition | None = None      # set while a follower of a live leader
+    # This broker's replica is named by the topic's throttled-replicas configs (KIP-73).
+    leader_throttled: bool = False
+    follower_throttled: bool = False
+
+
+@dataclass(slots=True)
+class _IsrProposalState:
+    """At most one AlterPartition in flight per partition; the newest proposal waits."""
+    topic_id: uuid.UUID
+    wanted: AlterIsr | None = None
+    in_flight: AlterIsr | None = None
+    resend_at_ms: int = 0
 
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, static_properties: Mapping[str, str],
-                 replica_lag_time_max_ms: int = 30_000, use_sendfile: bool = True) -> None:
+                 replica_lag_time_max_ms: int = 30_000, replica_fetch_backoff_ms: int = 200) -> None:
         self.broker_id = broker_id
         self.logs = log_manager
         self.static_properties = dict(static_properties)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.use_sendfile = use_sendfile
+        self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.image = MetadataImage()
         # Every config this broker applies or describes resolves through these layers.
         self.config_layers = ConfigLayers(self.image.configs, broker_id, self.static_properties)
         self._hw_checkpoint = self._read_hw_checkpoint()
-        self._produce_waiters: dict[object, asyncio.Future] = {}
-        self._next_token = 0
-        # Set by the broker: carry an ISR change proposal to the active controller.
-        self.send_alter_isr: Callable[[AlterIsr, HostedPartition], None] = lambda e, p: None
-        # Set by the broker: (partition, leader id, leader epoch) -> start/stop following.
-        self.on_become_follower: Callable[[HostedPartition], None] = lambda p: None
-        self.on_stop_following: Callable[[TopicPartition], None] = lambda tp: None
-        # Told after every role change of a hosted partition (the group coordinator
-        # loads and unloads __consumer_offsets partitions with their leadership).
-        self.leadership_listeners: list[Callable[[HostedPartition], None]] = []
+        self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
+        self._leader_backoff_until: dict[int, int] = {}
+        self._effects: list[Effect] = []
+        self._changed: set[TopicPartition] = set()
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
+        self.apply_broker_configs()
+
+    # ------------------------------------------------------------ effects
+
+    def take_effects(self) -> list[Effect]:
+        """What the shell must carry out, in order, since the last call."""
+        if self._changed:
+            self._effects.append(PartitionsChanged(frozenset(self._changed)))
+            self._changed = set()
+        effects, self._effects = self._effects, []
+        return effects
+
+    def _complete(self, completions: Iterable[ProduceCompletion]) -> None:
+        self._effects.extend(completions)
 
     # ------------------------------------------------------------ configs
 
@@ -141,13 +304,26 @@ class ReplicaManager:
             return
         if config != hosted.log.config:
             hosted.log.update_config(config)
+        topic_config = self.topic_config(hosted.tp.topic)
         hosted.replica.min_insync_replicas = self.min_insync_replicas(hosted.tp.topic)
+        hosted.leader_throttled = throttled_here(topic_config.get("leader.replication.throttled.replicas"),
+                                                 hosted.tp.partition, self.broker_id)
+        hosted.follower_throttled = throttled_here(topic_config.get("follower.replication.throttled.replicas"),
+                                                   hosted.tp.partition, self.broker_id)
 
-    def _topics_reconfigured(self, changes: Sequence[MetadataChange] | None) -> set[str] | None:
-        """Topics whose effective configs the typed changes may have changed; None: all
-        (a snapshot was loaded, or a broker-level default changed)."""
-        if changes is None:
-            return None
+    def apply_broker_configs(self) -> None:
+        """The replication throttle rates (dynamic broker configs)."""
+        def rate(key: str) -> int:
+            try:
+                return int(self.config_layers.broker_value(key) or UNLIMITED)
+            except ValueError:
+                return UNLIMITED    # the controller validates; never crash on a value
+        self.leader_quota.bytes_per_s = rate("leader.replication.throttled.rate")
+        self.follower_quota.bytes_per_s = rate("follower.replication.throttled.rate")
+
+    def _topics_reconfigured(self, changes: Sequence[MetadataChange]) -> set[str] | None:
+        """Topics whose effective configs the changes may have changed; None: all (a
+        broker-level default changed)."""
         topics: set[str] = set()
         for change in changes:
             if not isinstance(change, ConfigChange):
@@ -161,54 +337,66 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ metadata
 
-    def apply_image(self, image: MetadataImage, now: int,
-                    changes: Sequence[MetadataChange] | None = None) -> None:
-        """Make hosted partitions match the committed image (leader/follower/stopped) and
-        apply the config changes among ``changes`` (the typed changes since the last
-        image applied, in metadata order; None: anything may have changed)."""
+    def apply_metadata(self, image: MetadataImage, changes: Sequence[MetadataChange] | None,
+                       now_ms: int) -> None:
+        """Make hosted partitions match the committed image. ``changes``: the typed changes
+        since the image last applied, in metadata order; None: anything may have changed."""
         if image.configs is not self.image.configs:
             self.config_layers = ConfigLayers(image.configs, self.broker_id, self.static_properties)
+            self.apply_broker_configs()
         self.image = image
-        reconfigured = self._topics_reconfigured(changes)
-        wanted: set[TopicPartition] = set()
-        for topic, index, reg in image.topics.iter_partitions():
-            if self.broker_id not in reg.replicas:
-                continue
-            tp = TopicPartition(topic.name, index)
-            wanted.add(tp)
-            hosted = self.partitions.get(tp)
-            if hosted is not None and hosted.topic_id != topic.topic_id:
-                # The topic was deleted and recreated with the same name: start afresh.
-                self._stop_partition(tp, delete=True)
-                hosted = None
-            if hosted is None:
-                # A log opened at start-up has the static defaults: configure it now.
-                hosted = self._create_partition(tp, topic.topic_id, now)
+        if changes is None:
+            touched = {TopicPartition(t.name, i) for t, i, reg in image.topics.iter_partitions()
+                       if self.broker_id in reg.replicas} | set(self.partitions)
+            reconfigured: set[str] | None = None
+        else:
+            touched = {TopicPartition(c.topic, c.partition) for c in changes
+                       if isinstance(c, _PARTITION_CHANGES)}
+            for c in changes:
+                if isinstance(c, TopicDeleted):
+                    touched.update(tp for tp in self.partitions if tp.topic == c.topic)
+            reconfigured = self._topics_reconfigured(changes)
+        for tp in sorted(touched):
+            self._apply_partition(tp, now_ms)
+        for tp, hosted in list(self.partitions.items()):
+            if tp not in touched and (reconfigured is None or tp.topic in reconfigured):
                 self._apply_topic_config(hosted)
-            elif reconfigured is None or tp.topic in reconfigured:
-                self._apply_topic_config(hosted)
-            if hosted.registration is not None and hosted.registration == reg:
-                continue
-            self._apply_registration(hosted, reg, now)
-        for tp in [tp for tp in self.partitions if tp not in wanted]:
-            self._stop_partition(tp, delete=True)
 
-    def _create_partition(self, tp: TopicPartition, topic_id: uuid.UUID, now: int) -> HostedPartition:
-        partition_log = self.logs.get_or_create_log(tp.topic, tp.partition, now,
+    def _apply_partition(self, tp: TopicPartition, now_ms: int) -> None:
+        topic = self.image.topics.get(tp.topic)
+        reg = None if topic is None else topic.partitions.get(tp.partition)
+        hosted = self.partitions.get(tp)
+        if reg is None or self.broker_id not in reg.replicas:
+            if hosted is not None:
+                self._stop_partition(tp, delete=True)
+            return
+        if hosted is not None and hosted.topic_id != topic.topic_id:
+            # The topic was deleted and recreated with the same name: start afresh.
+            self._stop_partition(tp, delete=True)
+            hosted = None
+        if hosted is None:
+            hosted = self._create_partition(tp, topic.topic_id, now_ms)
+        # A log opened at start-up has the static defaults: configure it now.
+        self._apply_topic_config(hosted)
+        if hosted.registration != reg:
+            self._apply_registration(hosted, reg, now_ms)
+
+    def _create_partition(self, tp: TopicPartition, topic_id: uuid.UUID, now_ms: int) -> HostedPartition:
+        partition_log = self.logs.get_or_create_log(tp.topic, tp.partition, now_ms,
                                                     self.log_config_for(tp.topic))
         replica = PartitionReplica(tp, self.broker_id, self.replica_lag_time_max_ms,
                                    self.min_insync_replicas(tp.topic))
-        producers = self._rebuild_producer_state(partition_log)
-        hosted = HostedPartition(tp, topic_id, partition_log, replica, producers)
+        hosted = HostedPartition(tp, topic_id, partition_log, replica,
+                                 self._rebuild_producer_state(partition_log))
         self.partitions[tp] = hosted
         return hosted
 
-    def _rebuild_producer_state(self, partition_log: PartitionLog) -> ProducerStateTable:
+    @staticmethod
+    def _rebuild_producer_state(partition_log: PartitionLog) -> ProducerStateTable:
         """Scan batch headers of the tail of the log (idempotence survives restarts and
         failovers). Kafka snapshots this state; Ketch re-reads the last segment only."""
         table = ProducerStateTable()
-        segment = partition_log.active_segment
-        start = segment.base_offset
+        start = partition_log.active_segment.base_offset
         result = partition_log.read(max(start, partition_log.log_start_offset), 1 << 62,
                                     partition_log.log_end_offset)
         if result.records.is_empty:
@@ -222,48 +410,59 @@ class ReplicaManager:
             log.warning("%s: producer state rebuild stopped: %s", partition_log.dir_path, e)
         return table
 
-    def _apply_registration(self, hosted: HostedPartition, reg: PartitionRegistration, now: int) -> None:
+    def _apply_registration(self, hosted: HostedPartition, reg: PartitionRegistration, now_ms: int) -> None:
         replica = hosted.replica
-        completions: list[ProduceCompletion] = []
+        was_leader = replica.role is Role.LEADER
         if reg.leader == self.broker_id:
-            if replica.role is Role.LEADER and reg.leader_epoch == replica.leader_epoch:
-                completions = replica.apply_committed(reg.leader_epoch, reg.partition_epoch,
-                                                      reg.isr, reg.replicas)
+            if was_leader and reg.leader_epoch == replica.leader_epoch:
+                self._complete(replica.apply_committed(reg.leader_epoch, reg.partition_epoch,
+                                                       reg.isr, reg.replicas))
             else:
-                self.on_stop_following(hosted.tp)
-                hw = self._hw_checkpoint.get((hosted.tp.topic, hosted.tp.partition), 0)
-                hw = max(hw, replica.high_watermark)
-                completions = replica.become_leader(
+                hosted.following = None
+                hw = max(self._hw_checkpoint.get((hosted.tp.topic, hosted.tp.partition), 0),
+                         replica.high_watermark)
+                self._complete(replica.become_leader(
                     reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
-                    hosted.log.log_start_offset, hosted.log.log_end_offset, hw, now)
+                    hosted.log.log_start_offset, hosted.log.log_end_offset, hw, now_ms))
                 log.info("%s: leader at epoch %d, ISR %s, LEO %d, HW %d", hosted.tp,
                          reg.leader_epoch, list(reg.isr), hosted.log.log_end_offset,
                          replica.high_watermark)
         else:
             changed_leader = (replica.role is not Role.FOLLOWER or replica.leader_id != reg.leader
                               or replica.leader_epoch != reg.leader_epoch)
-            completions = replica.become_follower(reg.leader, reg.leader_epoch, reg.partition_epoch,
-                                                  reg.replicas, reg.isr)
+            self._complete(replica.become_follower(reg.leader, reg.leader_epoch, reg.partition_epoch,
+                                                   reg.replicas, reg.isr))
             if changed_leader:
-                if reg.leader == NO_LEADER:
-                    self.on_stop_following(hosted.tp)
-                else:
-                    self.on_become_follower(hosted)
+                self._start_following(hosted, now_ms)
         hosted.registration = reg
-        self._complete(completions)
-        hosted.wake()
-        for listener in self.leadership_listeners:
-            listener(hosted)
+        self._changed.add(hosted.tp)
+        if was_leader != (replica.role is Role.LEADER):
+            self._effects.append(LeadershipChanged(hosted.tp, replica.role is Role.LEADER))
+
+    def _start_following(self, hosted: HostedPartition, now_ms: int) -> None:
+        replica = hosted.replica
+        if replica.leader_id == NO_LEADER:
+            hosted.following = None
+            return
+        following = FollowerPartition(leader_id=replica.leader_id, leader_epoch=replica.leader_epoch,
+                                      fetch_offset=hosted.log.log_end_offset,
+                                      epoch_to_ask=hosted.log.latest_epoch)
+        if hosted.log.latest_epoch < 0:
+            following.state = FetchState.FETCHING   # nothing local that could diverge
+        hosted.following = following
+        self._effects.append(FetchFromLeader(replica.leader_id))
 
     def _stop_partition(self, tp: TopicPartition, delete: bool) -> None:
         hosted = self.partitions.pop(tp, None)
         if hosted is None:
             return
-        self.on_stop_following(tp)
+        was_leader = hosted.replica.role is Role.LEADER
+        hosted.following = None
+        self._isr_proposals.pop(tp, None)
         self._complete(hosted.replica.stop())
-        hosted.wake()
-        for listener in self.leadership_listeners:
-            listener(hosted)
+        self._changed.add(tp)
+        if was_leader:
+            self._effects.append(LeadershipChanged(tp, False))
         if delete:
             self.logs.delete_log(tp.topic, tp.partition)
             self._hw_checkpoint.pop((tp.topic, tp.partition), None)
@@ -271,81 +470,82 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ produce
 
-    def _complete(self, completions: Iterable[ProduceCompletion]) -> None:
-        for c in completions:
-            waiter = self._produce_waiters.pop(c.token, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(c.error_code)
+    def _unknown_code(self, tp: TopicPartition) -> int:
+        topic = self.image.topics.get(tp.topic)
+        if topic is not None and tp.partition in topic.partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    def append(self, tp: TopicPartition, records: Any, acks: int, now: int) -> tuple[ProduceResult, int | None]:
-        """Append to a led partition. Returns the result and, for acks=all, the offset the
-        HW must reach (None when nothing to wait for)."""
+    def append(self, tp: TopicPartition, records: bytes | bytearray | memoryview | None, acks: int,
+               now_ms: int) -> ProduceResult:
+        """Append to a led partition (idempotence checks first). For acks=all the result
+        names the offset the HW must reach before ``await_replication`` completes it."""
         hosted = self.partitions.get(tp)
         if hosted is None:
-            known = self.image.topics.get(tp.topic)
-            code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if known is not None and
-                    tp.partition in known.partitions else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            return ProduceResult(code), None
+            return ProduceResult(self._unknown_code(tp))
         replica = hosted.replica
         check = replica.check_append(acks)
         if check.error_code != ErrorCode.NONE:
-            return ProduceResult(check.error_code), None
+            return ProduceResult(check.error_code)
         if records is None or len(records) == 0:
             return ProduceResult(ErrorCode.NONE, hosted.log.log_end_offset,
-                                 log_start_offset=hosted.log.log_start_offset), None
+                                 log_start_offset=hosted.log.log_start_offset)
         try:
             headers = [h for _, h in iter_batches(records, check_crc=False)]
         except RecordError as e:
-            return ProduceResult(e.error_code, error_message=str(e)), None
+            return ProduceResult(e.error_code, error_message=str(e))
         # Idempotence: Kafka clients send one batch per partition; check each in order.
         duplicate = None
         for h in headers:
             seq = hosted.producers.check(h.producer_id, h.producer_epoch, h.base_sequence,
                                          h.last_offset_delta)
             if seq.error_code != ErrorCode.NONE:
-                return ProduceResult(seq.error_code, log_start_offset=hosted.log.log_start_offset), None
+                return ProduceResult(seq.error_code, log_start_offset=hosted.log.log_start_offset)
             if seq.duplicate_of is not None:
                 duplicate = seq.duplicate_of
         if duplicate is not None and len(headers) == 1:
             # A retry of a batch we already have: acknowledge its original offsets.
-            required = duplicate.last_offset + 1 if acks == -1 else None
             return ProduceResult(ErrorCode.NONE, duplicate.first_offset,
-                                 log_start_offset=hosted.log.log_start_offset), required
+                                 log_start_offset=hosted.log.log_start_offset,
+                                 required_offset=duplicate.last_offset + 1 if acks == -1 else None)
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        result: AppendResult = hosted.log.append_as_leader(buf, replica.leader_epoch, now)
+        result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms)
         if result.error_code != ErrorCode.NONE:
             return ProduceResult(result.error_code, error_message=result.error_message,
                                  log_start_offset=hosted.log.log_start_offset,
-                                 record_errors=result.record_errors), None
+                                 record_errors=result.record_errors)
         offset = result.base_offset
         for h in headers:
             hosted.producers.update(h.producer_id, h.producer_epoch, h.base_sequence,
                                     h.last_offset_delta, offset, h.max_timestamp)
             offset += h.last_offset_delta + 1
         self._complete(replica.on_local_append(hosted.log.log_end_offset))
-        hosted.wake()
-        required = result.last_offset + 1 if acks == -1 else None
+        self._changed.add(tp)
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms,
-                             result.log_start_offset), required
+                             result.log_start_offset,
+                             required_offset=result.last_offset + 1 if acks == -1 else None)
 
-    async def wait_for_replication(self, tp: TopicPartition, required_offset: int,
-                                   timeout_ms: int) -> int:
-        """acks=all: wait until the HW passes ``required_offset``; the error code."""
+    def await_replication(self, tp: TopicPartition, token: Hashable, required_offset: int,
+                          deadline_ms: int) -> bool:
+        """acks=all: complete ``token`` (a ``ProduceCompletion`` effect) once the HW passes
+        ``required_offset``, or fails; False: not the leader (nothing parked)."""
         hosted = self.partitions.get(tp)
         if hosted is None or hosted.replica.role is not Role.LEADER:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        self._next_token += 1
-        token = (tp, self._next_token)
-        waiter = asyncio.get_running_loop().create_future()
-        self._produce_waiters[token] = waiter
-        self._complete(hosted.replica.await_replication(token, required_offset, now_ms() + timeout_ms))
-        try:
-            return await asyncio.wait_for(waiter, timeout_ms / 1000 + 1.0)
-        except asyncio.TimeoutError:
-            self._produce_waiters.pop(token, None)
-            return ErrorCode.REQUEST_TIMED_OUT
+            return False
+        self._complete(hosted.replica.await_replication(token, required_offset, deadline_ms))
+        return True
 
-    # ------------------------------------------------------------ fetch
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        """DeleteRecords: move the log start offset (-1: to the HW); (error, low watermark)."""
+        hosted = self.partitions.get(tp)
+        if hosted is None or hosted.replica.role is not Role.LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        hw = hosted.replica.high_watermark
+        code = hosted.log.maybe_increment_log_start_offset(hw if offset == -1 else offset, hw)
+        hosted.replica.on_log_start_offset(hosted.log.log_start_offset)
+        return code, hosted.log.log_start_offset
+
+    # ------------------------------------------------------------ reads (consumers and followers)
 
     def check_leader_epoch(self, hosted: HostedPartition, current_leader_epoch: int) -> int:
         """KIP-320: fence requests that name another leader epoch (-1: no check)."""
@@ -358,7 +558,9 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, now: int, min_one_batch: bool) -> ReadResult:
+             replica_id: int, now_ms: int, min_one_batch: bool) -> ReadResult:
+        """Fetch from the leader: consumers read below the HW; a follower (``replica_id``
+        >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule)."""
         hosted = self.partitions.get(tp)
         if hosted is None:
             return ReadResult(self._unknown_code(tp))
@@ -374,58 +576,29 @@ class ReplicaManager:
                 return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             if fetch_offset <= hosted.log.log_end_offset:
                 hw_before = replica.high_watermark
-                completions, effects = replica.on_follower_fetch(replica_id, fetch_offset, now)
+                completions, proposals = replica.on_follower_fetch(replica_id, fetch_offset, now_ms)
                 self._complete(completions)
-                for effect in effects:
-                    self.send_alter_isr(effect, hosted)
+                for proposal in proposals:
+                    self._propose_isr(hosted, proposal, now_ms)
                 if replica.high_watermark != hw_before:
-                    hosted.wake()   # consumers long-polling below the old HW can read now
+                    self._changed.add(tp)   # consumers long-polling below the old HW can read now
         upper = hosted.log.log_end_offset if is_follower else replica.high_watermark
+        throttled = is_follower and hosted.leader_throttled and replica_id not in replica.isr
+        if throttled and self.leader_quota.is_exceeded(now_ms):
+            # KIP-73: a throttled follower gets no data this round (its position counted).
+            return ReadResult(ErrorCode.NONE, replica.high_watermark, hosted.log.log_start_offset,
+                              hosted.log.log_end_offset, None, hosted.log)
         result = hosted.log.read(fetch_offset, max_bytes, upper, min_one_batch)
-        out = ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
-                         result.log_end_offset)
+        records = None
         if result.error_code == ErrorCode.NONE and not result.records.is_empty:
-            out.records = self._region(hosted.log, result.records)
-            out.size_in_bytes = result.records.length_bytes
-        return out
-
-    def _region(self, partition_log: PartitionLog, file_slice: FileSlice) -> Any:
-        if not self.use_sendfile:
-            return partition_log.read_records_bytes(file_slice)
-        cm = partition_log.storage.open_slice(file_slice)
-        try:
-            fd = cm.__enter__()
-        except StaleFileSliceError:
-            return partition_log.read_records_bytes(file_slice)
-        return FileRegion(fd, file_slice.position, file_slice.length_bytes,
-                          lambda: cm.__exit__(None, None, None))
-
-    def _unknown_code(self, tp: TopicPartition) -> int:
-        topic = self.image.topics.get(tp.topic)
-        if topic is not None and tp.partition in topic.partitions:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Long poll: return when any of the partitions changes or the time is up."""
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        hosted = [self.partitions[tp] for tp in tps if tp in self.partitions]
-        for h in hosted:
-            h.waiters.append(waiter)
-        try:
-            await asyncio.wait_for(waiter, timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for h in hosted:
-                if waiter in h.waiters:
-                    h.waiters.remove(waiter)
-
-    # ------------------------------------------------------------ offsets
+            records = result.records
+            if throttled:
+                self.leader_quota.record(records.length_bytes, now_ms)
+        return ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
+                          result.log_end_offset, records, hosted.log)
 
     def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int,
-                    isolation_committed: bool, replica_id: int) -> tuple[int, int, int, int]:
+                    replica_id: int) -> tuple[int, int, int, int]:
         """ListOffsets for one partition: (error, timestamp, offset, leader epoch)."""
         hosted = self.partitions.get(tp)
         if hosted is None:
@@ -460,21 +633,255 @@ class ReplicaManager:
         answer = hosted.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.NONE, answer.leader_epoch, answer.end_offset
 
+    # ------------------------------------------------------------ ISR proposals
+
+    def _propose_isr(self, hosted: HostedPartition, proposal: AlterIsr, now_ms: int) -> None:
+        # Kafka's leaders do not propose fenced or shutting-down replicas for the ISR (the
+        # controller would refuse with INELIGIBLE_REPLICA, again on every fetch).
+        cluster = self.image.cluster
+        for broker_id in set(proposal.new_isr) - set(hosted.replica.isr):
+            reg = cluster.get(broker_id)
+            if reg is None or reg.fenced or reg.in_controlled_shutdown:
+                hosted.replica.abandon_pending_isr()    # never sent: nothing to undo
+                return
+        state = self._isr_proposals.get(hosted.tp)
+        if state is None or state.topic_id != hosted.topic_id:
+            state = self._isr_proposals[hosted.tp] = _IsrProposalState(hosted.topic_id)
+        state.wanted = proposal
+        state.resend_at_ms = 0          # a new proposal goes out at once
+        self._maybe_send_alter_partition(hosted.tp, now_ms)
+
+    def _proposal_current(self, proposal: AlterIsr, topic_id: uuid.UUID) -> bool:
+        hosted = self.partitions.get(proposal.partition)
+        if hosted is None or hosted.topic_id != topic_id:
+            return False
+        replica = hosted.replica
+        return (replica.role is Role.LEADER and replica.leader_epoch == proposal.leader_epoch
+                and replica.pending_isr == proposal.new_isr)
+
+    def _maybe_send_alter_partition(self, tp: TopicPartition, now_ms: int) -> None:
+        state = self._isr_proposals.get(tp)
+        if state is None or state.in_flight is not None:
+            return
+        proposal = state.wanted
+        if proposal is None or not self._proposal_current(proposal, state.topic_id):
+            del self._isr_proposals[tp]
+            return
+        if now_ms < state.resend_at_ms:
+            return
+        state.wanted, state.in_flight = None, proposal
+        cluster = self.image.cluster
+        epochs = tuple((b, cluster.get(b).broker_epoch if cluster.get(b) else -1)
+                       for b in proposal.new_isr)
+        self._effects.append(SendAlterPartition(proposal, state.topic_id, epochs))
+
+    def handle_alter_partition_response(self, proposal: AlterIsr, answer: AlterPartitionAnswer | None,
+                                        now_ms: int) -> None:
+        """The controller's answer to ``proposal``; None: the answer was lost (timeout,
+        connection, no controller), so the proposal may or may not be committed."""
+        tp = proposal.partition
+        state = self._isr_proposals.get(tp)
+        if state is None or state.in_flight != proposal:
+            return
+        state.in_flight = None
+        hosted = self.partitions.get(tp)
+        if answer is None:
+            log.warning("%s: AlterPartition answer lost; the proposal stays pending", tp)
+            if state.wanted is None and self._proposal_current(proposal, state.topic_id):
+                state.wanted = proposal
+                state.resend_at_ms = now_ms + ALTER_PARTITION_RETRY_MS
+        elif answer.error_code == ErrorCode.NONE:
+            if hosted is not None and hosted.replica.role is Role.LEADER:
+                log.info("%s: ISR %s committed at partition epoch %d", tp, list(answer.isr),
+                         answer.partition_epoch)
+                self._complete(hosted.replica.apply_committed(
+                    answer.leader_epoch, answer.partition_epoch, answer.isr, hosted.replica.replicas))
+                self._changed.add(tp)
+        else:
+            log.info("%s: AlterPartition refused: %s", tp, ErrorCode(answer.error_code).name)
+            if (answer.error_code in ALTER_PARTITION_NOT_APPLIED
+                    and self._proposal_current(proposal, state.topic_id)):
+                hosted.replica.abandon_pending_isr()
+        self._maybe_send_alter_partition(tp, now_ms)
+
+    # ------------------------------------------------------------ following
+
+    def follower_work(self, leader_id: int, now_ms: int) -> FollowerWork | None:
+        """The next round of requests to ``leader_id``; None: nothing follows it any more."""
+        queries: list[EpochQuery] = []
+        fetches: list[FetchPosition] = []
+        wait_ms = self.replica_fetch_backoff_ms
+        backoff_until = self._leader_backoff_until.get(leader_id, 0)
+        any_following = False
+        for tp, hosted in self.partitions.items():
+            f = hosted.following
+            if f is None or f.leader_id != leader_id:
+                continue
+            any_following = True
+            if not f.ready(now_ms) or backoff_until > now_ms:
+                if not f.paused:
+                    wait_ms = min(wait_ms, max(1, max(f.retry_at_ms, backoff_until) - now_ms))
+                continue
+            if f.state is FetchState.TRUNCATING:
+                queries.append(EpochQuery(tp, f.leader_epoch, f.epoch_to_ask))
+            elif self._follower_throttled(hosted) and self.follower_quota.is_exceeded(now_ms):
+                wait_ms = min(wait_ms, self.follower_quota.sample_ms)
+            else:
+                fetches.append(FetchPosition(tp, f.leader_epoch, f.fetch_offset,
+                                             hosted.log.log_start_offset))
+        if not any_following:
+            return None
+        return FollowerWork(leader_id, tuple(queries), tuple(fetches), wait_ms)
+
+    def _follower_throttled(self, hosted: HostedPartition) -> bool:
+        return hosted.follower_throttled and self.broker_id not in hosted.replica.isr
+
+    def _following(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> HostedPartition | None:
+        """The partition, if it still follows ``leader_id`` in ``leader_epoch``."""
+        hosted = self.partitions.get(tp)
+        if hosted is None or hosted.following is None:
+            return None
+        f = hosted.following
+        if (f.leader_id != leader_id or f.leader_epoch != leader_epoch
+                or hosted.replica.role is not Role.FOLLOWER):
+            return None
+        return hosted
+
+    def handle_leader_unreachable(self, leader_id: int, now_ms: int) -> None:
+        """The connection to the leader failed: back off before the next round."""
+        self._leader_backoff_until[leader_id] = now_ms + self.replica_fetch_backoff_ms
+
+    def _on_follower_error(self, f: FollowerPartition, error_code: int, now_ms: int) -> None:
+        if error_code in _PAUSE_ERRORS:
+            f.paused = True
+        elif error_code in _RETRY_ERRORS:
+            f.retry_at_ms = now_ms + self.replica_fetch_backoff_ms
+
+    def handle_epoch_answers(self, work: FollowerWork, answers: Iterable[EpochAnswer], now_ms: int) -> None:
+        """OffsetForLeaderEpoch answers for ``work.epoch_queries``: truncate where the logs
+        diverge (KIP-101/KIP-279), then fetch; or ask again about an older epoch."""
+        self._leader_backoff_until.pop(work.leader_id, None)
+        asked = {q.partition: q for q in work.epoch_queries}
+        for a in answers:
+            query = asked.get(a.partition)
+            if query is None:
+                continue
+            hosted = self._following(a.partition, work.leader_id, query.current_leader_epoch)
+            if hosted is None or hosted.following.state is not FetchState.TRUNCATING:
+                continue
+            f = hosted.following
+            if a.error_code != ErrorCode.NONE:
+                self._on_follower_error(f, a.error_code, now_ms)
+                continue
+            plog = hosted.log
+
+            def local(epoch: int) -> tuple[int, int]:
+                end = plog.end_offset_for_epoch(epoch)
+                return end.leader_epoch, end.end_offset
+            decision = truncation_decision(a.leader_epoch, a.end_offset, plog.log_end_offset,
+                                           hosted.replica.high_watermark, local)
+            if decision.truncate_to < plog.log_end_offset:
+                log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)", a.partition,
+                         plog.log_end_offset, decision.truncate_to, a.leader_epoch, a.end_offset)
+                plog.truncate_to(decision.truncate_to, now_ms)
+                hosted.producers.truncate_to(decision.truncate_to)
+            if decision.done:
+                f.state = FetchState.FETCHING
+                f.fetch_offset = plog.log_end_offset
+            else:
+                f.epoch_to_ask = decision.next_epoch
+
+    def handle_fetched(self, work: FollowerWork, fetched: Iterable[FetchedPartition], now_ms: int) -> None:
+        """The leader's Fetch answer for ``work.fetches``: append its batches as they are
+        (offsets and epochs kept), update producer state and take the leader's HW."""
+        self._leader_backoff_until.pop(work.leader_id, None)
+        asked = {p.partition: p for p in work.fetches}
+        for p in fetched:
+            position = asked.get(p.partition)
+            if position is None:
+                continue
+            hosted = self._following(p.partition, work.leader_id, position.current_leader_epoch)
+            if hosted is None:
+                continue
+            f = hosted.following
+            if f.state is not FetchState.FETCHING or f.fetch_offset != position.fetch_offset:
+                continue        # an answer to an older plan
+            if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                self._handle_out_of_range(hosted, p.log_start_offset, now_ms)
+            elif p.error_code != ErrorCode.NONE:
+                if p.error_code not in _PAUSE_ERRORS and p.error_code not in _RETRY_ERRORS:
+                    log.info("%s: fetch from %d failed: %s", p.partition, work.leader_id, p.error_code)
+                self._on_follower_error(f, p.error_code, now_ms)
+            else:
+                self._append_fetched(hosted, p, now_ms)
+
+    def _append_fetched(self, hosted: HostedPartition, p: FetchedPartition, now_ms: int) -> None:
+        plog, f = hosted.log, hosted.following
+        records = p.records
+        if records is not None and len(records) > 0:
+            try:
+                headers = [h for _, h in iter_batches(records, partial_tail_ok=True)]
+            except RecordError as e:
+                log.warning("%s: corrupt batch from the leader: %s", hosted.tp, e)
+                return
+            if headers:
+                end = sum(h.size_in_bytes for h in headers)
+                if self._follower_throttled(hosted):
+                    self.follower_quota.record(end, now_ms)
+                result = plog.append_as_follower(bytes(records[:end]), now_ms)
+                if result.error_code != ErrorCode.NONE:
+                    log.warning("%s: follower append failed: %s %s", hosted.tp,
+                                result.error_code, result.error_message)
+                    f.state = FetchState.TRUNCATING
+                    f.epoch_to_ask = plog.latest_epoch
+                    return
+                for h in headers:
+                    hosted.producers.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                            h.last_offset_delta, h.base_offset, h.max_timestamp)
+        if p.log_start_offset > plog.log_start_offset:
+            plog.maybe_increment_log_start_offset(min(p.log_start_offset, plog.log_end_offset),
+                                                  plog.log_end_offset)
+        f.fetch_offset = plog.log_end_offset
+        hosted.replica.on_follower_fetched(plog.log_start_offset, plog.log_end_offset, p.high_watermark)
+        self._changed.add(hosted.tp)
+
+    def _handle_out_of_range(self, hosted: HostedPartition, leader_log_start: int, now_ms: int) -> None:
+        plog, f = hosted.log, hosted.following
+        if leader_log_start >= 0 and plog.log_end_offset < leader_log_start:
+            # Everything we have is older than the leader keeps: start over at its start.
+            log.info("%s: behind the leader's log start %d; restarting there", hosted.tp,
+                     leader_log_start)
+            plog.truncate_fully_and_start_at(leader_log_start, now_ms)
+            hosted.producers.clear()
+            f.fetch_offset = leader_log_start
+            return
+        # Ahead of the leader: find the divergence point by leader epoch again.
+        f.state = FetchState.TRUNCATING
+        f.epoch_to_ask = plog.latest_epoch
+
     # ------------------------------------------------------------ time and shutdown
 
-    def poll(self, now: int) -> float:
-        """ISR shrink proposals, acks=all timeouts, log duties. Seconds until next due."""
+    def poll(self, now_ms: int) -> int:
+        """ISR shrink proposals, acks=all timeouts, AlterPartition resends, log duties.
+        Milliseconds until something is next due."""
         next_ms = 1000
         for hosted in list(self.partitions.values()):
-            completions, effects, due = hosted.replica.poll(now)
+            completions, proposals, due = hosted.replica.poll(now_ms)
             self._complete(completions)
-            for effect in effects:
-                self.send_alter_isr(effect, hosted)
+            for proposal in proposals:
+                self._propose_isr(hosted, proposal, now_ms)
             next_ms = min(next_ms, due)
-        hw_of = lambda topic, partition: (self.partitions[TopicPartition(topic, partition)].replica.high_watermark
-                                          if TopicPartition(topic, partition) in self.partitions else 0)
-        next_ms = min(next_ms, self.logs.poll(now, hw_of))
-        return max(0.01, next_ms / 1000)
+        for tp, state in list(self._isr_proposals.items()):
+            if state.in_flight is None and state.wanted is not None:
+                self._maybe_send_alter_partition(tp, now_ms)
+                if state.wanted is not None:
+                    next_ms = min(next_ms, max(1, state.resend_at_ms - now_ms))
+        next_ms = min(next_ms, self.logs.poll(now_ms, self.high_watermark_of))
+        return max(1, next_ms)
+
+    def high_watermark_of(self, topic: str, partition: int) -> int:
+        hosted = self.partitions.get(TopicPartition(topic, partition))
+        return 0 if hosted is None else hosted.replica.high_watermark
 
     def checkpoint_high_watermarks(self) -> None:
         offsets = {(tp.topic, tp.partition): h.replica.high_watermark
@@ -497,6 +904,6 @@ class ReplicaManager:
     def shutdown(self) -> None:
         for hosted in self.partitions.values():
             self._complete(hosted.replica.stop())
-            hosted.wake()
+            self._changed.add(hosted.tp)
         self.checkpoint_high_watermarks()
         self.logs.shutdown()

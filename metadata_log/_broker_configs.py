@@ -422,13 +422,11 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Class deciding client quotas. Accepted; no effect in Ketch: Ketch enforces no "
               "client, controller or replication quotas", applied=False),
     ConfigDef("leader.replication.throttled.rate", T.LONG, str(INT64_MAX), at_least(0),
-              "Bytes per second leaders may send to throttled followers. Accepted; no effect in "
-              "Ketch: Ketch enforces no client, controller or replication quotas",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Bytes per second a leader sends to out-of-sync followers of the replicas named in "
+              "leader.replication.throttled.replicas (KIP-73)", dynamic=D.CLUSTER_WIDE),
     ConfigDef("follower.replication.throttled.rate", T.LONG, str(INT64_MAX), at_least(0),
-              "Bytes per second throttled followers may fetch. Accepted; no effect in Ketch: "
-              "Ketch enforces no client, controller or replication quotas",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Bytes per second an out-of-sync follower fetches for the replicas named in "
+              "follower.replication.throttled.replicas (KIP-73)", dynamic=D.CLUSTER_WIDE),
     ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", T.LONG, str(INT64_MAX),
               at_least(0),
               "Bytes per second for moving replicas between log directories. Accepted; no effect "

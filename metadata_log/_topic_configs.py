@@ -66,7 +66,6 @@ def throttled_replicas() -> Validator:
 
 # Why a config has no effect in Ketch (the doc says so: see ConfigDef.applied).
 _NO_TIERED = "Accepted; no effect in Ketch: it has no tiered (remote) log storage."
-_NO_THROTTLE = "Accepted; no effect in Ketch: it has no replication throttling."
 _LEVEL = "Used when the broker recompresses (the topic's compression.type is not producer)."
 
 def _no_tiered_storage(enabled: object) -> str | None:
@@ -105,14 +104,14 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Age of the oldest unflushed append after which the log is fsynced",
               synonyms=(S("log.flush.interval.ms"), S("log.flush.scheduler.interval.ms"))),
     ConfigDef("follower.replication.throttled.replicas", T.LIST, "", throttled_replicas(),
-              f"Replicas (partition:broker, or *) throttled on the follower side. {_NO_THROTTLE}",
-              applied=False),
+              "Replicas (partition:broker, or *) whose fetching, while out of the ISR, is held to "
+              "follower.replication.throttled.rate (KIP-73)"),
     ConfigDef("index.interval.bytes", T.INT, "4096", at_least(0),
               "Log bytes between two offset index entries",
               synonyms=(S("log.index.interval.bytes"),)),
     ConfigDef("leader.replication.throttled.replicas", T.LIST, "", throttled_replicas(),
-              f"Replicas (partition:broker, or *) throttled on the leader side. {_NO_THROTTLE}",
-              applied=False),
+              "Replicas (partition:broker, or *) that, as leader, send to out-of-sync followers at "
+              "most leader.replication.throttled.rate (KIP-73)"),
     ConfigDef("local.retention.bytes", T.LONG, "-2", at_least(-2),
               "Bytes kept on local disk when remote storage holds the rest (-2: "
               f"retention.bytes). {_NO_TIERED}",

@@ -20,19 +20,17 @@ import asyncio
 import itertools
 import logging
 import random
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
+from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.group.coordinator import Append, Completion, GroupConfig, GroupCoordinator
 from broker.group.records import CONSUMER_OFFSETS_TOPIC, CoordinatorLoader, partition_for_group
-from broker.replica.partition import Role, TopicPartition
+from broker.replica_driver import ReplicaDriver
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import RecordError
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
-    from broker.replica_manager import HostedPartition
+from clients.types import TopicPartition
+from metadata_log.image import MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +52,21 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
 KEY_TYPE_GROUP = 0
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class GroupCoordinatorDriver:
-    def __init__(self, broker: "Broker", config: GroupConfig) -> None:
-        self.broker = broker
+    def __init__(self, config: GroupConfig, replicas: ReplicaDriver,
+                 topic_creation: AutoTopicCreationManager, listener_name: str,
+                 offsets_topic_replication_factor: int, request_timeout_ms: int,
+                 now_ms: Callable[[], int], rng: random.Random) -> None:
         self.config = config
-        self.core = GroupCoordinator(config, random.Random())
+        self.replicas = replicas
+        self.topic_creation = topic_creation
+        self.listener_name = listener_name
+        self.offsets_topic_replication_factor = offsets_topic_replication_factor
+        self.request_timeout_ms = request_timeout_ms
+        self.now_ms = now_ms
+        self.core = GroupCoordinator(config, rng)
+        self._partition_counts: dict[str, int] = {}
+        replicas.subscribe_leadership(self.on_leadership)
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future] = {}
         self._append_chains: dict[int, asyncio.Future | None] = {}
@@ -72,7 +76,8 @@ class GroupCoordinatorDriver:
         self._creating = False
         self._stopped = False
 
-    def install(self) -> None:
+    def apis(self) -> dict[int, tuple[Any, tuple[int, int]]]:
+        """The APIs this coordinator serves: handler and (min, max) version per key."""
         handlers = {
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.JOIN_GROUP: self._join_group,
@@ -86,25 +91,31 @@ class GroupCoordinatorDriver:
             ApiKey.DESCRIBE_GROUPS: self._simple("handle_describe_groups"),
             ApiKey.DELETE_GROUPS: self._simple("handle_delete_groups"),
         }
-        self.broker.extra_handlers.update(handlers)
-        self.broker.extra_versions.update(GROUP_VERSIONS)
-        self.broker.replicas.leadership_listeners.append(self.on_leadership)
+        return {key: (handler, GROUP_VERSIONS[key]) for key, handler in handlers.items()}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._poll_loop(), name="group-poll")
 
     async def stop(self) -> None:
         # A flag, not only cancel(): Python 3.11's wait_for swallows a cancellation that
-        # races with the awaited event (bpo-42130), and _run sets that event right here.
+        # races with the awaited event (bpo-42130), and _carry_out sets that event right here.
         self._stopped = True
-        self._run(self.core.shutdown(_now_ms()))
+        self._carry_out(self.core.shutdown(self.now_ms()))
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     # ------------------------------------------------------------ effects
 
-    def _run(self, effects: list) -> None:
+    def on_metadata(self, image: MetadataImage) -> None:
+        """A new metadata image: groups subscribed to a topic that grew rebalance."""
+        counts = {t.name: len(t.partitions) for t in image.topics.by_id.values()}
+        grown = [n for n, c in counts.items() if self._partition_counts.get(n, c) < c]
+        self._partition_counts = counts
+        if grown:
+            self._carry_out(self.core.on_partition_count_change(grown, self.now_ms()))
+
+    def _carry_out(self, effects: list) -> None:
         for effect in effects:
             if isinstance(effect, Completion):
                 waiter = self._waiting.pop(effect.token, None)
@@ -117,8 +128,9 @@ class GroupCoordinatorDriver:
 
     def _start_append(self, append: Append) -> None:
         tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, append.partition)
-        replicas = self.broker.replicas
-        result, required = replicas.append(tp, bytearray(append.batch()), -1, _now_ms())
+        replicas = self.replicas
+        result = replicas.append(tp, bytearray(append.batch()), -1)
+        required = result.required_offset
         previous = self._append_chains.get(append.partition)
         done = asyncio.get_running_loop().create_future()
         self._append_chains[append.partition] = done
@@ -126,10 +138,10 @@ class GroupCoordinatorDriver:
         async def report() -> None:
             code = result.error_code
             if code == ErrorCode.NONE and required is not None:
-                code = await replicas.wait_for_replication(tp, required, self.broker.config.request_timeout_ms)
+                code = await replicas.await_replication(tp, required, self.request_timeout_ms)
             if previous is not None and code == ErrorCode.NONE:
                 await previous          # successes are reported in append order
-            self._run(self.core.on_append_result(append.append_id, code, _now_ms()))
+            self._carry_out(self.core.on_append_result(append.append_id, code, self.now_ms()))
             done.set_result(None)
         asyncio.get_running_loop().create_task(report())
 
@@ -137,52 +149,57 @@ class GroupCoordinatorDriver:
         token = next(self._tokens)
         waiter = asyncio.get_running_loop().create_future()
         self._waiting[token] = waiter
-        self._run(getattr(self.core, method)(token, *args))
+        self._carry_out(getattr(self.core, method)(token, *args))
         return await waiter
 
     def _simple(self, method: str):
         async def handler(req: Any, version: int, client: Any) -> Any:
-            return await self._call(method, req, version, _now_ms())
+            return await self._call(method, req, version, self.now_ms())
         return handler
 
     async def _join_group(self, req: Any, version: int, client: Any) -> Any:
         return await self._call("handle_join_group", req, version, client.client_id or "",
-                                client.host, _now_ms())
+                                client.host, self.now_ms())
 
     async def _offset_commit(self, req: Any, version: int, client: Any) -> Any:
         # Kafka's KafkaApis refuses commits for topics that do not exist before the
         # coordinator sees them; the core does not know the topics.
-        image = self.broker.replicas.image
-        unknown = [(t, p) for t in req.topics for p in t.partitions
-                   if image.topics.get(t.name) is None
-                   or p.partition_index not in image.topics.get(t.name).partitions]
+        image = self.replicas.image
+
+        def known(name: str, index: int) -> bool:
+            topic = image.topics.get(name)
+            return topic is not None and index in topic.partitions
+        unknown = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+                   if not known(t.name, p.partition_index)]
         if not unknown:
-            return await self._call("handle_offset_commit", req, version, _now_ms())
-        known_topics = []
-        for t in req.topics:
-            parts = [p for p in t.partitions if (t, p) not in unknown]
-            if parts:
-                known_topics.append(type(t)(name=t.name, partitions=parts))
+            return await self._call("handle_offset_commit", req, version, self.now_ms())
         cls = messages.OffsetCommitResponse
-        resp = cls()
+        req_cls = messages.OffsetCommitRequest
+        known_topics = [req_cls.OffsetCommitRequestTopic(name=t.name, partitions=parts)
+                        for t in req.topics
+                        for parts in [[p for p in t.partitions if known(t.name, p.partition_index)]]
+                        if parts]
+        answered: dict[str, list] = {}
         if known_topics:
-            req.topics = known_topics
-            resp = await self._call("handle_offset_commit", req, version, _now_ms())
-        by_name = {t.name: t for t in resp.topics}
-        for t, p in unknown:
-            entry = by_name.get(t.name)
-            if entry is None:
-                entry = by_name[t.name] = cls.OffsetCommitResponseTopic(name=t.name)
-                resp.topics.append(entry)
-            entry.partitions.append(cls.OffsetCommitResponsePartition(
-                partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-        return resp
+            fields = {name: getattr(req, name) for name in req_cls.__slots__ if name != "topics"}
+            resp = await self._call("handle_offset_commit", req_cls(**fields, topics=known_topics),
+                                    version, self.now_ms())
+            for t in resp.topics:
+                answered.setdefault(t.name, []).extend(t.partitions)
+            throttle_time_ms = resp.throttle_time_ms
+        else:
+            throttle_time_ms = 0
+        for name, index in unknown:
+            answered.setdefault(name, []).append(cls.OffsetCommitResponsePartition(
+                partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        return cls(throttle_time_ms=throttle_time_ms, topics=[
+            cls.OffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in answered.items()])
 
     async def _poll_loop(self) -> None:
         while not self._stopped:
-            effects, wait_ms = self.core.poll(_now_ms())
+            effects, wait_ms = self.core.poll(self.now_ms())
             self._wakeup.clear()
-            self._run(effects)
+            self._carry_out(effects)
             self._wakeup.clear()
             try:
                 await asyncio.wait_for(self._wakeup.wait(), max(0.01, min(wait_ms, 1000) / 1000))
@@ -191,27 +208,24 @@ class GroupCoordinatorDriver:
 
     # ------------------------------------------------------------ leadership
 
-    def on_leadership(self, hosted: "HostedPartition") -> None:
-        if hosted.tp.topic != CONSUMER_OFFSETS_TOPIC:
+    def on_leadership(self, tp: TopicPartition, leader: bool) -> None:
+        if tp.topic != CONSUMER_OFFSETS_TOPIC or tp.partition >= self.config.offsets_topic_num_partitions:
             return
-        p = hosted.tp.partition
-        if p >= self.config.offsets_topic_num_partitions:
-            return
-        leader = hosted.replica.role is Role.LEADER
+        p = tp.partition
         if leader and p not in self._loaded:
             self._loaded.add(p)
             self.core.begin_load(p)
-            asyncio.get_running_loop().call_soon(self._load, hosted)
+            asyncio.get_running_loop().call_soon(self._load, tp)
         elif not leader and p in self._loaded:
             self._loaded.discard(p)
-            self._run(self.core.unload_partition(p, _now_ms()))
+            self._carry_out(self.core.unload_partition(p, self.now_ms()))
 
-    def _load(self, hosted: "HostedPartition") -> None:
-        p = hosted.tp.partition
-        if p not in self._loaded:
+    def _load(self, tp: TopicPartition) -> None:
+        p = tp.partition
+        plog = self.replicas.local_log(tp)
+        if p not in self._loaded or plog is None:
             return
         loader = CoordinatorLoader()
-        plog = hosted.log
         offset = plog.log_start_offset
         try:
             while offset < plog.log_end_offset:
@@ -221,9 +235,9 @@ class GroupCoordinatorDriver:
                 loader.replay_batches(plog.read_records_bytes(result.records))
                 offset = result.records.last_offset + 1
         except (RecordError, ValueError) as e:
-            log.error("%s: loading groups failed at offset %d: %s", hosted.tp, offset, e)
-        log.info("%s: loaded %d group records", hosted.tp, loader.records_replayed)
-        self._run(self.core.complete_load(p, loader.image, _now_ms()))
+            log.error("%s: loading groups failed at offset %d: %s", tp, offset, e)
+        log.info("%s: loaded %d group records", tp, loader.records_replayed)
+        self._carry_out(self.core.complete_load(p, loader.image, self.now_ms()))
 
     # ------------------------------------------------------------ FindCoordinator
 
@@ -244,11 +258,11 @@ class GroupCoordinatorDriver:
         return cls(error_code=code, error_message=message, node_id=node, host=host, port=port)
 
     async def _coordinator_for(self, group_id: str) -> tuple[int, str | None, int, str, int]:
-        image = self.broker.replicas.image
+        image = self.replicas.image
         topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
         if topic is None:
             await self._create_offsets_topic()
-            image = self.broker.replicas.image
+            image = self.replicas.image
             topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
             if topic is None:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, "creating __consumer_offsets", -1, "", -1
@@ -257,7 +271,7 @@ class GroupCoordinatorDriver:
         if reg is None or reg.leader < 0:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader yet", -1, "", -1
         broker = image.cluster.get(reg.leader)
-        endpoint = None if broker is None else (broker.endpoint(self.broker.config.listener_name)
+        endpoint = None if broker is None else (broker.endpoint(self.listener_name)
                                                 or (broker.endpoints[0] if broker.endpoints else None))
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator has no endpoint", -1, "", -1
@@ -265,24 +279,17 @@ class GroupCoordinatorDriver:
 
     async def _create_offsets_topic(self) -> None:
         if self._creating:
-            await self.broker.wait_for_topics([CONSUMER_OFFSETS_TOPIC], 5.0)
+            await self.topic_creation.wait_for_topics([CONSUMER_OFFSETS_TOPIC], 5.0)
             return
         self._creating = True
         try:
-            live = sum(1 for b in self.broker.replicas.image.cluster.brokers.values() if not b.fenced)
-            rf = max(1, min(self.broker.config.offsets_topic_replication_factor, live))
+            rf = max(1, min(self.offsets_topic_replication_factor, self.topic_creation.live_brokers()))
             cls = messages.CreateTopicsRequest
-            req = cls(topics=[cls.CreatableTopic(
+            await self.topic_creation.create([cls.CreatableTopic(
                 name=CONSUMER_OFFSETS_TOPIC, num_partitions=self.config.offsets_topic_num_partitions,
                 replication_factor=rf, configs=[
                     cls.CreatableTopicConfig(name="cleanup.policy", value="compact"),
                     cls.CreatableTopicConfig(name="segment.bytes", value=str(100 * 1024 * 1024))])],
-                timeout_ms=10_000)
-            try:
-                await self.broker.controller.request(ApiKey.CREATE_TOPICS, (2, 7), req, timeout_s=10)
-            except ConnectionError as e:
-                log.warning("creating %s failed: %s", CONSUMER_OFFSETS_TOPIC, e)
-                return
-            await self.broker.wait_for_topics([CONSUMER_OFFSETS_TOPIC], 10.0)
+                timeout_s=20.0)
         finally:
             self._creating = False

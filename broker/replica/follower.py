@@ -76,9 +76,19 @@ class FetchState(enum.Enum):
 
 @dataclass(slots=True)
 class FollowerPartition:
-    """A fetcher's state for one partition it replicates."""
+    """A follower's fetch state for one partition it replicates.
+
+    ``paused``: the leader answered FENCED_LEADER_EPOCH (our metadata is older than the
+    leader's): wait for the metadata log to name the leader anew. ``retry_at_ms``: the
+    leader's metadata is behind ours (it does not lead yet in its view): try again then.
+    """
     leader_id: int
     leader_epoch: int
     fetch_offset: int
     state: FetchState = FetchState.TRUNCATING
     epoch_to_ask: int = UNDEFINED_EPOCH   # the local epoch to ask the leader about
+    paused: bool = False
+    retry_at_ms: int = 0
+
+    def ready(self, now_ms: int) -> bool:
+        return not self.paused and self.retry_at_ms <= now_ms

@@ -43,7 +43,7 @@ from clients.types import TopicPartition
 
 __all__ = [
     "AlterIsr", "AppendCheck", "PartitionReplica", "ProduceCompletion", "ReplicaProgress",
-    "Role", "TopicPartition", "UNKNOWN_OFFSET",
+    "Role", "UNKNOWN_OFFSET",
 ]
 
 UNKNOWN_OFFSET = -1

@@ -35,7 +35,7 @@ class Cluster:
 
 def apply(manager: ReplicaManager, committed, now: int) -> None:
     image, changes = committed
-    manager.apply_image(image, now, changes)
+    manager.apply_metadata(image, changes, now)
 
 
 def config(rtype: int, name: str, key: str, value: str | None):
@@ -94,6 +94,6 @@ def test_a_snapshot_load_reapplies_every_config(tmp_path) -> None:
     manager, cluster = start(tmp_path)
     hosted = manager.partitions[TP]
     image, _ = cluster.commit(config(TOPIC, "t", "retention.ms", "1234"))
-    manager.apply_image(image, 1, None)                          # None: anything may have changed
+    manager.apply_metadata(image, None, 1)                        # None: anything may have changed
     assert hosted.log.config.retention_ms == 1234
     manager.shutdown()

@@ -1,0 +1,255 @@
+"""The asyncio shell of the data-plane core: the only place ``ReplicaManager`` meets I/O.
+
+Every input goes to the core and is followed by ``_carry_out(core.take_effects())``, the
+single place effects are carried out:
+
+- ``ProduceCompletion``: resolve the acks=all produce parked under that token;
+- ``PartitionsChanged``: wake long-polling fetches on those partitions;
+- ``SendAlterPartition``: one AlterPartition round trip to the active controller, its
+  answer (or ``None`` when it was lost) handed back to the core;
+- ``FetchFromLeader``: start or wake the replica fetcher for that leader;
+- ``LeadershipChanged``: tell the subscribers (the group coordinator).
+
+A timer task calls ``core.poll`` when the core says something is due, and checkpoints
+high watermarks every few seconds. Record bytes leave as zero-copy file regions
+(``sendfile``) or as copies when the event loop cannot send files.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any, Awaitable, Callable, Iterable
+
+from broker.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.log import PartitionLog, StaleFileSliceError
+from broker.replica_manager import (
+    AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, PartitionsChanged,
+    ProduceCompletion, ProduceResult, ReadResult, ReplicaManager, SendAlterPartition,
+)
+from clients.protocol import ApiKey, messages
+from clients.protocol.errors import ErrorCode
+from clients.types import TopicPartition
+from metadata_log.delta import MetadataChange
+from metadata_log.image import MetadataImage
+from quorum.network import FileRegion
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ReplicaDriver"]
+
+HW_CHECKPOINT_INTERVAL_MS = 5_000
+ALTER_PARTITION_TIMEOUT_S = 5.0
+
+
+class ReplicaDriver:
+    def __init__(self, core: ReplicaManager, controller: ControllerChannel, now_ms: Callable[[], int],
+                 broker_epoch: Callable[[], int], use_sendfile: bool = True) -> None:
+        self.core = core
+        self.controller = controller
+        self.now_ms = now_ms
+        self.broker_epoch = broker_epoch
+        self.use_sendfile = use_sendfile
+        # Set once by the broker before start(): where FetchFromLeader goes.
+        self._fetch_from: Callable[[int], None] | None = None
+        self._leadership_subscribers: list[Callable[[TopicPartition, bool], None]] = []
+        self._produce_waiters: dict[int, asyncio.Future] = {}
+        self._data_waiters: dict[TopicPartition, list[asyncio.Future]] = {}
+        self._tokens = itertools.count(1)
+        self._image_changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+
+    # ------------------------------------------------------------ wiring
+
+    def start(self, fetch_from: Callable[[int], None]) -> None:
+        self._fetch_from = fetch_from
+        self._task = asyncio.get_running_loop().create_task(self._poll_loop(), name="replica-poll")
+
+    def subscribe_leadership(self, callback: Callable[[TopicPartition, bool], None]) -> None:
+        """``callback(partition, leader)`` after this broker starts or stops leading it."""
+        self._leadership_subscribers.append(callback)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.core.image
+
+    def local_log(self, tp: TopicPartition) -> PartitionLog | None:
+        """The local log of a hosted partition (the group coordinator replays its own)."""
+        hosted = self.core.partitions.get(tp)
+        return None if hosted is None else hosted.log
+
+    # ------------------------------------------------------------ effects
+
+    def _carry_out(self) -> None:
+        for effect in self.core.take_effects():
+            self._carry_out_one(effect)
+
+    def _carry_out_one(self, effect: Effect) -> None:
+        if isinstance(effect, ProduceCompletion):
+            waiter = self._produce_waiters.pop(effect.token, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(effect.error_code)
+        elif isinstance(effect, PartitionsChanged):
+            for tp in effect.partitions:
+                for waiter in self._data_waiters.pop(tp, ()):
+                    if not waiter.done():
+                        waiter.set_result(None)
+        elif isinstance(effect, SendAlterPartition):
+            asyncio.get_running_loop().create_task(self._alter_partition(effect))
+        elif isinstance(effect, FetchFromLeader):
+            assert self._fetch_from is not None, "start() first"
+            self._fetch_from(effect.leader_id)
+        elif isinstance(effect, LeadershipChanged):
+            for callback in self._leadership_subscribers:
+                callback(effect.partition, effect.leader)
+        else:
+            raise AssertionError(f"unknown effect {effect!r}")
+
+    def run(self, step: Callable[[ReplicaManager], Any]) -> Any:
+        """Hand the core one input (``step(core)``) and carry out what it asks for."""
+        try:
+            return step(self.core)
+        finally:
+            self._carry_out()
+
+    # ------------------------------------------------------------ metadata
+
+    def apply_metadata(self, image: MetadataImage, changes: list[MetadataChange] | None) -> None:
+        self.run(lambda core: core.apply_metadata(image, changes, self.now_ms()))
+        self._image_changed.set()
+
+    async def wait_for_image(self, ready: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until ``ready(image)`` holds for an applied image; False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not ready(self.core.image):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._image_changed.clear()
+            try:
+                await asyncio.wait_for(self._image_changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return ready(self.core.image)
+        return True
+
+    # ------------------------------------------------------------ produce
+
+    def append(self, tp: TopicPartition, records: Any, acks: int) -> ProduceResult:
+        """Append to a led partition; for acks=all, ``result.required_offset`` is what
+        ``await_replication`` waits for."""
+        now = self.now_ms()
+        return self.run(lambda core: core.append(tp, records, acks, now))
+
+    async def await_replication(self, tp: TopicPartition, required_offset: int, timeout_ms: int) -> int:
+        """acks=all: wait until the HW passes ``required_offset``; the error code."""
+        token = next(self._tokens)
+        waiter = asyncio.get_running_loop().create_future()
+        self._produce_waiters[token] = waiter
+        deadline = self.now_ms() + timeout_ms
+        if not self.run(lambda core: core.await_replication(tp, token, required_offset, deadline)):
+            self._produce_waiters.pop(token, None)
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        try:
+            # The core times the wait out (REQUEST_TIMED_OUT); this bound only guards a bug.
+            return await asyncio.wait_for(waiter, timeout_ms / 1000 + 5.0)
+        except asyncio.TimeoutError:
+            self._produce_waiters.pop(token, None)
+            return ErrorCode.REQUEST_TIMED_OUT
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        return self.run(lambda core: core.delete_records(tp, offset))
+
+    # ------------------------------------------------------------ fetch
+
+    def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
+             replica_id: int, min_one_batch: bool) -> ReadResult:
+        now = self.now_ms()
+        return self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
+                                               replica_id, now, min_one_batch))
+
+    def records_of(self, result: ReadResult) -> Any:
+        """The bytes to send for a read: a zero-copy file region, or a copy."""
+        if result.records is None or result.log is None:
+            return b""
+        if not self.use_sendfile:
+            return result.log.read_records_bytes(result.records)
+        cm = result.log.storage.open_slice(result.records)
+        try:
+            fd = cm.__enter__()
+        except StaleFileSliceError:
+            return result.log.read_records_bytes(result.records)
+        return FileRegion(fd, result.records.position, result.records.length_bytes,
+                          lambda: cm.__exit__(None, None, None))
+
+    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
+        """Long poll: return when any of the partitions changes or the time is up."""
+        waiter = asyncio.get_running_loop().create_future()
+        tps = list(tps)
+        for tp in tps:
+            self._data_waiters.setdefault(tp, []).append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for tp in tps:
+                waiters = self._data_waiters.get(tp)
+                if waiters and waiter in waiters:
+                    waiters.remove(waiter)
+                    if not waiters:
+                        del self._data_waiters[tp]
+
+    # ------------------------------------------------------------ AlterPartition
+
+    async def _alter_partition(self, effect: SendAlterPartition) -> None:
+        """One AlterPartition round trip; the core decides what the answer means."""
+        proposal = effect.proposal
+        cls = messages.AlterPartitionRequest
+        req = cls(broker_id=self.core.broker_id, broker_epoch=self.broker_epoch(), topics=[cls.TopicData(
+            topic_name=proposal.partition.topic, topic_id=effect.topic_id, partitions=[cls.PartitionData(
+                partition_index=proposal.partition.partition, leader_epoch=proposal.leader_epoch,
+                new_isr=list(proposal.new_isr),
+                new_isr_with_epochs=[cls.BrokerState(broker_id=b, broker_epoch=e)
+                                     for b, e in effect.new_isr_with_epochs],
+                leader_recovery_state=0, partition_epoch=proposal.partition_epoch)])])
+        answer: AlterPartitionAnswer | None
+        try:
+            _, resp = await self.controller.request(ApiKey.ALTER_PARTITION, (0, 3), req,
+                                                    timeout_s=ALTER_PARTITION_TIMEOUT_S)
+        except (ControllerUnavailableError, ConnectionError) as e:
+            log.warning("%s: AlterPartition: %s", proposal.partition, e)
+            answer = None
+        else:
+            part = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+            code = resp.error_code
+            if code == ErrorCode.NONE and part is not None:
+                code = part.error_code
+            if code == ErrorCode.NONE and part is not None:
+                answer = AlterPartitionAnswer(code, part.leader_epoch, part.partition_epoch, tuple(part.isr))
+            else:
+                answer = AlterPartitionAnswer(code if code != ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR)
+        if not self._stopping:
+            self.run(lambda core: core.handle_alter_partition_response(proposal, answer, self.now_ms()))
+
+    # ------------------------------------------------------------ time and stopping
+
+    async def _poll_loop(self) -> None:
+        next_checkpoint = self.now_ms() + HW_CHECKPOINT_INTERVAL_MS
+        while not self._stopping:
+            now = self.now_ms()
+            due_ms = self.run(lambda core: core.poll(now))
+            if now >= next_checkpoint:
+                self.core.checkpoint_high_watermarks()
+                next_checkpoint = now + HW_CHECKPOINT_INTERVAL_MS
+            # Inputs do not wake this loop (that would scan every partition per request):
+            # deadlines are kept within a quarter second.
+            await asyncio.sleep(min(due_ms, 250) / 1000)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.run(lambda core: core.shutdown())

@@ -1,0 +1,262 @@
+"""The data-plane core driven by hand: no process, no socket, no clock (broker.replica_manager).
+
+The two bugs the chaos suite found in the old asyncio shells are unit tests here: the lost
+AlterPartition answer (the proposal must stay pending and be resent) and the follower that
+paused for good when its leader's metadata was behind.
+"""
+from __future__ import annotations
+
+import uuid
+
+from broker.log import FileStorage, LogManager
+from broker.replica.follower import FetchState
+from broker.replica.partition import Role
+from broker.replica_manager import (
+    ALTER_PARTITION_RETRY_MS, AlterPartitionAnswer, EpochAnswer, FetchFromLeader, FetchedPartition,
+    LeadershipChanged, PartitionsChanged, ProduceCompletion, ReplicaManager, SendAlterPartition,
+)
+from clients.protocol import messages as M
+from clients.protocol.errors import ErrorCode
+from clients.records import Record, build_batch
+from clients.types import TopicPartition
+from metadata_log import EMPTY_IMAGE, MetadataDelta, Provenance
+
+TP = TopicPartition("t", 0)
+TOPIC_ID = uuid.UUID(int=42)
+
+
+class Metadata:
+    """A metadata log replayed record by record, as the broker's listener does."""
+
+    def __init__(self) -> None:
+        self.image = EMPTY_IMAGE
+        self.offset = 0
+
+    def commit(self, *records):
+        delta = MetadataDelta(self.image)
+        for r in records:
+            delta.replay(r)
+        self.offset += len(records)
+        self.image = delta.apply(Provenance(self.offset, 1))
+        return self.image, list(delta.changes)
+
+
+def brokers(*ids: int) -> list:
+    return [M.RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b), broker_epoch=10 + b,
+                                   fenced=False) for b in ids]
+
+
+def core_for(tmp_path, broker_id: int) -> ReplicaManager:
+    logs, _ = LogManager.open(FileStorage(), str(tmp_path / f"b{broker_id}"), now_ms=0)
+    return ReplicaManager(broker_id, logs, {}, replica_lag_time_max_ms=10_000)
+
+
+def batch(n: int, start: int = 0) -> bytes:
+    return bytes(build_batch([Record(start + i, 0, None, b"v%d" % (start + i)) for i in range(n)]))
+
+
+def leader_with_isr(tmp_path, isr: list[int]) -> tuple[ReplicaManager, Metadata]:
+    meta = Metadata()
+    core = core_for(tmp_path, 1)
+    core.apply_metadata(*meta.commit(
+        *brokers(1, 2, 3), M.TopicRecord(name="t", topic_id=TOPIC_ID),
+        M.PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2, 3], isr=isr, leader=1,
+                          leader_epoch=5, partition_epoch=7)), 0)
+    effects = core.take_effects()
+    assert LeadershipChanged(TP, True) in effects
+    return core, meta
+
+
+def alter_sends(effects) -> list[SendAlterPartition]:
+    return [e for e in effects if isinstance(e, SendAlterPartition)]
+
+
+def test_a_lost_alter_partition_answer_keeps_the_expansion_pending_and_resends_it(tmp_path) -> None:
+    core, _ = leader_with_isr(tmp_path, [1, 2])
+    assert core.append(TP, batch(3), acks=-1, now_ms=1).required_offset == 3
+    core.read(TP, 3, 1 << 20, 5, replica_id=2, now_ms=2, min_one_batch=True)     # HW 3
+    core.read(TP, 0, 1 << 20, 5, replica_id=3, now_ms=2, min_one_batch=True)     # behind: no
+    assert not alter_sends(core.take_effects())
+    # Replica 3 catches up: the leader proposes ISR [1, 2, 3].
+    core.read(TP, 3, 1 << 20, 5, replica_id=3, now_ms=3, min_one_batch=True)
+    [send] = alter_sends(core.take_effects())
+    assert send.proposal.new_isr == (1, 2, 3) and send.topic_id == TOPIC_ID
+    assert dict(send.new_isr_with_epochs) == {1: 11, 2: 12, 3: 13}
+    core.handle_alter_partition_response(send.proposal, None, now_ms=4)      # the answer is lost
+    replica = core.partitions[TP].replica
+    # The expansion may have committed: the HW keeps counting replica 3 (maximal ISR) ...
+    assert replica.pending_isr == (1, 2, 3) and replica.maximal_isr == (1, 2, 3)
+    assert not alter_sends(core.take_effects())
+    core.append(TP, batch(2, 3), acks=1, now_ms=5)
+    core.read(TP, 5, 1 << 20, 5, replica_id=2, now_ms=5, min_one_batch=True)
+    assert replica.high_watermark == 3        # replica 3 (at 3) holds the HW back
+    # ... and the same proposal goes out again after the retry interval.
+    core.poll(4 + ALTER_PARTITION_RETRY_MS - 1)
+    assert not alter_sends(core.take_effects())
+    core.poll(4 + ALTER_PARTITION_RETRY_MS)
+    [resend] = alter_sends(core.take_effects())
+    assert resend.proposal == send.proposal
+    core.handle_alter_partition_response(resend.proposal, AlterPartitionAnswer(ErrorCode.NONE, 5, 8, (1, 2, 3)), 600)
+    assert replica.isr == (1, 2, 3) and replica.pending_isr is None and replica.partition_epoch == 8
+
+
+def test_an_answer_that_proves_nothing_was_applied_falls_back_to_the_committed_isr(tmp_path) -> None:
+    core, _ = leader_with_isr(tmp_path, [1, 2])
+    core.read(TP, 0, 1 << 20, 5, replica_id=3, now_ms=1, min_one_batch=True)
+    [send] = alter_sends(core.take_effects())
+    core.handle_alter_partition_response(send.proposal, AlterPartitionAnswer(ErrorCode.INELIGIBLE_REPLICA), 2)
+    assert core.partitions[TP].replica.pending_isr is None
+    # A refusal that may hide our own committed try keeps it pending (no resend either).
+    core.read(TP, 0, 1 << 20, 5, replica_id=3, now_ms=3, min_one_batch=True)
+    [send] = alter_sends(core.take_effects())
+    core.handle_alter_partition_response(send.proposal, AlterPartitionAnswer(ErrorCode.INVALID_UPDATE_VERSION), 4)
+    assert core.partitions[TP].replica.pending_isr == (1, 2, 3)
+    core.poll(4 + 10 * ALTER_PARTITION_RETRY_MS)
+    assert not alter_sends(core.take_effects())
+
+
+def test_one_alter_partition_in_flight_per_partition_and_the_newest_waits(tmp_path) -> None:
+    core, meta = leader_with_isr(tmp_path, [1, 2, 3])
+    core.read(TP, 0, 1 << 20, 5, replica_id=2, now_ms=1, min_one_batch=True)
+    core.read(TP, 0, 1 << 20, 5, replica_id=3, now_ms=1, min_one_batch=True)
+    core.take_effects()
+    core.poll(20_000)                                   # both followers lag: shrink to [1]
+    [send] = alter_sends(core.take_effects())
+    assert send.proposal.new_isr == (1,)
+    # The metadata log commits it before the answer arrives; the answer is then stale.
+    core.apply_metadata(*meta.commit(M.PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=[1])), 20_001)
+    assert core.partitions[TP].replica.isr == (1,)
+    core.handle_alter_partition_response(send.proposal, None, 20_002)
+    core.poll(20_002 + ALTER_PARTITION_RETRY_MS)
+    assert not alter_sends(core.take_effects())     # no longer current: never resent
+
+
+def test_acks_all_completes_when_the_isr_has_the_batch(tmp_path) -> None:
+    core, _ = leader_with_isr(tmp_path, [1, 2])
+    result = core.append(TP, batch(2), acks=-1, now_ms=1)
+    assert result.error_code == ErrorCode.NONE and result.required_offset == 2
+    assert core.await_replication(TP, "token", result.required_offset, deadline_ms=30_000)
+    assert not [e for e in core.take_effects() if isinstance(e, ProduceCompletion)]
+    core.read(TP, 2, 1 << 20, 5, replica_id=2, now_ms=2, min_one_batch=True)
+    effects = core.take_effects()
+    assert ProduceCompletion("token", ErrorCode.NONE) in effects
+    assert any(isinstance(e, PartitionsChanged) and TP in e.partitions for e in effects)
+
+
+def follower(tmp_path) -> tuple[ReplicaManager, Metadata]:
+    meta = Metadata()
+    core = core_for(tmp_path, 2)
+    core.apply_metadata(*meta.commit(
+        *brokers(1, 2), M.TopicRecord(name="t", topic_id=TOPIC_ID),
+        M.PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1,
+                          leader_epoch=3, partition_epoch=0)), 0)
+    assert FetchFromLeader(1) in core.take_effects()
+    return core, meta
+
+
+def test_a_follower_whose_leader_is_behind_retries_after_the_backoff(tmp_path) -> None:
+    core, _ = follower(tmp_path)
+    work = core.follower_work(1, now_ms=0)
+    [position] = work.fetches            # an empty log has nothing to truncate
+    core.handle_fetched(work, [FetchedPartition(TP, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, None)], 10)
+    assert not core.follower_work(1, now_ms=11).fetches
+    later = core.follower_work(1, now_ms=10 + core.replica_fetch_backoff_ms)
+    assert later.fetches == (position,)   # retried, never paused for good (a chaos-suite bug)
+
+
+def test_a_fenced_follower_waits_for_the_metadata_log(tmp_path) -> None:
+    core, meta = follower(tmp_path)
+    work = core.follower_work(1, 0)
+    core.handle_fetched(work, [FetchedPartition(TP, ErrorCode.FENCED_LEADER_EPOCH, -1, -1, None)], 1)
+    assert not core.follower_work(1, 100_000).fetches
+    core.apply_metadata(*meta.commit(M.PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, leader=1)), 2)
+    assert core.follower_work(1, 3).fetches, "a new leader epoch re-adds the partition"
+
+
+def test_a_follower_appends_the_leaders_batches_and_ignores_stale_answers(tmp_path) -> None:
+    core, _ = follower(tmp_path)
+    work = core.follower_work(1, 0)
+    core.handle_fetched(work, [FetchedPartition(TP, ErrorCode.NONE, 2, 0, bytes(
+        build_batch([Record(0, 0, None, b"a"), Record(1, 0, None, b"b"), Record(2, 0, None, b"c")],
+                    partition_leader_epoch=3)))], 1)
+    hosted = core.partitions[TP]
+    assert hosted.log.log_end_offset == 3 and hosted.replica.high_watermark == 2
+    # The same answer again (a duplicate) answers an older plan: ignored.
+    core.handle_fetched(work, [FetchedPartition(TP, ErrorCode.NONE, 2, 0, batch(1))], 2)
+    assert hosted.log.log_end_offset == 3
+
+
+def test_a_returning_follower_truncates_where_the_leader_epoch_ends(tmp_path) -> None:
+    core, meta = follower(tmp_path)
+    work = core.follower_work(1, 0)
+    two_batches = (build_batch([Record(i, 0, None, b"x") for i in range(2)], partition_leader_epoch=3)
+                   + build_batch([Record(i, 0, None, b"x") for i in range(2, 5)], base_offset=2,
+                                 partition_leader_epoch=3))
+    core.handle_fetched(work, [FetchedPartition(TP, ErrorCode.NONE, 0, 0, two_batches)], 1)
+    assert core.partitions[TP].log.log_end_offset == 5
+    # A new leader (epoch 4) has only offsets 0-1 of epoch 3.
+    core.apply_metadata(*meta.commit(M.PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, leader=1)), 2)
+    work = core.follower_work(1, 3)
+    [query] = work.epoch_queries
+    assert query.leader_epoch == 3 and not work.fetches
+    core.handle_epoch_answers(work, [EpochAnswer(TP, ErrorCode.NONE, 3, 2)], 4)
+    hosted = core.partitions[TP]
+    assert hosted.log.log_end_offset == 2 and hosted.following.state is FetchState.FETCHING
+    assert core.follower_work(1, 5).fetches[0].fetch_offset == 2
+
+
+def test_metadata_changes_touch_only_the_partitions_they_name(tmp_path) -> None:
+    core, meta = leader_with_isr(tmp_path, [1, 2, 3])
+    other = uuid.UUID(int=43)
+    core.apply_metadata(*meta.commit(
+        M.TopicRecord(name="u", topic_id=other),
+        M.PartitionRecord(partition_id=0, topic_id=other, replicas=[2, 3], isr=[2, 3], leader=2,
+                          leader_epoch=0, partition_epoch=0)), 1)
+    assert TopicPartition("u", 0) not in core.partitions           # not a replica here
+    before = core.partitions[TP].registration
+    core.apply_metadata(*meta.commit(M.PartitionChangeRecord(partition_id=0, topic_id=other, leader=3)), 2)
+    assert core.partitions[TP].registration is before
+    # Reassigned away: stopped and deleted.
+    core.apply_metadata(*meta.commit(M.PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID,
+                                                             replicas=[2, 3], isr=[2, 3], leader=2)), 3)
+    assert TP not in core.partitions
+    assert LeadershipChanged(TP, False) in core.take_effects()
+    assert core.partitions == {} and core.partitions.get(TP) is None
+    assert Role.LEADER not in {h.replica.role for h in core.partitions.values()}
+
+
+def test_an_out_of_sync_throttled_follower_is_held_to_the_leader_rate(tmp_path) -> None:
+    core, meta = leader_with_isr(tmp_path, [1, 2])
+    core.apply_metadata(*meta.commit(
+        M.ConfigRecord(resource_type=2, resource_name="t", name="leader.replication.throttled.replicas",
+                       value="0:1"),
+        M.ConfigRecord(resource_type=4, resource_name="", name="leader.replication.throttled.rate",
+                       value="1000")), 1)
+    big = bytes(build_batch([Record(0, 0, None, b"x" * 1000)]))
+    for i in range(20):
+        assert core.append(TP, big, acks=1, now_ms=2).error_code == ErrorCode.NONE
+    sent = 0
+    for second in range(10):
+        now = 10_000 + second * 1000
+        for _ in range(20):                         # replica 3 (out of the ISR) fetches eagerly
+            r = core.read(TP, sent_offset(core, 3), 1500, 5, replica_id=3, now_ms=now, min_one_batch=True)
+            sent += r.size_in_bytes
+            if r.records is not None:
+                advance(core, 3, r)
+    # About the rate over the window (11 samples of 1 s, one batch of overshoot), where an
+    # unthrottled follower takes all 20 kB in the first second.
+    assert 0 < sent <= 1000 * 11 + 1100, sent
+    # The ISR member is never throttled.
+    r = core.read(TP, 0, 1 << 20, 5, replica_id=2, now_ms=20_000, min_one_batch=False)
+    assert r.records is not None and r.records.last_offset == 19
+
+
+_positions: dict = {}
+
+
+def sent_offset(core: ReplicaManager, replica: int) -> int:
+    return _positions.get((id(core), replica), 0)
+
+
+def advance(core: ReplicaManager, replica: int, r) -> None:
+    _positions[(id(core), replica)] = r.records.last_offset + 1
