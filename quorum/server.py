@@ -66,6 +66,7 @@ from quorum.replicated_log import ReadStatus
 log = logging.getLogger(__name__)
 
 SNAPSHOT_RECORDS_PER_BATCH = 1000
+CONTROLLER_ENDPOINT_TYPE = 2        # DescribeCluster's EndpointType: 1 brokers, 2 controllers
 FETCH_BYTES_MAX_DEFAULT = 8 * 1024 * 1024
 
 
@@ -416,7 +417,9 @@ class ControllerApis:
         if tracker is None or replica_id < 0 or replica_id in self.voters or log_end_offset < 0:
             return
         now_ms = self.wall_clock_ms()
-        tracker.observe_fetch(replica_id, log_end_offset, self.quorum.log.high_watermark, now_ms)
+        hw = self.quorum.log.high_watermark
+        # Nobody holds more than the committed log (a heartbeat may claim more).
+        tracker.observe_fetch(replica_id, min(log_end_offset, hw), hw, now_ms)
         tracker.forget_idle(now_ms)
 
     def served(self) -> dict[int, tuple[int, int]]:
@@ -446,7 +449,7 @@ class ControllerApis:
         if key == ApiKey.DESCRIBE_QUORUM:
             return version, self.describe_quorum(body)
         if key == ApiKey.DESCRIBE_CLUSTER:
-            return version, self.describe_cluster()
+            return version, self.describe_cluster(body)
         if key in WRITE_HANDLERS and key in self.served():
             response = await self.driver.write(key, body)
             if key == ApiKey.BROKER_HEARTBEAT and response.error_code == ErrorCode.NONE:
@@ -608,8 +611,15 @@ class ControllerApis:
         tracker.forget_idle(now_ms)
         return voters, [state(p) for p in tracker.replicas()]
 
-    def describe_cluster(self) -> Any:
+    def describe_cluster(self, request: Any = None) -> Any:
+        """The registered, unfenced brokers; with endpoint_type 2 (v1+, KIP-919: an admin
+        client bootstrapped from the controllers) the controllers instead."""
         m = messages.DescribeClusterResponse
+        if request is not None and request.endpoint_type == CONTROLLER_ENDPOINT_TYPE:
+            return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
+                     endpoint_type=CONTROLLER_ENDPOINT_TYPE, brokers=[
+                         m.DescribeClusterBroker(broker_id=v, host=h, port=p, rack=None)
+                         for v, (h, p) in sorted(self.voters.items())])
         brokers = []
         image = getattr(self.driver.controller, "image", None)
         if image is not None:
