@@ -101,8 +101,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ClusterInUseError as e:
         print(f"ketch up: {e}", file=sys.stderr)
         return 1
-    except (ClusterSizeError, OSError) as e:
+    except ClusterSizeError as e:
         print(f"ketch up: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"ketch up: cannot use --dir {args.dir}: {e.strerror or e} "
+              f"({e.filename or args.dir})", file=sys.stderr)
         return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -128,10 +132,13 @@ def cmd_up(args: argparse.Namespace) -> int:
                       flush=True)
         print(f"ketch: details in {cluster.json_path}; Ctrl-C stops the cluster", flush=True)
         _watch(cluster, stop, args.restart_dead)
-    except (RuntimeError, TimeoutError) as e:
+    except (RuntimeError, TimeoutError, OSError) as e:
         print(f"ketch up: {e}", file=sys.stderr)
         cluster.stop()
         return 1
+    except BaseException:
+        cluster.stop()      # never leave nodes running behind a crash of ketch up itself
+        raise
     print("ketch: stopping (controlled shutdown of the brokers first)", flush=True)
     cluster.stop()
     print("ketch: stopped", flush=True)
