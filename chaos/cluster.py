@@ -103,6 +103,10 @@ class _Local(LocalCluster):
                 with open(node.config, "w") as f:
                     f.write(format_properties(props))
 
+    def apply_node_props(self) -> None:
+        """Write every node's server.properties again, with ``node_props`` on top."""
+        self._write_configs(self.spec)
+
 
 class ChaosCluster:
     def __init__(self, directory: str, *, brokers: int = 3, controllers: int = 3,
@@ -167,7 +171,7 @@ class ChaosCluster:
                     if dst.id in advertised:
                         routes.append(f"127.0.0.1:{advertised[dst.id]}=127.0.0.1:{link.listen_port}")
                 self.local.node_env[src.id] = {"KETCH_CONNECT_VIA": ",".join(routes)}
-        self.local._write_configs(spec)
+        self.local.apply_node_props()
 
     def stop(self) -> None:
         if self.local is not None:

@@ -128,6 +128,11 @@ class History:
             self.attempts.append(a)
         return a
 
+    def discard(self, attempt: Attempt) -> None:
+        """Forget an attempt that never left the producer (its buffer was full)."""
+        with self._lock:
+            self.attempts.remove(attempt)
+
     def finish(self, attempt: Attempt, outcome: str, offset: int = -1, error: str | None = None) -> None:
         with self._lock:
             attempt.outcome = outcome
@@ -440,7 +445,7 @@ class KetchProducer:
                       cls.TopicProduceData.PartitionProduceData(index=partition, records=batch.data)])])
         if self.acks == 0:
             conn.send_without_response(ApiKey.PRODUCE, version, req)
-            await conn._writer.drain()
+            await conn.drain()
             return ErrorCode.NONE, -1
         resp = await conn.request(ApiKey.PRODUCE, version, req, timeout_s=self.request_timeout_s + 5)
         p = resp.responses[0].partition_responses[0]
@@ -501,8 +506,7 @@ class ConfluentProducer:
                 producer.produce(self.topic, key=self.name.encode(), value=attempt.value, partition=p,
                                  on_delivery=lambda err, msg, a=attempt: self._on_delivery(a, err, msg))
             except BufferError:
-                with self.history._lock:
-                    self.history.attempts.remove(attempt)
+                self.history.discard(attempt)
                 producer.poll(0.05)
                 continue
             self._seq += 1

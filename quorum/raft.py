@@ -228,7 +228,7 @@ class _MetadataLogSyncObj(SyncObj):
     @replicated
     def apply_command(self, payload: bytes) -> None:
         # pysyncobj applies entry raftLastApplied + 1 and counts it applied afterwards.
-        self._quorum._apply_in_tick_thread(payload, self._SyncObj__raftLastApplied + 1)
+        self._quorum.apply_in_tick_thread(payload, self._SyncObj__raftLastApplied + 1)
 
     def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802 (pysyncobj's name)
         # pysyncobj checks the election deadline at the top of a tick, before it reads the
@@ -236,9 +236,22 @@ class _MetadataLogSyncObj(SyncObj):
         # than the election timeout would start an election although the leader's
         # heartbeats sit unread in its socket, deposing a healthy leader. Read first.
         now = time.monotonic()
-        if now - self._quorum._last_tick > self._quorum.settings.election_timeout_min_s / 2:
+        if now - self._quorum.last_tick > self._quorum.settings.election_timeout_min_s / 2:
             self._poller.poll(0)
         super()._onTick(timeToWait)
+
+    # pysyncobj has no public way to ask these (getStatus() builds a whole report and has
+    # no acknowledgement times): this subclass is the one place that reads its internals.
+    def is_leader(self) -> bool:
+        return self._isLeader()
+
+    def leader_node(self) -> Any:
+        """The leader as pysyncobj knows it (a node with an ``address``), or None."""
+        return self._getLeader()
+
+    def follower_acks(self) -> tuple[dict, dict]:
+        """(match index by node, last acknowledgement time on pysyncobj's clock by node)."""
+        return self._SyncObj__raftMatchIndex, self._SyncObj__lastResponseTime
 
 
 class RaftQuorum(QuorumBase):
@@ -263,7 +276,7 @@ class RaftQuorum(QuorumBase):
         self.dumps_written = 0
         self.dumped_snapshot_end_offset = -1     # the metadata snapshot in the last dump
         self.tick_stalls = 0
-        self._last_tick = time.monotonic()
+        self.last_tick = time.monotonic()   # read by the tick thread
         self._ticked = False
         # DescribeQuorum's view of the voters (quorum/progress.py): written by the tick
         # thread, read by the asyncio thread, under _progress_lock.
@@ -340,7 +353,7 @@ class RaftQuorum(QuorumBase):
         except RuntimeError:
             pass    # the loop is closed: we are shutting down
 
-    def _apply_in_tick_thread(self, payload: bytes, raft_index: int) -> None:
+    def apply_in_tick_thread(self, payload: bytes, raft_index: int) -> None:
         outcome = self._state.apply_encoded(payload)
         with self._progress_lock:
             self._offset_index.record(raft_index, self._state.next_offset)
@@ -350,7 +363,7 @@ class RaftQuorum(QuorumBase):
         """Report each follower acknowledgement pysyncobj received since the last tick as
         a fetch (quorum/progress.py). Tick thread only: pysyncobj's dicts are its own."""
         obj = self._syncobj
-        leading = obj.raftCurrentTerm if obj._isLeader() else 0
+        leading = obj.raftCurrentTerm if obj.is_leader() else 0
         if leading != self._progress_term:
             with self._progress_lock:
                 self._voter_tracker.reset()
@@ -358,8 +371,7 @@ class RaftQuorum(QuorumBase):
             self._acks_seen.clear()
         if not leading:
             return
-        match_index = obj._SyncObj__raftMatchIndex
-        ack_times = obj._SyncObj__lastResponseTime
+        match_index, ack_times = obj.follower_acks()
         wall_now, now = time.time(), raft_clock()    # pysyncobj's times are on its clock
         with self._progress_lock:
             for node in list(obj.otherNodes):
@@ -380,8 +392,8 @@ class RaftQuorum(QuorumBase):
 
     def _on_tick(self) -> None:
         now = time.monotonic()
-        stall = now - self._last_tick
-        self._last_tick = now
+        stall = now - self.last_tick
+        self.last_tick = now
         if stall > self.settings.election_timeout_min_s and self._ticked:
             # Longer than a follower waits for a heartbeat: elections may follow. Causes: CPU
             # starvation (GIL or cores), a slow fsync, a huge entry.
@@ -406,9 +418,9 @@ class RaftQuorum(QuorumBase):
         if obj is None:
             return
         term = obj.raftCurrentTerm
-        leader = obj._getLeader()
+        leader = obj.leader_node()
         leader_address = leader.address if leader is not None else None
-        leading_term = term if obj._isLeader() else 0
+        leading_term = term if obj.is_leader() else 0
         report = (leading_term, term, leader_address)
         if report == self._reported:
             return

@@ -115,7 +115,7 @@ class Cluster:
         self._interesting: set[str] = set()     # topics the periodic refresh keeps fresh
         self._reconnect = ExponentialBackoff(config["reconnect.backoff.ms"],
                                              config["reconnect.backoff.max.ms"], self._rng)
-        self._retry = ExponentialBackoff(config["retry.backoff.ms"],
+        self.retry_backoff = ExponentialBackoff(config["retry.backoff.ms"],
                                          config["retry.backoff.max.ms"], self._rng)
         self._setup_timeout = ExponentialBackoff(config["socket.connection.setup.timeout.ms"],
                                                  config["socket.connection.setup.timeout.max.ms"],
@@ -267,7 +267,7 @@ class Cluster:
             known = self._metadata.leader_for(tp)
             if known is not None:
                 return known
-            delay = self._retry.backoff_ms(attempt) / 1000
+            delay = self.retry_backoff.backoff_ms(attempt) / 1000
             attempt += 1
             if loop.time() + delay >= deadline:
                 raise self._why_no_leader(tp, timeout_ms)
@@ -322,7 +322,7 @@ class Cluster:
             except (ConnectionError, KafkaApiError) as e:
                 if isinstance(e, KafkaApiError) and not e.retriable:
                     raise
-                delay = self._retry.backoff_ms(attempt) / 1000
+                delay = self.retry_backoff.backoff_ms(attempt) / 1000
                 attempt += 1
                 if loop.time() + delay >= deadline:
                     raise KafkaTimeoutError(
