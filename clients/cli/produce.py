@@ -153,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
     props = c.client_props(args, **{"acks": args.acks, "compression.type": args.compression,
                                     "max.block.ms": 15_000, "linger.ms": 20,
                                     "batch.size": 262_144})
+    # The topic must exist: the producer's metadata request would auto-create it on a
+    # cluster that allows that, and a typo should not make a topic.
+    with c.admin(args) as admin:
+        partitions = [p.partition for p in admin.describe_topics([args.topic])[args.topic].partitions]
+    if args.partition is not None and args.partition not in partitions:
+        raise c.CliError(f"topic {args.topic!r} has no partition {args.partition} "
+                         f"(it has {len(partitions)})")
     try:
         producer = Producer(props)
     except (ValueError, TypeError) as e:
@@ -162,12 +169,6 @@ def run(args: argparse.Namespace) -> int:
     sampled = []
     progress = _Progress(args.progress == "always" or (args.progress == "auto" and sys.stderr.isatty()))
     try:
-        partitions = producer.partitions_for(args.topic)
-        if not partitions:
-            raise c.CliError(f"unknown topic {args.topic!r}")
-        if args.partition is not None and args.partition not in partitions:
-            raise c.CliError(f"topic {args.topic!r} has no partition {args.partition} "
-                             f"(it has {len(partitions)})")
         send = producer.send
         topic, partition = args.topic, args.partition
         tick = progress.tick if progress.enabled else None
