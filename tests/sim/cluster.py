@@ -610,6 +610,7 @@ class SimCluster:
             b = self.brokers[i] = SimBroker(self, i, core_factory)
             b.metadata_interval_ms = self.rng.randint(0, 30)
         self.topic_configs: dict[str, dict[str, str]] = {}
+        self.power_cuts: list[tuple[int, int]] = []     # (time, broker id)
         self.commit_listeners: list[Callable[[Any, tuple], None]] = []
         self.step_listeners: list[Callable[[str], None]] = []
         self.loop.after_event = self._after_event
@@ -646,6 +647,8 @@ class SimCluster:
         if not self.loop.is_up(b.name):
             return
         self.note(f"{b.name} {'power cut' if power_cut else 'killed'}")
+        if power_cut:
+            self.power_cuts.append((self.loop.now_ms, broker_id))
         b.stop(power_cut)
 
     def restart(self, broker_id: int) -> None:
@@ -717,7 +720,8 @@ class SimCluster:
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      configs: dict[str, str] | None = None,
-                     assignments: list[list[int]] | None = None) -> Any:
+                     assignments: list[list[int]] | None = None, timeout_ms: int = 3_000) -> Any:
+        """The topic's CreateTopics result; None if no active controller answered in time."""
         R = M.CreateTopicsRequest
         topic = R.CreatableTopic(
             name=name,
@@ -726,8 +730,10 @@ class SimCluster:
             assignments=[R.CreatableReplicaAssignment(partition_index=i, broker_ids=b)
                          for i, b in enumerate(assignments or [])],
             configs=[R.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
-        response = self.admin(lambda c, now: c.handle_create_topics(R(topics=[topic]), now))
-        assert response is not None, "no controller"
+        response = self.admin(lambda c, now: c.handle_create_topics(R(topics=[topic]), now), timeout_ms)
+        if response is None:
+            self.note(f"create topic {name}: no controller answered")
+            return None
         result = response.topics[0]
         assert result.error_code == 0, result
         self.topic_configs[name] = dict(configs or {})
@@ -754,6 +760,13 @@ class SimCluster:
             if resource == tp.topic and configs.get("unclean.leader.election.enable") == "true":
                 return True
         return False
+
+    def durability_exempt_before_ms(self) -> int:
+        """Records acknowledged before this time may be lost without breaking a promise:
+        two or more replicas lost power and nothing is fsynced on ack (SCENARIOS N5; Kafka
+        relies on replicas failing independently). -1: no such correlated power cut."""
+        brokers = {b for _, b in self.power_cuts}
+        return self.power_cuts[-1][0] if len(brokers) >= 2 else -1
 
     def _topic_configs_seen(self):
         return self.topic_configs.items()

@@ -127,8 +127,10 @@ class Invariants:
         leader = c.leader_of(tp)
         if leader is None:
             return
+        exempt_before = c.durability_exempt_before_ms()
         wanted = [(v, a) for v, a in self.history.acked.items()
-                  if a.acks == -1 and not a.unclean_allowed and a.partition == tp]
+                  if a.acks == -1 and not a.unclean_allowed and a.partition == tp
+                  and a.time_ms > exempt_before]
         if not wanted:
             return
         records = replica_log(c.brokers[leader], tp)

@@ -60,6 +60,7 @@ class Figures:
     reordered: int
     phantom: int
     lost_values: tuple[str, ...] = ()
+    lost_exempt: int = 0      # of ``lost``: unclean election allowed, or a correlated power cut
 
 
 @dataclass(slots=True)
@@ -71,12 +72,16 @@ class History:
     errors: dict[int, int] = field(default_factory=dict)      # error code -> count seen
     order: dict[str, list[str]] = field(default_factory=dict)  # producer -> values in send order
 
-    def judge(self, final: list[tuple[int, str]]) -> Figures:
-        """``final``: (offset, value) of every record a fresh reader found, in log order."""
+    def judge(self, final: list[tuple[int, str]], exempt_before_ms: int = -1) -> Figures:
+        """``final``: (offset, value) of every record a fresh reader found, in log order.
+        ``lost`` counts acks=all records lost, including those a correlated power cut
+        exempts from the promise (``lost_exempt``)."""
         seen: dict[str, int] = {}
         for _, v in final:
             seen[v] = seen.get(v, 0) + 1
         lost = tuple(sorted(v for v, a in self.acked.items() if a.acks == -1 and v not in seen))
+        lost_exempt = sum(1 for v in lost if self.acked[v].time_ms <= exempt_before_ms
+                          or self.acked[v].unclean_allowed)
         lost_acks1 = sum(1 for v, a in self.acked.items() if a.acks == 1 and v not in seen)
         lost_sent = sum(1 for v in self.sent_acks0 if v not in seen)
         duplicated = sum(n - 1 for n in seen.values() if n > 1)
@@ -89,7 +94,7 @@ class History:
             found = [position[v] for v in values if v in position]
             reordered += sum(1 for a, b in zip(found, found[1:]) if b < a)
         return Figures(len(self.acked), len(lost), lost_acks1, lost_sent, duplicated, reordered,
-                       phantom, lost)
+                       phantom, lost, lost_exempt)
 
 
 def read_partition(cluster: "SimCluster", tp: TopicPartition) -> list[tuple[int, str]] | None:
