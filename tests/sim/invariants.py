@@ -19,7 +19,8 @@ simulated time (reads logs):
   offset it was acknowledged with.
 - ``replicas_identical_below_hw``: any two live replicas hold the same batches (offset,
   value, leader epoch) below their high watermarks. Skipped while unclean election is
-  allowed (SCENARIOS L3/L4 break it on purpose until the old leader truncates).
+  allowed (SCENARIOS L3/L4 break it on purpose until the old leader truncates) and after
+  a power cut (``SimCluster.durability_exempt_before_ms``).
 
 Liveness, after ``heal``: ``converged`` (every partition has a leader, every replica is
 in the committed ISR and has the leader's LEO and HW) within ``settle_ms``; an
@@ -48,14 +49,14 @@ class InvariantViolation(AssertionError):
                          f"last events:\n  {lines}")
 
 
-def replica_log(broker: "SimBroker", tp: TopicPartition, end: int | None = None
-                ) -> dict[int, tuple[str, int]]:
-    """offset -> (value, leader epoch) of a replica's log, below ``end`` (default LEO)."""
+def replica_log(broker: "SimBroker", tp: TopicPartition, end: int | None = None,
+                start: int | None = None) -> dict[int, tuple[str, int]]:
+    """offset -> (value, leader epoch) of a replica's log in [start, end) (default: all)."""
     hosted = broker.core.partitions[tp]
     plog = hosted.log
     upper = plog.log_end_offset if end is None else min(end, plog.log_end_offset)
     out: dict[int, tuple[str, int]] = {}
-    offset = plog.log_start_offset
+    offset = plog.log_start_offset if start is None else max(start, plog.log_start_offset)
     while offset < upper:
         r = plog.read(offset, 1 << 20, upper, True)
         if r.records is None or r.records.is_empty:
@@ -70,7 +71,7 @@ def replica_log(broker: "SimBroker", tp: TopicPartition, end: int | None = None
 
 class Invariants:
     def __init__(self, cluster: "SimCluster", history: "History", partitions: list[TopicPartition],
-                 deep_check_interval_ms: int = 200) -> None:
+                 deep_check_interval_ms: int = 300) -> None:
         self.cluster = cluster
         self.history = history
         self.partitions = partitions
@@ -78,6 +79,7 @@ class Invariants:
         self._next_deep_ms = 0
         self._leader_of_epoch: dict[tuple[TopicPartition, int], int] = {}
         self._hw: dict[tuple[int, int, TopicPartition, int], int] = {}
+        self._verified: dict[TopicPartition, tuple] = {}
         self.checks = 0
         cluster.step_listeners.append(self.on_step)
 
@@ -119,7 +121,9 @@ class Invariants:
         self.checks += 1
         for tp in self.partitions:
             self.check_acked_on_leader(tp)
-            if not self.cluster.unclean_allowed(tp):
+            # Unclean elections and power cuts may lose committed records; until the
+            # stale replicas truncate, they differ below their old HW (checked after heal).
+            if not self.cluster.unclean_allowed(tp) and not self.cluster.power_cuts:
                 self.check_identical_below_hw(tp)
 
     def check_acked_on_leader(self, tp: TopicPartition) -> None:
@@ -127,40 +131,65 @@ class Invariants:
         leader = c.leader_of(tp)
         if leader is None:
             return
+        b = c.brokers[leader]
+        hosted = b.core.partitions[tp]
+        # A leader never truncates during its term: what was verified on it stays verified,
+        # and its log is read once, incrementally (the check stays cheap on long runs).
+        term = (leader, c.loop.node(b.name).incarnation, hosted.replica.leader_epoch)
+        state = self._verified.get(tp)
+        if state is None or state[0] != term:
+            state = self._verified[tp] = (term, {}, [0], [hosted.log.log_start_offset])
+        _, records, verified_upto, read_upto = state
         exempt_before = c.durability_exempt_before_ms()
-        wanted = [(v, a) for v, a in self.history.acked.items()
-                  if a.acks == -1 and not a.unclean_allowed and a.partition == tp
-                  and a.time_ms > exempt_before]
-        if not wanted:
-            return
-        records = replica_log(c.brokers[leader], tp)
-        for v, a in wanted:
+        acked = self.history.acked_in_order
+        while verified_upto[0] < len(acked):
+            v, a = acked[verified_upto[0]]
+            if a.acks != -1 or a.unclean_allowed or a.partition != tp or a.time_ms <= exempt_before:
+                verified_upto[0] += 1
+                continue
+            if a.offset >= read_upto[0]:
+                records.update(replica_log(b, tp, start=read_upto[0]))
+                read_upto[0] = hosted.log.log_end_offset
             found = records.get(a.offset)
             if found is None or found[0] != v:
                 self.fail("no_acked_record_lost",
                           f"{v} was acknowledged (acks=all) at {tp} offset {a.offset} at t={a.time_ms}; "
                           f"leader b{leader} has {found[0] if found else 'nothing'} there "
-                          f"(LEO {c.brokers[leader].core.partitions[tp].log.log_end_offset})")
+                          f"(LEO {hosted.log.log_end_offset})")
+            verified_upto[0] += 1
 
     def check_identical_below_hw(self, tp: TopicPartition) -> None:
         c = self.cluster
-        logs = []
+        replicas = []
         for b in c.live_brokers():
             hosted = b.core.partitions.get(tp)
-            if hosted is None or hosted.replica.role is Role.NONE:
+            if hosted is None or hosted.replica.role is Role.NONE or not c.loop.is_running(b.name):
                 continue
-            if not c.loop.is_running(b.name):
-                continue
-            hw = min(hosted.replica.high_watermark, hosted.log.log_end_offset)
-            logs.append((b.broker_id, hw, replica_log(b, tp, hw)))
-        for i in range(1, len(logs)):
-            a_id, a_hw, a = logs[0]
-            b_id, b_hw, b = logs[i]
-            for offset in range(max(min(a, default=0), min(b, default=0)), min(a_hw, b_hw)):
-                if offset in a and offset in b and a[offset] != b[offset]:
+            replicas.append((b, min(hosted.replica.high_watermark, hosted.log.log_end_offset)))
+        if len(replicas) < 2:
+            return
+        # Followers store the leader's batches byte for byte: compare the bytes below the
+        # common HW first, and decode only to explain a difference.
+        upper = min(hw for _, hw in replicas)
+        start = max(b.core.partitions[tp].log.log_start_offset for b, _ in replicas)
+        if upper <= start:
+            return
+        raw = []
+        for b, _ in replicas:
+            plog = b.core.partitions[tp].log
+            r = plog.read(start, 1 << 30, upper, True)
+            raw.append(b"" if r.records is None else plog.read_records_bytes(r.records))
+        if all(x == raw[0] for x in raw[1:]):
+            return
+        a_b, _ = replicas[0]
+        a = replica_log(a_b, tp, upper, start)
+        for other, _ in replicas[1:]:
+            o = replica_log(other, tp, upper, start)
+            for offset in range(start, upper):
+                if offset in a and offset in o and a[offset] != o[offset]:
                     self.fail("replicas_identical_below_hw",
-                              f"{tp} offset {offset}: b{a_id} has {a[offset]}, b{b_id} has {b[offset]} "
-                              f"(HWs {a_hw}, {b_hw})")
+                              f"{tp} offset {offset}: b{a_b.broker_id} has {a[offset]}, "
+                              f"b{other.broker_id} has {o[offset]} (common HW {upper})")
 
     # ---------------------------------------------------------- after healing
 

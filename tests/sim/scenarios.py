@@ -129,6 +129,16 @@ class SimRun:
         for p in self.producers:
             p.stop()
         c.run_until(lambda: all(p.idle for p in self.producers), 6_000)
+        # Liveness: every partition takes new acks=all writes once healed (a follower
+        # paused for good is only seen once there is something to replicate).
+        probes = [self.producer(tp=tp) for tp in self.partitions]
+        for p in probes:
+            p.produce(3)
+        acked = self.history.acked
+        if not c.run_until(lambda: all(f"{p.name}-{i}" in acked for p in probes for i in range(3)),
+                           settle_ms):
+            self.fail("writable_after_heal", f"3 acks=all records per partition not acknowledged "
+                                             f"within {settle_ms} ms of healing")
         if not c.run_until(self.invariants.converged, settle_ms):
             regs = {str(tp): c.registration(tp) for tp in self.partitions}
             leos = {b.name: {str(tp): (h.log.log_end_offset, h.replica.high_watermark,

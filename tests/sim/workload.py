@@ -67,6 +67,7 @@ class Figures:
 class History:
     attempted: set[str] = field(default_factory=set)
     acked: dict[str, Acked] = field(default_factory=dict)
+    acked_in_order: list[tuple[str, Acked]] = field(default_factory=list)
     sent_acks0: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
     errors: dict[int, int] = field(default_factory=dict)      # error code -> count seen
@@ -217,7 +218,9 @@ class SimProducer:
         if code == ErrorCode.NONE:
             unclean = self.cluster.unclean_allowed(self.tp)
             for i, v in enumerate(values):
-                self.history.acked[v] = Acked(base_offset + i, self.acks, self.loop.now_ms, unclean, self.tp)
+                a = Acked(base_offset + i, self.acks, self.loop.now_ms, unclean, self.tp)
+                self.history.acked[v] = a
+                self.history.acked_in_order.append((v, a))
             self.cluster.note(f"{self.name} acked {values[0]}..{values[-1]} at {base_offset} "
                               f"by b{self.leader} (acks={self.acks})")
             self._batch = None
