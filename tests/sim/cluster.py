@@ -60,6 +60,7 @@ from tests.sim.network import NetworkFaults, SimLoop, SimNetwork
 __all__ = ["SimBroker", "SimCluster", "SimConfig"]
 
 IAC = M.IncrementalAlterConfigsRequest
+POLL_COALESCE_MS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +420,10 @@ class SimBroker:
             else:
                 raise AssertionError(f"unknown effect {effect!r}")
         if repoll:
-            self._schedule_poll(self.now)
+            # Inputs may bring deadlines forward (a new leader's lag timers, an acks=all
+            # wait); they are hundreds of ms away, so one poll soon after a burst of
+            # inputs serves them all.
+            self._schedule_poll(self.now + POLL_COALESCE_MS)
 
     def _schedule_poll(self, at_ms: int) -> None:
         if self._poll_at is not None and self._poll_at <= at_ms:
@@ -593,7 +597,13 @@ class SimBroker:
                 reply(result.error_code, result.base_offset)
             return
         token = self._next_id()
-        self._produce_waiters[token] = lambda code: reply(code, result.base_offset)
+        epoch = core.partitions[tp].replica.leader_epoch
+
+        def completed(code: int) -> None:
+            if code == ErrorCode.NONE:
+                self.cluster.on_acks_all(self.broker_id, tp, epoch, result.required_offset)
+            reply(code, result.base_offset)
+        self._produce_waiters[token] = completed
         if not core.await_replication(tp, token, result.required_offset,
                                       self.now + self.cluster.config.request_timeout_ms):
             self._produce_waiters.pop(token, None)
@@ -625,6 +635,7 @@ class SimCluster:
             b.metadata_interval_ms = self.rng.randint(0, 30)
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.power_cuts: list[tuple[int, int]] = []     # (time, broker id)
+        self.ack_listeners: list[Callable[[int, TopicPartition, int, int], None]] = []
         self.commit_listeners: list[Callable[[Any, tuple], None]] = []
         self.step_listeners: list[Callable[[str], None]] = []
         self.loop.after_event = self._after_event
@@ -636,6 +647,12 @@ class SimCluster:
 
     def note(self, what: str) -> None:
         self.trace.append(f"t={self.loop.now_ms} {what}")
+
+    def on_acks_all(self, broker_id: int, tp: TopicPartition, leader_epoch: int,
+                    required_offset: int) -> None:
+        """A leader completed an acks=all produce: its HW passed ``required_offset``."""
+        for listener in self.ack_listeners:
+            listener(broker_id, tp, leader_epoch, required_offset)
 
     def on_commit(self, batch: Any, records: tuple) -> None:
         for listener in self.commit_listeners:

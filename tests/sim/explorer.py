@@ -16,7 +16,16 @@ cut                a one-way or two-way cut between two nodes; healed later
 isolate            cut a node off from everyone (clients kept or not); healed later
 lossy_controller   heavy loss on the links from the controllers to one broker
 kill_controller    kill a controller; restarted later
+cut_leader_follower     cut a partition's leader from one follower, both ways: the
+                        ISR shrinks, and expands again when healed
+mute_controllers_to_leader  every answer (AlterPartition, heartbeat, metadata) from the
+                        controllers to a partition's leader is lost for a while
+kill_leader        SIGKILL a partition's current leader; restarted later
 =================  ==============================================================
+
+Swarm testing (as TigerBeetle's VOPR and FoundationDB do): each seed enables a random
+subset of the fault kinds, so that rare combinations (the ones aimed at a partition's
+leader, say) come up often enough in some seeds rather than diluted in all.
 
 The continuous invariants run throughout; after the schedule, ``SimRun.settle`` heals
 everything and requires convergence, and the final history must show no acknowledged
@@ -37,7 +46,8 @@ from tests.sim.scenarios import SimRun
 
 __all__ = ["Verdict", "explore", "search"]
 
-FAULTS = ("kill", "pause", "cut", "isolate", "lossy_controller", "kill_controller")
+FAULTS = ("kill", "pause", "cut", "isolate", "lossy_controller", "kill_controller",
+          "cut_leader_follower", "mute_controllers_to_leader", "kill_leader")
 # With power cuts a run is judged on divergence and liveness only for records acknowledged
 # before the cut (see SimCluster.durability_exempt_before_ms); --power-cuts turns them on.
 FAULTS_WITH_POWER_CUTS = FAULTS + ("power_cut",)
@@ -60,7 +70,9 @@ class Verdict:
 
 def explore(seed: int, core_factory: Callable[..., ReplicaManager] = ReplicaManager, *,
             faults_max: int = 8, gap_ms_min: int = 50, gap_ms_max: int = 400,
-            fault_kinds: tuple[str, ...] = FAULTS) -> Verdict:
+            fault_kinds: tuple[str, ...] = FAULTS, records_max: int = 150) -> Verdict:
+    """One seed: a random cluster, workload and fault schedule; ``records_max`` bounds
+    each producer's records (CI uses small runs, the long search the default)."""
     run: SimRun | None = None
     try:
         # The network's rates come from the seed too (a Random of its own, so that the
@@ -77,15 +89,44 @@ def explore(seed: int, core_factory: Callable[..., ReplicaManager] = ReplicaMana
             tp = run.partitions[i % partitions]
             acks = rng.choice((-1, -1, 1))
             p = run.producer(acks=acks, idempotent=rng.random() < 0.7, tp=tp)
-            p.produce(rng.randint(50, 150))
+            p.produce(rng.randint(records_max // 3, records_max))
         brokers = list(c.brokers)
         power_cut_used = False
+        enabled = rng.sample(fault_kinds, rng.randint(1, len(fault_kinds)))
         for _ in range(rng.randint(2, faults_max)):
             c.run_for(rng.randint(gap_ms_min, gap_ms_max))
-            kind = rng.choice(fault_kinds)
+            kind = rng.choice(enabled)
             undo_ms = rng.randint(100, 1_500)
             b = rng.choice(brokers)
             name = c.brokers[b].name
+            leader = c.leader_of(rng.choice(run.partitions))
+            if kind in ("cut_leader_follower", "mute_controllers_to_leader", "kill_leader"):
+                if leader is None:
+                    continue
+                b, name = leader, c.brokers[leader].name
+            if kind == "kill_leader":
+                kind = "kill"
+            if kind == "cut_leader_follower":
+                f = rng.choice([x for x in brokers if x != leader])
+                fname = c.brokers[f].name
+                c.note(f"cut {name} <-> {fname}")
+                c.network.cut_both(name, fname)
+
+                def rejoin_pair(a=name, z=fname) -> None:
+                    c.network.uncut(a, z)
+                    c.network.uncut(z, a)
+                c.loop.after(undo_ms, "sim", rejoin_pair)
+                continue
+            if kind == "mute_controllers_to_leader":
+                c.note(f"controllers -> {name} cut")
+                for ctl in c.controllers.names:
+                    c.network.cut(ctl, name)
+
+                def unmute(n=name) -> None:
+                    for ctl in c.controllers.names:
+                        c.network.uncut(ctl, n)
+                c.loop.after(undo_ms, "sim", unmute)
+                continue
             if kind == "power_cut" and power_cut_used:
                 kind = "kill"
             if kind in ("kill", "power_cut"):

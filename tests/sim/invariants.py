@@ -22,6 +22,9 @@ simulated time (reads logs):
   allowed (SCENARIOS L3/L4 break it on purpose until the old leader truncates) and after
   a power cut (``SimCluster.durability_exempt_before_ms``).
 
+- ``acks_all_on_committed_isr``: when a leader completes an acks=all produce, every live
+  member of the controller's committed ISR (same leader epoch) has the records.
+
 Liveness, after ``heal``: ``converged`` (every partition has a leader, every replica is
 in the committed ISR and has the leader's LEO and HW) within ``settle_ms``; an
 availability bug (a follower that stopped fetching for good) fails here.
@@ -82,6 +85,7 @@ class Invariants:
         self._verified: dict[TopicPartition, tuple] = {}
         self.checks = 0
         cluster.step_listeners.append(self.on_step)
+        cluster.ack_listeners.append(self.check_acks_all_on_committed_isr)
 
     def fail(self, invariant: str, detail: str) -> None:
         raise InvariantViolation(self.cluster.seed, invariant, detail, list(self.cluster.trace))
@@ -190,6 +194,30 @@ class Invariants:
                     self.fail("replicas_identical_below_hw",
                               f"{tp} offset {offset}: b{a_b.broker_id} has {a[offset]}, "
                               f"b{other.broker_id} has {o[offset]} (common HW {upper})")
+
+    def check_acks_all_on_committed_isr(self, broker_id: int, tp: TopicPartition,
+                                        leader_epoch: int, required_offset: int) -> None:
+        """At the moment a leader completes an acks=all produce, every live member of the
+        ISR the controller has *committed* for that leader epoch holds the records: the
+        leader counts every ISR it proposed until it learns the outcome, and the
+        controller only adds members the leader proposed, so the committed ISR is never
+        wider than what the leader waited for. (This is what a lost AlterPartition
+        answer broke; electing the new member later turned it into lost records.)"""
+        c = self.cluster
+        reg = c.registration(tp)
+        if reg is None or reg.leader != broker_id or reg.leader_epoch != leader_epoch or c.power_cuts:
+            return
+        for r in reg.isr:
+            b = c.brokers[r]
+            if r == broker_id or b.core is None or not c.loop.is_up(b.name):
+                continue
+            hosted = b.core.partitions.get(tp)
+            leo = -1 if hosted is None else hosted.log.log_end_offset
+            if leo < required_offset:
+                self.fail("acks_all_on_committed_isr",
+                          f"b{broker_id} acknowledged {tp} up to offset {required_offset - 1} "
+                          f"(leader epoch {leader_epoch}) but b{r}, in the committed ISR "
+                          f"{list(reg.isr)}, has LEO {leo}")
 
     # ---------------------------------------------------------- after healing
 
