@@ -187,7 +187,12 @@ class PartitionReplica:
                         isr: tuple[int, ...], replicas: tuple[int, ...]) -> list[ProduceCompletion]:
         """A committed partition change in the same leader epoch (an ISR change)."""
         assert self.role is Role.LEADER
-        if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
+        # Only a *newer* partition epoch is news. The same epoch is the state this leader
+        # already has (it may have learned it from an AlterPartition answer before the
+        # metadata log brought it); taking it again would drop a proposal sent since,
+        # which the controller may already have committed (found by tests/sim: the
+        # leader then acknowledged with a smaller ISR than the committed one).
+        if leader_epoch != self.leader_epoch or partition_epoch <= self.partition_epoch:
             return []
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)
