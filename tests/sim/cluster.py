@@ -79,8 +79,8 @@ class SimConfig:
     # Kafka's broker publishes metadata to its ReplicaManager only after its initial
     # catch-up: once the log it replayed holds its own (new) registration. Applying the
     # image at once (False; broker/broker.py does so today) lets a restarted broker act
-    # as leader at its old leader epoch with a log a power cut shortened (see the report
-    # in tests/sim/__init__.py).
+    # as leader at its old leader epoch with a log a power cut shortened
+    # (tests/sim/bugs.py: story_restarted_leader_before_registration).
     wait_for_own_registration: bool = True
     unclean_leader_election_enable: bool = False
     faults: NetworkFaults = field(default_factory=NetworkFaults)

@@ -211,8 +211,10 @@ class Invariants:
             b = c.brokers[r]
             if r == broker_id or b.core is None or not c.loop.is_up(b.name):
                 continue
-            hosted = b.core.partitions.get(tp)
-            leo = -1 if hosted is None else hosted.log.log_end_offset
+            # A restarted broker opens its logs before it hosts them (it waits for its
+            # registration in the metadata log): read the log itself.
+            plog = b.core.logs.get_log(tp.topic, tp.partition)
+            leo = -1 if plog is None else plog.log_end_offset
             if leo < required_offset:
                 self.fail("acks_all_on_committed_isr",
                           f"b{broker_id} acknowledged {tp} up to offset {required_offset - 1} "

@@ -548,3 +548,29 @@ def check(o: Outcome) -> Outcome:
 def run_scenario(sid: str, seed: int, core_factory=ReplicaManager) -> Outcome:
     return check(SCENARIOS[sid](seed, core_factory))
 
+
+
+def l4_empty_stale_replica_elected(seed: int, core_factory=ReplicaManager) -> Outcome:
+    """L4, the edge case: the stale follower that returns first has an *empty* log (it was
+    down since the topic was created). It is elected unclean; the old leader and the other
+    follower must truncate everything and follow it (Kafka truncates a follower ahead of
+    its leader to the leader's log end offset)."""
+    run = SimRun(seed, core_factory, topic_configs={"unclean.leader.election.enable": "true"})
+    c = run.cluster
+    stale = run.followers()[0]
+    c.kill(stale)
+    run.run_until(lambda: stale not in run.isr(), 3_000, "isr_shrunk")
+    p = run.producer(idempotent=False)
+    n = run.produce_acked(p, 30)
+    for b in c.brokers:
+        c.kill(b)
+    c.restart(stale)
+    run.await_leader()
+    run.run_for(300)
+    for b in c.brokers:
+        c.restart(b)
+    return run.outcome("L4", acked_after_stale_left=n)
+
+
+SCENARIOS["L4-empty"] = l4_empty_stale_replica_elected
+EXPECT["L4-empty"] = _expect

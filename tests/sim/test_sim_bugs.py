@@ -10,7 +10,7 @@ import pytest
 from broker.replica_manager import ReplicaManager
 from tests.sim.bugs import (
     LostAnswerFallsBack, PausesOnLeaderBehind, story_follower_before_leader,
-    story_lost_alter_partition_answer,
+    story_lost_alter_partition_answer, story_restarted_leader_before_registration,
 )
 from tests.sim.explorer import explore, search
 from tests.sim.invariants import InvariantViolation
@@ -62,3 +62,16 @@ def test_explorer_finds_the_bug_within_budget(bug: type[ReplicaManager], invaria
     assert f"SIM_SEED={failed.seed}" in str(failed)
     # The real core passes the same seed.
     assert explore(failed.seed).ok, str(explore(failed.seed))
+
+
+def test_finding_restarted_leader_waits_for_its_registration() -> None:
+    """A broker-shell finding (see ``story_restarted_leader_before_registration``): with
+    Kafka's catch-up rule nothing is lost; applying the image at once (what broker/broker.py
+    does today) loses acknowledged records at some seeds."""
+    seeds = range(8)
+    for seed in seeds:
+        out = story_restarted_leader_before_registration(seed, wait_for_own_registration=True)
+        assert (out.figures.lost, out.divergent) == (0, 0), seed
+    unsafe = [story_restarted_leader_before_registration(seed, wait_for_own_registration=False)
+              for seed in seeds]
+    assert max(o.figures.lost for o in unsafe) > 0
