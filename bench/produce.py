@@ -49,7 +49,7 @@ import uuid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from clients.cli.launcher import LocalCluster  # noqa: E402
+from clients.cli.launcher import LocalCluster, free_ports  # noqa: E402
 from clients.protocol import (  # noqa: E402
     NEED_DATA, ApiKey, CorruptFrameError, ServerConnection, UnsupportedRequest, messages,
 )
@@ -157,9 +157,7 @@ class Sink:
 
 
 def start_sink(partitions: int) -> tuple[subprocess.Popen, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port, = free_ports(1)
     proc = subprocess.Popen([sys.executable, __file__, "--serve-sink", str(port), "--partitions", str(partitions)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     line = proc.stdout.readline().decode()

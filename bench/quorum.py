@@ -38,7 +38,6 @@ import pathlib
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,23 +48,11 @@ import uuid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from clients.cli.launcher import free_ports  # noqa: E402  (listeners below the ephemeral range)
 
 SECRET = "bench-cluster-secret"
 ZOOKEEPER_WRITES_PER_S = 2200       # issue 4: ZooKeeper 3.8 ensemble on this kind of machine
 RAW_PAYLOAD = b"x" * 200
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -13,6 +13,7 @@ import sys
 
 from broker.broker import Broker
 from broker.config import ConfigError, from_properties
+from clients.data_dir_lock import DataDirInUseError, lock_data_dir
 from clients.properties import load_properties
 
 
@@ -32,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ConfigError) as e:
         print(f"ketch broker: {e}", file=sys.stderr)
         return 2
+    try:
+        lock_data_dir(config.log_dir)   # before any log is opened (Kafka's log.dirs/.lock)
+    except (DataDirInUseError, OSError) as e:
+        print(f"ketch broker: {e}", file=sys.stderr)
+        return 1
     if config.event_loop == "uvloop":
         try:
             import uvloop

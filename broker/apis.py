@@ -24,13 +24,13 @@ from broker.controller_channel import ControllerChannel
 from broker.metrics import BrokerMetrics
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
-from clients.server import ClientInfo
 from clients.types import TopicPartition
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
+from quorum.network import ClientInfo
 
 Handler = Callable[[Any, int, ClientInfo], Awaitable[Any]]
 

@@ -20,7 +20,6 @@ import asyncio
 import logging
 import os
 import random
-import time
 
 from broker.admin_http import AdminHttpServer
 from broker.apis import KafkaApis
@@ -39,21 +38,17 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica.partition import Role
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ReplicaManager
+from clients.clock import SYSTEM_CLOCK, Clock
 from clients.properties import format_properties, load_properties
-from clients.server import KafkaServer
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
+from quorum.network import KafkaServer
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Broker"]
 
 META_PROPERTIES = "meta.properties"
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds: record timestamps, retention and deadlines."""
-    return time.time_ns() // 1_000_000
 
 
 def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
@@ -73,9 +68,18 @@ def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, properties: dict[str, str]) -> None:
+    def __init__(self, config: BrokerConfig, properties: dict[str, str], clock: Clock = SYSTEM_CLOCK,
+                 rng: random.Random | None = None) -> None:
+        """``clock`` and ``rng``: the process's one clock and one random source, passed to
+        every part that needs them (the seed is logged so a run's choices can be replayed)."""
         self.config = config
         self.properties = properties
+        self.clock = clock
+        if rng is None:
+            seed = random.SystemRandom().randrange(2**63)
+            log.info("broker %d random seed %d", config.node_id, seed)
+            rng = random.Random(seed)
+        now_ms = clock.now_ms
         self.metrics = BrokerMetrics()
         self.cluster_id = self._identify_storage()
         self.storage = FileStorage()
@@ -111,7 +115,7 @@ class Broker:
         self.groups = GroupCoordinatorDriver(
             _group_config(config, properties), self.replicas, self.topic_creation,
             config.listener_name, config.offsets_topic_replication_factor, config.request_timeout_ms,
-            now_ms, random.Random())
+            now_ms, rng)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,
                               ProducerIdManager(config.node_id, self.controller),
                               lambda: self.lifecycle.broker_epoch, self.metrics, self.groups.apis())
@@ -207,7 +211,7 @@ class Broker:
                 return default      # the controller validates; never crash on a value
         self.logs.reconfigure(LogManagerConfig(
             flush_offset_checkpoint_interval_ms=num("log.flush.offset.checkpoint.interval.ms", 60_000),
-            retention_check_interval_ms=num("log.retention.check.interval.ms", 300_000)), now_ms())
+            retention_check_interval_ms=num("log.retention.check.interval.ms", 300_000)), self.clock.now_ms())
         self.cleaner.reconfigure(CleanerSettings(
             enable=(layers.broker_value("log.cleaner.enable") or "true").strip().lower() != "false",
             backoff_ms=max(1, num("log.cleaner.backoff.ms", 15_000)),

@@ -18,39 +18,38 @@
     ketch.event.loop=asyncio           (or uvloop: faster request handling, but its loop has no
                                         sendfile, so fetches copy log data through Python)
 
-Bad configuration raises ``ConfigError`` naming the key; the process refuses to start.
+The file is read through ``metadata_log.node_config`` (shared with controllers): every key
+Kafka or Ketch knows is validated with its type and limits, Kafka's synonyms
+(``log.retention.hours``, ``log.roll.hours``, ...) are accepted, an unknown key is logged
+once as a warning, and unset keys take the catalogue's defaults. The static topic-config
+defaults are also checked as the logs will apply them. Bad configuration raises
+``ConfigError`` naming the key; the process refuses to start.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Mapping
 
+from broker.log import LogConfig
+from broker.log.config import LogConfigError
 from clients.properties import parse_listeners
+from metadata_log.config_layers import ConfigLayers
+from metadata_log.config_defs import TOPIC_CONFIGS
+from metadata_log.image import EMPTY_IMAGE
+from metadata_log.node_config import ConfigError, parse_voters, read_node_properties
 
 __all__ = ["BrokerConfig", "ConfigError", "from_properties", "parse_voters"]
 
+log = logging.getLogger(__name__)
 
-class ConfigError(ValueError):
-    """A broker configuration that cannot work; the message names the key."""
-
-
-
-
-def parse_voters(value: str, key: str = "controller.quorum.voters") -> dict[int, tuple[str, int]]:
-    voters: dict[int, tuple[str, int]] = {}
-    for item in filter(None, (v.strip() for v in value.split(","))):
-        node, sep, address = item.partition("@")
-        host, colon, port = address.rpartition(":")
-        if not sep or not colon or not node.strip().isdigit() or not port.isdigit():
-            raise ConfigError(f"{key}: {item!r} is not id@host:port")
-        voters[int(node)] = (host.strip("[]"), int(port))
-    if not voters:
-        raise ConfigError(f"{key} is required")
-    return voters
+# Ketch binds the loopback interface unless told otherwise (Kafka's default is every one).
+DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
+    """The keys a broker process acts on at start-up; defaults are the catalogue's."""
     node_id: int
     controller_voters: dict[int, tuple[str, int]]
     listener_name: str
@@ -59,54 +58,43 @@ class BrokerConfig:
     advertised_host: str
     advertised_port: int
     log_dir: str
-    rack: str | None = None
-    heartbeat_interval_ms: int = 2000
-    replica_lag_time_max_ms: int = 30_000
-    socket_request_max_bytes: int = 100 * 1024 * 1024
-    auto_create_topics_enable: bool = True
-    num_partitions: int = 1
-    default_replication_factor: int = 1
-    offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 3
-    replica_fetch_wait_max_ms: int = 500
-    request_timeout_ms: int = 30_000
-    http_port: int = -1
-    event_loop: str = "asyncio"
-
-
-def _int(props: Mapping[str, str], key: str, default: int) -> int:
-    value = props.get(key)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{key}={value!r} is not an integer") from None
-
-
-def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
-    value = props.get(key)
-    if value is None:
-        return default
-    if value.strip().lower() not in ("true", "false"):
-        raise ConfigError(f"{key}={value!r} is not true or false")
-    return value.strip().lower() == "true"
+    rack: str | None
+    heartbeat_interval_ms: int
+    replica_lag_time_max_ms: int
+    socket_request_max_bytes: int
+    auto_create_topics_enable: bool
+    num_partitions: int
+    default_replication_factor: int
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+    replica_fetch_wait_max_ms: int
+    request_timeout_ms: int
+    http_port: int
+    event_loop: str
 
 
 def from_properties(props: Mapping[str, str]) -> BrokerConfig:
-    if "node.id" not in props:
+    node = read_node_properties(props)
+    for warning in node.warnings:
+        log.warning("%s", warning)
+    if not node.is_set("node.id"):
         raise ConfigError("node.id is required")
-    node_id = _int(props, "node.id", -1)
+    node_id = node.get_int("node.id")
     roles = {r.strip() for r in props.get("process.roles", "broker").split(",") if r.strip()}
     if roles != {"broker"}:
         raise ConfigError(f"process.roles={props.get('process.roles')!r}: this process runs the "
                           "broker role only (controllers are their own processes)")
-    voters = parse_voters(props.get("controller.quorum.voters", ""))
+    voters = parse_voters(props.get("controller.quorum.voters", ""), "controller.quorum.voters")
     try:
-        listeners = parse_listeners(props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
-        advertised = parse_listeners(props.get("advertised.listeners", "")) or listeners
+        listeners = parse_listeners(props.get("listeners", DEFAULT_LISTENERS))
     except ValueError as e:
         raise ConfigError(f"listeners: {e}") from None
+    try:
+        advertised = parse_listeners(props.get("advertised.listeners", "")) or listeners
+    except ValueError as e:
+        raise ConfigError(f"advertised.listeners: {e}") from None
+    if not listeners:
+        raise ConfigError("listeners is required, e.g. PLAINTEXT://127.0.0.1:9092")
     name = next(iter(listeners))
     host, port = listeners[name]
     adv_host, adv_port = advertised.get(name, (host, port))
@@ -118,26 +106,41 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
     config = BrokerConfig(
         node_id=node_id, controller_voters=voters, listener_name=name,
         listener_host=host, listener_port=port, advertised_host=adv_host,
-        advertised_port=adv_port, log_dir=log_dir, rack=props.get("broker.rack") or None,
-        heartbeat_interval_ms=_int(props, "broker.heartbeat.interval.ms", 2000),
-        replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30_000),
-        socket_request_max_bytes=_int(props, "socket.request.max.bytes", 100 * 1024 * 1024),
-        auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
-        num_partitions=_int(props, "num.partitions", 1),
-        default_replication_factor=_int(props, "default.replication.factor", 1),
-        offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50),
-        offsets_topic_replication_factor=_int(props, "offsets.topic.replication.factor", 3),
-        replica_fetch_wait_max_ms=_int(props, "replica.fetch.wait.max.ms", 500),
-        request_timeout_ms=_int(props, "request.timeout.ms", 30_000),
-        http_port=_int(props, "ketch.http.port", -1),
-        event_loop=props.get("ketch.event.loop", "asyncio").strip().lower(),
+        advertised_port=adv_port, log_dir=log_dir, rack=node.get_str("broker.rack") or None,
+        heartbeat_interval_ms=node.get_int("broker.heartbeat.interval.ms"),
+        replica_lag_time_max_ms=node.get_int("replica.lag.time.max.ms"),
+        socket_request_max_bytes=node.get_int("socket.request.max.bytes"),
+        auto_create_topics_enable=node.get_bool("auto.create.topics.enable"),
+        num_partitions=node.get_int("num.partitions"),
+        default_replication_factor=node.get_int("default.replication.factor"),
+        offsets_topic_num_partitions=node.get_int("offsets.topic.num.partitions"),
+        offsets_topic_replication_factor=node.get_int("offsets.topic.replication.factor"),
+        replica_fetch_wait_max_ms=node.get_int("replica.fetch.wait.max.ms"),
+        request_timeout_ms=node.get_int("request.timeout.ms"),
+        http_port=node.get_int("ketch.http.port"),
+        event_loop=(node.get_str("ketch.event.loop") or "asyncio").lower(),
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")
-    if config.num_partitions < 1 or config.default_replication_factor < 1:
-        raise ConfigError("num.partitions and default.replication.factor must be >= 1")
-    if config.event_loop not in ("asyncio", "uvloop"):
-        raise ConfigError(f"ketch.event.loop={config.event_loop!r}: asyncio or uvloop")
-    if config.socket_request_max_bytes <= 0 or config.heartbeat_interval_ms <= 0:
-        raise ConfigError("socket.request.max.bytes and broker.heartbeat.interval.ms must be positive")
+    if config.default_replication_factor < 1:
+        raise ConfigError("default.replication.factor must be >= 1")
+    if config.heartbeat_interval_ms <= 0:
+        raise ConfigError("broker.heartbeat.interval.ms must be positive")
+    _check_static_topic_defaults(props, node_id)
     return config
+
+
+def _check_static_topic_defaults(props: Mapping[str, str], node_id: int) -> None:
+    """The broker-wide topic defaults (``log.segment.bytes``, ``log.retention.hours``, ...) as
+    every log will apply them: a value the catalogue takes but a log cannot (a segment
+    smaller than one batch) is refused here, naming the broker key that set it."""
+    layers = ConfigLayers(EMPTY_IMAGE.configs, node_id, props)
+    try:
+        LogConfig.from_properties(layers.topic_config(""))
+    except LogConfigError as e:
+        topic_key = str(e).split("=")[0].split(" ")[0]
+        entry = layers.topic_entry("", topic_key) if topic_key in TOPIC_CONFIGS else None
+        set_by = next((s for s in (entry.synonyms if entry else ())
+                       if s.name in props), None)
+        where = f"{set_by.name}={props[set_by.name]}" if set_by else topic_key
+        raise ConfigError(f"{where}: not a usable topic default ({e})") from None

@@ -29,10 +29,10 @@ from broker.replica_manager import (
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
-from clients.server import FileRegion
 from clients.types import TopicPartition
 from metadata_log.delta import MetadataChange
 from metadata_log.image import MetadataImage
+from quorum.network import FileRegion
 
 log = logging.getLogger(__name__)
 

@@ -20,16 +20,16 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from chaos.proxy import ProxyHub
-from clients import connection
+from clients import connection, waiting
 from clients.cli.launcher import LocalCluster, NodeSpec
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
+from clients.waiting import WaitTimeout
 
 T = TypeVar("T")
 
@@ -59,27 +59,15 @@ FAST_CONTROLLER = {
 }
 
 
-class ChaosTimeout(AssertionError):
+class ChaosTimeout(WaitTimeout):
     """A condition a scenario awaited did not come true in time."""
 
 
 def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
-    """Poll ``probe`` until it returns something truthy. Connection errors count as "not
-    yet" (a node may be restarting); the last one is reported if time runs out."""
-    deadline = time.monotonic() + timeout_s
-    last_error: BaseException | None = None
-    last_value: Any = None
-    while True:
-        try:
-            last_value = probe()
-            if last_value:
-                return last_value
-        except (OSError, ConnectionError, TimeoutError, ValueError, KeyError) as e:
-            last_error = e
-        if time.monotonic() >= deadline:
-            raise ChaosTimeout(f"timed out after {timeout_s:.0f}s waiting for {what}; "
-                               f"last value {last_value!r}, last error {last_error!r}")
-        time.sleep(interval_s)
+    """``clients.waiting.wait_until`` raising ChaosTimeout; a missing key in a node's
+    answer also counts as "not yet" (its metadata may still be loading)."""
+    return waiting.wait_until(probe, timeout_s, what, interval_s,
+                              retry_on=(*waiting.RETRY_ON, KeyError), error=ChaosTimeout)
 
 
 def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 5.0,
@@ -114,6 +102,10 @@ class _Local(LocalCluster):
                 props.update(extra)
                 with open(node.config, "w") as f:
                     f.write(format_properties(props))
+
+    def apply_node_props(self) -> None:
+        """Write every node's server.properties again, with ``node_props`` on top."""
+        self._write_configs(self.spec)
 
 
 class ChaosCluster:
@@ -179,7 +171,7 @@ class ChaosCluster:
                     if dst.id in advertised:
                         routes.append(f"127.0.0.1:{advertised[dst.id]}=127.0.0.1:{link.listen_port}")
                 self.local.node_env[src.id] = {"KETCH_CONNECT_VIA": ",".join(routes)}
-        self.local._write_configs(spec)
+        self.local.apply_node_props()
 
     def stop(self) -> None:
         if self.local is not None:

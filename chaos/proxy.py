@@ -147,7 +147,7 @@ class _Conn:
         for t in self.tasks:
             if t is not current:
                 t.cancel()
-        self.link._conns.discard(self)
+        self.link.forget(self)
 
 
 class Link:
@@ -193,6 +193,10 @@ class Link:
     @property
     def drops_pending(self) -> int:
         return self._drop.remaining if self._drop is not None else 0
+
+    def forget(self, conn: "_Conn") -> None:
+        """A connection through this link closed."""
+        self._conns.discard(conn)
 
     # ------------------------------------------------------------ serving
 

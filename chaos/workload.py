@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from chaos.cluster import ChaosCluster, roundtrip, wait_until
+from clients.clock import now_ms
 from clients.connection import KafkaConnection
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
@@ -126,6 +127,11 @@ class History:
         with self._lock:
             self.attempts.append(a)
         return a
+
+    def discard(self, attempt: Attempt) -> None:
+        """Forget an attempt that never left the producer (its buffer was full)."""
+        with self._lock:
+            self.attempts.remove(attempt)
 
     def finish(self, attempt: Attempt, outcome: str, offset: int = -1, error: str | None = None) -> None:
         with self._lock:
@@ -365,7 +371,7 @@ class KetchProducer:
         if self.idempotent:
             base_sequence = self._sequences.get(partition, 0)
             self._sequences[partition] = (base_sequence + count) & 0x7FFFFFFF
-        now = int(time.time() * 1000)
+        now = now_ms()
         data = build_batch(
             [Record(offset=i, timestamp=now, key=self.name.encode(), value=a.value)
              for i, a in enumerate(attempts)],
@@ -439,7 +445,7 @@ class KetchProducer:
                       cls.TopicProduceData.PartitionProduceData(index=partition, records=batch.data)])])
         if self.acks == 0:
             conn.send_without_response(ApiKey.PRODUCE, version, req)
-            await conn._writer.drain()
+            await conn.drain()
             return ErrorCode.NONE, -1
         resp = await conn.request(ApiKey.PRODUCE, version, req, timeout_s=self.request_timeout_s + 5)
         p = resp.responses[0].partition_responses[0]
@@ -500,8 +506,7 @@ class ConfluentProducer:
                 producer.produce(self.topic, key=self.name.encode(), value=attempt.value, partition=p,
                                  on_delivery=lambda err, msg, a=attempt: self._on_delivery(a, err, msg))
             except BufferError:
-                with self.history._lock:
-                    self.history.attempts.remove(attempt)
+                self.history.discard(attempt)
                 producer.poll(0.05)
                 continue
             self._seq += 1

@@ -26,15 +26,17 @@ from clients._core.admin import (
     QuorumInfo, QuorumReplica, TopicDescription, TopicListing, TopicPartitionInfo,
 )
 from clients._core.config import ClientConfig
+from clients._core.reassignment import ElectionType, PartitionReassignment
 from clients.aio.admin import Admin as AsyncAdmin
-from clients.errors import ClientClosedError
+from clients.errors import ClientClosedError, KafkaApiError
 from clients.types import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
     "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
     "ConfigSource", "ConfigSynonym", "ConfigType", "ConsumerGroupDescription",
-    "ConsumerGroupListing", "CreateTopicResult", "ListOffsetsResult", "MemberDescription",
+    "ConsumerGroupListing", "CreateTopicResult", "ElectionType", "ListOffsetsResult",
+    "MemberDescription", "PartitionReassignment",
     "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetReset", "OffsetSpec",
     "PartitionLag", "QuorumInfo", "QuorumReplica", "TopicDescription", "TopicListing",
     "TopicPartition", "TopicPartitionInfo",
@@ -137,6 +139,28 @@ class Admin:
 
     def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
         return self._run(self._admin.describe_quorum(timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ elections, reassignment
+
+    def elect_leaders(self, election_type: ElectionType,
+                      partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None
+                      ) -> dict[TopicPartition, KafkaApiError | None]:
+        return self._run(self._admin.elect_leaders(
+            election_type, None if partitions is None else list(partitions),
+            timeout_ms=timeout_ms), timeout_ms)
+
+    def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, None]:
+        return self._run(self._admin.alter_partition_reassignments(
+            dict(reassignments), timeout_ms=timeout_ms), timeout_ms)
+
+    def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
+        return self._run(self._admin.list_partition_reassignments(
+            None if partitions is None else list(partitions), timeout_ms=timeout_ms), timeout_ms)
 
     # ------------------------------------------------------------ consumer groups
 

@@ -12,14 +12,11 @@ import os
 import socket
 from typing import Any
 
+from clients.errors import ConnectionClosedError
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, CorruptFrameError, messages
 
 __all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect", "parse_connect_via",
            "roundtrip"]
-
-
-class ConnectionClosedError(ConnectionError):
-    """The connection closed (or failed) before the response arrived."""
 
 
 class KafkaConnection:
@@ -88,11 +85,16 @@ class KafkaConnection:
             raise
 
     def send_without_response(self, api_key: int, api_version: int, body: Any) -> None:
-        """Produce with acks=0."""
+        """Produce with acks=0 (``drain`` waits until the socket took the bytes)."""
         if self._closed is not None:
             raise ConnectionClosedError(str(self._closed))
         _, data = self._conn.send(api_key, api_version, body, expect_response=False)
         self._writer.write(data)
+
+    async def drain(self) -> None:
+        """Wait until the transport's buffer is below its high-water mark (flow control
+        for requests that get no response)."""
+        await self._writer.drain()
 
     async def negotiate_versions(self) -> dict[int, tuple[int, int]]:
         resp = await self.request(ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(

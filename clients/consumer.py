@@ -35,15 +35,15 @@ class _CallerThreadListener:
     """The aio consumer's listener: each call is handed to the thread waiting in a
     blocking call, which runs the user's listener and reports back."""
 
-    def __init__(self, owner: "Consumer", user: Any) -> None:
-        self.owner, self.user = owner, user
+    def __init__(self, owner: "Consumer", user: Any, calls: "queue.Queue[tuple | None]") -> None:
+        self.owner, self.user, self.calls = owner, user, calls
 
     async def _call(self, name: str, partitions: set[TopicPartition]) -> None:
         fn = getattr(self.user, name, None)
         if fn is None:
             return
         done = asyncio.get_running_loop().create_future()
-        self.owner._calls.put((fn, (self.owner, partitions), done))
+        self.calls.put((fn, (self.owner, partitions), done))
         await done
 
     async def on_partitions_revoked(self, _consumer: Any, partitions: set[TopicPartition]) -> None:
@@ -105,7 +105,7 @@ class Consumer:
     # -- subscriptions --------------------------------------------------------
 
     def subscribe(self, topics: Iterable[str] | str | re.Pattern, listener: Any = None) -> None:
-        wrapped = _CallerThreadListener(self, listener) if listener is not None else None
+        wrapped = _CallerThreadListener(self, listener, self._calls) if listener is not None else None
         self._do(self._aio.subscribe, topics, wrapped)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:

@@ -19,7 +19,6 @@ does.
 """
 from __future__ import annotations
 
-from clients.connection import ConnectionClosedError
 from clients.protocol import errors as _protocol_errors
 from clients.protocol.errors import *  # noqa: F401,F403  (the generated classes)
 from clients.protocol.errors import ErrorCode, KafkaApiError, for_code, raise_for_code
@@ -60,6 +59,10 @@ class IllegalStateError(KafkaClientError, RuntimeError):
 
 class SerializationError(KafkaClientError, ValueError):
     """A key or value serializer (or deserializer) failed or returned something not bytes."""
+
+
+class ConnectionClosedError(ConnectionError):
+    """The connection closed (or failed) before the response arrived."""
 
 
 class KafkaConnectionError(ConnectionError):

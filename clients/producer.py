@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from clients._blocking import LoopThread
+from clients.clock import now_ms
 from clients._core.config import ClientConfig, parse_config
 from clients.aio.producer import Producer as AioProducer
 from clients.aio.producer import RecordFuture
@@ -45,9 +46,9 @@ class FutureRecordMetadata(RecordFuture):
     """The outcome of one blocking `send`: `get(timeout)`, `done()`, `exception()`,
     `add_callback(fn(metadata))`, `add_errback(fn(exception))`, `add_both(fn(md, exc))`.
 
-    Made in the caller's thread before the record reaches a batch; the loop thread then
-    fills in the batch and index (a RecordFuture's fields), or `_error` if the record
-    could not be appended (unknown topic, closed producer, ...)."""
+    Made in the caller's thread before the record reaches a batch; the producer then
+    `attach`es the batch and index (a RecordFuture's fields), or calls `failure` if the
+    record could not be appended (unknown topic, closed producer, ...)."""
 
     __slots__ = ("_loop", "_error", "_listeners")
 
@@ -64,12 +65,14 @@ class FutureRecordMetadata(RecordFuture):
 
     # --- loop thread ---
 
-    def _attach(self, batch: Any, index: int) -> None:
+    def attach(self, batch: Any, index: int) -> None:
+        """The producer appended the record: index ``index`` of ``batch``."""
         self._batch, self._index = batch, index
         if self._listeners:
             batch.callbacks.append(lambda _b: self._fire())
 
-    def _reject(self, error: BaseException) -> None:
+    def failure(self, error: BaseException) -> None:
+        """The producer could not append the record (kafka-python's Future.failure)."""
         self._error = error
         self._fire()
 
@@ -165,8 +168,8 @@ class Producer:
         self._loop = self._loop_thread.loop
         self._producer = AioProducer(self.config)
         self._lock = self._producer.share_with_threads()
-        self._plain_serializers = self._producer._plain_serializers
-        self._size_limit = self._producer._size_limit - BATCH_HEADER_SIZE
+        self._plain_serializers = self._producer.plain_serializers
+        self._size_limit = self._producer.record_size_limit - BATCH_HEADER_SIZE
         self._append = self._producer.append_record
         self._drain_busy = False    # the loop is appending handed-over records
         self._max_block_s = self.config["max.block.ms"] / 1000
@@ -210,7 +213,7 @@ class Producer:
             key_bytes, value_bytes, header_list, size = self._producer.serialize(
                 topic, key, value, headers)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = now_ms()
         future = FutureRecordMetadata(self._loop, timestamp_ms,
                                       -1 if key_bytes is None else len(key_bytes),
                                       -1 if value_bytes is None else len(value_bytes))
@@ -224,12 +227,12 @@ class Producer:
                         found = self._append(topic, key_bytes, value_bytes, partition,
                                              timestamp_ms, header_list, size)
                     except Exception as e:  # noqa: BLE001 -- the record's outcome, as on the loop
-                        future._reject(e)
+                        future.failure(e)
                         if callback is not None:
                             self._loop.call_soon_threadsafe(callback, None, e)
                         return future
                     if found is not None:
-                        future._attach(*found)
+                        future.attach(*found)
                         if callback is not None:
                             found[0].callbacks.append(_callback_adapter(callback, future))
                         return future
@@ -299,12 +302,12 @@ class Producer:
                         found = await producer.append_record_waiting(topic, key, value,
                                                                      partition, ts, headers, size)
                 except Exception as e:  # noqa: BLE001 -- the record's outcome, given to its future
-                    future._reject(e)
+                    future.failure(e)
                     if callback is not None:
                         callback(None, e)
                     continue
                 with self._lock:   # callers' threads add callbacks to batches too
-                    future._attach(*found)
+                    future.attach(*found)
                     if callback is not None:
                         found[0].callbacks.append(_callback_adapter(callback, future))
                 if drained > 65536:

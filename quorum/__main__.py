@@ -14,10 +14,11 @@ import signal
 import sys
 from typing import Any, Callable
 
+from clients.data_dir_lock import DataDirInUseError, lock_data_dir
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
 from quorum.raft import RaftQuorum, RaftSettings
-from clients.server import KafkaServer
+from quorum.network import KafkaServer
 from quorum.server import ControllerApis, ControllerDriver
 
 log = logging.getLogger("quorum")
@@ -71,6 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"quorum: bad configuration: {e}", file=sys.stderr)
         return 2
+    try:
+        # Before the journal is opened: a second controller on this directory would
+        # replay and append to the live Raft journal.
+        lock_data_dir(config.metadata_log_dir)
+    except (DataDirInUseError, OSError) as e:
+        print(f"quorum: {e}", file=sys.stderr)
+        return 1
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -32,22 +32,24 @@ Ketch keys:
     ketch.controller.poll.interval.ms=250
     ketch.raft.election.timeout.min.ms=150, ketch.raft.election.timeout.max.ms=300
 
-Bad configuration raises ``ConfigError`` with the key at fault: the process refuses to start.
+The file is read through ``metadata_log.node_config`` (shared with brokers): every key Kafka
+or Ketch knows is validated with its type and limits, an unknown key is logged once as a
+warning, and unset keys take the catalogue's defaults. Bad configuration raises
+``ConfigError`` with the key at fault: the process refuses to start.
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from clients.properties import load_properties, parse_listeners
+from metadata_log.node_config import ConfigError, parse_voters, read_node_properties
 
-RAFT_PORT_OFFSET_DEFAULT = 10_000
-SNAPSHOT_BYTES_DEFAULT = 20 * 1024 * 1024   # Kafka's metadata.log.max.record.bytes.between.snapshots
+__all__ = ["ConfigError", "ControllerProcessConfig", "from_properties", "load", "parse_voters"]
 
-
-class ConfigError(ValueError):
-    """A controller configuration that cannot work; the message names the key."""
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +61,12 @@ class ControllerProcessConfig:
     listener_port: int
     metadata_log_dir: str
     cluster_secret: str
-    cluster_id: str | None = None
-    write_timeout_ms: int = 5000
-    poll_interval_ms: int = 250
-    snapshot_bytes: int = SNAPSHOT_BYTES_DEFAULT
-    election_timeout_min_ms: int = 150
-    election_timeout_max_ms: int = 300
+    cluster_id: str | None
+    write_timeout_ms: int
+    poll_interval_ms: int
+    snapshot_bytes: int
+    election_timeout_min_ms: int
+    election_timeout_max_ms: int
     # Kafka controller settings handed to quorum.controller.ControllerConfig.
     controller_settings: dict[str, object] = field(default_factory=dict)
 
@@ -77,46 +79,13 @@ class ControllerProcessConfig:
         return {nid: f"{h}:{p}" for nid, (h, p) in self.raft_voters.items()}
 
 
-def parse_voters(value: str, key: str) -> dict[int, tuple[str, int]]:
-    """``1@host:port,2@host:port`` -> {1: (host, port), 2: ...} (Kafka's voters format)."""
-    voters: dict[int, tuple[str, int]] = {}
-    for item in filter(None, (v.strip() for v in value.split(","))):
-        node, sep, address = item.partition("@")
-        host, colon, port = address.rpartition(":")
-        if not sep or not colon or not node.strip().isdigit() or not port.isdigit() or not host:
-            raise ConfigError(f"{key}: {item!r} is not id@host:port")
-        node_id = int(node)
-        if node_id in voters:
-            raise ConfigError(f"{key}: node {node_id} listed twice")
-        voters[node_id] = (host.strip("[]"), int(port))
-    if not voters:
-        raise ConfigError(f"{key} is empty")
-    return voters
-
-
-def _int(props: Mapping[str, str], key: str, default: int | None = None) -> int:
-    value = props.get(key)
-    if value is None:
-        if default is None:
-            raise ConfigError(f"{key} is required")
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{key}={value!r} is not an integer") from None
-
-
-def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
-    value = props.get(key)
-    if value is None:
-        return default
-    if value.lower() not in ("true", "false"):
-        raise ConfigError(f"{key}={value!r} is not true or false")
-    return value.lower() == "true"
-
-
 def from_properties(props: Mapping[str, str], base_dir: str = ".") -> ControllerProcessConfig:
-    node_id = _int(props, "node.id")
+    node = read_node_properties(props)
+    for warning in node.warnings:
+        log.warning("%s", warning)
+    if not node.is_set("node.id"):
+        raise ConfigError("node.id is required")
+    node_id = node.get_int("node.id")
     roles = {r.strip() for r in props.get("process.roles", "controller").split(",") if r.strip()}
     if roles != {"controller"}:
         raise ConfigError(f"process.roles={props.get('process.roles')!r}: this process runs "
@@ -129,7 +98,7 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
         if set(raft_voters) != set(voters):
             raise ConfigError("ketch.raft.voters must name the same nodes as controller.quorum.voters")
     else:
-        offset = _int(props, "ketch.raft.port.offset", RAFT_PORT_OFFSET_DEFAULT)
+        offset = node.get_int("ketch.raft.port.offset")
         raft_voters = {n: (h, p + offset) for n, (h, p) in voters.items()}
         if any(not 0 < p < 65536 for _, p in raft_voters.values()):
             raise ConfigError("ketch.raft.port.offset moves a Raft port out of range")
@@ -166,19 +135,19 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
                       ("num.partitions", "num_partitions"),
                       ("default.replication.factor", "default_replication_factor")):
         if key in props:
-            settings[attr] = _int(props, key)
+            settings[attr] = node.get_int(key)
     for key, attr in (("unclean.leader.election.enable", "unclean_leader_election_enable"),
                       ("auto.leader.rebalance.enable", "auto_leader_rebalance_enable")):
         if key in props:
-            settings[attr] = _bool(props, key, False)
+            settings[attr] = node.get_bool(key)
     if "leader.imbalance.check.interval.seconds" in props:
-        settings["leader_imbalance_check_interval_ms"] = 1000 * _int(
-            props, "leader.imbalance.check.interval.seconds")
+        settings["leader_imbalance_check_interval_ms"] = 1000 * node.get_int(
+            "leader.imbalance.check.interval.seconds")
     cluster_id = props.get("ketch.cluster.id") or None
     if cluster_id is not None:
         settings["cluster_id"] = cluster_id
-    election_min = _int(props, "ketch.raft.election.timeout.min.ms", 150)
-    election_max = _int(props, "ketch.raft.election.timeout.max.ms", 300)
+    election_min = node.get_int("ketch.raft.election.timeout.min.ms")
+    election_max = node.get_int("ketch.raft.election.timeout.max.ms")
     if not 0 < election_min < election_max:
         raise ConfigError("ketch.raft.election.timeout.min.ms must be below ...max.ms")
     config = ControllerProcessConfig(
@@ -186,10 +155,9 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
         listener_host=host, listener_port=port,
         metadata_log_dir=os.path.join(base_dir, log_dir),
         cluster_secret=secret, cluster_id=cluster_id,
-        write_timeout_ms=_int(props, "ketch.controller.write.timeout.ms", 5000),
-        poll_interval_ms=_int(props, "ketch.controller.poll.interval.ms", 250),
-        snapshot_bytes=_int(props, "metadata.log.max.record.bytes.between.snapshots",
-                            SNAPSHOT_BYTES_DEFAULT),
+        write_timeout_ms=node.get_int("ketch.controller.write.timeout.ms"),
+        poll_interval_ms=node.get_int("ketch.controller.poll.interval.ms"),
+        snapshot_bytes=node.get_int("metadata.log.max.record.bytes.between.snapshots"),
         election_timeout_min_ms=election_min, election_timeout_max_ms=election_max,
         controller_settings=settings,
     )

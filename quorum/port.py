@@ -34,12 +34,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import time
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from clients.clock import now_ms
 from quorum.replicated_log import (
     NO_LEADER, AppendCommand, Appended, ApplyOutcome, CommittedBatch, CommittedLog, Duplicate,
     LeaderChangeCommand, LeaderChangeIgnored, LeaderEstablished, MetadataSnapshot, Rejected,
@@ -320,7 +320,7 @@ class QuorumBase(MetadataQuorum):
                 continue
             request_id = self._writer_id + next(self._sequence).to_bytes(8, "big")
             command = AppendCommand(request_id, self._established_epoch, self._next_offset,
-                                    int(time.time() * 1000), tuple(merged))
+                                    now_ms(), tuple(merged))
             self._next_offset += len(merged)
             self._in_flight[request_id] = _InFlight(command, futures)
             self._propose(request_id, encode_command(command))

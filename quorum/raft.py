@@ -74,10 +74,12 @@ import crc32c
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.monotonic import monotonic as raft_clock   # CLOCK_MONOTONIC_RAW, not time.monotonic
 from pysyncobj.transport import TCPTransport
 
 from quorum.journal import FsyncJournal, fsync_dir
 from quorum.port import LeaderAndEpoch, QuorumBase
+from quorum.progress import RaftOffsetIndex, ReplicaProgress, ReplicaTracker
 from quorum.replicated_log import (
     NO_LEADER, CorruptCommandError, LeaderChangeCommand, MetadataSnapshot,
     ReplicatedLogState, encode_command,
@@ -225,7 +227,8 @@ class _MetadataLogSyncObj(SyncObj):
 
     @replicated
     def apply_command(self, payload: bytes) -> None:
-        self._quorum._apply_in_tick_thread(payload)
+        # pysyncobj applies entry raftLastApplied + 1 and counts it applied afterwards.
+        self._quorum.apply_in_tick_thread(payload, self._SyncObj__raftLastApplied + 1)
 
     def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802 (pysyncobj's name)
         # pysyncobj checks the election deadline at the top of a tick, before it reads the
@@ -233,9 +236,22 @@ class _MetadataLogSyncObj(SyncObj):
         # than the election timeout would start an election although the leader's
         # heartbeats sit unread in its socket, deposing a healthy leader. Read first.
         now = time.monotonic()
-        if now - self._quorum._last_tick > self._quorum.settings.election_timeout_min_s / 2:
+        if now - self._quorum.last_tick > self._quorum.settings.election_timeout_min_s / 2:
             self._poller.poll(0)
         super()._onTick(timeToWait)
+
+    # pysyncobj has no public way to ask these (getStatus() builds a whole report and has
+    # no acknowledgement times): this subclass is the one place that reads its internals.
+    def is_leader(self) -> bool:
+        return self._isLeader()
+
+    def leader_node(self) -> Any:
+        """The leader as pysyncobj knows it (a node with an ``address``), or None."""
+        return self._getLeader()
+
+    def follower_acks(self) -> tuple[dict, dict]:
+        """(match index by node, last acknowledgement time on pysyncobj's clock by node)."""
+        return self._SyncObj__raftMatchIndex, self._SyncObj__lastResponseTime
 
 
 class RaftQuorum(QuorumBase):
@@ -260,8 +276,16 @@ class RaftQuorum(QuorumBase):
         self.dumps_written = 0
         self.dumped_snapshot_end_offset = -1     # the metadata snapshot in the last dump
         self.tick_stalls = 0
-        self._last_tick = time.monotonic()
+        self.last_tick = time.monotonic()   # read by the tick thread
         self._ticked = False
+        # DescribeQuorum's view of the voters (quorum/progress.py): written by the tick
+        # thread, read by the asyncio thread, under _progress_lock.
+        self._progress_lock = threading.Lock()
+        self._offset_index = RaftOffsetIndex()
+        self._offset_index.record(0, 0)     # an empty log ends at offset 0
+        self._voter_tracker = ReplicaTracker()
+        self._progress_term = 0
+        self._acks_seen: dict[str, float] = {}
         journal_file = os.path.join(data_dir, JOURNAL_FILE)
         conf = SyncObjConf(
             password=settings.cluster_secret,
@@ -306,6 +330,14 @@ class RaftQuorum(QuorumBase):
         status: dict[str, Any] = self._syncobj.getStatus()
         return status
 
+    def voter_progress(self) -> tuple[int, list[ReplicaProgress]]:
+        """(the Raft term this node leads or 0, each other voter's progress as this
+        node saw it while leading that term)."""
+        with self._progress_lock:
+            return self._progress_term, [self._voter_tracker.get(nid)
+                                         for nid in sorted(self._node_by_address.values())
+                                         if nid != self.node_id]
+
     def node_id_of(self, address: str | None) -> int:
         return self._node_by_address.get(address or "", NO_LEADER)
 
@@ -321,13 +353,47 @@ class RaftQuorum(QuorumBase):
         except RuntimeError:
             pass    # the loop is closed: we are shutting down
 
-    def _apply_in_tick_thread(self, payload: bytes) -> None:
-        self._post(self._on_outcome, self._state.apply_encoded(payload))
+    def apply_in_tick_thread(self, payload: bytes, raft_index: int) -> None:
+        outcome = self._state.apply_encoded(payload)
+        with self._progress_lock:
+            self._offset_index.record(raft_index, self._state.next_offset)
+        self._post(self._on_outcome, outcome)
+
+    def _track_voters(self) -> None:
+        """Report each follower acknowledgement pysyncobj received since the last tick as
+        a fetch (quorum/progress.py). Tick thread only: pysyncobj's dicts are its own."""
+        obj = self._syncobj
+        leading = obj.raftCurrentTerm if obj.is_leader() else 0
+        if leading != self._progress_term:
+            with self._progress_lock:
+                self._voter_tracker.reset()
+                self._progress_term = leading
+            self._acks_seen.clear()
+        if not leading:
+            return
+        match_index, ack_times = obj.follower_acks()
+        wall_now, now = time.time(), raft_clock()    # pysyncobj's times are on its clock
+        with self._progress_lock:
+            for node in list(obj.otherNodes):
+                address = getattr(node, "address", None)
+                at = ack_times.get(node)
+                match = match_index.get(node, 0)
+                # match 0: nothing acknowledged this term (pysyncobj sets the time of every
+                # follower to "now" when it becomes leader, before any answer).
+                if at is None or not match or self._acks_seen.get(address) == at:
+                    continue
+                self._acks_seen[address] = at
+                end = self._offset_index.offset_at(match)
+                if end < 0:
+                    continue        # older than the index holds: unknown
+                at_ms = int((wall_now - (now - at)) * 1000)
+                self._voter_tracker.observe_fetch(self.node_id_of(address), end,
+                                                  self._state.next_offset, at_ms)
 
     def _on_tick(self) -> None:
         now = time.monotonic()
-        stall = now - self._last_tick
-        self._last_tick = now
+        stall = now - self.last_tick
+        self.last_tick = now
         if stall > self.settings.election_timeout_min_s and self._ticked:
             # Longer than a follower waits for a heartbeat: elections may follow. Causes: CPU
             # starvation (GIL or cores), a slow fsync, a huge entry.
@@ -345,15 +411,16 @@ class RaftQuorum(QuorumBase):
             self._syncobj.forceLogCompaction()
         self.journal.sync()         # entries added this tick are durable before the next
         self._report_role()
+        self._track_voters()
 
     def _report_role(self) -> None:
         obj = self._syncobj if hasattr(self, "_syncobj") else None
         if obj is None:
             return
         term = obj.raftCurrentTerm
-        leader = obj._getLeader()
+        leader = obj.leader_node()
         leader_address = leader.address if leader is not None else None
-        leading_term = term if obj._isLeader() else 0
+        leading_term = term if obj.is_leader() else 0
         report = (leading_term, term, leader_address)
         if report == self._reported:
             return
@@ -386,5 +453,7 @@ class RaftQuorum(QuorumBase):
         fsync_dir(os.path.dirname(os.path.abspath(file_name)))
         (entry_last, entry_before), members, state_bytes = _decode_dump(data)
         self._state = ReplicatedLogState.decode(state_bytes)
+        with self._progress_lock:
+            self._offset_index.record(entry_last[1], self._state.next_offset)
         self._post(self._on_state_loaded, self._state.copy())
         return entry_last, entry_before, members

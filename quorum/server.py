@@ -1,12 +1,21 @@
 """The controller process's asyncio side: a Kafka-protocol listener in front of the quorum.
 
-    socket -> clients.server.KafkaServer -> ControllerApis.handle
+    socket -> quorum.network.KafkaServer -> ControllerApis.handle
         reads  (any controller, from its committed log):
                Fetch / FetchSnapshot on __cluster_metadata-0 (observers follow the log),
                DescribeQuorum, DescribeCluster, ApiVersions
         writes (the active controller only; a standby answers NOT_CONTROLLER):
                ControllerDriver.write: QuorumController.handle_<api> -> records
                -> MetadataQuorum.append -> commit -> replay -> response
+               (ElectLeaders and the reassignment APIs too; ListPartitionReassignments
+               is a decision without records, answered at once)
+
+DescribeQuorum: the active controller reports every voter and observer (log end offset,
+last fetch and last caught-up times: quorum/progress.py). Voters' positions come from
+pysyncobj (``RaftQuorum.voter_progress``); observers' from their metadata Fetch requests
+to this controller and, since a broker may fetch from a standby, from the
+``current_metadata_offset`` of their heartbeats, which always reach the active one. A
+standby reports only itself, and names the leader it follows.
 
 Writes are serialized: one decision at a time, each computed on the committed state and
 answered once its records are committed and replayed. That is Kafka's controller event
@@ -35,6 +44,7 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
+from clients.clock import monotonic_ms, now_ms
 from clients.protocol import (
     ApiKey, RequestReceived, UnsupportedRequest,
     messages,
@@ -50,11 +60,13 @@ from metadata_log.committed import (
     METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
 )
 from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
+from quorum.progress import ReplicaProgress, ReplicaTracker
 from quorum.replicated_log import ReadStatus
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_RECORDS_PER_BATCH = 1000
+CONTROLLER_ENDPOINT_TYPE = 2        # DescribeCluster's EndpointType: 1 brokers, 2 controllers
 FETCH_BYTES_MAX_DEFAULT = 8 * 1024 * 1024
 
 
@@ -119,6 +131,11 @@ WRITE_HANDLERS: dict[int, str] = {
     ApiKey.ALTER_CONFIGS: "handle_alter_configs",
     ApiKey.ALLOCATE_PRODUCER_IDS: "handle_allocate_producer_ids",
     ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
+    ApiKey.ELECT_LEADERS: "handle_elect_leaders",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "handle_alter_partition_reassignments",
+    # A read, answered from the active controller's image (a standby's may lag): the
+    # decision has no records, so it is answered at once.
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "handle_list_partition_reassignments",
 }
 
 
@@ -135,7 +152,7 @@ class ControllerDriver:
     def __init__(self, quorum: MetadataQuorum, controller_factory: Callable[[], Any] | None,
                  *, write_timeout_ms: int = 5000, poll_interval_ms: int = 250,
                  snapshot_bytes: int = 20 * 1024 * 1024,
-                 clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
+                 clock_ms: Callable[[], int] = monotonic_ms) -> None:
         self.quorum = quorum
         self.controller_factory = controller_factory
         self.controller: Any = controller_factory() if controller_factory else None
@@ -165,6 +182,8 @@ class ControllerDriver:
                 # Skipped whole, on every controller alike (replay_batch): the writer's bug.
                 self.replay_errors += 1
                 log.error("committed batch at %d skipped: %s", batch.base_offset, outcome.error)
+            if getattr(self.controller, "wants_poll", False):
+                self._poll_now.set()        # follow-ups of this batch: at once
         self._records_since_freeze += len(batch.records)
         self._maybe_freeze_gc()
         self._maybe_snapshot(batch)
@@ -359,6 +378,9 @@ SERVED_APIS: dict[int, str] = {
         ApiKey.ALTER_CONFIGS: "AlterConfigsRequest",
         ApiKey.ALLOCATE_PRODUCER_IDS: "AllocateProducerIdsRequest",
         ApiKey.UNREGISTER_BROKER: "UnregisterBrokerRequest",
+        ApiKey.ELECT_LEADERS: "ElectLeadersRequest",
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignmentsRequest",
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignmentsRequest",
     }.items()},
 }
 
@@ -374,6 +396,31 @@ class ControllerApis:
         self.listener_name = listener_name
         self.cluster_id = cluster_id
         self.fetch_wait_max_ms = fetch_wait_max_ms
+        # Observers (brokers) as this controller saw them while active, in the epoch it
+        # leads (quorum/progress.py): from their Fetch requests to it and, for brokers
+        # fetching from a standby, from their heartbeats' current_metadata_offset.
+        self.observers = ReplicaTracker()
+        self._observers_epoch = -1
+        self.wall_clock_ms: Callable[[], int] = now_ms
+
+    def _observer_tracker(self) -> ReplicaTracker | None:
+        """The observers of the epoch this node leads, or None when it is not active."""
+        if not self.quorum.is_active:
+            return None
+        if self._observers_epoch != self.quorum.epoch:
+            self.observers.reset()
+            self._observers_epoch = self.quorum.epoch
+        return self.observers
+
+    def observe_observer(self, replica_id: int, log_end_offset: int) -> None:
+        tracker = self._observer_tracker()
+        if tracker is None or replica_id < 0 or replica_id in self.voters or log_end_offset < 0:
+            return
+        now_ms = self.wall_clock_ms()
+        hw = self.quorum.log.high_watermark
+        # Nobody holds more than the committed log (a heartbeat may claim more).
+        tracker.observe_fetch(replica_id, min(log_end_offset, hw), hw, now_ms)
+        tracker.forget_idle(now_ms)
 
     def served(self) -> dict[int, tuple[int, int]]:
         apis = {k: _schema_range(n) for k, n in SERVED_APIS.items()}
@@ -382,7 +429,7 @@ class ControllerApis:
                 apis.pop(k, None)
         return apis
 
-    # ApiHandler (clients.server): the shared listener calls these, one request at a time
+    # ApiHandler (quorum.network): the shared listener calls these, one request at a time
     # per connection, so a long-polling fetch holds only its own connection.
 
     def handle_unsupported(self, event: UnsupportedRequest) -> tuple[int, Any] | None:
@@ -402,9 +449,13 @@ class ControllerApis:
         if key == ApiKey.DESCRIBE_QUORUM:
             return version, self.describe_quorum(body)
         if key == ApiKey.DESCRIBE_CLUSTER:
-            return version, self.describe_cluster()
+            return version, self.describe_cluster(body)
         if key in WRITE_HANDLERS and key in self.served():
-            return version, await self.driver.write(key, body)
+            response = await self.driver.write(key, body)
+            if key == ApiKey.BROKER_HEARTBEAT and response.error_code == ErrorCode.NONE:
+                # The broker's metadata position: the last offset it applied, +1.
+                self.observe_observer(body.broker_id, body.current_metadata_offset + 1)
+            return version, response
         return version, error_response(key, body, ErrorCode.UNSUPPORTED_VERSION,
                                        "not served by a controller")
 
@@ -423,6 +474,9 @@ class ControllerApis:
     async def fetch(self, request: Any, version: int) -> Any:
         wanted = [(t, p) for t in request.topics for p in t.partitions
                   if self._is_metadata_topic(t, version) and p.partition == METADATA_PARTITION]
+        if wanted:
+            replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+            self.observe_observer(replica_id, min(p.fetch_offset for _, p in wanted))
         if wanted and request.max_wait_ms > 0:
             # Long poll: wait for a record at the lowest fetch offset asked for.
             offset = min(p.fetch_offset for _, p in wanted)
@@ -516,20 +570,56 @@ class ControllerApis:
                     partitions.append(m.PartitionData(partition_index=p.partition_index,
                                                       error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                hw = self.quorum.log.high_watermark
-                voters = [m.ReplicaState(replica_id=v,
-                                         log_end_offset=hw if v == self.node_id else -1)
-                          for v in sorted(self.voters)]
+                voters, observers = self._replica_states()
                 partitions.append(m.PartitionData(
                     partition_index=METADATA_PARTITION, leader_id=leader.leader_id,
-                    leader_epoch=leader.epoch, high_watermark=hw, current_voters=voters))
+                    leader_epoch=leader.epoch, high_watermark=self.quorum.log.high_watermark,
+                    current_voters=voters, observers=observers))
             topics.append(m.TopicData(topic_name=topic.topic_name, partitions=partitions))
         nodes = [m.Node(node_id=v, listeners=[m.Listener(name=self.listener_name, host=h, port=p)])
                  for v, (h, p) in sorted(self.voters.items())]
         return m(topics=topics, nodes=nodes)
 
-    def describe_cluster(self) -> Any:
+    def _replica_states(self) -> tuple[list[Any], list[Any]]:
+        """Voters and observers for DescribeQuorum. The active controller reports every
+        one (quorum/progress.py). A standby knows only its own position, and reports no
+        observers; its answer still names the leader and epoch it follows. (Kafka's
+        standbys answer NOT_LEADER_OR_FOLLOWER; Ketch's tools use the leader id a standby
+        gives to find the active controller.)"""
+        m = messages.DescribeQuorumResponse
+        hw = self.quorum.log.high_watermark
+        now_ms = self.wall_clock_ms()
+        own = ReplicaProgress(self.node_id, hw, now_ms, now_ms)
+
+        def state(p: ReplicaProgress) -> Any:
+            return m.ReplicaState(replica_id=p.replica_id, log_end_offset=p.log_end_offset,
+                                  last_fetch_timestamp=p.last_fetch_timestamp,
+                                  last_caught_up_timestamp=p.last_caught_up_timestamp)
+
+        tracker = self._observer_tracker()
+        if tracker is None:
+            return [state(own) if v == self.node_id else state(ReplicaProgress(v, -1, -1, -1))
+                    for v in sorted(self.voters)], []
+        others: dict[int, ReplicaProgress] = {}
+        voter_progress = getattr(self.quorum, "voter_progress", None)
+        if voter_progress is not None:
+            term, progress = voter_progress()
+            if term == self.quorum.epoch:
+                others = {p.replica_id: p for p in progress}
+        voters = [state(own if v == self.node_id else others.get(v, ReplicaProgress(v, -1, -1, -1)))
+                  for v in sorted(self.voters)]
+        tracker.forget_idle(now_ms)
+        return voters, [state(p) for p in tracker.replicas()]
+
+    def describe_cluster(self, request: Any = None) -> Any:
+        """The registered, unfenced brokers; with endpoint_type 2 (v1+, KIP-919: an admin
+        client bootstrapped from the controllers) the controllers instead."""
         m = messages.DescribeClusterResponse
+        if request is not None and request.endpoint_type == CONTROLLER_ENDPOINT_TYPE:
+            return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
+                     endpoint_type=CONTROLLER_ENDPOINT_TYPE, brokers=[
+                         m.DescribeClusterBroker(broker_id=v, host=h, port=p, rack=None)
+                         for v, (h, p) in sorted(self.voters.items())])
         brokers = []
         image = getattr(self.driver.controller, "image", None)
         if image is not None:

@@ -20,12 +20,19 @@ The coordinators/ folder holds the record layouts of Kafka's internal topics
 
     python tools/gen_protocol.py            # regenerate both
     python tools/gen_protocol.py --check    # exit 1 if either committed file is stale
+
+The schemas are not part of a clone (they sit beside it, in the shared reference
+material). Without them, or with a folder that holds no schema, the tool prints one line
+naming the missing directory and exits 2 before writing anything; the outputs are only
+written once every input was read and rendered, each atomically (a temporary file renamed
+over it), so an interrupted run leaves the old file or the new one.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import keyword
+import os
 import pathlib
 import pprint
 import re
@@ -117,26 +124,47 @@ def convert_fields(fields: list[dict], common: dict[str, list[dict]]) -> tuple:
     return tuple(out)
 
 
+class InputError(Exception):
+    """The schema directory is missing, empty or holds an unreadable file."""
+
+
+def schema_files(shared: pathlib.Path) -> list[pathlib.Path]:
+    """Every schema file to read; InputError unless each folder exists and holds some."""
+    if not shared.is_dir():
+        raise InputError(f"schema directory {shared} does not exist (Kafka's kafka-protocol "
+                         "folder of the shared reference material; pass --shared DIR)")
+    files = []
+    for folder in FOLDERS:
+        found = sorted((shared / folder).glob("*.json"))
+        if not found:
+            raise InputError(f"schema directory {shared / folder} is missing or holds no "
+                             "*.json schema (pass --shared DIR: Kafka's kafka-protocol folder)")
+        files += found
+    return files
+
+
 def build(shared: pathlib.Path) -> dict:
     schemas = {}
-    for folder in FOLDERS:
-        for path in sorted((shared / folder).glob("*.json")):
+    for path in schema_files(shared):
+        try:
             spec = load_json(path)
-            if spec["type"] == "header":
-                continue  # request/response headers are hand-written in _codec.py
-            common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
-            valid = parse_versions(spec["validVersions"])
-            flexible = parse_versions(spec.get("flexibleVersions", "none"))
-            assert spec["name"] not in schemas, f"{spec['name']} defined twice"
-            schemas[spec["name"]] = (
-                spec.get("apiKey", -1),
-                spec["type"],
-                valid,
-                flexible[0] if flexible else None,
-                bool(spec.get("latestVersionUnstable", False)),
-                tuple(spec.get("listeners", ())),
-                convert_fields(spec["fields"], common),
-            )
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise InputError(f"cannot read schema {path}: {e}") from None
+        if spec["type"] == "header":
+            continue  # request/response headers are hand-written in _codec.py
+        common = {c["name"]: c["fields"] for c in spec.get("commonStructs", [])}
+        valid = parse_versions(spec["validVersions"])
+        flexible = parse_versions(spec.get("flexibleVersions", "none"))
+        assert spec["name"] not in schemas, f"{spec['name']} defined twice"
+        schemas[spec["name"]] = (
+            spec.get("apiKey", -1),
+            spec["type"],
+            valid,
+            flexible[0] if flexible else None,
+            bool(spec.get("latestVersionUnstable", False)),
+            tuple(spec.get("listeners", ())),
+            convert_fields(spec["fields"], common),
+        )
     return schemas
 
 
@@ -176,7 +204,7 @@ from typing import Any, ClassVar, Protocol, TypeAlias
 from clients.protocol._codec import MessageSpec
 
 class _FileRegion(Protocol):
-    """A slice of a log file sent with os.sendfile (clients.server.FileRegion): the encoder
+    """A slice of a log file sent with os.sendfile (quorum.network.FileRegion): the encoder
     leaves its place in the frame and encode_response_parts hands it over uncopied."""
     fd: int
     position: int
@@ -304,7 +332,12 @@ def main() -> int:
     ap.add_argument("--shared", type=pathlib.Path, default=DEFAULT_SHARED)
     ap.add_argument("--check", action="store_true", help="fail if a generated file is stale")
     args = ap.parse_args()
-    schemas = build(args.shared)
+    try:
+        schemas = build(args.shared)
+    except InputError as e:
+        print(f"gen_protocol: {e}", file=sys.stderr)
+        return 2
+    # Both rendered before either is written: a failure leaves both files as they were.
     outputs = {OUTPUT: render(schemas), STUB_OUTPUT: render_stub(schemas)}
     if args.check:
         stale = [p for p, text in outputs.items() if not p.exists() or p.read_text() != text]
@@ -312,7 +345,9 @@ def main() -> int:
             print(f"{p} is stale: run tools/gen_protocol.py", file=sys.stderr)
         return 1 if stale else 0
     for p, text in outputs.items():
-        p.write_text(text)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, p)
         print(f"wrote {p} ({len(text.splitlines())} lines)")
     return 0
 

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Union
 
 from clients.protocol import messages
-from clients.protocol.errors import ErrorCode
+from clients.protocol.errors import ERROR_INFO, ErrorCode
 
 from broker.group.offsets import (
     commit_append_error, commit_value, expired_offsets, offset_delete_eligibility,
@@ -189,7 +189,7 @@ class _Join:
 
 def group_append_error(append_error: int) -> ErrorCode:
     """What members hear when a group snapshot could not be written (Kafka storeGroup)."""
-    e = ErrorCode(append_error) if append_error in ErrorCode._value2member_map_ \
+    e = ErrorCode(append_error) if append_error in ERROR_INFO \
         else E.UNKNOWN_SERVER_ERROR
     if e in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
              E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
@@ -345,7 +345,7 @@ class GroupCoordinator:
         effects: list[Effect] = []
         if pending is None:
             return effects     # its partition was unloaded; already answered
-        error = ErrorCode(error_code) if error_code in ErrorCode._value2member_map_ \
+        error = ErrorCode(error_code) if error_code in ERROR_INFO \
             else E.UNKNOWN_SERVER_ERROR
         order = self._pending_order[pending.partition]
         # Replay must follow the log: a success may only be reported once every earlier

@@ -43,7 +43,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from clients.protocol import messages
-from clients.protocol.errors import ErrorCode
+from clients.protocol.errors import ERROR_INFO, ErrorCode
 
 from broker.group.records import NO_LEADER_EPOCH, NO_TIMESTAMP, OffsetCommitValue
 from broker.group.state import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
@@ -102,7 +102,7 @@ def commit_value(partition: "messages.OffsetCommitRequest.OffsetCommitRequestPar
 
 def commit_append_error(append_error: int) -> ErrorCode:
     """What a client hears when its commit's append failed (Kafka storeOffsets)."""
-    e = ErrorCode(append_error) if append_error in ErrorCode._value2member_map_ \
+    e = ErrorCode(append_error) if append_error in ERROR_INFO \
         else ErrorCode.UNKNOWN_SERVER_ERROR
     if e in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
              ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):

@@ -6,13 +6,17 @@ partition log; a config change replaces the object (`PartitionLog.update_config`
 
 Names follow Kafka's topic-level properties, dots turned into underscores
 (`segment.bytes` -> `segment_bytes`); the broker-level `log.` prefix is dropped because
-these are the per-topic values (Kafka: `LogConfig.java`, `TopicConfig.java`).
+these are the per-topic values (Kafka: `LogConfig.java`, `TopicConfig.java`). The
+defaults are the config catalogue's (`metadata_log.config_defs.TOPIC_CONFIGS`), the one
+table DescribeConfigs and the controller also read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Any, Mapping
+
+from metadata_log.config_defs import TOPIC_CONFIGS
 
 __all__ = [
     "LogConfig",
@@ -36,6 +40,11 @@ _TIME_INDEX_ENTRY_BYTES = 12
 _COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
+def _default(name: str, kind: type = int) -> Any:
+    """Kafka's default for a topic config, from the one catalogue (metadata_log)."""
+    return kind(TOPIC_CONFIGS[name].default)
+
+
 class LogConfigError(ValueError):
     """A topic config value Kafka would reject (INVALID_CONFIG, 40, at the admin API)."""
 
@@ -48,33 +57,33 @@ class LogConfig:
     INVALID_CONFIG the admin layer must catch first via `from_properties`.
     """
 
-    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes: roll when the .log would pass it
-    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms: roll a non-empty segment this old
-    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes: roll when an index is full
-    segment_jitter_ms: int = 0  # segment.jitter.ms: time-based rolls up to this much earlier
-    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms: retired segment files kept this long
-    index_interval_bytes: int = 4096  # index.interval.bytes: log bytes between index entries
-    flush_messages: int = NO_LIMIT  # flush.messages: fsync after this many unflushed records
-    flush_ms: int = NO_LIMIT  # flush.ms: fsync when the oldest unflushed append is this old
-    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms; -1: keep forever
-    retention_bytes: int = -1  # retention.bytes per partition; -1: no size limit
-    cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
-    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms: tombstone lifetime
-    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: never compact younger records
-    max_compaction_lag_ms: int = NO_LIMIT  # max.compaction.lag.ms: compact older ones regardless
-    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
-    max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes: largest batch (1048588)
-    message_timestamp_type: str = CREATE_TIME  # message.timestamp.type
+    segment_bytes: int = _default("segment.bytes")  # roll when the .log would pass it
+    segment_ms: int = _default("segment.ms")  # roll a non-empty segment this old
+    segment_index_bytes: int = _default("segment.index.bytes")  # roll when an index is full
+    segment_jitter_ms: int = _default("segment.jitter.ms")  # time-based rolls up to this much earlier
+    file_delete_delay_ms: int = _default("file.delete.delay.ms")  # retired segment files kept this long
+    index_interval_bytes: int = _default("index.interval.bytes")  # log bytes between index entries
+    flush_messages: int = _default("flush.messages")  # fsync after this many unflushed records
+    flush_ms: int = _default("flush.ms")  # fsync when the oldest unflushed append is this old
+    retention_ms: int = _default("retention.ms")  # -1: keep forever
+    retention_bytes: int = _default("retention.bytes")  # per partition; -1: no size limit
+    cleanup_policy: str = _default("cleanup.policy", str)  # "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = _default("delete.retention.ms")  # tombstone lifetime
+    min_compaction_lag_ms: int = _default("min.compaction.lag.ms")  # never compact younger records
+    max_compaction_lag_ms: int = _default("max.compaction.lag.ms")  # compact older ones regardless
+    min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio", float)
+    max_message_bytes: int = _default("max.message.bytes")  # largest batch
+    message_timestamp_type: str = _default("message.timestamp.type", str)
     # CreateTime records may be at most this much older / newer than the broker's clock
     # (KIP-937); message.timestamp.difference.max.ms is the older single bound for both.
-    message_timestamp_before_max_ms: int = NO_LIMIT  # message.timestamp.before.max.ms
-    message_timestamp_after_max_ms: int = NO_LIMIT  # message.timestamp.after.max.ms
-    message_timestamp_difference_max_ms: int = NO_LIMIT  # message.timestamp.difference.max.ms
-    compression_type: str = "producer"  # compression.type: "producer" keeps the producer's
+    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
+    message_timestamp_difference_max_ms: int = _default("message.timestamp.difference.max.ms")
+    compression_type: str = _default("compression.type", str)  # "producer" keeps the producer's
     # Levels the broker uses when it recompresses (KIP-390); Kafka's defaults.
-    compression_gzip_level: int = -1  # compression.gzip.level: -1 is the codec's default
-    compression_lz4_level: int = 9  # compression.lz4.level (1-17)
-    compression_zstd_level: int = 3  # compression.zstd.level
+    compression_gzip_level: int = _default("compression.gzip.level")  # -1 is the codec's default
+    compression_lz4_level: int = _default("compression.lz4.level")  # 1-17
+    compression_zstd_level: int = _default("compression.zstd.level")
     # Not Kafka properties: limits of this implementation, passed explicitly (STYLE 7).
     cleaner_key_map_entries_max: int = 1_000_000  # keys one cleaning pass may hold in memory
     policies: frozenset[str] = field(init=False, repr=False, compare=False)

@@ -453,6 +453,11 @@ class IdempotenceState:
             entry.in_flight.remove(batch)
         return entry
 
+    def on_split(self, batch: ProducerBatch) -> None:
+        """``batch`` was split into smaller batches: it leaves the in-flight list (its
+        children take sequences of their own when they are drained)."""
+        self._settle(batch)
+
     def on_success(self, batch: ProducerBatch) -> None:
         entry = self._settle(batch)
         if (batch.producer_id, batch.producer_epoch) == (entry.producer_id, entry.producer_epoch):
@@ -525,13 +530,12 @@ class RecordAccumulator:
             last = queue[-1]
             if last.state is _OPEN:
                 builder = last.builder
-                records = builder._records  # type: ignore[union-attr]
                 limit = last.batch_size_max - BATCH_HEADER_SIZE
-                if len(records) + size_estimate <= limit:
+                if builder.records_bytes + size_estimate <= limit:  # type: ignore[union-attr]
                     builder.append_next(timestamp_ms, key, value, headers)  # type: ignore[union-attr]
                     index = last.record_count
                     last.record_count = index + 1
-                    return last, index, len(records) >= limit
+                    return last, index, builder.records_bytes >= limit  # type: ignore[union-attr]
         return None
 
     def append(self, tp: TopicPartition, timestamp_ms: int, key: bytes | None,
@@ -677,7 +681,7 @@ class RecordAccumulator:
         batches (each record alone if it must), so only the record that is really too
         large fails."""
         if self.idempotence is not None:
-            self.idempotence._settle(batch)
+            self.idempotence.on_split(batch)
         # Halve at least: when batch.size is above the broker's limit, repeated refusals
         # still shrink the batches down to one record each.
         target = max(1, min(self.batch_size, len(batch.payload or b"") // 2))

@@ -115,7 +115,7 @@ class Cluster:
         self._interesting: set[str] = set()     # topics the periodic refresh keeps fresh
         self._reconnect = ExponentialBackoff(config["reconnect.backoff.ms"],
                                              config["reconnect.backoff.max.ms"], self._rng)
-        self._retry = ExponentialBackoff(config["retry.backoff.ms"],
+        self.retry_backoff = ExponentialBackoff(config["retry.backoff.ms"],
                                          config["retry.backoff.max.ms"], self._rng)
         self._setup_timeout = ExponentialBackoff(config["socket.connection.setup.timeout.ms"],
                                                  config["socket.connection.setup.timeout.max.ms"],
@@ -156,6 +156,8 @@ class Cluster:
         return self._closed
 
     def now_ms(self) -> int:
+        """The event loop's clock (monotonic, not clients.clock's wall now_ms): metadata
+        ages and backoffs here are compared with the loop's own timers."""
         return int(asyncio.get_running_loop().time() * 1000)
 
     # --- metadata ---
@@ -265,7 +267,7 @@ class Cluster:
             known = self._metadata.leader_for(tp)
             if known is not None:
                 return known
-            delay = self._retry.backoff_ms(attempt) / 1000
+            delay = self.retry_backoff.backoff_ms(attempt) / 1000
             attempt += 1
             if loop.time() + delay >= deadline:
                 raise self._why_no_leader(tp, timeout_ms)
@@ -320,7 +322,7 @@ class Cluster:
             except (ConnectionError, KafkaApiError) as e:
                 if isinstance(e, KafkaApiError) and not e.retriable:
                     raise
-                delay = self._retry.backoff_ms(attempt) / 1000
+                delay = self.retry_backoff.backoff_ms(attempt) / 1000
                 attempt += 1
                 if loop.time() + delay >= deadline:
                     raise KafkaTimeoutError(

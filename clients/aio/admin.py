@@ -26,8 +26,13 @@ item's outcome: its value, or the exception that ended it. An item still failing
 retriable error at the deadline raises that error (it says more than a bare timeout);
 an item that never got an answer raises ``KafkaTimeoutError``.
 
-Not here: ACLs, quotas, partition reassignment, log dirs, transactions, delegation tokens,
-SCRAM users and client metrics (Ketch's brokers serve none of them yet).
+Leader elections and partition reassignment (``elect_leaders``,
+``alter_partition_reassignments``, ``list_partition_reassignments``) go to the active
+controller; ``clients.aio.controller_admin.ControllerAdmin`` runs every call of this class
+against the controllers directly (Kafka's ``bootstrap.controllers``, KIP-919).
+
+Not here: ACLs, quotas, log dirs, transactions, delegation tokens, SCRAM users and client
+metrics (Ketch's brokers serve none of them yet).
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ from clients._core.admin import (
     plan_offset_reset, quorum_replicas,
 )
 from clients._core.config import ADMIN, ClientConfig, parse_config
+from clients._core.reassignment import ElectionType, PartitionReassignment
 from clients.aio._cluster import Cluster
 from clients.errors import (
     ErrorCode, GroupIdNotFoundError, KafkaApiError, KafkaTimeoutError, NonEmptyGroupError,
@@ -58,7 +64,7 @@ __all__ = [
     "ConfigType", "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult",
     "ListOffsetsResult", "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset",
     "OffsetSpec", "PartitionLag", "QuorumInfo", "TopicDescription", "TopicListing",
-    "TopicPartitionInfo",
+    "TopicPartitionInfo", "ElectionType", "PartitionReassignment",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -572,6 +578,12 @@ class Admin:
             if p.error_code != ErrorCode.NONE:
                 return {keys[0]: _error(p.error_code, f"DescribeQuorum {METADATA_TOPIC}-0",
                                         p.error_message)}
+            if node is not None and p.leader_id != node:
+                # Asked a controller directly (ControllerAdmin), and it no longer leads:
+                # only the leader knows where the others are. Ask the quorum again.
+                return {keys[0]: _error(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                        f"DescribeQuorum {METADATA_TOPIC}-0",
+                                        f"controller {node} no longer leads (leader: {p.leader_id})")}
             leader_end = leader_log_end(p.current_voters, p.leader_id)
             nodes = {n.node_id: (n.listeners[0].host, n.listeners[0].port)
                      for n in (resp.nodes or ()) if n.listeners}
@@ -582,7 +594,120 @@ class Admin:
                                         nodes=nodes)}
 
         (result,) = _raise_first(await self._fan_out("describe quorum", ["quorum"], timeout_ms,
-                                                     self._any, send)).values()
+                                                     self._any, send,
+                                                     on_retry=self._refresh_controller)).values()
+        return result
+
+    # ------------------------------------------------------------ elections, reassignment
+
+    async def elect_leaders(self, election_type: ElectionType,
+                            partitions: Iterable[TopicPartition] | None = None, *,
+                            timeout_ms: int | None = None
+                            ) -> dict[TopicPartition, KafkaApiError | None]:
+        """ElectLeaders on the controller: each partition's outcome, None for an election
+        done, else its error (ElectionNotNeededError when the right leader leads already).
+        Like Kafka's ``electLeaders``, outcomes per partition are returned, not raised;
+        with ``partitions`` None every partition is tried and only those that needed an
+        election are returned."""
+        E = messages.ElectLeadersRequest
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+
+        def body(version: int, request_ms: int) -> Any:
+            tps = None
+            if wanted is not None:
+                by_topic: dict[str, list[int]] = {}
+                for tp in wanted:
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                tps = [E.TopicPartitions(topic=t, partitions=ps) for t, ps in by_topic.items()]
+            return E(election_type=election_type.value, topic_partitions=tps, timeout_ms=request_ms)
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.ELECT_LEADERS,
+                                          lambda v: body(v, request_ms), (1, 2), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "ElectLeaders")}
+            out: dict[TopicPartition, KafkaApiError | None] = {}
+            for r in resp.replica_election_results:
+                for p in r.partition_result:
+                    tp = TopicPartition(r.topic, p.partition_id)
+                    out[tp] = None if p.error_code == ErrorCode.NONE else _error(
+                        p.error_code, f"partition {tp.topic}-{tp.partition}", p.error_message)
+            return {keys[0]: out}
+
+        (result,) = _raise_first(await self._fan_out(
+            "elect leaders", ["election"], timeout_ms, self._controller, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller)).values()
+        if wanted is not None:
+            for tp in wanted:
+                result.setdefault(tp, _error(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                             f"partition {tp.topic}-{tp.partition}",
+                                             "the ElectLeaders response did not mention it"))
+        return result
+
+    async def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, None]:
+        """Start (target replicas) or cancel (None) partition reassignments (KIP-455). The
+        call returns once the controller has recorded them; the data moves afterwards
+        (``list_partition_reassignments`` shows what still moves)."""
+        A = messages.AlterPartitionReassignmentsRequest
+        T = A.ReassignableTopic
+
+        async def send(node: int | None, tps: list[TopicPartition], request_ms: int) -> dict:
+            by_topic: dict[str, list[Any]] = {}
+            for tp in tps:
+                target = reassignments[tp]
+                by_topic.setdefault(tp.topic, []).append(T.ReassignablePartition(
+                    partition_index=tp.partition, replicas=None if target is None else list(target)))
+            body = A(timeout_ms=request_ms, topics=[T(name=t, partitions=ps)
+                                                    for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.ALTER_PARTITION_REASSIGNMENTS, body,
+                                          (0, 0), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                error = _error(resp.error_code, "AlterPartitionReassignments", resp.error_message)
+                return {tp: error for tp in tps}
+            out: dict[TopicPartition, Any] = {}
+            for r in resp.responses:
+                for p in r.partitions:
+                    tp = TopicPartition(r.name, p.partition_index)
+                    out[tp] = None if p.error_code == ErrorCode.NONE else _error(
+                        p.error_code, f"partition {tp.topic}-{tp.partition}", p.error_message)
+            return self._answered(out, tps, "AlterPartitionReassignments", "partition")
+
+        return _raise_first(await self._fan_out(
+            "reassign", reassignments, timeout_ms, self._controller, send,
+            describe=lambda tp: f"{tp.topic}-{tp.partition}",
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
+
+    async def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress (of ``partitions``, or all); a partition not
+        moving, or of a topic that does not exist, is absent."""
+        L = messages.ListPartitionReassignmentsRequest
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            topics = None
+            if wanted is not None:
+                by_topic: dict[str, list[int]] = {}
+                for tp in wanted:
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                topics = [L.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
+                          for t, ps in by_topic.items()]
+            _, resp = await self._request(node, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                                          L(timeout_ms=request_ms, topics=topics), (0, 0), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "ListPartitionReassignments",
+                                        resp.error_message)}
+            return {keys[0]: {
+                TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in resp.topics for p in t.partitions}}
+
+        (result,) = _raise_first(await self._fan_out(
+            "list reassignments", ["reassignments"], timeout_ms, self._controller, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller)).values()
         return result
 
     # ------------------------------------------------------------ consumer groups

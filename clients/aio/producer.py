@@ -26,7 +26,6 @@ import asyncio
 import collections
 import random
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
@@ -36,12 +35,13 @@ from clients._core.accumulator import (
 from clients._core.config import ClientConfig, parse_config
 from clients._core.partitioner import StickyPartitioner, partition_for_key
 from clients.aio._cluster import Cluster
+from clients.clock import now_ms
 from clients.errors import (
     ClientClosedError, KafkaApiError, KafkaTimeoutError, NoBrokersAvailableError,
     RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError, for_code,
 )
 from clients.protocol import ApiKey, messages
-from clients.protocol.errors import ErrorCode
+from clients.protocol.errors import ERROR_INFO, ErrorCode
 from clients.records import BATCH_HEADER_SIZE, CompressionType, TimestampType
 from clients.types import RecordMetadata, TopicPartition
 
@@ -215,6 +215,18 @@ class Producer:
                 self._starting = None   # a failed start may be tried again
             raise
 
+    @property
+    def plain_serializers(self) -> bool:
+        """Both serializers are the default (bytes pass through, str is UTF-8): callers may
+        size and encode records without calling them."""
+        return self._plain_serializers
+
+    @property
+    def record_size_limit(self) -> int:
+        """Largest batch one record may make (header included): max.request.size, capped
+        by buffer.memory."""
+        return self._size_limit
+
     def share_with_threads(self) -> threading.RLock:
         """Let other threads call `append_record` (the blocking facade does): from now
         on the accumulator is used under a lock. Call before `start`."""
@@ -277,7 +289,7 @@ class Producer:
             key_bytes, value_bytes, header_list, size = self.serialize(topic, key, value,
                                                                        headers)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = now_ms()
         found = self.append_record(topic, key_bytes, value_bytes, partition, timestamp_ms,
                                    header_list, size)
         if found is not None:
@@ -456,7 +468,7 @@ class Producer:
                     return count
             except NoBrokersAvailableError as e:
                 last_error = e
-            backoff = self._cluster._retry.backoff_ms(attempt) / 1000
+            backoff = self._cluster.retry_backoff.backoff_ms(attempt) / 1000
             attempt += 1
             if loop.time() + backoff >= deadline:
                 t = self._cluster.metadata.topic(topic)
@@ -727,7 +739,7 @@ class Producer:
                             return
                     except ConnectionError:
                         pass
-                    await asyncio.sleep(self._cluster._retry.backoff_ms(attempt) / 1000)
+                    await asyncio.sleep(self._cluster.retry_backoff.backoff_ms(attempt) / 1000)
                     attempt += 1
             finally:
                 self._pid_task = None
@@ -804,7 +816,7 @@ class Producer:
     @staticmethod
     def _describe(b: ProducerBatch, p: Any) -> str:
         code = p.error_code
-        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"code {code}"
+        name = ErrorCode(code).name if code in ERROR_INFO else f"code {code}"
         message = p.error_message or name
         if p.error_code == ErrorCode.MESSAGE_TOO_LARGE:
             return (f"{b.tp}: the broker refused a batch of {len(b.payload or b'')} bytes "
@@ -821,7 +833,7 @@ class Producer:
         if verdict != FAIL and now < b.deadline_ms and b.attempts <= self._retries:
             acc.reenqueue(b, now)
             self.metrics["record-retry-total"] += b.record_count
-            name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+            name = ErrorCode(code).name if code in ERROR_INFO else str(code)
             self.metrics["retries_by_error"][name] += 1
         else:
             acc.fail(b, error)

@@ -1,22 +1,60 @@
 """The ``ketch`` command: one parser, each verb registered by its own module.
 
 A verb module defines ``register(subparsers)``, which adds its sub-parser and sets
-``run=<function(args) -> exit code>`` as the parser's default.
+``run=<function(args) -> exit code>`` as the parser's default. Every parser under ``ketch``
+is a ``KetchParser``: its help shows each option's default and prints the ``epilog`` (a
+verb's examples) as written.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
-VERBS: tuple[str, ...] = ("up",)
+VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign")
+
+
+EXAMPLES = """\
+examples:
+  ketch up --dir ./ketch-data                   run a local cluster (3 controllers, 3 brokers)
+  ketch up --controllers 1 --brokers 1          the smallest one
+  ketch up --restart-dead                       and restart nodes that die
+  ketch VERB --help                             a verb's options, defaults and examples
+"""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in the help (but not the empty ones: None, False, []); epilogs as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, []) or "default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class KetchParser(argparse.ArgumentParser):
+    """Sub-parsers inherit the class (argparse's add_subparsers), so every verb gets it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("ketch")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="ketch", description="Ketch: a Kafka-compatible streaming platform.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = KetchParser(prog="ketch", description="Ketch: a Kafka-compatible streaming platform.",
+                     epilog=EXAMPLES)
+    ap.add_argument("--version", action="version", version=f"ketch {version()}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="VERB")
     for name in VERBS:
         importlib.import_module(f"clients.cli.{name}").register(sub)
     sub.add_parser("chaos", add_help=False,

@@ -4,12 +4,23 @@ The embedded default is 3 controllers and 3 brokers on 127.0.0.1 with free ports
 first run formats ``DIR``: it picks ports, a cluster id and a cluster secret (the password
 of the controllers' Raft transport), writes one ``server.properties`` per node with
 Kafka's keys, and records everything in ``DIR/cluster.json``. A later run on the same
-``DIR`` starts the same cluster (same ids, ports and data). Each node is a child process
-(``python -m quorum`` / ``python -m broker``) logging to ``DIR/<node>/node.log``.
+``DIR`` starts the same cluster (same ids, ports and data) and keeps each node's
+``server.properties`` as it finds it (an operator's hand edits stay); the overrides given
+to this run are set on top, and ``config_changes`` says what they changed. The controller
+count is fixed when ``DIR`` is formatted (the Raft voters) and brokers can be added but
+not removed (their replicas would be stranded): ``ClusterSizeError`` otherwise, before
+anything is written. Each node is a child process (``python -m quorum`` / ``python -m
+broker``) logging to ``DIR/<node>/node.log``.
+
+One launcher per directory: a ``LocalCluster`` holds ``DIR/.lock`` (``clients.data_dir_lock``,
+Kafka's lock file) from construction until ``stop``, and records its pid in cluster.json
+(``launcher_pid``: ``ketch up``'s). A second one on the same ``DIR`` raises
+``ClusterInUseError`` naming that pid, as it does when nodes of an earlier launcher that
+was killed still hold their own data directories' locks; nothing is written first.
 
 ``cluster.json`` (read by tests and the chaos tools)::
 
-    {"cluster_id": ..., "bootstrap_servers": "127.0.0.1:p1,...",
+    {"cluster_id": ..., "bootstrap_servers": "127.0.0.1:p1,...", "launcher_pid": 99,
      "nodes": [{"id": 1, "role": "broker", "pid": 123, "port": p1,
                 "data_dir": "...", "config": ".../server.properties", "log": "..."},
                {"id": 1001, "role": "controller", "pid": ..., "port": ..., "raft_port": ...}]}
@@ -31,14 +42,32 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 
-from clients.properties import format_properties
+from clients.data_dir_lock import DataDirInUseError, DataDirLock, holder, lock_data_dir
+from clients.properties import format_properties, parse_properties
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
 
-__all__ = ["ClusterSpec", "LocalCluster", "NodeSpec", "free_ports"]
+__all__ = ["ClusterInUseError", "ClusterSizeError", "ClusterSpec", "LocalCluster", "NodeSpec",
+           "free_ports"]
 
 CONTROLLER_ID_BASE = 1000
+DEFAULT_CONTROLLERS = 3
+DEFAULT_BROKERS = 3
+
+
+# Keys that belong to one broker: not copied from another broker's file to a new one.
+_PER_BROKER_KEYS = frozenset({"node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
+                              "ketch.http.port", "broker.rack"})
+
+
+class ClusterInUseError(RuntimeError):
+    """The directory belongs to a running cluster (or to nodes an earlier launcher left)."""
+
+
+class ClusterSizeError(ValueError):
+    """A node count the directory's cluster cannot change to."""
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -50,10 +79,11 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+def free_ports(count: int, host: str = "127.0.0.1", exclude: Collection[int] = ()) -> list[int]:
     """``count`` distinct ports that bind now, chosen *below* the kernel's ephemeral range:
     a port from that range, once released, can be taken by any outgoing connection before
-    the node binds it (seen when a node restarts), so listeners must live elsewhere."""
+    the node binds it (seen when a node restarts), so listeners must live elsewhere.
+    ``exclude``: ports already given to nodes that are not running now."""
     lo, _ = _ephemeral_range()
     low, high = (10000, lo) if lo > 12000 else (1024, lo)
     rng = random.SystemRandom()
@@ -64,7 +94,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         if attempts > 100 * count:
             raise OSError(f"no {count} free ports between {low} and {high}")
         port = rng.randrange(low, high)
-        if port in out:
+        if port in out or port in exclude:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
@@ -98,6 +128,7 @@ class ClusterSpec:
     dir: str
     cluster_id: str
     nodes: list[NodeSpec] = field(default_factory=list)
+    launcher_pid: int | None = None      # the process that runs the cluster (ketch up)
 
     @property
     def brokers(self) -> list[NodeSpec]:
@@ -113,52 +144,122 @@ class ClusterSpec:
 
     def to_json(self) -> dict:
         return {"cluster_id": self.cluster_id, "dir": self.dir,
-                "bootstrap_servers": self.bootstrap_servers,
+                "bootstrap_servers": self.bootstrap_servers, "launcher_pid": self.launcher_pid,
                 "nodes": [asdict(n) for n in self.nodes]}
 
     @classmethod
     def from_json(cls, data: dict) -> "ClusterSpec":
-        return cls(data["dir"], data["cluster_id"], [NodeSpec(**n) for n in data["nodes"]])
+        return cls(data["dir"], data["cluster_id"], [NodeSpec(**n) for n in data["nodes"]],
+                   data.get("launcher_pid"))
 
     def node(self, node_id: int) -> NodeSpec:
         return next(n for n in self.nodes if n.id == node_id)
 
 
 class LocalCluster:
-    """Formats, starts and stops a local cluster; tests and ``ketch up`` share it."""
+    """Formats, starts and stops a local cluster; tests and ``ketch up`` share it.
 
-    def __init__(self, directory: str, controllers: int = 3, brokers: int = 3,
+    ``controllers`` / ``brokers``: the sizes of a new cluster (None: 3 each); on an existing
+    ``directory``, None means "what it holds" and a different count raises
+    ``ClusterSizeError`` (more brokers are added instead)."""
+
+    def __init__(self, directory: str, controllers: int | None = None, brokers: int | None = None,
                  broker_props: dict[str, str] | None = None,
                  controller_props: dict[str, str] | None = None) -> None:
         self.dir = os.path.abspath(directory)
-        self.controllers = controllers
-        self.brokers = brokers
         self.broker_props = broker_props or {}
         self.controller_props = controller_props or {}
-        self.spec = self._load_or_format()
+        # What this run's overrides changed in existing server.properties files:
+        # (role, key, old value or None, new value) -> node ids.
+        self.config_changes: dict[tuple[str, str, str | None, str], list[int]] = {}
+        self.added_brokers: list[int] = []
+        self.formatted = False            # True: this run formatted the directory
         self.processes: dict[int, subprocess.Popen] = {}
         # Extra environment per node id (e.g. KETCH_CONNECT_VIA for the chaos proxies).
         self.node_env: dict[int, dict[str, str]] = {}
+        self._lock: DataDirLock | None = None
+        self._take_lock()
+        try:
+            self.spec = self._load_or_format(controllers, brokers)
+        except BaseException:
+            self._release_lock()
+            raise
+        self.controllers = len(self.spec.controllers)
+        self.brokers = len(self.spec.brokers)
 
     @property
     def json_path(self) -> str:
         return os.path.join(self.dir, "cluster.json")
 
-    def _load_or_format(self) -> ClusterSpec:
-        if os.path.exists(self.json_path):
+    # ------------------------------------------------------------ the directory
+
+    def _take_lock(self) -> None:
+        """Hold DIR/.lock, and refuse a directory whose nodes are still running."""
+        try:
+            self._lock = lock_data_dir(self.dir)
+        except DataDirInUseError as e:
+            raise ClusterInUseError(self._in_use_message(e.pid)) from None
+        spec = self._read_spec()
+        if spec is None:
+            return
+        running = [(n, holder(n.data_dir)) for n in spec.nodes]
+        running = [(n, pid) for n, pid in running if pid is not None]
+        if running:
+            self._release_lock()
+            names = ", ".join(f"{n.role} {n.id} (pid {pid})" for n, pid in running)
+            pids = " ".join(str(pid) for _, pid in running if pid > 0)
+            raise ClusterInUseError(
+                f"{self.dir} has nodes still running without the launcher that started them "
+                f"(was it killed?): {names}; stop them (kill {pids}) or use another directory")
+
+    def _in_use_message(self, pid: int | None) -> str:
+        spec = self._read_spec()
+        if pid is not None and spec is not None and spec.launcher_pid == pid and _alive(pid):
+            who = f"a running cluster: ketch up pid {pid}"
+        elif pid is not None:
+            who = f"pid {pid}"
+        else:
+            who = "another process"
+        stop = f"stop it (kill {pid}, or Ctrl-C where it runs)" if pid is not None else "stop it"
+        return f"{self.dir} is in use by {who} (it holds {self.dir}/.lock); {stop} or use another directory"
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _read_spec(self) -> ClusterSpec | None:
+        try:
             with open(self.json_path) as f:
-                spec = ClusterSpec.from_json(json.load(f))
-            self._write_configs(spec)   # overrides given on this run apply again
+                return ClusterSpec.from_json(json.load(f))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ClusterInUseError(f"{self.json_path} is unreadable ({e}); "
+                                    "move the directory aside or repair the file") from None
+
+    def _load_or_format(self, controllers: int | None, brokers: int | None) -> ClusterSpec:
+        spec = self._read_spec()
+        if spec is not None:
+            self._check_size(spec, controllers, brokers)
+            # Everything is decided before anything is written: a refusal changes nothing.
+            if brokers is not None and brokers > len(spec.brokers):
+                self._add_brokers(spec, brokers - len(spec.brokers))
+            self._update_configs(spec)
+            self.write_json(spec)
             return spec
+        controllers = DEFAULT_CONTROLLERS if controllers is None else controllers
+        brokers = DEFAULT_BROKERS if brokers is None else brokers
+        self.formatted = True
         os.makedirs(self.dir, exist_ok=True)
-        ports = free_ports(2 * self.controllers + 2 * self.brokers)
+        ports = free_ports(2 * controllers + 2 * brokers)
         spec = ClusterSpec(self.dir, new_cluster_id())
-        for i in range(self.controllers):
+        for i in range(controllers):
             node_id = CONTROLLER_ID_BASE + i + 1
             spec.nodes.append(self._node(node_id, "controller", ports[2 * i], ports[2 * i + 1]))
-        for i in range(self.brokers):
-            node = self._node(i + 1, "broker", ports[2 * self.controllers + i])
-            node.http_port = ports[2 * self.controllers + self.brokers + i]
+        for i in range(brokers):
+            node = self._node(i + 1, "broker", ports[2 * controllers + i])
+            node.http_port = ports[2 * controllers + brokers + i]
             spec.nodes.append(node)
         secret_path = os.path.join(self.dir, "cluster.secret")
         with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
@@ -167,6 +268,69 @@ class LocalCluster:
         self.write_json(spec)
         return spec
 
+    def _check_size(self, spec: ClusterSpec, controllers: int | None, brokers: int | None) -> None:
+        have_c, have_b = len(spec.controllers), len(spec.brokers)
+        if controllers is not None and controllers != have_c:
+            raise ClusterSizeError(
+                f"{self.dir} holds a cluster of {_count(have_c, 'controller')}, and a Raft quorum's voters "
+                f"are fixed when the directory is formatted: drop --controllers {controllers} to "
+                f"start it as it is, or use a new directory for {controllers} controllers")
+        if brokers is not None and brokers < have_b:
+            raise ClusterSizeError(
+                f"{self.dir} holds {_count(have_b, 'broker')}; --brokers {brokers} would strand the replicas "
+                f"on brokers {brokers + 1}..{have_b}, which this launcher cannot remove: drop "
+                f"--brokers (or give {have_b} or more, to add brokers) or use a new directory")
+
+    def _add_brokers(self, spec: ClusterSpec, count: int) -> None:
+        """New brokers start from the first broker's server.properties (its hand edits and
+        replication settings are the cluster's), with their own id, listener, log dir and
+        HTTP port."""
+        used = {p for n in spec.nodes for p in (n.port, n.raft_port, n.http_port) if p}
+        ports = free_ports(2 * count, exclude=used)
+        template_node = min(spec.brokers, key=lambda b: b.id)
+        try:
+            with open(template_node.config) as f:
+                template = parse_properties(f.read())
+        except FileNotFoundError:
+            template = self._node_props(spec, template_node)
+        first = max(b.id for b in spec.brokers) + 1
+        new_nodes = []
+        for i in range(count):
+            node = self._node(first + i, "broker", ports[i])
+            node.http_port = ports[count + i]
+            new_nodes.append(node)
+        spec.nodes.extend(new_nodes)
+        for node in new_nodes:
+            props = {k: v for k, v in template.items() if k not in _PER_BROKER_KEYS}
+            props.update({k: v for k, v in self._node_props(spec, node).items()
+                          if k in _PER_BROKER_KEYS or k not in props})
+            props.update(self.broker_props)
+            os.makedirs(os.path.dirname(node.config), exist_ok=True)
+            _atomic_write(node.config, format_properties(props))
+            self.added_brokers.append(node.id)
+
+    def _update_configs(self, spec: ClusterSpec) -> None:
+        """Keep each existing server.properties; set this run's overrides on top."""
+        for node in spec.nodes:
+            if node.id in self.added_brokers:
+                continue
+            if not os.path.exists(node.config):   # deleted by hand: written afresh
+                self._write_node_config(spec, node)
+                self.config_changes.setdefault((node.role, "(the whole file, recreated)", None, ""),
+                                               []).append(node.id)
+                continue
+            overrides = self.controller_props if node.role == "controller" else self.broker_props
+            with open(node.config) as f:
+                text = f.read()
+            current = parse_properties(text)
+            changed = {k: v for k, v in overrides.items() if current.get(k) != v}
+            if not changed:
+                continue
+            _atomic_write(node.config, _set_properties(text, changed))
+            for key, value in changed.items():
+                self.config_changes.setdefault((node.role, key, current.get(key), value),
+                                               []).append(node.id)
+
     def _node(self, node_id: int, role: str, port: int, raft_port: int | None = None) -> NodeSpec:
         name = f"{role}-{node_id}"
         base = os.path.join(self.dir, name)
@@ -174,39 +338,47 @@ class LocalCluster:
                         os.path.join(base, "server.properties"), os.path.join(base, "node.log"),
                         raft_port)
 
-    def _write_configs(self, spec: ClusterSpec) -> None:
+    def _node_props(self, spec: ClusterSpec, node: NodeSpec) -> dict[str, str]:
+        """A new node's server.properties: what the launcher derives, then the overrides."""
         voters = ",".join(f"{c.id}@127.0.0.1:{c.port}" for c in spec.controllers)
         raft_voters = ",".join(f"{c.id}@127.0.0.1:{c.raft_port}" for c in spec.controllers)
         secret_file = os.path.join(self.dir, "cluster.secret")
         replication = str(min(3, len(spec.brokers)))
+        props = {"node.id": str(node.id), "process.roles": node.role,
+                 "controller.quorum.voters": voters, "ketch.cluster.id": spec.cluster_id}
+        if node.role == "controller":
+            props.update({
+                "listeners": f"CONTROLLER://127.0.0.1:{node.port}",
+                "ketch.raft.voters": raft_voters, "ketch.cluster.secret.file": secret_file,
+                "metadata.log.dir": node.data_dir,
+                "default.replication.factor": replication,
+            })
+            props.update(self.controller_props)
+        else:
+            props.update({
+                "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                "log.dirs": node.data_dir,
+                "default.replication.factor": replication,
+                "offsets.topic.replication.factor": replication,
+                "min.insync.replicas": "1",
+            })
+            if node.http_port is not None:
+                props["ketch.http.port"] = str(node.http_port)
+            props.update(self.broker_props)
+        return props
+
+    def _write_node_config(self, spec: ClusterSpec, node: NodeSpec) -> None:
+        os.makedirs(os.path.dirname(node.config), exist_ok=True)
+        _atomic_write(node.config, format_properties(self._node_props(spec, node)))
+
+    def _write_configs(self, spec: ClusterSpec) -> None:
+        """Every node's server.properties written afresh (formatting a new directory)."""
         for node in spec.nodes:
-            os.makedirs(os.path.dirname(node.config), exist_ok=True)
-            props = {"node.id": str(node.id), "process.roles": node.role,
-                     "controller.quorum.voters": voters, "ketch.cluster.id": spec.cluster_id}
-            if node.role == "controller":
-                props.update({
-                    "listeners": f"CONTROLLER://127.0.0.1:{node.port}",
-                    "ketch.raft.voters": raft_voters, "ketch.cluster.secret.file": secret_file,
-                    "metadata.log.dir": node.data_dir,
-                    "default.replication.factor": replication,
-                })
-                props.update(self.controller_props)
-            else:
-                props.update({
-                    "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-                    "log.dirs": node.data_dir,
-                    "default.replication.factor": replication,
-                    "offsets.topic.replication.factor": replication,
-                    "min.insync.replicas": "1",
-                })
-                if node.http_port is not None:
-                    props["ketch.http.port"] = str(node.http_port)
-                props.update(self.broker_props)
-            with open(node.config, "w") as f:
-                f.write(format_properties(props))
+            self._write_node_config(spec, node)
 
     def write_json(self, spec: ClusterSpec | None = None) -> None:
         spec = spec or self.spec
+        spec.launcher_pid = os.getpid()    # only the lock's holder writes cluster.json
         tmp = self.json_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(spec.to_json(), f, indent=2)
@@ -215,6 +387,8 @@ class LocalCluster:
     # ------------------------------------------------------------ processes
 
     def start_node(self, node_id: int) -> subprocess.Popen:
+        if self._lock is None:     # started again after stop()
+            self._take_lock()
         node = self.spec.node(node_id)
         module = "quorum" if node.role == "controller" else "broker"
         log_file = open(node.log, "ab")
@@ -292,6 +466,7 @@ class LocalCluster:
             self.stop_node(node.id, timeout_s)
         for node in self.spec.controllers:
             self.stop_node(node.id, timeout_s)
+        self._release_lock()
 
     def __enter__(self) -> "LocalCluster":
         return self
@@ -333,3 +508,49 @@ def _metadata_broker_ids(host: str, port: int) -> set[int] | None:
                     return {b.node_id for b in event.body.brokers}
     except OSError:
         return None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _atomic_write(path: str, text: str) -> None:
+    """A crash leaves the old file or the new one, never half of either."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _set_properties(text: str, values: dict[str, str]) -> str:
+    """``text`` with each key of ``values`` set, comments and other lines untouched: a
+    key's single-line entries are rewritten in place, a key not there is appended."""
+    lines = text.splitlines()
+    placed: set[str] = set()
+    continued = False
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        starts_entry = not continued and stripped and stripped[0] not in "#!"
+        continued = stripped.endswith("\\") and not stripped.endswith("\\\\")
+        if not starts_entry or continued:
+            continue
+        key = next(iter(parse_properties(stripped)), None)
+        if key in values:
+            lines[i] = f"{key}={values[key]}"
+            placed.add(key)
+    lines += [f"{k}={v}" for k, v in values.items() if k not in placed]
+    out = "\n".join(lines) + "\n"
+    assert all(parse_properties(out).get(k) == v for k, v in values.items()), values
+    return out

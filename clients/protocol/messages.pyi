@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Protocol, TypeAlias
 from clients.protocol._codec import MessageSpec
 
 class _FileRegion(Protocol):
-    """A slice of a log file sent with os.sendfile (clients.server.FileRegion): the encoder
+    """A slice of a log file sent with os.sendfile (quorum.network.FileRegion): the encoder
     leaves its place in the frame and encode_response_parts hands it over uncopied."""
     fd: int
     position: int

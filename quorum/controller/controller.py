@@ -38,7 +38,11 @@ Soft state, not in the log and not replicated, as in Kafka:
 - the offset at which each broker's RegisterBrokerRecord was committed, for the
   "caught up" test; after loading a snapshot it falls back to the snapshot's offset,
   which can only be later (stricter);
-- when the next periodic election scan is due.
+- when the next periodic election scan is due;
+- the partitions whose ISR or replicas changed since the last poll (``_follow_ups``): a
+  reassignment that can complete, or a preferred replica back in the ISR, is acted on at
+  the next poll (quorum/controller/reassignment.py), and ``wants_poll`` tells the shell
+  to poll at once instead of at its next interval.
 
 ``poll(now_ms)`` returns the periodic work (fencing expired sessions, bootstrapping
 metadata.version on an empty log, leaderless and preferred-leader elections) and how many
@@ -53,7 +57,7 @@ from clients.protocol import CorruptFrameError, messages
 from metadata_log.delta import BatchOutcome, ConfigChange, MetadataReplayError, replay_batch
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
-from quorum.controller import cluster_control, config_control, replication_control
+from quorum.controller import cluster_control, config_control, reassignment, replication_control
 from quorum.controller.cluster_control import HeartbeatTracker
 from quorum.controller.config import ControllerConfig
 from quorum.controller.placement import BrokerLoad
@@ -76,6 +80,7 @@ class QuorumController:
         self._snapshot_offset = image.provenance.offset
         self._next_election_scan_ms: int | None = None
         self._load_cache: tuple[MetadataImage, BrokerLoad] | None = None
+        self._follow_ups: set[reassignment.PartitionKey] = set()
 
     # ------------------------------------------------------------ state
 
@@ -93,10 +98,24 @@ class QuorumController:
         self._active = True
         self._heartbeats.restart_all(self._image, now_ms)
         self._next_election_scan_ms = now_ms + self.config.leader_imbalance_check_interval_ms
+        self._rescan_reassignments()
+
+    def _rescan_reassignments(self) -> None:
+        """Follow-ups are soft state: a controller that becomes active (or loads a
+        snapshot) looks for moving partitions itself, since the ISR change that lets one
+        complete may have been replayed while it was a standby."""
+        self._follow_ups |= {(t.topic_id, i) for t in self._image.topics.by_id.values()
+                             for i, p in t.partitions.items() if reassignment.is_reassigning(p)}
 
     def deactivate(self) -> None:
         self._active = False
         self._next_election_scan_ms = None
+        self._follow_ups.clear()
+
+    @property
+    def wants_poll(self) -> bool:
+        """True when replayed changes left work for the next poll (see module docstring)."""
+        return self._active and bool(self._follow_ups)
 
     def replay(self, records: Sequence[Any], last_offset: int, epoch: int = -1) -> BatchOutcome:
         """Apply one committed batch; ``last_offset`` is the offset of its last record."""
@@ -111,6 +130,10 @@ class QuorumController:
                     self._registration_offsets.pop(r.broker_id, None)
         self._image = outcome.image
         self._heartbeats.forget_missing(self._image)
+        if self._active and outcome.error is None:
+            changed = reassignment.changed_partitions(outcome.changes)
+            if changed:
+                self._follow_ups |= {k for k in changed if self._needs_follow_up(k)}
         if self._active and any(isinstance(c, ConfigChange)
                                 and c.name == "unclean.leader.election.enable"
                                 for c in outcome.changes):
@@ -131,6 +154,16 @@ class QuorumController:
             return BatchOutcome(skipped.image, (), MetadataReplayError(f"undecodable: {e}"))
         return self.replay(decoded, last_offset, epoch)
 
+    def _needs_follow_up(self, key: reassignment.PartitionKey) -> bool:
+        t = self._image.topics.get_by_id(key[0])
+        p = t.partitions.get(key[1]) if t is not None else None
+        if p is None:
+            return False
+        if reassignment.is_reassigning(p):
+            return True
+        return (self.config.auto_leader_rebalance_enable
+                and bool(reassignment.preferred_candidates(self._image, [key])))
+
     def load_image(self, image: MetadataImage) -> None:
         """Start over from a snapshot's image (metadata_log.snapshot.records_to_image)."""
         self._image = image
@@ -138,6 +171,9 @@ class QuorumController:
         self._registration_offsets.clear()
         self._heartbeats.forget_missing(image)
         self._load_cache = None
+        self._follow_ups.clear()
+        if self._active:
+            self._rescan_reassignments()
 
     def registration_offset(self, broker_id: int) -> int:
         """Offset of the broker's RegisterBrokerRecord, or a later one (see above)."""
@@ -192,6 +228,22 @@ class QuorumController:
                                ) -> ControllerResult[messages.AlterPartitionResponse]:
         return replication_control.alter_partition(self._image, request)
 
+    # ------------------------------------------------------------ elections, reassignment
+
+    def handle_elect_leaders(self, request: Any, now_ms: int
+                             ) -> ControllerResult[messages.ElectLeadersResponse]:
+        return reassignment.elect_leaders(self._image, request)
+
+    def handle_alter_partition_reassignments(
+            self, request: Any, now_ms: int
+    ) -> ControllerResult[messages.AlterPartitionReassignmentsResponse]:
+        return reassignment.alter_partition_reassignments(self._image, request)
+
+    def handle_list_partition_reassignments(
+            self, request: Any, now_ms: int
+    ) -> ControllerResult[messages.ListPartitionReassignmentsResponse]:
+        return reassignment.list_partition_reassignments(self._image, request)
+
     # ------------------------------------------------------------ configs, producer ids
 
     def handle_incremental_alter_configs(
@@ -242,6 +294,15 @@ class QuorumController:
             records += cluster_control.fence_brokers(image, expired, config)
             # Elections wait for the next poll: they must see the fencing committed, or
             # both could write a change for the same partition from the same image.
+        elif self._follow_ups:
+            # Reassignments that can complete and preferred replicas back in the ISR: now,
+            # not at the next periodic scan. Their own records come back through replay.
+            follow, self._follow_ups = reassignment.follow_up_changes(
+                image, self._follow_ups, preferred=config.auto_leader_rebalance_enable,
+                limit=config.elections_per_poll_max)
+            records += follow
+            if self._follow_ups:
+                next_due_ms = now_ms
         elif now_ms >= self._next_election_scan_ms:
             elections = self._election_scan(image)
             records += elections

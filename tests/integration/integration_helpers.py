@@ -19,7 +19,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
@@ -31,6 +30,7 @@ from clients.cli.launcher import LocalCluster
 from clients.protocol import ApiKey, messages
 from clients.records import decode_batches, iter_batches
 from clients.types import TopicPartition
+from clients.waiting import wait_until  # noqa: F401  (the tests import it from here)
 
 T = TypeVar("T")
 
@@ -81,27 +81,6 @@ def start_cluster(tmp_path_factory, name: str = "ketch",
             c.stop(timeout_s=STOP_TIMEOUT_S)
             raise
     raise AssertionError("not reached")
-
-
-def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` otherwise.
-
-    Exceptions from the probe count as "not yet" (a broker may be restarting), and the
-    last one is reported if time runs out."""
-    deadline = time.monotonic() + timeout_s
-    last_error: BaseException | None = None
-    last_value: Any = None
-    while True:
-        try:
-            last_value = probe()
-            if last_value:
-                return last_value
-        except (OSError, ConnectionError, TimeoutError, ValueError) as e:
-            last_error = e
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; "
-                                 f"last value {last_value!r}, last error {last_error!r}")
-        time.sleep(interval_s)
 
 
 def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 10.0,

@@ -36,7 +36,9 @@ from typing import Any
 
 import pytest
 
+from clients.clock import now_ms
 from clients.protocol import ApiKey, messages
+from clients.protocol.configs import ConfigSource
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, TimestampType, build_batch, decode_batches, iter_batches
 from integration_helpers import (
@@ -54,7 +56,12 @@ BROKER_PROPS = {
 
 TOPIC, BROKER = 2, 4                       # ConfigResource types
 SET, DELETE = 0, 1                         # IncrementalAlterConfigs operations
-DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+# DescribeConfigs' config_source values: the wire enum's one home.
+DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = (
+    ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG,
+    ConfigSource.DEFAULT_CONFIG)
+# Kafka's documented default written out, as an oracle independent of the catalogue.
 DEFAULT_MESSAGE_MAX_BYTES = "1048588"
 PROPAGATION_S = 15.0                       # bound on a config reaching every broker
 
@@ -189,10 +196,6 @@ def produce(port: int, topic: str, records: list[Record], acks: int = -1,
     req = cls(transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[cls.TopicProduceData(
         name=topic, partition_data=[cls.TopicProduceData.PartitionProduceData(index=0, records=data)])])
     return roundtrip(port, ApiKey.PRODUCE, version, req, timeout_s=30).responses[0].partition_responses[0]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def records(n: int, value_size: int = 100, key: bytes | None = b"k", ts: int | None = None) -> list[Record]:

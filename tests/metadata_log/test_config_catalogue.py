@@ -81,7 +81,8 @@ def test_every_topic_synonym_is_a_broker_key_of_a_compatible_type() -> None:
 
 
 def _keys_read_by(path: str, function: str | None = None) -> set[str]:
-    """Config keys a module reads: string arguments of ``_int``/``_bool``/``num`` and of
+    """Config keys a module reads: string arguments of ``_int``/``_bool``/``num``, of
+    ``NodeProperties.get_int``/``get_bool``/``get_str``/``is_set``, and of
     ``get``/``broker_value``/``[...]``/``in`` on something named like properties or layers,
     and the first item of ``(key, attribute)`` pairs a loop walks."""
     tree = ast.parse(open(os.path.join(ROOT, path)).read())
@@ -104,6 +105,8 @@ def _keys_read_by(path: str, function: str | None = None) -> set[str]:
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
             if name in ("_int", "_bool", "num"):
                 keys.add(const(node.args[1] if name != "num" else node.args[0]))
+            elif name in ("get_int", "get_bool", "get_str", "is_set"):   # NodeProperties
+                keys.add(const(node.args[0]))
             elif name in ("get", "broker_value") and isinstance(func, ast.Attribute) \
                     and props_like(func.value):
                 keys.add(const(node.args[0]))

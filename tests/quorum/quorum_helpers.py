@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from clients.cli.launcher import free_ports  # listeners below the ephemeral range
 from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from broker.metadata_follower import MetadataImageListener
@@ -22,19 +22,6 @@ from metadata_log.committed import METADATA_TOPIC
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "process-test-secret"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 # -- what a broker sends ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import decode_batches
 from broker.metadata_follower import MetadataObserver
-from clients.server import KafkaServer
+from quorum.network import KafkaServer
 from quorum.port import InMemoryQuorum
 from quorum.replicated_log import CommittedBatch, MetadataSnapshot
 from quorum.server import (

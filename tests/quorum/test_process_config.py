@@ -59,3 +59,86 @@ def test_secret_from_a_file_and_relative_dirs_from_the_config_location(tmp_path)
     config = load(str(path))
     assert config.cluster_secret == "from-file"
     assert config.metadata_log_dir == str(tmp_path / "data/meta")
+
+
+# -- the processes: brokers and controllers read server.properties through one parser --------
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from clients.admin import Admin, ConfigResource, NewTopic  # noqa: E402
+from clients.cli.launcher import LocalCluster  # noqa: E402
+from clients.protocol.configs import ConfigSource  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+BROKER_BASE = {"node.id": "1", "process.roles": "broker",
+               "controller.quorum.voters": "1000@127.0.0.1:9093",
+               "listeners": "PLAINTEXT://127.0.0.1:9092"}
+
+
+def _run(module: str, props: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+    """Start a node process on ``props``; it must refuse before binding anything."""
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", module, "--config", str(path)], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("module, base", [
+    ("broker", BROKER_BASE),
+    ("quorum", {**BASE, "node.id": "1", "listeners": "CONTROLLER://127.0.0.1:9093"}),
+])
+@pytest.mark.parametrize("key, value", [("log.retention.ms", "abc"),
+                                        ("log.retention.hours", "a week"),
+                                        ("log.roll.hours", "0")])
+def test_a_bad_value_stops_the_process_with_one_line_naming_the_key(
+        module, base, key, value, tmp_path) -> None:
+    data = tmp_path / "data"
+    done = _run(module, {**base, "log.dirs": str(data), "metadata.log.dir": str(data),
+                         key: value}, tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"Invalid value {value} for configuration {key}:" in lines[0]
+    assert not data.exists()                  # refused before touching the data directory
+
+
+def test_a_broker_refuses_a_topic_default_no_log_can_use(tmp_path) -> None:
+    # log.segment.bytes=20 passes Kafka's floor (14) but cannot hold one batch (61 bytes).
+    done = _run("broker", {**BROKER_BASE, "log.dirs": str(tmp_path / "data"),
+                           "log.segment.bytes": "20"}, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "log.segment.bytes=20" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One controller, one broker, with Kafka's hour-based synonyms and a misspelt key."""
+    c = LocalCluster(str(tmp_path_factory.mktemp("node-config")), controllers=1, brokers=1,
+                     broker_props={"log.retention.hours": "5", "log.roll.hours": "2",
+                                   "log.retention.msec": "1000"})
+    try:
+        c.start(timeout_s=90)
+        yield c
+    finally:
+        c.stop()
+
+
+def test_kafka_synonyms_set_the_topic_defaults_and_unknown_keys_warn_once(cluster) -> None:
+    broker = cluster.spec.brokers[0]
+    with Admin({"bootstrap.servers": cluster.spec.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("hours", 1, 1)])    # retries NOT_CONTROLLER itself
+        resource = ConfigResource.topic("hours")
+        entries = admin.describe_configs([resource], include_synonyms=True)[resource]
+    retention, roll = entries["retention.ms"], entries["segment.ms"]
+    assert (retention.value, retention.source) == (str(5 * 3_600_000),
+                                                   ConfigSource.STATIC_BROKER_CONFIG)
+    assert (roll.value, roll.source) == (str(2 * 3_600_000), ConfigSource.STATIC_BROKER_CONFIG)
+    assert retention.synonyms[0].name == "log.retention.hours"
+    log = Path(broker.log).read_text()
+    warned = [line for line in log.splitlines() if "log.retention.msec" in line]
+    assert len(warned) == 1, warned
+    assert "WARNING" in warned[0] and "did you mean log.retention.ms?" in warned[0]

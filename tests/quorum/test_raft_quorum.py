@@ -5,29 +5,16 @@ through a metadata snapshot, and a voter far behind catching up through the lead
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
+from clients.cli.launcher import free_ports  # listeners below the ephemeral range
 from quorum.port import LeaderAndEpoch
 from quorum.raft import RaftQuorum, RaftSettings
 from quorum.replicated_log import CommittedBatch, MetadataSnapshot
 
 pytestmark = pytest.mark.process
 SECRET = "test-cluster-secret"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 class Follower:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role, TopicPartition
+from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
+from clients.types import TopicPartition
 from clients.protocol.errors import ErrorCode
 
 TP = TopicPartition("t", 0)

@@ -1,7 +1,9 @@
 """The asyncio Kafka-protocol listener: socket bytes <-> ServerConnection <-> API handlers.
 
-Shared by brokers and controllers (as Apache Kafka's clients module holds the network
-layer both use); what each serves is its ``ApiHandler``.
+Shared by controllers and brokers; what each serves is its ``ApiHandler``. It lives in
+``quorum`` because KRaft brokers are the quorum's observers and already depend on it (as
+Kafka's broker depends on its raft module); ``broker`` may import this module and nothing
+else from ``quorum`` (tests/test_layering.py).
 
 Each connection is served one request at a time, in arrival order, as Kafka's network
 layer does (it mutes a channel until the response to its current request is sent): that
