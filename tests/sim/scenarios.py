@@ -292,7 +292,6 @@ def n8_stale_replica_returns_first(seed: int, core_factory=ReplicaManager) -> Ou
     c = run.cluster
     p = run.producer()
     run.produce_acked(p, 20)
-    leader = run.await_leader()
     stale = run.followers()[0]
     c.kill(stale)
     run.run_until(lambda: stale not in run.isr(), 3_000, "isr_shrunk")
