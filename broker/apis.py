@@ -57,11 +57,16 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_QUORUM: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
 _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
+              ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+              ApiKey.LIST_PARTITION_REASSIGNMENTS,
               # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
               # leader answers, as it is the one tracking its voters' positions.
               ApiKey.DESCRIBE_QUORUM}

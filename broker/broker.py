@@ -100,7 +100,8 @@ class Broker:
         self.lifecycle = BrokerLifecycleManager(
             Registration(config.node_id, self.cluster_id, config.listener_name, config.advertised_host,
                          config.advertised_port, config.rack, config.heartbeat_interval_ms),
-            self.controller, metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1))
+            self.controller, metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
+            on_registered=self._schedule_apply)
         self.core = ReplicaManager(config.node_id, self.logs, properties, config.replica_lag_time_max_ms)
         self.replicas = ReplicaDriver(self.core, self.controller, now_ms,
                                       broker_epoch=lambda: self.lifecycle.broker_epoch,
@@ -127,6 +128,7 @@ class Broker:
                      if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False
+        self._caught_up = False
 
     # ------------------------------------------------------------ storage identity
 
@@ -187,6 +189,20 @@ class Broker:
 
     def _apply_image(self) -> None:
         self._apply_scheduled = False
+        if not self._caught_up:
+            # Kafka's initial catch-up: act on the metadata only once it holds this
+            # process's own registration. Before that commit, an image can still name this
+            # broker leader at its old epoch, and a restarted broker that lost its unflushed
+            # tail would lead with the shortened log; the followers would truncate to it
+            # (found by tests/sim). The new registration fences this incarnation's
+            # predecessor and moves its leaderships first.
+            reg = self.observer_listener.image.cluster.get(self.config.node_id)
+            epoch = self.lifecycle.broker_epoch
+            if epoch < 0 or reg is None or reg.broker_epoch != epoch:
+                return
+            self._caught_up = True
+            log.info("broker %d caught up with its registration at metadata offset %d",
+                     self.config.node_id, self.observer_listener.image.provenance.offset)
         image, changes = self.observer_listener.take_changes()
         try:
             self.replicas.apply_metadata(image, changes)

@@ -38,10 +38,12 @@ class Registration:
 
 class BrokerLifecycleManager:
     def __init__(self, registration: Registration, controller: ControllerChannel,
-                 metadata_offset: Callable[[], int]) -> None:
+                 metadata_offset: Callable[[], int], on_registered: Callable[[], None]) -> None:
+        """``on_registered()``: called each time the controller gives a new broker epoch."""
         self.registration = registration
         self.controller = controller
         self.metadata_offset = metadata_offset
+        self.on_registered = on_registered
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
@@ -66,6 +68,7 @@ class BrokerLifecycleManager:
             if resp.error_code == ErrorCode.NONE:
                 self.broker_epoch = resp.broker_epoch
                 log.info("registered as broker %d with epoch %d", r.broker_id, self.broker_epoch)
+                self.on_registered()
                 return
             log.warning("registration refused: %s", ErrorCode(resp.error_code).name)
             await asyncio.sleep(1)

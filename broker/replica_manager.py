@@ -416,7 +416,7 @@ class ReplicaManager:
         if reg.leader == self.broker_id:
             if was_leader and reg.leader_epoch == replica.leader_epoch:
                 self._complete(replica.apply_committed(reg.leader_epoch, reg.partition_epoch,
-                                                       reg.isr, reg.replicas))
+                                                       reg.isr, reg.replicas, now_ms))
             else:
                 hosted.following = None
                 # Kafka's makeLeader (maybeAssignEpochStartOffset): the new epoch starts at
@@ -702,7 +702,8 @@ class ReplicaManager:
                 log.info("%s: ISR %s committed at partition epoch %d", tp, list(answer.isr),
                          answer.partition_epoch)
                 self._complete(hosted.replica.apply_committed(
-                    answer.leader_epoch, answer.partition_epoch, answer.isr, hosted.replica.replicas))
+                    answer.leader_epoch, answer.partition_epoch, answer.isr, hosted.replica.replicas,
+                    now_ms))
                 self._changed.add(tp)
         else:
             log.info("%s: AlterPartition refused: %s", tp, ErrorCode(answer.error_code).name)

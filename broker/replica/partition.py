@@ -145,13 +145,19 @@ class PartitionReplica:
                 for r in replicas if r != self.local_broker_id
             }
         else:
-            for r in replicas:
-                if r != self.local_broker_id and r not in self.followers:
-                    self.followers[r] = ReplicaProgress(last_fetch_time_ms=now_ms)
-            for r in list(self.followers):
-                if r not in replicas:
-                    del self.followers[r]
+            self._track_replicas(replicas, now_ms)
         return completions + self._maybe_advance_hw()
+
+    def _track_replicas(self, replicas: tuple[int, ...], now_ms: int) -> None:
+        """A replica set changed within the leader epoch (a reassignment adds followers
+        before it removes others): track the new ones, forget the removed."""
+        self.replicas = tuple(replicas)
+        for r in replicas:
+            if r != self.local_broker_id and r not in self.followers:
+                self.followers[r] = ReplicaProgress(last_fetch_time_ms=now_ms)
+        for r in list(self.followers):
+            if r not in replicas:
+                del self.followers[r]
 
     def become_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
                         replicas: tuple[int, ...], isr: tuple[int, ...]) -> list[ProduceCompletion]:
@@ -183,8 +189,8 @@ class PartitionReplica:
         self.followers = {}
         return completions
 
-    def apply_committed(self, leader_epoch: int, partition_epoch: int,
-                        isr: tuple[int, ...], replicas: tuple[int, ...]) -> list[ProduceCompletion]:
+    def apply_committed(self, leader_epoch: int, partition_epoch: int, isr: tuple[int, ...],
+                        replicas: tuple[int, ...], now_ms: int) -> list[ProduceCompletion]:
         """A committed partition change in the same leader epoch (an ISR change)."""
         assert self.role is Role.LEADER
         # Only a *newer* partition epoch is news. The same epoch is the state this leader
@@ -196,7 +202,7 @@ class PartitionReplica:
             return []
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)
-        self.replicas = tuple(replicas)
+        self._track_replicas(replicas, now_ms)
         self.pending_isr = None
         return self._maybe_advance_hw()
 

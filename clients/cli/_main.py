@@ -14,7 +14,8 @@ import os
 import sys
 
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
-VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign")
+VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign", "topic", "produce",
+                          "consume", "group", "config", "cluster", "dump_log")
 
 
 EXAMPLES = """\

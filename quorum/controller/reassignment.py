@@ -24,9 +24,9 @@ mutable state); nothing changes until the records are committed and replayed.
         --the leader adds 3 to the ISR (AlterPartition)-->
     replicas=[2,3] adding=[] removing=[]          (completion; 1 stops and deletes its log)
 
-Every record that changes the replica set also bumps the leader epoch (``_change``):
-Kafka does so when replicas are removed; Ketch also does it when they are added, because
-its brokers' leaders take new followers only on a new leader epoch.
+A record that removes replicas also bumps the leader epoch (``_change``), as Kafka's does;
+one that only adds replicas keeps it (the leader tracks the new followers from the committed
+replica set).
 
 The moving state lists the target replicas first, then the ones being removed (Kafka's
 ``PartitionReassignmentReplicas``), so the target's first replica is already the
@@ -183,11 +183,11 @@ def _change(topic_id: uuid.UUID, index: int, p: PartitionRegistration, *,
     record.leader = leader if leader != p.leader else LEADER_UNCHANGED
     if replicas != p.replicas:
         record.replicas = list(replicas)
-        # Every replica-set change bumps the leader epoch (naming the current leader does
-        # that on replay). Kafka bumps it only when replicas go away; Ketch's brokers
-        # rebuild a leader's follower set only on a new epoch, so an added replica would
-        # otherwise never be let into the ISR.
-        record.leader = leader
+        if set(p.replicas) - set(replicas):
+            # Replicas going away bump the leader epoch (naming the current leader does that
+            # on replay), as Kafka does: the removed replica's fetches are then fenced.
+            # Added replicas do not: the leader tracks them from the committed replica set.
+            record.leader = leader
     if adding != p.adding_replicas:
         record.adding_replicas = list(adding)
     if removing != p.removing_replicas:

@@ -62,7 +62,7 @@ def test_not_enough_replicas_before_append_and_after_append() -> None:
     q.on_local_append(3)
     q.await_replication("r", 3, 10_000)
     # The ISR shrinks to the leader alone while the produce waits: the HW then passes it.
-    q.apply_committed(leader_epoch=5, partition_epoch=8, isr=(1,), replicas=(1, 2, 3))
+    q.apply_committed(leader_epoch=5, partition_epoch=8, isr=(1,), replicas=(1, 2, 3), now_ms=0)
     assert q.high_watermark == 3
     # (apply_committed returned the completion; poll has nothing left)
     assert q.poll(0)[0] == []
@@ -73,7 +73,7 @@ def test_not_enough_replicas_after_append_is_reported() -> None:
     q.on_local_append(3)
     out = q.await_replication("r", 3, 10_000)
     assert out == []
-    done = q.apply_committed(leader_epoch=5, partition_epoch=8, isr=(1,), replicas=(1, 2, 3))
+    done = q.apply_committed(leader_epoch=5, partition_epoch=8, isr=(1,), replicas=(1, 2, 3), now_ms=0)
     assert done == [ProduceCompletion("r", ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)]
 
 
@@ -90,7 +90,7 @@ def test_lagging_follower_is_proposed_out_and_the_leader_waits_for_the_commit() 
     assert effects == [AlterIsr(TP, 5, 7, (1, 2))]
     assert p.isr == (1, 2, 3) and p.pending_isr == (1, 2)
     assert p.poll(now_ms=LAG_MS + 300)[1] == []      # one change in flight at a time
-    p.apply_committed(5, 8, (1, 2), (1, 2, 3))
+    p.apply_committed(5, 8, (1, 2), (1, 2, 3), 0)
     assert p.isr == (1, 2) and p.high_watermark == 10
 
 

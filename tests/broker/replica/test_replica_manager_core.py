@@ -260,3 +260,22 @@ def sent_offset(core: ReplicaManager, replica: int) -> int:
 
 def advance(core: ReplicaManager, replica: int, r) -> None:
     _positions[(id(core), replica)] = r.records.last_offset + 1
+
+
+def test_a_replica_added_in_the_same_leader_epoch_is_tracked_and_joins_the_isr(tmp_path) -> None:
+    """A reassignment adds replicas before it removes any: Kafka keeps the leader epoch,
+    so the leader must start tracking the new follower from the committed replica set."""
+    meta = Metadata()
+    core = core_for(tmp_path, 1)
+    core.apply_metadata(*meta.commit(
+        *brokers(1, 2, 3), M.TopicRecord(name="t", topic_id=TOPIC_ID),
+        M.PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1,
+                          leader_epoch=5, partition_epoch=7)), 0)
+    core.apply_metadata(*meta.commit(M.PartitionChangeRecord(
+        partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2, 3], adding_replicas=[3])), 1)
+    replica = core.partitions[TP].replica
+    assert replica.leader_epoch == 5 and 3 in replica.followers
+    core.take_effects()
+    core.read(TP, 0, 1 << 20, 5, replica_id=3, now_ms=2, min_one_batch=True)
+    [send] = alter_sends(core.take_effects())
+    assert send.proposal.new_isr == (1, 2, 3)

@@ -1,0 +1,135 @@
+"""``ketch cluster info|health``: brokers, the active controller and the partitions that
+need attention (rpk cluster info / health, kafka-topics --under-replicated-partitions).
+
+Sources, all through Ketch's admin client: DescribeCluster (cluster id and the brokers a
+broker knows as live: unfenced), DescribeQuorum (the active controller, its epoch),
+Metadata for every topic (leaders, replicas, ISR) and each topic's
+``min.insync.replicas`` (DescribeConfigs). A partition is *offline* with no leader,
+*under-replicated* when its ISR is smaller than its replica set, *under-min-ISR* when
+its ISR is smaller than ``min.insync.replicas``. A broker named in a replica set but not
+live is listed with ``live: false`` (it is fenced or gone).
+
+TODO(issue 12): Kafka's DescribeCluster v0-1 (what Ketch's brokers speak) does not say
+whether a live broker is in controlled shutdown, and brokers that host no replica and
+are fenced are not visible at all; ``in_controlled_shutdown`` is therefore not reported.
+
+``health`` exits 0 when healthy and 1 when not (scripts: ``ketch cluster health || ...``):
+unhealthy is any offline, under-replicated or under-min-ISR partition, a replica on a
+broker that is not live, or no quorum leader.
+"""
+from __future__ import annotations
+
+import argparse
+
+from clients.cli import _common as c
+
+EXAMPLES = """examples:
+  ketch cluster info --dir ./ketch-data
+  ketch cluster health --output json
+  ketch cluster health || echo "needs attention"
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cluster", help="brokers, active controller, partition health",
+                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+    verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, fn, help in (("info", info, "brokers, controller and partition counts"),
+                           ("health", health, "exit 1 when anything needs attention")):
+        a = verbs.add_parser(name, help=help, epilog=EXAMPLES)
+        c.add_cluster_args(a)
+        c.add_output_args(a)
+        a.set_defaults(run=c.guarded(fn))
+
+
+def survey(admin) -> dict:
+    from clients.admin import ConfigResource
+    cluster = admin.describe_cluster()
+    try:
+        quorum = admin.describe_quorum()
+        controller = {"leader_id": quorum.leader_id, "leader_epoch": quorum.leader_epoch,
+                      "high_watermark": quorum.high_watermark,
+                      "voters": [v.replica_id for v in quorum.voters]}
+    except Exception as e:  # noqa: BLE001 -- reported, and health fails on it
+        controller = {"leader_id": None, "error": c.one_line(e)}
+    topics = admin.list_topics(include_internal=True)
+    described = admin.describe_topics(sorted(topics)) if topics else {}
+    min_isr: dict[str, int] = {}
+    if described:
+        res = [ConfigResource.topic(t) for t in sorted(described)]
+        for r, entries in admin.describe_configs(res).items():
+            e = entries.get("min.insync.replicas")
+            min_isr[r.name] = int(e.value) if e is not None and e.value else 1
+    live = {b.node_id for b in cluster.brokers}
+    offline, under, under_min = [], [], []
+    hosting: set[int] = set()
+    count = 0
+    for t, d in sorted(described.items()):
+        for p in d.partitions:
+            count += 1
+            hosting.update(p.replicas)
+            name = {"topic": t, "partition": p.partition, "leader": p.leader,
+                    "replicas": list(p.replicas), "isr": list(p.isr)}
+            if p.leader < 0:
+                offline.append(name)
+            if len(p.isr) < len(p.replicas):
+                under.append(name)
+            if len(p.isr) < min_isr.get(t, 1):
+                under_min.append({**name, "min_insync_replicas": min_isr.get(t, 1)})
+    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "live": True}
+               for b in sorted(cluster.brokers, key=lambda b: b.node_id)]
+    brokers += [{"node_id": n, "host": None, "port": None, "rack": None, "live": False}
+                for n in sorted(hosting - live)]
+    return {"cluster_id": cluster.cluster_id, "controller": controller, "brokers": brokers,
+            "topics": len(described), "partitions": count,
+            "offline_partitions": offline, "under_replicated_partitions": under,
+            "under_min_isr_partitions": under_min}
+
+
+def problems(view: dict) -> list[str]:
+    out = []
+    if view["controller"].get("leader_id") in (None, -1):
+        out.append("no active controller" + (f": {view['controller']['error']}"
+                                             if view["controller"].get("error") else ""))
+    down = [b["node_id"] for b in view["brokers"] if not b["live"]]
+    if down:
+        out.append(f"brokers not live: {down}")
+    for key, what in (("offline_partitions", "offline"),
+                      ("under_replicated_partitions", "under-replicated"),
+                      ("under_min_isr_partitions", "under min ISR")):
+        if view[key]:
+            names = ", ".join(f"{p['topic']}-{p['partition']}" for p in view[key][:5])
+            more = f" (+{len(view[key]) - 5})" if len(view[key]) > 5 else ""
+            out.append(f"{len(view[key])} {what} partitions: {names}{more}")
+    return out
+
+
+def info(args: argparse.Namespace) -> int:
+    with c.admin(args) as admin:
+        view = survey(admin)
+    if args.output == "json":
+        c.print_json(view)
+        return 0
+    ctl = view["controller"]
+    print(f"cluster {view['cluster_id']}  active controller {ctl.get('leader_id')}"
+          f" (epoch {ctl.get('leader_epoch')})  topics {view['topics']}  "
+          f"partitions {view['partitions']}")
+    c.print_table(["BROKER", "HOST", "PORT", "RACK", "LIVE"],
+                  [[b["node_id"], b["host"], b["port"], b["rack"], b["live"]] for b in view["brokers"]])
+    print(f"offline {len(view['offline_partitions'])}  under-replicated "
+          f"{len(view['under_replicated_partitions'])}  under-min-ISR "
+          f"{len(view['under_min_isr_partitions'])}")
+    return 0
+
+
+def health(args: argparse.Namespace) -> int:
+    with c.admin(args) as admin:
+        view = survey(admin)
+    found = problems(view)
+    if args.output == "json":
+        c.print_json({"healthy": not found, "problems": found, **view})
+    else:
+        print("healthy" if not found else "unhealthy")
+        for line in found:
+            print(f"  {line}")
+    return 0 if not found else 1

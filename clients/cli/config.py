@@ -1,0 +1,97 @@
+"""``ketch config get|set|delete`` for topics and brokers (kafka-configs).
+
+``get`` is DescribeConfigs: every config with its value and source (default, topic,
+broker, static_broker, ...); ``--name`` picks some. ``set`` and ``delete`` are
+IncrementalAlterConfigs (SET / DELETE), validated by the controller: a bad value is
+refused with Kafka's error code and changes nothing. A broker is ``--broker ID``, or
+``--broker-defaults`` for the cluster-wide dynamic default (Kafka's ``--entity-default``).
+"""
+from __future__ import annotations
+
+import argparse
+
+from clients.cli import _common as c
+from clients.cli.topic import SOURCE_NAMES
+
+EXAMPLES = """examples:
+  ketch config get --topic orders
+  ketch config set --topic orders retention.ms=3600000 cleanup.policy=compact
+  ketch config delete --topic orders retention.ms
+  ketch config get --broker 1 --name log.retention.ms --output json
+  ketch config set --broker-defaults log.retention.ms=86400000
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="get, set and delete topic and broker configs",
+                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+    verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help: str, fn) -> argparse.ArgumentParser:
+        a = verbs.add_parser(name, help=help, epilog=EXAMPLES)
+        which = a.add_mutually_exclusive_group(required=True)
+        which.add_argument("--topic", "-t", metavar="TOPIC")
+        which.add_argument("--broker", metavar="ID", type=int)
+        which.add_argument("--broker-defaults", action="store_true",
+                           help="the dynamic default of every broker")
+        c.add_cluster_args(a)
+        c.add_output_args(a)
+        a.set_defaults(run=c.guarded(fn))
+        return a
+
+    a = action("get", "configs with value and source", get)
+    a.add_argument("--name", action="append", metavar="KEY", help="only this key, repeatable")
+    a = action("set", "set configs (IncrementalAlterConfigs SET)", set_)
+    a.add_argument("pairs", nargs="+", metavar="KEY=VALUE")
+    a.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
+    a = action("delete", "remove configs: back to the default", delete)
+    a.add_argument("keys", nargs="+", metavar="KEY")
+    a.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
+
+
+def _resource(args: argparse.Namespace):
+    from clients.admin import ConfigResource
+    if args.topic is not None:
+        return ConfigResource.topic(args.topic)
+    return ConfigResource.broker("" if args.broker_defaults else args.broker)
+
+
+def get(args: argparse.Namespace) -> int:
+    res = _resource(args)
+    with c.admin(args) as admin:
+        if args.topic is not None:
+            admin.describe_topics([args.topic])
+        entries = admin.describe_configs([res])[res]
+    if args.name:
+        unknown = [n for n in args.name if n not in entries]
+        if unknown:
+            raise c.CliError(f"no config named {unknown[0]!r} on {res.type.name.lower()} {res.name or '(defaults)'}")
+    rows = [{"name": e.name, "value": e.value, "source": SOURCE_NAMES.get(int(e.source), str(e.source)),
+             "is_default": e.is_default, "read_only": e.read_only, "sensitive": e.sensitive}
+            for e in sorted(entries.values(), key=lambda e: e.name)
+            if not args.name or e.name in args.name]
+    c.emit(args, rows, ["name", "value", "source", "read_only"])
+    return 0
+
+
+def _alter(args: argparse.Namespace, ops: list) -> int:
+    res = _resource(args)
+    with c.admin(args) as admin:
+        if args.topic is not None:
+            admin.describe_topics([args.topic])
+        admin.incremental_alter_configs({res: ops}, validate_only=args.dry_run)
+    c.emit(args, [{"resource": res.type.name.lower(), "resource_name": res.name, "name": o.name,
+                   "value": o.value, "op": o.op.name.lower(), "applied": not args.dry_run}
+                  for o in ops], ["resource", "resource_name", "name", "value", "op", "applied"])
+    return 0
+
+
+def set_(args: argparse.Namespace) -> int:
+    from clients.admin import AlterConfigOp, AlterConfigOpType
+    pairs = c.parse_kv(args.pairs, "set")
+    return _alter(args, [AlterConfigOp(k, v, AlterConfigOpType.SET) for k, v in pairs.items()])
+
+
+def delete(args: argparse.Namespace) -> int:
+    from clients.admin import AlterConfigOp, AlterConfigOpType
+    return _alter(args, [AlterConfigOp(k, None, AlterConfigOpType.DELETE) for k in args.keys])

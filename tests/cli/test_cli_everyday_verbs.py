@@ -1,0 +1,314 @@
+"""``ketch topic|produce|consume|group|config|cluster|dump-log`` as a user runs them:
+subprocesses (``python -m clients.cli``) against one real cluster (1 controller, 3
+brokers), output read through ``--output json`` / ``--json`` and checked against the
+cluster itself through other clients (confluent-kafka, i.e. librdkafka, and Ketch's admin).
+
+Bad input is tried first in each test and must give one line on stderr, exit 1 (2 for
+usage errors), no traceback, and change nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer, Producer as CKProducer
+from confluent_kafka import TopicPartition as CKTopicPartition
+
+from clients.cli.launcher import free_ports
+from tests.integration.integration_helpers import (
+    STOP_TIMEOUT_S, admin_for, start_cluster, wait_until,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI_TIMEOUT_S = 90
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = start_cluster(tmp_path_factory, "cli-verbs", controllers=1, brokers=3)
+    try:
+        yield c
+    finally:
+        c.stop(timeout_s=STOP_TIMEOUT_S)
+
+
+def ketch(cluster, *args: str, stdin: str | None = None, rc: int = 0,
+          bootstrap: bool = True) -> subprocess.CompletedProcess:
+    where = ["--bootstrap", cluster.spec.bootstrap_servers] if bootstrap else []
+    proc = subprocess.run([sys.executable, "-m", "clients.cli", *args, *where], cwd=ROOT,
+                          input=stdin, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == rc, (args, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def ketch_json(cluster, *args: str, **kw: Any) -> Any:
+    return json.loads(ketch(cluster, *args, "--output", "json", **kw).stdout)
+
+
+def refused(cluster, *args: str, rc: int = 1, **kw: Any) -> str:
+    """A refused command: its one stderr line, checked for the shape of a user error."""
+    proc = ketch(cluster, *args, rc=rc, **kw)
+    lines = proc.stderr.strip().splitlines()
+    if rc == 1:
+        assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[-1]
+
+
+def ck_conf(cluster, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": cluster.spec.bootstrap_servers, **extra}
+
+
+def committed(cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = CKConsumer(ck_conf(cluster, **{"group.id": group}))
+    try:
+        got = c.committed([CKTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        c.close()
+
+
+def watermarks(cluster, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    c = CKConsumer(ck_conf(cluster, **{"group.id": "watermarks"}))
+    try:
+        return {p: c.get_watermark_offsets(CKTopicPartition(topic, p), timeout=30)
+                for p in range(partitions)}
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------- topics, configs, bad input
+
+def test_topics_and_configs_with_bad_input_changing_nothing(cluster) -> None:
+    line = refused(cluster, "topic", "create", "wide", "-p", "2", "-r", "4")
+    assert "INVALID_REPLICATION_FACTOR" in line and line.startswith("ketch topic:")
+    assert all(t["topic"] != "wide" for t in ketch_json(cluster, "topic", "list"))
+
+    made = ketch_json(cluster, "topic", "create", "inventory", "-p", "2", "-r", "3",
+                      "-c", "retention.ms=7200000")
+    assert made == [{"topic": "inventory", "topic_id": made[0]["topic_id"], "partitions": 2,
+                     "replication_factor": 3, "created": True}]
+    [desc] = ketch_json(cluster, "topic", "describe", "inventory")
+    assert [p["partition"] for p in desc["partitions"]] == [0, 1]
+    for p in desc["partitions"]:
+        assert sorted(p["replicas"]) == [1, 2, 3] and p["leader"] in p["isr"]
+        assert (p["log_start_offset"], p["high_watermark"]) == (0, 0)
+    assert {"name": "retention.ms", "value": "7200000", "source": "topic", "read_only": False,
+            "sensitive": False} in desc["configs"]
+
+    # A bad value, an unknown topic, an unknown key: one line each, nothing changed.
+    line = refused(cluster, "config", "set", "--topic", "inventory", "retention.ms=soon")
+    assert "INVALID_CONFIG" in line and "retention.ms" in line
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in refused(cluster, "topic", "describe", "nope")
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in refused(cluster, "config", "get", "--topic", "nope")
+    refused(cluster, "config", "set", "--topic", "inventory", "retention.mss=5")
+    refused(cluster, "topic", "create", "x", "--partitions", "many", rc=2)   # usage: argparse
+    refused(cluster, "topic", "add-partitions", "inventory", "--total", "1")
+    [got] = ketch_json(cluster, "config", "get", "--topic", "inventory", "--name", "retention.ms")
+    assert (got["value"], got["source"]) == ("7200000", "topic")
+
+    ketch(cluster, "config", "set", "--topic", "inventory", "retention.ms=3600000",
+          "cleanup.policy=compact")
+    got = {e["name"]: e for e in ketch_json(cluster, "config", "get", "--topic", "inventory")}
+    assert got["retention.ms"]["value"] == "3600000" and got["cleanup.policy"]["value"] == "compact"
+    ketch(cluster, "config", "delete", "--topic", "inventory", "cleanup.policy")
+    [got] = ketch_json(cluster, "config", "get", "--topic", "inventory", "--name", "cleanup.policy")
+    assert (got["value"], got["source"]) == ("delete", "default")
+
+    grown = ketch_json(cluster, "topic", "add-partitions", "inventory", "--total", "4")
+    assert grown == [{"topic": "inventory", "partitions_before": 2, "partitions": 4, "applied": True}]
+    assert len(admin_for(cluster).describe_topics(["inventory"])["inventory"].partitions) == 4
+
+    ketch(cluster, "topic", "delete", "inventory")
+    wait_until(lambda: "inventory" not in admin_for(cluster).list_topics(), 30, "inventory deleted")
+
+
+def test_unreachable_or_missing_cluster_is_one_line(cluster) -> None:
+    [port] = free_ports(1)
+    line = refused(cluster, "topic", "list", "--bootstrap", f"127.0.0.1:{port}",
+                   "-X", "default.api.timeout.ms=3000", bootstrap=False)
+    assert line.startswith("ketch topic:") and str(port) in line
+    env_free = subprocess.run([sys.executable, "-m", "clients.cli", "group", "list"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+                              env={k: v for k, v in os.environ.items() if k != "KETCH_BOOTSTRAP"})
+    assert env_free.returncode == 1 and "no cluster given" in env_free.stderr
+    assert "Traceback" not in env_free.stderr
+    # --debug shows what happened
+    proc = ketch(cluster, "topic", "describe", "nope", "--debug", rc=1)
+    assert "Traceback" in proc.stderr
+
+
+def test_cluster_info_and_health(cluster) -> None:
+    info = ketch_json(cluster, "cluster", "info")
+    assert info["cluster_id"] == cluster.spec.cluster_id
+    assert [b["node_id"] for b in info["brokers"]] == [1, 2, 3]
+    assert all(b["live"] for b in info["brokers"])
+    assert info["controller"]["leader_id"] == cluster.spec.controllers[0].id
+    health = ketch_json(cluster, "cluster", "health")
+    assert health["healthy"] and health["problems"] == []
+
+
+# ---------------------------------------------------------------- produce, consume, dump-log
+
+def test_produce_then_consume_by_offsets_and_formats(cluster) -> None:
+    ketch(cluster, "topic", "create", "lines", "-p", "2", "-r", "3")
+    refused(cluster, "produce", "nolines", stdin="a\n")
+    assert "nolines" not in admin_for(cluster).list_topics()     # not auto-created
+    refused(cluster, "produce", "lines", "--partition", "7", stdin="a\n")
+    refused(cluster, "produce", "lines", "-f", "%k%v", stdin="a\n")
+
+    lines = "".join(f"k{i}:v{i}\n" for i in range(300))
+    ketch(cluster, "produce", "lines", "-K", ":", "--partition", "1", "--header", "src=cli",
+          "--acks", "1", "--compression", "lz4", stdin=lines)
+    ketch(cluster, "produce", "lines", "-f", "%T|%k|%v", "--partition", "0",
+          stdin="1700000000000|a|x\n1700000001000|b|y\n")
+
+    out = ketch(cluster, "consume", "lines", "-p", "1", "--json").stdout.splitlines()
+    recs = [json.loads(x) for x in out]
+    assert [(r["offset"], r["key"], r["value"]) for r in recs] == [
+        (i, f"k{i}", f"v{i}") for i in range(300)]
+    assert all(r["headers"] == [["src", "cli"]] for r in recs)
+    tail = ketch(cluster, "consume", "lines", "-p", "1", "--offset", "-3",
+                 "--format", "%p/%o %k=%s %h\\n").stdout
+    assert tail == "".join(f"1/{i} k{i}=v{i} src=cli\n" for i in (297, 298, 299))
+    assert ketch(cluster, "consume", "lines", "-p", "1", "--offset", "100", "-n", "2").stdout == "v100\nv101\n"
+    by_time = ketch(cluster, "consume", "lines", "-p", "0", "--offset", "@1700000000500",
+                    "--format", "%T %k %s\\n").stdout
+    assert by_time == "1700000001000 b y\n"
+    # Confluent's consumer reads what ketch wrote.
+    c = CKConsumer(ck_conf(cluster, **{"group.id": "ck-check"}))
+    c.assign([CKTopicPartition("lines", 1, 0)])
+    got = []
+    wait_until(lambda: got.extend(m for m in [c.poll(0.5)] if m is not None and not m.error())
+               or len(got) >= 300, 60, "confluent-kafka reads 300 records")
+    c.close()
+    assert [m.value() for m in got[:300]] == [f"v{i}".encode() for i in range(300)]
+    refused(cluster, "consume", "lines", "--offset", "yesterday")
+    refused(cluster, "consume", "lines", "-p", "5")
+
+
+def test_dump_log_lists_the_batches_the_producer_sent(cluster) -> None:
+    ketch(cluster, "topic", "create", "batches", "-p", "1", "-r", "3")
+    p = CKProducer(ck_conf(cluster, **{"linger.ms": 1000, "enable.idempotence": True}))
+    sent = []
+    for b in range(3):
+        values = [f"batch{b}-{i}" for i in range(10 + b)]
+        for v in values:
+            p.produce("batches", v.encode(), key=b"key", partition=0)
+        p.flush(30)
+        sent.append(values)
+    leader = admin_for(cluster).describe_topics(["batches"])["batches"].partitions[0].leader
+    wait_until(lambda: watermarks(cluster, "batches", 1)[0][1] == 33, 30, "33 records acknowledged")
+    node = cluster.spec.node(leader)
+    path = os.path.join(node.data_dir, "batches-0", "00000000000000000000.log")
+    dump = ketch_json(cluster, "dump-log", path, "--records", bootstrap=False)
+    assert dump["kind"] == "log" and dump["base_offset"] == 0
+    assert [b["count"] for b in dump["batches"]] == [10, 11, 12]
+    assert [[r["value"] for r in b["records"]] for b in dump["batches"]] == sent
+    assert [b["base_offset"] for b in dump["batches"]] == [0, 10, 21]
+    assert len({b["producer_id"] for b in dump["batches"]}) == 1
+    assert dump["batches"][0]["producer_id"] >= 0 and dump["torn_tail_bytes"] == 0
+    text = ketch(cluster, "dump-log", path, bootstrap=False).stdout
+    assert text.count("baseOffset:") == 3
+    assert "not a segment file name" in refused(cluster, "dump-log", __file__, bootstrap=False)
+
+
+# ---------------------------------------------------------------- groups: lag, reset, Ctrl-C
+
+def test_group_lag_reset_and_resume(cluster) -> None:
+    ketch(cluster, "topic", "create", "work", "-p", "3", "-r", "3")
+    p = CKProducer(ck_conf(cluster))
+    for i in range(600):
+        p.produce("work", f"w{i}".encode(), partition=i % 3)
+    p.flush(30)
+    assert len(ketch(cluster, "consume", "work", "--group", "billing", "-n", "250").stdout.splitlines()) == 250
+
+    [desc] = ketch_json(cluster, "group", "describe", "billing")
+    assert desc["state"] == "Empty" and desc["members"] == []
+    marks = watermarks(cluster, "work", 3)
+    done = committed(cluster, "billing", "work", 3)
+    assert sum(done.values()) == 250
+    assert sorted(p["partition"] for p in desc["partitions"]) == [0, 1, 2]
+    for part in desc["partitions"]:
+        n = part["partition"]
+        assert part["log_end_offset"] == marks[n][1] == 200
+        assert part["committed_offset"] == done[n]
+        assert part["lag"] == part["log_end_offset"] - part["committed_offset"]
+    assert desc["total_lag"] == 600 - 250
+
+    # Dry run (the default): the plan, nothing moved.
+    plan = ketch_json(cluster, "group", "reset-offsets", "billing", "--topic", "work",
+                      "--to-offset", "50")
+    assert plan["executed"] is False
+    assert {r["partition"]: (r["current_offset"], r["new_offset"]) for r in plan["partitions"]} == {
+        n: (done[n], 50) for n in range(3)}
+    assert committed(cluster, "billing", "work", 3) == done
+    refused(cluster, "group", "reset-offsets", "billing", "--topic", "nope", "--to-earliest",
+            "--execute")
+    refused(cluster, "group", "reset-offsets", "billing", "--topic", "work", rc=2)  # no --to-*
+
+    # Execute: shift back by 20 from wherever each partition is.
+    ketch(cluster, "group", "reset-offsets", "billing", "--topic", "work", "--shift-by", "-20",
+          "--execute")
+    moved = committed(cluster, "billing", "work", 3)
+    assert moved == {n: max(0, done[n] - 20) for n in range(3)}
+
+    # confluent-kafka, in the group, resumes from the moved offsets.
+    ck = CKConsumer(ck_conf(cluster, **{"group.id": "billing", "enable.auto.commit": False,
+                                        "auto.offset.reset": "latest"}))
+    ck.subscribe(["work"])
+    first: dict[int, int] = {}
+
+    def poll_first() -> bool:
+        m = ck.poll(0.5)
+        if m is not None and not m.error():
+            first.setdefault(m.partition(), m.offset())
+        return len(first) == 3
+    wait_until(poll_first, 60, "confluent-kafka reads every partition")
+    assert first == moved
+
+    # While it is a member, a reset is refused and changes nothing (as in Kafka).
+    [active] = ketch_json(cluster, "group", "describe", "billing")
+    assert active["state"] == "Stable" and len(active["members"]) == 1
+    assert sorted(a for m in active["members"] for a in m["assignment"]) == [
+        "work-0", "work-1", "work-2"]
+    line = refused(cluster, "group", "reset-offsets", "billing", "--topic", "work",
+                   "--to-earliest", "--execute")
+    assert "inactive" in line or "member" in line
+    refused(cluster, "group", "delete", "billing")
+    ck.close()
+    assert committed(cluster, "billing", "work", 3) == moved
+
+    assert "billing" in [g["group"] for g in ketch_json(cluster, "group", "list")]
+    ketch(cluster, "group", "delete", "billing")
+    assert "billing" not in [g["group"] for g in ketch_json(cluster, "group", "list")]
+
+
+def test_ctrl_c_in_a_group_commits_what_was_printed(cluster) -> None:
+    ketch(cluster, "topic", "create", "follow", "-p", "1", "-r", "3")
+    p = CKProducer(ck_conf(cluster))
+    for i in range(40):
+        p.produce("follow", f"f{i}".encode())
+    p.flush(30)
+    proc = subprocess.Popen([sys.executable, "-m", "clients.cli", "consume", "follow", "--group",
+                             "tail", "--follow", "--bootstrap", cluster.spec.bootstrap_servers],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": ROOT})
+    try:
+        seen = [proc.stdout.readline() for _ in range(40)]
+        assert seen == [f"f{i}\n" for i in range(40)]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=CLI_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "interrupted after 40 records" in err
+    assert committed(cluster, "tail", "follow", 1) == {0: 40}
