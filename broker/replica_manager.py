@@ -419,6 +419,13 @@ class ReplicaManager:
                                                        reg.isr, reg.replicas, now_ms))
             else:
                 hosted.following = None
+                # Kafka's makeLeader (maybeAssignEpochStartOffset): the new epoch starts at
+                # our LEO now, not at our first append. A follower ahead of us (we were
+                # elected with a shorter log: unclean, or the last ISR member after a power
+                # cut) then learns where our epochs end and truncates; with no entry we
+                # answered UNDEFINED and it looped truncate/out-of-range for ever (found by
+                # tests/sim, --power-cuts seed 10939).
+                hosted.log.leader_epoch_cache.assign(reg.leader_epoch, hosted.log.log_end_offset)
                 hw = max(self._hw_checkpoint.get((hosted.tp.topic, hosted.tp.partition), 0),
                          replica.high_watermark)
                 self._complete(replica.become_leader(
