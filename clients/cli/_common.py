@@ -5,7 +5,8 @@ Theory of operation. A verb's ``register`` calls ``add_cluster_args`` (``--boots
 ``--dir``, ``-X``) and ``add_output_args`` (``--output``, ``--debug``) and sets its
 ``run`` to a function wrapped in ``guarded``. The cluster is found in this order:
 ``--bootstrap HOST:PORT,...``, then ``$KETCH_BOOTSTRAP``, then ``--dir`` of a ``ketch up``
-cluster (its cluster.json names the brokers). ``-X key=value`` goes into the client's
+cluster (its cluster.json names the brokers), then ``./ketch-data`` (``ketch up``'s
+default directory) when it holds a cluster.json. ``-X key=value`` goes into the client's
 config as given, so any client property can be set (an unknown one is refused by the
 client's own config parser, as one line).
 
@@ -37,6 +38,8 @@ __all__ = [
 
 # A CLI call should answer within this unless -X default.api.timeout.ms says otherwise.
 ADMIN_TIMEOUT_MS = 30_000
+# Where `ketch up` puts a cluster by default; used when nothing else names one.
+DEFAULT_DIR = "./ketch-data"
 
 
 class CliError(Exception):
@@ -91,8 +94,11 @@ def bootstrap(args: argparse.Namespace) -> str:
         if servers:
             return servers
         raise CliError(f"{args.dir}/cluster.json names no brokers")
+    if os.path.exists(os.path.join(DEFAULT_DIR, "cluster.json")):
+        # `ketch up`'s own default directory, here: the cluster a new user just started.
+        return bootstrap(argparse.Namespace(dir=DEFAULT_DIR))
     raise CliError("no cluster given: use --bootstrap HOST:PORT, KETCH_BOOTSTRAP, or --dir "
-                   "of a `ketch up` cluster")
+                   f"of a `ketch up` cluster (none in {DEFAULT_DIR})")
 
 
 def client_props(args: argparse.Namespace, **defaults: Any) -> dict[str, Any]:
@@ -102,9 +108,15 @@ def client_props(args: argparse.Namespace, **defaults: Any) -> dict[str, Any]:
 
 
 def admin(args: argparse.Namespace):
-    """Ketch's blocking admin client for this command's cluster."""
+    """Ketch's blocking admin client for this command's cluster. A verb whose main client
+    is a producer or consumer also asks an admin client (does the topic exist?); of -X,
+    that one takes only the keys an admin client has (the main client checks the rest)."""
+    from clients._core.config import config_keys
     from clients.admin import Admin
     props = client_props(args, **{"default.api.timeout.ms": ADMIN_TIMEOUT_MS})
+    if getattr(args, "command", None) in ("produce", "consume"):
+        known = {k.name for k in config_keys("admin")}
+        props = {k: v for k, v in props.items() if k in known}
     try:
         return Admin(props)
     except (ValueError, TypeError) as e:
