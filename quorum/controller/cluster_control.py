@@ -44,6 +44,7 @@ from typing import Any
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from metadata_log.image import BrokerRegistration, MetadataImage
+from quorum.controller.broker_index import BrokersToPartitions
 from quorum.controller.config import ControllerConfig
 from quorum.controller.replication_control import (
     active_predicate, broker_leads_any, changes_for_leaderless_partitions,
@@ -111,7 +112,8 @@ def _same_registration(b: BrokerRegistration, request: Any) -> bool:
             and b.rack == request.rack and list(b.log_dirs) == list(request.log_dirs))
 
 
-def register_broker(image: MetadataImage, request: Any, config: ControllerConfig
+def register_broker(image: MetadataImage, request: Any, config: ControllerConfig,
+                    index: BrokersToPartitions | None = None
                     ) -> ControllerResult[messages.BrokerRegistrationResponse]:
     Response = messages.BrokerRegistrationResponse
 
@@ -142,12 +144,12 @@ def register_broker(image: MetadataImage, request: Any, config: ControllerConfig
     if existing is not None:
         records += changes_for_leaving_brokers(
             image, [request.broker_id],
-            active_predicate(image, inactive=[request.broker_id]), config)
+            active_predicate(image, inactive=[request.broker_id]), config, index)
     return ControllerResult(tuple(records), Response(error_code=0, broker_epoch=broker_epoch))
 
 
-def fence_brokers(image: MetadataImage, broker_ids: list[int],
-                  config: ControllerConfig) -> list[Any]:
+def fence_brokers(image: MetadataImage, broker_ids: list[int], config: ControllerConfig,
+                  index: BrokersToPartitions | None = None) -> list[Any]:
     """Records fencing ``broker_ids`` (registered, unfenced) and moving their partitions."""
     records: list[Any] = []
     for broker_id in broker_ids:
@@ -156,12 +158,12 @@ def fence_brokers(image: MetadataImage, broker_ids: list[int],
         records.append(messages.BrokerRegistrationChangeRecord(
             broker_id=broker_id, broker_epoch=b.broker_epoch, fenced=_FENCE))
     records += changes_for_leaving_brokers(
-        image, broker_ids, active_predicate(image, inactive=broker_ids), config)
+        image, broker_ids, active_predicate(image, inactive=broker_ids), config, index)
     return records
 
 
 def broker_heartbeat(image: MetadataImage, request: Any, registration_offset: int,
-                     config: ControllerConfig
+                     config: ControllerConfig, index: BrokersToPartitions | None = None
                      ) -> ControllerResult[messages.BrokerHeartbeatResponse]:
     """The KRaft heartbeat state machine (BrokerHeartbeatManager.calculateNextBrokerState).
 
@@ -185,33 +187,35 @@ def broker_heartbeat(image: MetadataImage, request: Any, registration_offset: in
             records: list[Any] = [messages.BrokerRegistrationChangeRecord(
                 broker_id=broker_id, broker_epoch=b.broker_epoch, fenced=_UNFENCE)]
             records += changes_for_leaderless_partitions(
-                image, active_predicate(image, active=[broker_id]), config)
+                image, active_predicate(image, active=[broker_id]), config, index=index)
             return respond(records, False, False)
         return respond([], True, False)
     if b.in_controlled_shutdown:
         if not request.want_shut_down:
             return respond([], False, False)      # Kafka ignores a change of mind
-        if broker_leads_any(image, broker_id):
+        if broker_leads_any(image, broker_id, index):
             # Leaderships it still has were moved in an earlier batch where possible; one
             # more pass catches partitions whose other replicas have since come back.
             records = changes_for_leaving_brokers(
-                image, [broker_id], active_predicate(image, inactive=[broker_id]), config)
+                image, [broker_id], active_predicate(image, inactive=[broker_id]), config,
+                index)
             return respond(records, False, False)
-        return respond(fence_brokers(image, [broker_id], config), True, True)
+        return respond(fence_brokers(image, [broker_id], config, index), True, True)
     if request.want_shut_down:
-        if request.want_fence or not broker_leads_any(image, broker_id):
-            return respond(fence_brokers(image, [broker_id], config), True, True)
+        if request.want_fence or not broker_leads_any(image, broker_id, index):
+            return respond(fence_brokers(image, [broker_id], config, index), True, True)
         records = [messages.BrokerRegistrationChangeRecord(
             broker_id=broker_id, broker_epoch=b.broker_epoch, in_controlled_shutdown=1)]
         records += changes_for_leaving_brokers(
-            image, [broker_id], active_predicate(image, inactive=[broker_id]), config)
+            image, [broker_id], active_predicate(image, inactive=[broker_id]), config, index)
         return respond(records, False, False)
     if request.want_fence:
-        return respond(fence_brokers(image, [broker_id], config), True, False)
+        return respond(fence_brokers(image, [broker_id], config, index), True, False)
     return respond([], False, False)
 
 
-def unregister_broker(image: MetadataImage, request: Any, config: ControllerConfig
+def unregister_broker(image: MetadataImage, request: Any, config: ControllerConfig,
+                      index: BrokersToPartitions | None = None
                       ) -> ControllerResult[messages.UnregisterBrokerResponse]:
     """UnregisterBroker (KIP-631): forget a decommissioned broker."""
     Response = messages.UnregisterBrokerResponse
@@ -221,7 +225,7 @@ def unregister_broker(image: MetadataImage, request: Any, config: ControllerConf
             error_code=int(ErrorCode.BROKER_ID_NOT_REGISTERED),
             error_message=f"Broker ID {request.broker_id} is not currently registered"))
     records: list[Any] = changes_for_leaving_brokers(
-        image, [b.broker_id], active_predicate(image, inactive=[b.broker_id]), config)
+        image, [b.broker_id], active_predicate(image, inactive=[b.broker_id]), config, index)
     records.append(messages.UnregisterBrokerRecord(broker_id=b.broker_id,
                                                    broker_epoch=b.broker_epoch))
     return ControllerResult(tuple(records), Response(error_code=0, error_message=None))

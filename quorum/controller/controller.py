@@ -58,6 +58,7 @@ from metadata_log.delta import BatchOutcome, ConfigChange, MetadataReplayError, 
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
 from quorum.controller import cluster_control, config_control, reassignment, replication_control
+from quorum.controller.broker_index import BrokersToPartitions
 from quorum.controller.cluster_control import HeartbeatTracker
 from quorum.controller.config import ControllerConfig
 from quorum.controller.placement import BrokerLoad
@@ -79,7 +80,9 @@ class QuorumController:
         # Registrations at or before this offset came from a snapshot: exact offsets lost.
         self._snapshot_offset = image.provenance.offset
         self._next_election_scan_ms: int | None = None
-        self._load_cache: tuple[MetadataImage, BrokerLoad] | None = None
+        # Derived from the image and moved with it on every replay, never by a scan
+        # (broker_index.py): the per-broker paths below touch only that broker's partitions.
+        self._index = BrokersToPartitions.from_image(image)
         self._follow_ups: set[reassignment.PartitionKey] = set()
 
     # ------------------------------------------------------------ state
@@ -120,8 +123,10 @@ class QuorumController:
     def replay(self, records: Sequence[Any], last_offset: int, epoch: int = -1) -> BatchOutcome:
         """Apply one committed batch; ``last_offset`` is the offset of its last record."""
         records = tuple(records)
-        outcome = replay_batch(self._image, records, Provenance(last_offset, epoch))
+        old_image = self._image
+        outcome = replay_batch(old_image, records, Provenance(last_offset, epoch))
         if outcome.error is None:
+            self._index.apply(old_image, outcome.image, outcome.changes)
             base_offset = last_offset - len(records) + 1
             for i, r in enumerate(records):
                 if type(r) is messages.RegisterBrokerRecord:
@@ -170,7 +175,7 @@ class QuorumController:
         self._snapshot_offset = image.provenance.offset
         self._registration_offsets.clear()
         self._heartbeats.forget_missing(image)
-        self._load_cache = None
+        self._index = BrokersToPartitions.from_image(image)
         self._follow_ups.clear()
         if self._active:
             self._rescan_reassignments()
@@ -180,18 +185,19 @@ class QuorumController:
         offset = self._registration_offsets.get(broker_id)
         return self._snapshot_offset if offset is None else offset
 
+    @property
+    def index(self) -> BrokersToPartitions:
+        """Broker id -> its partitions, for the committed image (read only)."""
+        return self._index
+
     def _broker_load(self) -> BrokerLoad:
-        cached = self._load_cache
-        if cached is None or cached[0] is not self._image:
-            cached = self._load_cache = (self._image,
-                                         replication_control.broker_load(self._image))
-        return cached[1]
+        return self._index.broker_load()
 
     # ------------------------------------------------------------ broker lifecycle
 
     def handle_broker_registration(self, request: Any, now_ms: int
                                    ) -> ControllerResult[messages.BrokerRegistrationResponse]:
-        return cluster_control.register_broker(self._image, request, self.config)
+        return cluster_control.register_broker(self._image, request, self.config, self._index)
 
     def handle_broker_heartbeat(self, request: Any, now_ms: int
                                 ) -> ControllerResult[messages.BrokerHeartbeatResponse]:
@@ -200,11 +206,13 @@ class QuorumController:
         if b is not None and b.broker_epoch == request.broker_epoch:
             self._heartbeats.touch(b.broker_id, b.broker_epoch, now_ms)
         return cluster_control.broker_heartbeat(
-            self._image, request, self.registration_offset(request.broker_id), self.config)
+            self._image, request, self.registration_offset(request.broker_id), self.config,
+            self._index)
 
     def handle_unregister_broker(self, request: Any, now_ms: int
                                  ) -> ControllerResult[messages.UnregisterBrokerResponse]:
-        return cluster_control.unregister_broker(self._image, request, self.config)
+        return cluster_control.unregister_broker(self._image, request, self.config,
+                                                 self._index)
 
     # ------------------------------------------------------------ topics and partitions
 
@@ -291,7 +299,7 @@ class QuorumController:
             else:
                 next_due_ms = min(next_due_ms, deadline_ms)
         if expired:
-            records += cluster_control.fence_brokers(image, expired, config)
+            records += cluster_control.fence_brokers(image, expired, config, self._index)
             # Elections wait for the next poll: they must see the fencing committed, or
             # both could write a change for the same partition from the same image.
         elif self._follow_ups:
@@ -320,11 +328,11 @@ class QuorumController:
         limit = config.elections_per_poll_max
         is_active = replication_control.active_predicate(image)
         records = replication_control.changes_for_leaderless_partitions(
-            image, is_active, config, limit)
+            image, is_active, config, limit, self._index)
         if config.auto_leader_rebalance_enable and len(records) < limit:
             # Leaderless partitions are skipped there: an ONLINE election above already
             # picks the first eligible replica in preference order.
             records += replication_control.changes_for_preferred_leaders(
-                image, is_active, limit - len(records))
+                image, is_active, limit - len(records), self._index)
         return records
 
