@@ -312,3 +312,44 @@ def test_ctrl_c_in_a_group_commits_what_was_printed(cluster) -> None:
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "interrupted after 40 records" in err
     assert committed(cluster, "tail", "follow", 1) == {0: 40}
+
+
+# ---------------------------------------------------------------- metadata-shell (offline)
+
+def _digest(directory: str) -> dict[str, str]:
+    import hashlib
+    return {name: hashlib.sha256(open(os.path.join(directory, name), "rb").read()).hexdigest()
+            for name in sorted(os.listdir(directory))}
+
+
+def test_metadata_shell_reads_a_controllers_image_offline(cluster, tmp_path) -> None:
+    import shutil
+    ketch(cluster, "topic", "create", "shelled", "-p", "2", "-r", "2")
+    live = admin_for(cluster).describe_topics(["shelled"])["shelled"]
+    controller_dir = cluster.spec.controllers[0].data_dir
+
+    def offline() -> Any:
+        # A copy (the controller keeps writing), read through the `ketch up` directory's
+        # cluster.json like a user would read a stopped cluster's.
+        copy = tmp_path / "copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(controller_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+        before = _digest(str(copy))
+        got = ketch_json(cluster, "metadata-shell", str(copy), "/topics", bootstrap=False)
+        assert _digest(str(copy)) == before            # read-only
+        return got if "shelled" in got["image"] else None
+    got = wait_until(offline, 30, "the committed topic in the controller's files")
+    topic = got["image"]["shelled"]
+    assert topic["topic_id"] == str(live.topic_id)
+    assert {p: (topic[str(p)]["replicas"], topic[str(p)]["leader"]) for p in (0, 1)} == {
+        p.partition: (list(p.replicas), p.leader) for p in live.partitions}
+    assert got["source"]["commit_index"] > 0
+
+    by_dir = ketch_json(cluster, "metadata-shell", cluster.dir, "/brokers", bootstrap=False)
+    assert sorted(by_dir["image"]) == ["1", "2", "3"]
+    assert all(not b["fenced"] for b in by_dir["image"].values())
+    listing = ketch(cluster, "metadata-shell", cluster.dir, "ls", "/", bootstrap=False).stdout
+    assert listing.split() == ["provenance/", "features/", "brokers/", "topics/", "configs/",
+                               "producerIds/"]
+    assert "not a controller's data directory" in refused(
+        cluster, "metadata-shell", str(tmp_path), bootstrap=False)
