@@ -19,26 +19,10 @@ from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch
 from clients.types import TopicPartition
-from metadata_log import EMPTY_IMAGE, MetadataDelta, Provenance
+from metadata_harness import Metadata
 
 TP = TopicPartition("t", 0)
 TOPIC_ID = uuid.UUID(int=42)
-
-
-class Metadata:
-    """A metadata log replayed record by record, as the broker's listener does."""
-
-    def __init__(self) -> None:
-        self.image = EMPTY_IMAGE
-        self.offset = 0
-
-    def commit(self, *records):
-        delta = MetadataDelta(self.image)
-        for r in records:
-            delta.replay(r)
-        self.offset += len(records)
-        self.image = delta.apply(Provenance(self.offset, 1))
-        return self.image, list(delta.changes)
 
 
 def brokers(*ids: int) -> list:

@@ -9,28 +9,11 @@ from clients.types import TopicPartition
 from broker.replica_manager import ReplicaManager
 from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode
-from metadata_log import EMPTY_IMAGE, MetadataDelta, Provenance
+from metadata_harness import Metadata
 from metadata_log.image import ConfigResourceType
 
 TOPIC, BROKER = int(ConfigResourceType.TOPIC), int(ConfigResourceType.BROKER)
 TP = TopicPartition("t", 0)
-
-
-class Cluster:
-    """A metadata log replayed record by record, as the broker's listener does."""
-
-    def __init__(self) -> None:
-        self.image = EMPTY_IMAGE
-        self.offset = 0
-
-    def commit(self, *records):
-        """(image, typed changes) of one committed batch."""
-        delta = MetadataDelta(self.image)
-        for r in records:
-            delta.replay(r)
-        self.offset += len(records)
-        self.image = delta.apply(Provenance(self.offset, 1))
-        return self.image, list(delta.changes)
 
 
 def apply(manager: ReplicaManager, committed, now: int) -> None:
@@ -46,7 +29,7 @@ def start(tmp_path, static: dict[str, str] | None = None):
     storage = FileStorage()
     logs, _ = LogManager.open(storage, str(tmp_path), now_ms=0)
     manager = ReplicaManager(1, logs, static or {})
-    cluster = Cluster()
+    cluster = Metadata()
     tid = uuid.UUID(int=42)
     apply(manager, cluster.commit(
         M.RegisterBrokerRecord(broker_id=1, incarnation_id=uuid.UUID(int=1), broker_epoch=1,
