@@ -1,7 +1,6 @@
 """Config changes reach hosted replicas from the metadata delta's typed changes, live."""
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from broker.log import FileStorage, LogManager
