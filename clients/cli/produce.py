@@ -8,8 +8,9 @@ percent sign), e.g. ``-f '%T|%k|%v'``. ``--header k=v`` adds headers to every re
 
 Lines are read as bytes and handed to ``Producer.send`` without decoding: the fast path of
 the producer (bytes in, nothing to serialize) is what makes this competitive with kcat.
-Failures are counted by the producer (``record-error-total``); one record in every
-``_SAMPLE`` keeps its future so the first error can be named at the end. Exit 1 when any
+Input is read 1 MiB at a time and split into lines. Failures are counted by the producer
+(``record-error-total``); the last record of each chunk keeps its future so that an error
+can be named at the end. Exit 1 when any
 record failed. On a TTY stderr a progress line shows records and records/s.
 """
 from __future__ import annotations
@@ -28,7 +29,6 @@ EXAMPLES = """examples:
   ketch produce orders --file big.txt --acks 1 --compression lz4
 """
 
-_SAMPLE = 1024          # keep one future in this many, to name an error
 _PROGRESS_EVERY_S = 0.5
 
 
@@ -114,13 +114,22 @@ def compile_format(fmt: str) -> Callable[[bytes], tuple[bytes | None, bytes, int
     return parse
 
 
-def _lines(f: BinaryIO):
-    for line in f:
-        if line.endswith(b"\n"):
-            line = line[:-1]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-        yield line
+_CHUNK = 1 << 20
+
+
+def _line_chunks(f: BinaryIO):
+    """Lists of lines (without their newline; a trailing \r is dropped too), read 1 MiB at
+    a time: splitting a chunk is several times cheaper than iterating a file by line."""
+    tail = b""
+    while True:
+        chunk = f.read(_CHUNK) if hasattr(f, "read") else b""
+        if not chunk:
+            break
+        lines = (tail + chunk).split(b"\n")
+        tail = lines.pop()
+        yield [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines] if b"\r" in chunk else lines
+    if tail:
+        yield [tail[:-1] if tail.endswith(b"\r") else tail]
 
 
 class _Progress:
@@ -172,21 +181,28 @@ def run(args: argparse.Namespace) -> int:
         send = producer.send
         topic, partition = args.topic, args.partition
         tick = progress.tick if progress.enabled else None
-        for line in _lines(src):
-            key = None
-            ts = None
-            if parse is not None:
-                key, line, ts = parse(line)
-            elif sep is not None:
-                k, found, v = line.partition(sep)
-                if found:
-                    key, line = k, v
-            fut = send(topic, line, key, partition, ts, headers)
-            n += 1
-            if n % _SAMPLE == 1:
-                sampled.append(fut)
-                if tick is not None:
-                    tick(n)
+        for lines in _line_chunks(src):
+            if parse is None and sep is None:
+                # The common case, kept lean: value only (see the module docstring).
+                for line in lines:
+                    fut = send(topic, line, None, partition, None, headers)
+                if lines:
+                    sampled.append(fut)
+            else:
+                for line in lines:
+                    key = ts = None
+                    if parse is not None:
+                        key, line, ts = parse(line)
+                    else:
+                        k, found, v = line.partition(sep)
+                        if found:
+                            key, line = k, v
+                    fut = send(topic, line, key, partition, ts, headers)
+                if lines:
+                    sampled.append(fut)
+            n += len(lines)
+            if tick is not None:
+                tick(n)
         producer.flush()
     finally:
         if src is not sys.stdin.buffer:
