@@ -56,11 +56,22 @@ def _resource(args: argparse.Namespace):
     return ConfigResource.broker("" if args.broker_defaults else args.broker)
 
 
+def _check_exists(admin, args: argparse.Namespace) -> None:
+    """An unknown topic or broker is one line at once (a broker's configs are asked of
+    that broker, so an unknown id would otherwise wait out the whole timeout)."""
+    if args.topic is not None:
+        admin.describe_topics([args.topic])
+    elif args.broker is not None:
+        ids = sorted(b.node_id for b in admin.describe_cluster().brokers)
+        if args.broker not in ids:
+            raise c.CliError(f"no live broker {args.broker} (live brokers: "
+                             f"{', '.join(map(str, ids))})")
+
+
 def get(args: argparse.Namespace) -> int:
     res = _resource(args)
     with c.admin(args) as admin:
-        if args.topic is not None:
-            admin.describe_topics([args.topic])
+        _check_exists(admin, args)
         entries = admin.describe_configs([res])[res]
     if args.name:
         unknown = [n for n in args.name if n not in entries]
@@ -77,8 +88,7 @@ def get(args: argparse.Namespace) -> int:
 def _alter(args: argparse.Namespace, ops: list) -> int:
     res = _resource(args)
     with c.admin(args) as admin:
-        if args.topic is not None:
-            admin.describe_topics([args.topic])
+        _check_exists(admin, args)
         admin.incremental_alter_configs({res: ops}, validate_only=args.dry_run)
     c.emit(args, [{"resource": res.type.name.lower(), "resource_name": res.name, "name": o.name,
                    "value": o.value, "op": o.op.name.lower(), "applied": not args.dry_run}

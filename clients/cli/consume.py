@@ -225,12 +225,16 @@ def _seek(consumer, tps: list, offset: str) -> None:
         consumer.seek_to_end(tps)
     elif offset.lstrip("-").isdigit():
         n = int(offset)
+        start = consumer.beginning_offsets(tps)
+        end = consumer.end_offsets(tps)
         if n >= 0:
             for tp in tps:
+                if not start[tp] <= n <= end[tp]:
+                    # Else the consumer would reset to --offset's policy without a word.
+                    raise c.CliError(f"offset {n} is outside {tp.topic}-{tp.partition}, which "
+                                     f"holds offsets {start[tp]} to {end[tp]} (end)")
                 consumer.seek(tp, n)
         else:
-            start = consumer.beginning_offsets(tps)
-            end = consumer.end_offsets(tps)
             for tp in tps:
                 consumer.seek(tp, max(start[tp], end[tp] + n))
     else:

@@ -112,6 +112,11 @@ def test_topics_and_configs_with_bad_input_changing_nothing(cluster) -> None:
     refused(cluster, "topic", "add-partitions", "inventory", "--total", "1")
     [got] = ketch_json(cluster, "config", "get", "--topic", "inventory", "--name", "retention.ms")
     assert (got["value"], got["source"]) == ("7200000", "topic")
+    assert "no live broker 9" in refused(cluster, "config", "get", "--broker", "9")
+    line = refused(cluster, "config", "set", "--broker", "1", "log.retention.ms=-5")
+    assert "INVALID_CONFIG" in line
+    [got] = ketch_json(cluster, "config", "get", "--broker", "1", "--name", "log.retention.ms")
+    assert got["source"] != "broker"          # not set dynamically
 
     ketch(cluster, "config", "set", "--topic", "inventory", "retention.ms=3600000",
           "cleanup.policy=compact")
@@ -191,6 +196,8 @@ def test_produce_then_consume_by_offsets_and_formats(cluster) -> None:
     assert [m.value() for m in got[:300]] == [f"v{i}".encode() for i in range(300)]
     refused(cluster, "consume", "lines", "--offset", "yesterday")
     refused(cluster, "consume", "lines", "-p", "5")
+    assert "holds offsets 0 to 300" in refused(cluster, "consume", "lines", "-p", "1",
+                                               "--offset", "5000")
 
 
 def test_dump_log_lists_the_batches_the_producer_sent(cluster) -> None:
