@@ -184,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
             if not args.follow:
                 ends = consumer.end_offsets(tps)
         remaining = args.num
+        if ends is not None and _at_end(consumer, ends, []):
+            remaining = 0               # nothing to read: no poll to wait out
         while not stopping and (remaining is None or remaining > 0):
             recs = consumer.poll(_POLL_MS, max_records=remaining)
             if recs:
