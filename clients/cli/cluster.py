@@ -32,7 +32,7 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cluster", help="brokers, active controller, partition health",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, fn, help in (("info", info, "brokers, controller and partition counts"),
                            ("health", health, "exit 1 when anything needs attention")):

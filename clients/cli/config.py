@@ -24,7 +24,7 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="get, set and delete topic and broker configs",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, help: str, fn) -> argparse.ArgumentParser:

@@ -42,7 +42,7 @@ _POLL_MS = 500
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("consume", help="print records, in a group or from given offsets",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--group", "-g", metavar="GROUP", help="consume as a member of this group")
     p.add_argument("--partition", "-p", type=int, action="append", metavar="N",

@@ -39,7 +39,7 @@ _READ_CHUNK = 1 << 20
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump-log", help="decode segment .log, .index and .timeindex files",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--records", "--print-data", action="store_true",
                    help="decode each batch's records too")

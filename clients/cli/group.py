@@ -30,7 +30,7 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("group", help="list, describe (lag), reset and delete consumer groups",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, help: str, fn) -> argparse.ArgumentParser:

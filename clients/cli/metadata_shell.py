@@ -30,7 +30,7 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metadata-shell", help="browse a controller's metadata image offline",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     p.add_argument("dir", metavar="DIR", help="a controller's data directory, or a `ketch up` directory")
     p.add_argument("words", nargs=argparse.REMAINDER, metavar="COMMAND",
                    help="ls|cat|tree|find [PATH] (options may follow it)")

@@ -34,7 +34,7 @@ _PROGRESS_EVERY_S = 0.5
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("produce", help="write records from stdin or a file, one per line",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--file", "-F", metavar="PATH", help="read this file instead of stdin")
     p.add_argument("--key-separator", "-K", metavar="SEP",

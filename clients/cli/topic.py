@@ -32,7 +32,7 @@ SOURCE_NAMES = {
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("topic", help="create, list, describe, alter, grow and delete topics",
-                       description=__doc__.split("\n\n")[0], epilog=EXAMPLES)
+                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
     verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, help: str, fn) -> argparse.ArgumentParser:
