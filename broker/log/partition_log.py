@@ -178,6 +178,14 @@ def _empty_slice(offset: int) -> FileSlice:
 
 
 class PartitionLog:
+    # One per hosted replica, idle or not: slots keep the memory per replica down.
+    __slots__ = (
+        "storage", "dir_path", "config", "_segments", "_bases", "_log_end_offset",
+        "_log_start_offset", "_recovery_point", "leader_epoch_cache", "_last_flush_ms",
+        "_unflushed_messages", "_pending_deletes", "_epoch_checkpoint_dirty", "closed",
+        "first_dirty_offset", "layout_version", "on_recovery_point_lowered",
+    )
+
     def __init__(
         self,
         storage: Storage,
@@ -302,10 +310,12 @@ class PartitionLog:
         the first bad batch and everything after it is dropped and reported.
         """
         storage.make_dirs(dir_path)
-        completed_swaps = _tidy_directory(storage, dir_path)
+        # One directory listing serves tidying and loading (a restart of 100,000 small
+        # partitions pays per call: Kafka's LogLoader lists each directory once, too).
+        completed_swaps, names = _tidy_directory(storage, dir_path)
         bases = sorted(
             parsed[0]
-            for name in storage.list_dir(dir_path)
+            for name in names
             if (parsed := parse_segment_file_name(name)) is not None and parsed[1] == LOG_SUFFIX
         )
         segments = [LogSegment.open_existing(storage, dir_path, b, config, now_ms) for b in bases]
@@ -1006,10 +1016,10 @@ def _load_epoch_cache(storage: Storage, dir_path: str) -> LeaderEpochCache:
         return LeaderEpochCache()
 
 
-def _tidy_directory(storage: Storage, dir_path: str) -> list[int]:
+def _tidy_directory(storage: Storage, dir_path: str) -> tuple[list[int], set[str]]:
     """Delete temporary files and finish interrupted compaction swaps.
 
-    Returns the base offsets of swap files made live.
+    Returns the base offsets of swap files made live, and the names left in the directory.
     """
     completed: list[int] = []
     changed = False
@@ -1043,16 +1053,18 @@ def _tidy_directory(storage: Storage, dir_path: str) -> list[int]:
         storage.rename(swap_path, f"{dir_path}/{segment_file_name(base, LOG_SUFFIX)}")
         completed.append(base)
         changed = True
-    names = set(storage.list_dir(dir_path))
-    for name in names:
+    # List again only if something above changed the directory.
+    names = set(storage.list_dir(dir_path)) if changed else set(names)
+    for name in list(names):
         parsed = parse_segment_file_name(name)
         if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             if segment_file_name(parsed[0], LOG_SUFFIX) not in names:
                 storage.delete(f"{dir_path}/{name}")
+                names.discard(name)
                 changed = True
     if changed:
         storage.fsync_dir(dir_path)
-    return completed
+    return completed, names
 
 
 _CODECS = {"uncompressed": CompressionType.NONE, "gzip": CompressionType.GZIP,

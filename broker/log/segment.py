@@ -108,6 +108,16 @@ class BatchPosition:
 
 
 class LogSegment:
+    # Slots and paths derived on demand: a broker keeps one of these per partition even
+    # when the partition is idle, so its size is part of the memory per replica.
+    __slots__ = (
+        "storage", "dir_path", "base_offset", "config", "created_ms", "size_bytes",
+        "_offset_index", "_time_index", "_next_offset", "_max_timestamp",
+        "_offset_of_max_timestamp", "_first_batch_timestamp", "_bytes_since_index_entry",
+        "_last_batch_position", "_index_file_bytes", "_time_index_file_bytes",
+        "_index_files_unsynced",
+    )
+
     def __init__(
         self,
         storage: Storage,
@@ -124,9 +134,6 @@ class LogSegment:
         self.config = config
         self.created_ms = created_ms
         self.size_bytes = size_bytes
-        self.log_path = f"{dir_path}/{segment_file_name(base_offset, LOG_SUFFIX)}"
-        self.index_path = f"{dir_path}/{segment_file_name(base_offset, INDEX_SUFFIX)}"
-        self.time_index_path = f"{dir_path}/{segment_file_name(base_offset, TIME_INDEX_SUFFIX)}"
         # Loaded state (None / -1 until _ensure_loaded or an append sets it).
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -141,6 +148,18 @@ class LogSegment:
         self._index_file_bytes: int | None = None
         self._time_index_file_bytes: int | None = None
         self._index_files_unsynced = False  # written since their last fsync
+
+    @property
+    def log_path(self) -> str:
+        return f"{self.dir_path}/{segment_file_name(self.base_offset, LOG_SUFFIX)}"
+
+    @property
+    def index_path(self) -> str:
+        return f"{self.dir_path}/{segment_file_name(self.base_offset, INDEX_SUFFIX)}"
+
+    @property
+    def time_index_path(self) -> str:
+        return f"{self.dir_path}/{segment_file_name(self.base_offset, TIME_INDEX_SUFFIX)}"
 
     # --- construction ---------------------------------------------------------------------
 

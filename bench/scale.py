@@ -1,0 +1,302 @@
+"""Benchmark: costs at 1k, 10k and 100k partitions (RF 3, 3 brokers, 3 controllers, one machine).
+
+For each size, on a fresh local cluster (LocalCluster, the nodes as real processes):
+
+1. create: CreateTopics for N partitions (topics of up to 1,000 partitions, RF 3, sent
+   in requests of `--partitions-per-request`), until every broker leads its share (the
+   brokers' ketch_broker_partitions_led gauges sum to N);
+2. broker RSS per replica: (RSS after - RSS before creation) / replicas per broker, for
+   each broker (goal <= 4 KB);
+3. new topic -> first acknowledged write: CreateTopics of a 1-partition RF-3 topic, then
+   a confluent-kafka producer (acks=all) until its first delivery report;
+4. controlled shutdown of broker 1 (which leads about a third of the partitions):
+   SIGTERM -> the process exited (all its leaderships moved first);
+5. restart of broker 1 after that clean shutdown -> the broker reports itself unfenced
+   (GET /v1/broker);
+6. controller failover: SIGKILL of the active controller -> the first metadata commit
+   (a CreateTopics through the brokers, retried on NOT_CONTROLLER and timeouts, returns).
+
+Each figure is printed for every size, and for the largest two sizes the growth from
+one to the other as a factor (goal from 10k to 100k: <= 10x for creation, ~1x for the
+per-change costs 3-6). The baseline of a figure is the same figure at the smaller size,
+measured in the same run. No assertions: a benchmark reports.
+
+Usage: python bench/scale.py [--max-partitions 100000] [--sizes 1000,10000,100000]
+Prints figures, then ONE JSON line (the last line).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from clients.cli.launcher import LocalCluster  # noqa: E402
+
+PARTITIONS_PER_TOPIC = 1000
+BROKER_PROPS = {
+    "broker.heartbeat.interval.ms": "500",
+    "num.partitions": "1",
+    "default.replication.factor": "3",
+}
+CONTROLLER_PROPS = {
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "500",
+}
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def http_get(port: int, path: str, timeout_s: float = 10.0) -> bytes:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout_s) as r:
+        return r.read()
+
+
+def gauge(port: int, name: str) -> float | None:
+    try:
+        text = http_get(port, "/metrics").decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def wait_for(what: str, ready, timeout_s: float, interval_s: float = 0.05):
+    """Poll ``ready()`` until it returns something true; that value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = ready()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not after {timeout_s:.0f} s")
+        time.sleep(interval_s)
+
+
+class Bench:
+    def __init__(self, work: str, partitions: int, per_request: int) -> None:
+        self.partitions = partitions
+        self.per_request = per_request
+        self.cluster = LocalCluster(work, controllers=3, brokers=3, broker_props=BROKER_PROPS,
+                                    controller_props=CONTROLLER_PROPS)
+        self._admin = None
+
+    @property
+    def admin(self):
+        if self._admin is None:
+            from clients import Admin
+            self._admin = Admin({"bootstrap.servers": self.cluster.spec.bootstrap_servers,
+                                 "client.id": "bench-scale", "request.timeout.ms": 30_000,
+                                 "default.api.timeout.ms": 600_000})
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+        self.cluster.stop(timeout_s=120)
+
+    def broker_pids(self) -> dict[int, int]:
+        return {b.id: self.cluster.processes[b.id].pid for b in self.cluster.spec.brokers
+                if b.id in self.cluster.processes}
+
+    def leaders_total(self) -> int:
+        total = 0
+        for b in self.cluster.spec.brokers:
+            if b.id not in self.cluster.processes:
+                continue
+            v = gauge(b.http_port, "ketch_broker_partitions_led")
+            total += int(v or 0)
+        return total
+
+    def create(self, names_and_counts: list[tuple[str, int]]) -> None:
+        """CreateTopics through the brokers; a topic that exists after a retry counts."""
+        from clients.admin import NewTopic
+        from clients.errors import KafkaApiError
+        pending = list(names_and_counts)
+        while pending:
+            chunk, n = [], 0
+            while pending and (not chunk or n + pending[0][1] <= self.per_request):
+                chunk.append(pending.pop(0))
+                n += chunk[-1][1]
+            for _attempt in range(100):
+                try:
+                    self.admin.create_topics([NewTopic(name, count, 3) for name, count in chunk],
+                                             timeout_ms=600_000)
+                    break
+                except KafkaApiError as e:
+                    if type(e).__name__ == "TopicAlreadyExistsError":
+                        break
+                    if not getattr(e, "retriable", False):
+                        # Which topics of a partly failed request exist? Ask, then resend.
+                        existing = set(self.admin.list_topics(timeout_ms=60_000))
+                        chunk = [(t, c) for t, c in chunk if t not in existing]
+                        if not chunk:
+                            break
+                    time.sleep(0.2)
+            else:
+                raise RuntimeError(f"CreateTopics kept failing for {chunk[:3]}...")
+
+    # ------------------------------------------------------------ the figures
+
+    def run(self) -> dict:
+        c = self.cluster
+        t0 = time.perf_counter()
+        c.start(timeout_s=120)
+        start_s = time.perf_counter() - t0
+        pids = self.broker_pids()
+        rss_before = {b: rss_kb(p) for b, p in pids.items()}
+
+        n = self.partitions
+        topics = [(f"scale-{i}", min(PARTITIONS_PER_TOPIC, n - i * PARTITIONS_PER_TOPIC))
+                  for i in range((n + PARTITIONS_PER_TOPIC - 1) // PARTITIONS_PER_TOPIC)]
+        t0 = time.perf_counter()
+        self.create(topics)
+        committed_s = time.perf_counter() - t0
+        wait_for("every partition led", lambda: self.leaders_total() >= n, 3600, 0.2)
+        create_s = time.perf_counter() - t0
+        rss_after = {b: rss_kb(p) for b, p in pids.items()}
+        replicas_per_broker = n          # RF 3 over 3 brokers
+        rss_per_replica = {b: (rss_after[b] - rss_before[b]) * 1024 / replicas_per_broker
+                           for b in pids}
+
+        first_write_s = self.new_topic_to_first_write("probe-1")
+        led_by_1 = int(gauge(c.spec.node(c.spec.brokers[0].id).http_port,
+                             "ketch_broker_partitions_led") or 0)
+        shutdown_s = self.controlled_shutdown(c.spec.brokers[0].id)
+        restart_s = self.restart_to_unfenced(c.spec.brokers[0].id)
+        failover_s = self.controller_failover()
+        return {
+            "partitions": n, "topics": len(topics), "cluster_start_s": start_s,
+            "create_committed_s": committed_s, "create_s": create_s,
+            "broker_rss_before_mb": {b: v / 1024 for b, v in rss_before.items()},
+            "broker_rss_after_mb": {b: v / 1024 for b, v in rss_after.items()},
+            "rss_bytes_per_replica": {b: round(v) for b, v in rss_per_replica.items()},
+            "rss_bytes_per_replica_max": round(max(rss_per_replica.values())),
+            "new_topic_first_write_s": first_write_s,
+            "broker1_leaderships": led_by_1,
+            "controlled_shutdown_s": shutdown_s,
+            "restart_to_unfenced_s": restart_s,
+            "controller_failover_s": failover_s,
+        }
+
+    def new_topic_to_first_write(self, name: str) -> float:
+        from confluent_kafka import Producer
+        producer = Producer({"bootstrap.servers": self.cluster.spec.bootstrap_servers,
+                             "acks": "all", "linger.ms": 0,
+                             "topic.metadata.refresh.fast.interval.ms": 10,
+                             "retry.backoff.ms": 10, "message.timeout.ms": 120_000})
+        producer.poll(0)
+        delivered: list[object] = []
+
+        def on_delivery(err, msg) -> None:
+            delivered.append(err or msg.offset())
+
+        t0 = time.perf_counter()
+        self.create([(name, 1)])
+        producer.produce(name, b"first", on_delivery=on_delivery)
+        while not delivered:
+            producer.poll(0.005)
+        elapsed = time.perf_counter() - t0
+        producer.flush(10)
+        if not isinstance(delivered[0], int):
+            raise RuntimeError(f"first write failed: {delivered[0]}")
+        return elapsed
+
+    def controlled_shutdown(self, broker_id: int) -> float:
+        t0 = time.perf_counter()
+        code = self.cluster.stop_node(broker_id, timeout_s=600)
+        elapsed = time.perf_counter() - t0
+        if code != 0:
+            print(f"  (broker {broker_id} exited with {code})", file=sys.stderr)
+        return elapsed
+
+    def restart_to_unfenced(self, broker_id: int) -> float:
+        node = self.cluster.spec.node(broker_id)
+
+        def unfenced() -> bool:
+            try:
+                return json.loads(http_get(node.http_port, "/v1/broker", 2)).get("fenced") is False
+            except (OSError, ValueError):
+                return False
+        t0 = time.perf_counter()
+        self.cluster.start_node(broker_id)
+        wait_for(f"broker {broker_id} unfenced", unfenced, 1800)
+        return time.perf_counter() - t0
+
+    def controller_failover(self) -> float:
+        info = self.admin.describe_quorum(timeout_ms=60_000)
+        active = info.leader_id
+        t0 = time.perf_counter()
+        self.cluster.kill_node(active)
+        self.create([("after-failover", 1)])
+        return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--max-partitions", type=int, default=100_000)
+    parser.add_argument("--partitions-per-request", type=int, default=5000)
+    parser.add_argument("--keep", action="store_true", help="keep the cluster directories")
+    args = parser.parse_args()
+    sizes = [s for s in (int(x) for x in args.sizes.split(",")) if s <= args.max_partitions]
+    results = []
+    print(f"scale: RF 3, 3 brokers, 3 controllers on one machine ({os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f})")
+    for n in sizes:
+        work = tempfile.mkdtemp(prefix=f"bench-scale-{n}-")
+        bench = Bench(work, n, args.partitions_per_request)
+        try:
+            r = bench.run()
+        finally:
+            bench.close()
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        results.append(r)
+        print(f"{n:>7} partitions: create {r['create_s']:.1f} s (committed {r['create_committed_s']:.1f} s)"
+              f"; broker RSS/replica {r['rss_bytes_per_replica_max']} B (max of 3)"
+              f"; new topic -> first ack {r['new_topic_first_write_s'] * 1000:.0f} ms"
+              f"; controlled shutdown ({r['broker1_leaderships']} leaderships) "
+              f"{r['controlled_shutdown_s']:.1f} s"
+              f"; restart -> unfenced {r['restart_to_unfenced_s']:.1f} s"
+              f"; controller failover -> commit {r['controller_failover_s'] * 1000:.0f} ms",
+              flush=True)
+    growth = {}
+    if len(results) >= 2:
+        a, b = results[-2], results[-1]
+        for key in ("create_s", "rss_bytes_per_replica_max", "new_topic_first_write_s",
+                    "controlled_shutdown_s", "restart_to_unfenced_s", "controller_failover_s"):
+            growth[key] = round(b[key] / a[key], 2) if a[key] else None
+        print(f"growth {a['partitions']} -> {b['partitions']} partitions "
+              f"({b['partitions'] / a['partitions']:.0f}x): "
+              + ", ".join(f"{k} {v}x" for k, v in growth.items()))
+    summary = {
+        "bench": "scale", "load_average": round(os.getloadavg()[0], 2),
+        "results": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
+                    for r in results],
+        "growth": growth,
+        "goals": {"rss_bytes_per_replica_max": 4096, "new_topic_first_write_s": 1.0,
+                  "controlled_shutdown_s": 10.0, "restart_to_unfenced_s": 30.0,
+                  "controller_failover_s": 2.0, "create_growth_10k_to_100k": 10.0},
+    }
+    print(json.dumps(summary, separators=(",", ":"), default=str))
+
+
+if __name__ == "__main__":
+    main()
