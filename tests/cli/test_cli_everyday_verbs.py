@@ -360,3 +360,28 @@ def test_metadata_shell_reads_a_controllers_image_offline(cluster, tmp_path) -> 
                                "producerIds/"]
     assert "not a controller's data directory" in refused(
         cluster, "metadata-shell", str(tmp_path), bootstrap=False)
+
+
+def test_dump_log_reads_the_indexes_of_a_rolled_segment(cluster) -> None:
+    ketch(cluster, "topic", "create", "rolled", "-p", "1", "-r", "1",
+          "-c", "segment.bytes=4096", "-c", "index.interval.bytes=100")
+    lines = "".join(f"line-{i:03d}-{'y' * 200}\n" for i in range(40))
+    ketch(cluster, "produce", "rolled", "--acks", "1", "-X", "linger.ms=0", "-X", "batch.size=300",
+          stdin=lines)
+    leader = admin_for(cluster).describe_topics(["rolled"])["rolled"].partitions[0].leader
+    part_dir = os.path.join(cluster.spec.node(leader).data_dir, "rolled-0")
+    rolled = sorted(f for f in os.listdir(part_dir) if f.endswith(".index"))
+    assert rolled, os.listdir(part_dir)          # segment.bytes=4096 rolled at least once
+    base = rolled[0][:-len(".index")]
+    log, index, times = (ketch_json(cluster, "dump-log", os.path.join(part_dir, base + suffix),
+                                    bootstrap=False) for suffix in (".log", ".index", ".timeindex"))
+    batches = {b["position"]: b for b in log["batches"]}
+    assert index["kind"] == "index" and index["entries"]
+    for e in index["entries"]:                   # a batch's last offset -> where it starts
+        assert batches[e["position"]]["last_offset"] == e["offset"]
+    offsets = [b["base_offset"] for b in log["batches"]]
+    assert offsets == sorted(offsets) and offsets[0] == int(base)
+    assert times["entries"] and all(offsets[0] <= e["offset"] <= log["batches"][-1]["last_offset"]
+                                    for e in times["entries"])
+    stamps = [e["timestamp"] for e in times["entries"]]
+    assert stamps == sorted(stamps) and max(stamps) <= max(b["max_timestamp"] for b in log["batches"])
