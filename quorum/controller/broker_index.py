@@ -128,12 +128,14 @@ class BrokersToPartitions:
     # ------------------------------------------------------------ queries
 
     def partitions_of(self, brokers: Iterable[int]) -> list[PartitionKey]:
-        """Partitions that ``brokers`` lead or are in the ISR of, in a stable order."""
+        """Partitions that ``brokers`` lead or are in the ISR of, in a stable order: the
+        led ones first (a bounded batch moves leaderships before ISR memberships)."""
+        led: set[PartitionKey] = set()
         keys: set[PartitionKey] = set()
         for b in brokers:
+            led.update(self.leaders.get(b, ()))
             keys.update(self.isr.get(b, ()))
-            keys.update(self.leaders.get(b, ()))
-        return sorted(keys)
+        return sorted(led) + sorted(keys - led)
 
     def leads_any(self, broker_id: int) -> bool:
         return bool(self.leaders.get(broker_id))

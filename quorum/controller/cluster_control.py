@@ -29,8 +29,10 @@ A broker's life, as KRaft runs it (``ClusterControlManager``, ``BrokerHeartbeatM
 - Fencing (session expired, or the broker asks) writes fenced=1 and, in the same batch,
   removes the broker from every ISR and moves its leaderships (replication_control).
 - Controlled shutdown (heartbeat with want_shut_down) writes in_controlled_shutdown=1 and
-  moves leaderships away; the heartbeat answers should_shut_down once the broker leads
-  nothing, and the broker is fenced then.
+  moves leaderships away, then ISR memberships, in batches of at most
+  ``controlled_shutdown_records_max`` partition changes, one batch per shutdown heartbeat
+  (the broker sends them back to back); the heartbeat answers should_shut_down once there
+  is nothing left to move, and the broker is fenced then.
 
 Heartbeat arrival times are soft state (``HeartbeatTracker``): not in the log, kept by the
 active controller only and restarted from "now" when a controller becomes active, as
@@ -193,12 +195,13 @@ def broker_heartbeat(image: MetadataImage, request: Any, registration_offset: in
     if b.in_controlled_shutdown:
         if not request.want_shut_down:
             return respond([], False, False)      # Kafka ignores a change of mind
-        if broker_leads_any(image, broker_id, index):
-            # Leaderships it still has were moved in an earlier batch where possible; one
-            # more pass catches partitions whose other replicas have since come back.
-            records = changes_for_leaving_brokers(
-                image, [broker_id], active_predicate(image, inactive=[broker_id]), config,
-                index)
+        # Every shutdown heartbeat moves the next bounded batch (leaderships first); one
+        # more pass also catches partitions whose other replicas have since come back.
+        # Once nothing is left to move, the broker is fenced and may go.
+        records = changes_for_leaving_brokers(
+            image, [broker_id], active_predicate(image, inactive=[broker_id]), config,
+            index, limit=config.controlled_shutdown_records_max)
+        if records:
             return respond(records, False, False)
         return respond(fence_brokers(image, [broker_id], config, index), True, True)
     if request.want_shut_down:
@@ -207,7 +210,8 @@ def broker_heartbeat(image: MetadataImage, request: Any, registration_offset: in
         records = [messages.BrokerRegistrationChangeRecord(
             broker_id=broker_id, broker_epoch=b.broker_epoch, in_controlled_shutdown=1)]
         records += changes_for_leaving_brokers(
-            image, [broker_id], active_predicate(image, inactive=[broker_id]), config, index)
+            image, [broker_id], active_predicate(image, inactive=[broker_id]), config, index,
+            limit=config.controlled_shutdown_records_max)
         return respond(records, False, False)
     if request.want_fence:
         return respond(fence_brokers(image, [broker_id], config, index), True, False)

@@ -574,11 +574,13 @@ def alter_partition(image: MetadataImage,
 
 def changes_for_leaving_brokers(image: MetadataImage, leaving: Sequence[int],
                                 is_active: IsActive, config: ControllerConfig,
-                                index: BrokersToPartitions | None = None) -> list[Any]:
+                                index: BrokersToPartitions | None = None,
+                                limit: int | None = None) -> list[Any]:
     """Remove ``leaving`` brokers (being fenced, shutting down or re-registering) from
     every ISR and move their leaderships, electing uncleanly only where allowed. Looks
-    only at the partitions the leaving brokers lead or are in the ISR of (``index``)."""
-    records = []
+    only at the partitions the leaving brokers lead or are in the ISR of (``index``),
+    the led ones first; at most ``limit`` records (the rest: call again after commit)."""
+    records: list[Any] = []
     elections: dict[uuid.UUID, Election] = {}
     for topic_id, index_ in _index(image, index).partitions_of(leaving):
         t = image.topics.by_id[topic_id]
@@ -591,6 +593,8 @@ def changes_for_leaving_brokers(image: MetadataImage, leaving: Sequence[int],
             target_isr=remove_from_isr(p.isr, leaving), election=election)
         if record is not None:
             records.append(record)
+            if limit is not None and len(records) >= limit:
+                break
     return records
 
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 
 from clients.protocol import messages as M
-from metadata_log import EMPTY_IMAGE, MetadataImage, Provenance, replay_batch
+from metadata_log import EMPTY_IMAGE, MetadataImage, Provenance, decode_record, replay_batch
 from metadata_log.image import TopicImage, TopicsImage
 from quorum.controller import ControllerConfig
 from quorum.controller.broker_index import BrokersToPartitions
@@ -255,3 +255,31 @@ def test_elections_read_only_leaderless_and_imbalanced_partitions() -> None:
     assert all(r.leader == 5 for r in preferred)
     assert changes_for_leaderless_partitions(poisoned, is_active, h.config,
                                              index=index) == []
+
+
+def test_controlled_shutdown_moves_everything_in_bounded_batches_leaderships_first() -> None:
+    h = Harness(ControllerConfig(controlled_shutdown_records_max=5))
+    h.start_brokers({1: None, 2: None, 3: None})
+    h.create_topic("t", partitions=30, replication_factor=3)
+    led = set(h.controller.index.leaders[1])
+    assert len(h.controller.index.isr[1]) == 30 and 0 < len(led) < 30
+    batches = []
+    while True:
+        before = h.next_offset
+        response = h.heartbeat(1, want_shut_down=True)
+        batches.append(h.next_offset - before)
+        if response.should_shut_down:
+            break
+        assert len(batches) < 20, batches
+    assert response.is_fenced and h.image.cluster.get(1).fenced
+    # 30 partition changes in batches of at most 5 (+1 for the first batch's
+    # BrokerRegistrationChangeRecord, +1 for the final fence).
+    assert batches[0] == 6 and all(n == 5 for n in batches[1:-1]) and batches[-1] == 1
+    assert sum(batches) == 30 + 2
+    records = [decode_record(framed) for framed in h.log]
+    moved_order = [(r.topic_id, r.partition_id) for r in records
+                   if isinstance(r, M.PartitionChangeRecord)]
+    assert set(moved_order[:len(led)]) == led     # leaderships moved first
+    for p in h.topic("t").partitions.values():
+        assert p.leader != 1 and 1 not in p.isr
+    _assert_index_equals_recomputation(h.controller.index, h.image)
