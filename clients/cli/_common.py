@@ -123,6 +123,35 @@ def admin(args: argparse.Namespace):
         raise CliError(str(e)) from None
 
 
+def broker_http(args: argparse.Namespace) -> dict[int, str]:
+    """Each broker's HTTP admin API (``/v1/...``) when the cluster came from a ``ketch up``
+    directory (its cluster.json names the ports); {} otherwise. Kafka's protocol has no
+    call for a few things an operator wants (a leader's log end offset, whether a broker
+    is fenced); the verbs add them from here when they can, and say "unknown" when not."""
+    directory = getattr(args, "dir", None)
+    if getattr(args, "bootstrap", None) or os.environ.get("KETCH_BOOTSTRAP"):
+        return {}
+    if not directory:
+        directory = DEFAULT_DIR if os.path.exists(os.path.join(DEFAULT_DIR, "cluster.json")) else None
+    if not directory:
+        return {}
+    return {n["id"]: f"http://127.0.0.1:{n['http_port']}"
+            for n in cluster_json(directory).get("nodes", [])
+            if n.get("role") == "broker" and n.get("http_port")}
+
+
+def http_json(url: str, timeout_s: float = 3.0) -> Any | None:
+    """GET a JSON document; None when the broker does not answer (it is down, or fenced
+    and restarting): the caller reports the field as unknown."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
 # ------------------------------------------------------------------ output
 
 def print_json(value: Any) -> None:

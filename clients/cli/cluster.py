@@ -9,9 +9,11 @@ Metadata for every topic (leaders, replicas, ISR) and each topic's
 its ISR is smaller than ``min.insync.replicas``. A broker named in a replica set but not
 live is listed with ``live: false`` (it is fenced or gone).
 
-TODO(issue 12): Kafka's DescribeCluster v0-1 (what Ketch's brokers speak) does not say
-whether a live broker is in controlled shutdown, and brokers that host no replica and
-are fenced are not visible at all; ``in_controlled_shutdown`` is therefore not reported.
+Kafka's DescribeCluster v0-1 (what Ketch's brokers speak) says nothing of fencing or
+controlled shutdown. With a ``ketch up`` directory, each broker's HTTP admin API
+(``/v1/broker``) adds ``fenced`` (null when not known), and a broker of cluster.json
+that is not live is listed too. TODO(issue 12): ``in_controlled_shutdown`` is not
+reported: neither source has it (``ketch metadata-shell`` shows it from the image).
 
 ``health`` exits 0 when healthy and 1 when not (scripts: ``ketch cluster health || ...``):
 unhealthy is any offline, under-replicated or under-min-ISR partition, a replica on a
@@ -42,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         a.set_defaults(run=c.guarded(fn))
 
 
-def survey(admin) -> dict:
+def survey(admin, http: dict[int, str] | None = None) -> dict:
     from clients.admin import ConfigResource
     cluster = admin.describe_cluster()
     try:
@@ -76,10 +78,18 @@ def survey(admin) -> dict:
                 under.append(name)
             if len(p.isr) < min_isr.get(t, 1):
                 under_min.append({**name, "min_insync_replicas": min_isr.get(t, 1)})
-    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "live": True}
+    http = http or {}
+    fenced = {}
+    for n, base in http.items():
+        got = c.http_json(f"{base}/v1/broker")
+        if got is not None:
+            fenced[n] = bool(got.get("fenced"))
+    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "live": True,
+                "fenced": fenced.get(b.node_id)}
                for b in sorted(cluster.brokers, key=lambda b: b.node_id)]
-    brokers += [{"node_id": n, "host": None, "port": None, "rack": None, "live": False}
-                for n in sorted(hosting - live)]
+    brokers += [{"node_id": n, "host": None, "port": None, "rack": None, "live": False,
+                 "fenced": fenced.get(n)}
+                for n in sorted((hosting | set(http)) - live)]
     return {"cluster_id": cluster.cluster_id, "controller": controller, "brokers": brokers,
             "topics": len(described), "partitions": count,
             "offline_partitions": offline, "under_replicated_partitions": under,
@@ -106,7 +116,7 @@ def problems(view: dict) -> list[str]:
 
 def info(args: argparse.Namespace) -> int:
     with c.admin(args) as admin:
-        view = survey(admin)
+        view = survey(admin, c.broker_http(args))
     if args.output == "json":
         c.print_json(view)
         return 0
@@ -114,8 +124,9 @@ def info(args: argparse.Namespace) -> int:
     print(f"cluster {view['cluster_id']}  active controller {ctl.get('leader_id')}"
           f" (epoch {ctl.get('leader_epoch')})  topics {view['topics']}  "
           f"partitions {view['partitions']}")
-    c.print_table(["BROKER", "HOST", "PORT", "RACK", "LIVE"],
-                  [[b["node_id"], b["host"], b["port"], b["rack"], b["live"]] for b in view["brokers"]])
+    c.print_table(["BROKER", "HOST", "PORT", "RACK", "LIVE", "FENCED"],
+                  [[b["node_id"], b["host"], b["port"], b["rack"], b["live"],
+                    "?" if b["fenced"] is None else b["fenced"]] for b in view["brokers"]])
     print(f"offline {len(view['offline_partitions'])}  under-replicated "
           f"{len(view['under_replicated_partitions'])}  under-min-ISR "
           f"{len(view['under_min_isr_partitions'])}")
@@ -124,7 +135,7 @@ def info(args: argparse.Namespace) -> int:
 
 def health(args: argparse.Namespace) -> int:
     with c.admin(args) as admin:
-        view = survey(admin)
+        view = survey(admin, c.broker_http(args))
     found = problems(view)
     if args.output == "json":
         c.print_json({"healthy": not found, "problems": found, **view})

@@ -3,9 +3,9 @@
 Every operation goes through Ketch's admin client. ``describe`` shows, per partition, the
 replicas, leader, leader epoch, ISR, offline replicas, and the log start offset and high
 watermark (ListOffsets earliest/latest at the leader, read_uncommitted: what a consumer
-can read). TODO(issue 12): the leader's log end offset is not shown: Kafka's admin API has
-no call that returns it (DescribeLogDirs gives only a follower's lag behind the high
-watermark), so the high watermark is the one offset reported, under that name.
+can read). Kafka's protocol has no call for a leader's log end offset; when the cluster
+comes from a ``ketch up`` directory, ``log_end_offset`` is read from the leader's HTTP
+admin API (``/v1/partitions``), else it is null (``?`` in the table).
 Configs are listed with their source (default, topic, broker: DescribeConfigs).
 """
 from __future__ import annotations
@@ -112,13 +112,29 @@ def list_(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe_view(admin, topics: list[str], all_configs: bool) -> list[dict]:
+def _log_end_offsets(http: dict[int, str], described: dict) -> dict[tuple[str, int], int]:
+    """Each leader's log end offset, from its HTTP admin API (``_common.broker_http``)."""
+    from urllib.parse import quote
+    out = {}
+    for t, d in described.items():
+        for p in d.partitions:
+            base = http.get(p.leader)
+            got = base and c.http_json(f"{base}/v1/partitions/{quote(t)}/{p.partition}")
+            if got and got.get("role") == "LEADER":
+                out[(t, p.partition)] = got["log_end_offset"]
+    return out
+
+
+def describe_view(admin, topics: list[str], all_configs: bool,
+                  http: dict[int, str] | None = None) -> list[dict]:
+    http = http or {}
     from clients.admin import ConfigResource, ConfigResourceType, OffsetSpec, TopicPartition
     described = admin.describe_topics(topics)
     tps = [TopicPartition(t, p.partition) for t in topics for p in described[t].partitions]
     start = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}) if tps else {}
     end = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}) if tps else {}
     configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+    leo = _log_end_offsets(http, described)
     out = []
     for t in topics:
         d = described[t]
@@ -131,6 +147,7 @@ def describe_view(admin, topics: list[str], all_configs: bool) -> list[dict]:
                 "offline_replicas": list(p.offline_replicas),
                 "log_start_offset": start[TopicPartition(t, p.partition)].offset,
                 "high_watermark": end[TopicPartition(t, p.partition)].offset,
+                "log_end_offset": leo.get((t, p.partition)),
             } for p in d.partitions],
             "configs": [{"name": e.name, "value": e.value,
                          "source": SOURCE_NAMES.get(int(e.source), str(e.source)),
@@ -143,7 +160,7 @@ def describe_view(admin, topics: list[str], all_configs: bool) -> list[dict]:
 
 def describe(args: argparse.Namespace) -> int:
     with c.admin(args) as admin:
-        view = describe_view(admin, args.topics, args.all_configs)
+        view = describe_view(admin, args.topics, args.all_configs, c.broker_http(args))
     if args.output == "json":
         c.print_json(view)
         return 0
@@ -153,9 +170,10 @@ def describe(args: argparse.Namespace) -> int:
         print(f"topic {t['topic']}  id {t['topic_id']}  partitions {len(t['partitions'])}"
               + ("  (internal)" if t["internal"] else ""))
         c.print_table(["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE",
-                       "LOG-START", "HIGH-WATERMARK"],
+                       "LOG-START", "HIGH-WATERMARK", "LOG-END"],
                       [[p["partition"], p["leader"], p["leader_epoch"], p["replicas"], p["isr"],
-                        p["offline_replicas"], p["log_start_offset"], p["high_watermark"]]
+                        p["offline_replicas"], p["log_start_offset"], p["high_watermark"],
+                        "?" if p["log_end_offset"] is None else p["log_end_offset"]]
                        for p in t["partitions"]])
         if t["configs"]:
             print()

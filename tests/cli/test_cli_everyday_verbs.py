@@ -37,13 +37,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         c.stop(timeout_s=STOP_TIMEOUT_S)
 
 
-def ketch(cluster, *args: str, stdin: str | None = None, rc: int = 0,
+def ketch(cluster, *args: str, stdin: str | None = None, rc: int | None = 0,
           bootstrap: bool = True) -> subprocess.CompletedProcess:
     where = ["--bootstrap", cluster.spec.bootstrap_servers] if bootstrap else []
     proc = subprocess.run([sys.executable, "-m", "clients.cli", *args, *where], cwd=ROOT,
                           input=stdin, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
                           env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == rc, (args, proc.returncode, proc.stdout, proc.stderr)
+    assert rc is None or proc.returncode == rc, (args, proc.returncode, proc.stdout, proc.stderr)
     return proc
 
 
@@ -157,6 +157,11 @@ def test_cluster_info_and_health(cluster) -> None:
     assert info["controller"]["leader_id"] == cluster.spec.controllers[0].id
     health = ketch_json(cluster, "cluster", "health")
     assert health["healthy"] and health["problems"] == []
+    # From the cluster's directory, the brokers' HTTP API adds whether each is fenced.
+    by_dir = ketch_json(cluster, "cluster", "info", "--dir", cluster.dir, bootstrap=False)
+    assert [(b["node_id"], b["live"], b["fenced"]) for b in by_dir["brokers"]] == [
+        (1, True, False), (2, True, False), (3, True, False)]
+    assert all(b["fenced"] is None for b in info["brokers"])      # --bootstrap: not known
 
 
 # ---------------------------------------------------------------- produce, consume, dump-log
@@ -179,6 +184,9 @@ def test_produce_then_consume_by_offsets_and_formats(cluster) -> None:
     assert [(r["offset"], r["key"], r["value"]) for r in recs] == [
         (i, f"k{i}", f"v{i}") for i in range(300)]
     assert all(r["headers"] == [["src", "cli"]] for r in recs)
+    [desc] = ketch_json(cluster, "topic", "describe", "lines", "--dir", cluster.dir, bootstrap=False)
+    assert [(p["high_watermark"], p["log_end_offset"]) for p in desc["partitions"]] == [
+        (2, 2), (300, 300)]
     tail = ketch(cluster, "consume", "lines", "-p", "1", "--offset", "-3",
                  "--format", "%p/%o %k=%s %h\\n").stdout
     assert tail == "".join(f"1/{i} k{i}=v{i} src=cli\n" for i in (297, 298, 299))
@@ -385,3 +393,27 @@ def test_dump_log_reads_the_indexes_of_a_rolled_segment(cluster) -> None:
                                     for e in times["entries"])
     stamps = [e["timestamp"] for e in times["entries"]]
     assert stamps == sorted(stamps) and max(stamps) <= max(b["max_timestamp"] for b in log["batches"])
+
+
+# ---------------------------------------------------------------- last: a broker goes away
+
+def test_health_fails_when_a_broker_stops(cluster) -> None:
+    """Stops broker 3 (the module's last test: the cluster is not needed whole after it)."""
+    ketch(cluster, "topic", "create", "spread", "-p", "3", "-r", "3")
+    ketch(cluster, "cluster", "health")
+    cluster.stop_node(3)
+
+    def unhealthy() -> Any:
+        proc = ketch(cluster, "cluster", "health", "--dir", cluster.dir, "--output", "json",
+                     bootstrap=False, rc=None)
+        view = json.loads(proc.stdout)
+        return view if proc.returncode == 1 and view["under_replicated_partitions"] else None
+    view = wait_until(unhealthy, 60, "health to report broker 3's partitions")
+    assert not view["healthy"]
+    assert {"node_id": 3, "live": False} == {k: v for k, v in view["brokers"][-1].items()
+                                             if k in ("node_id", "live")}
+    assert any("brokers not live: [3]" in p for p in view["problems"])
+    assert {(p["topic"], p["partition"]) for p in view["under_replicated_partitions"]} >= {
+        ("spread", 0), ("spread", 1), ("spread", 2)}
+    text = ketch(cluster, "cluster", "health", "--dir", cluster.dir, bootstrap=False, rc=1).stdout
+    assert text.splitlines()[0] == "unhealthy"
