@@ -16,8 +16,8 @@ preferred-leader election); this is Ketch's version:
     imbalanced    partitions led by a replica other than the preferred one (replicas[0])
     preferred[b]  how many partitions prefer b as leader (placement's BrokerLoad)
 
-A partition is keyed ``(topic_id, partition_index)``; every set holds the same key
-tuple, so the index costs a few references per replica.
+Callers see a partition as ``(topic_id, partition_index)``; inside, the topic id is
+its 128-bit int, so that set operations never call UUID's Python-level ``__hash__``.
 
 The index is derived state of the committed image, like the image itself it changes only
 on replay (STYLE.md §1: commands decide, replay mutates). ``apply(old, new, changes)``
@@ -45,21 +45,28 @@ from quorum.controller.placement import BrokerLoad
 __all__ = ["BrokersToPartitions", "PartitionKey"]
 
 PartitionKey = tuple[uuid.UUID, int]
+# Inside the index a partition is (topic id as an int, partition index): tuples of ints
+# hash and compare in C, where a uuid.UUID's __hash__ and __lt__ are Python code (about
+# 1 us a call, several calls per partition per change).
+_Key = tuple[int, int]
 
 _PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange,
                       LeaderRecoveryChange)
 
 
 class BrokersToPartitions:
-    __slots__ = ("replicas", "isr", "leaders", "leaderless", "imbalanced", "preferred")
+    __slots__ = ("_replicas", "_isr", "_leaders", "_leaderless", "_imbalanced", "_preferred",
+                 "_topic_ids")
 
     def __init__(self) -> None:
-        self.replicas: dict[int, set[PartitionKey]] = {}
-        self.isr: dict[int, set[PartitionKey]] = {}
-        self.leaders: dict[int, set[PartitionKey]] = {}
-        self.leaderless: set[PartitionKey] = set()
-        self.imbalanced: set[PartitionKey] = set()
-        self.preferred: Counter = Counter()
+        self._replicas: dict[int, set[_Key]] = {}
+        self._isr: dict[int, set[_Key]] = {}
+        self._leaders: dict[int, set[_Key]] = {}     # Invariant: _leaders[b] <= _isr[b]
+        self._leaderless: set[_Key] = set()
+        self._imbalanced: set[_Key] = set()
+        self._preferred: Counter = Counter()
+        # Topic id by its int, for the topics with partitions in the index.
+        self._topic_ids: dict[int, uuid.UUID] = {}
 
     # ------------------------------------------------------------ building
 
@@ -69,8 +76,11 @@ class BrokersToPartitions:
         index = cls()
         for t in image.topics.by_id.values():
             tid = t.topic_id
+            tint = tid.int
+            if t.partitions:
+                index._topic_ids[tint] = tid
             for i, p in t.partitions.items():
-                index._add((tid, i), p)
+                index._add((tint, i), p)
         return index
 
     def apply(self, old: MetadataImage, new: MetadataImage,
@@ -78,84 +88,120 @@ class BrokersToPartitions:
         """Move the index from ``old`` to ``new``, where ``changes`` are the typed changes
         of the delta that turned ``old`` into ``new`` (``BatchOutcome.changes``)."""
         touched: dict[PartitionKey, None] = {}      # ordered, no duplicates
+        deleted: list[uuid.UUID] = []
         for c in changes:
             if isinstance(c, _PARTITION_CHANGES):
                 touched[(c.topic_id, c.partition)] = None
             elif isinstance(c, TopicDeleted):
+                deleted.append(c.topic_id)
                 t = old.topics.get_by_id(c.topic_id)
                 if t is not None:
                     for i in t.partitions:
                         touched[(c.topic_id, i)] = None
-        for key in touched:
-            before = old.topics.partition(key[0], key[1])
-            after = new.topics.partition(key[0], key[1])
+        old_topics, new_topics = old.topics, new.topics
+        for (tid, i) in touched:
+            before = old_topics.partition(tid, i)
+            after = new_topics.partition(tid, i)
             if before is after:
                 continue        # e.g. created and deleted within the batch
+            key = (tid.int, i)
             if before is not None:
                 self._remove(key, before)
             if after is not None:
+                self._topic_ids[key[0]] = tid
                 self._add(key, after)
+        for tid in deleted:
+            if new_topics.get_by_id(tid) is None:
+                self._topic_ids.pop(tid.int, None)
 
-    def _add(self, key: PartitionKey, p: PartitionRegistration) -> None:
+    def _add(self, key: _Key, p: PartitionRegistration) -> None:
         for b in p.replicas:
-            self.replicas.setdefault(b, set()).add(key)
+            self._replicas.setdefault(b, set()).add(key)
         for b in p.isr:
-            self.isr.setdefault(b, set()).add(key)
+            self._isr.setdefault(b, set()).add(key)
         if p.leader == NO_LEADER:
-            self.leaderless.add(key)
+            self._leaderless.add(key)
         else:
-            self.leaders.setdefault(p.leader, set()).add(key)
+            self._leaders.setdefault(p.leader, set()).add(key)
             if p.leader != p.replicas[0]:
-                self.imbalanced.add(key)
-        self.preferred[p.replicas[0]] += 1
+                self._imbalanced.add(key)
+        self._preferred[p.replicas[0]] += 1
 
-    def _remove(self, key: PartitionKey, p: PartitionRegistration) -> None:
+    def _remove(self, key: _Key, p: PartitionRegistration) -> None:
         # Removal mirrors _add exactly: the registration is the one _add was given.
         for b in p.replicas:
-            _discard(self.replicas, b, key)
+            _discard(self._replicas, b, key)
         for b in p.isr:
-            _discard(self.isr, b, key)
+            _discard(self._isr, b, key)
         if p.leader == NO_LEADER:
-            self.leaderless.remove(key)
+            self._leaderless.remove(key)
         else:
-            _discard(self.leaders, p.leader, key)
-            self.imbalanced.discard(key)
+            _discard(self._leaders, p.leader, key)
+            self._imbalanced.discard(key)
         preferred = p.replicas[0]
-        self.preferred[preferred] -= 1
-        if not self.preferred[preferred]:
-            del self.preferred[preferred]
+        self._preferred[preferred] -= 1
+        if not self._preferred[preferred]:
+            del self._preferred[preferred]
 
     # ------------------------------------------------------------ queries
+
+    def _keys(self, keys: Iterable[_Key]) -> list[PartitionKey]:
+        """Sorted (by topic id, then index), with the topic ids as UUIDs."""
+        ids = self._topic_ids
+        return [(ids[t], i) for t, i in sorted(keys)]
 
     def partitions_of(self, brokers: Iterable[int]) -> list[PartitionKey]:
         """Partitions that ``brokers`` lead or are in the ISR of, in a stable order: the
         led ones first (a bounded batch moves leaderships before ISR memberships)."""
-        led: set[PartitionKey] = set()
-        keys: set[PartitionKey] = set()
+        led: set[_Key] = set()
+        keys: set[_Key] = set()
         for b in brokers:
-            led.update(self.leaders.get(b, ()))
-            keys.update(self.isr.get(b, ()))
-        return sorted(led) + sorted(keys - led)
+            led.update(self._leaders.get(b, ()))
+            keys.update(self._isr.get(b, ()))
+        return self._keys(led) + self._keys(keys - led)
+
+    def hosted_by(self, broker_id: int) -> list[PartitionKey]:
+        return self._keys(self._replicas.get(broker_id, ()))
+
+    def isr_of(self, broker_id: int) -> list[PartitionKey]:
+        return self._keys(self._isr.get(broker_id, ()))
+
+    def led_by(self, broker_id: int) -> list[PartitionKey]:
+        return self._keys(self._leaders.get(broker_id, ()))
+
+    def leaderless(self) -> list[PartitionKey]:
+        return self._keys(self._leaderless)
+
+    def imbalanced(self) -> list[PartitionKey]:
+        """Led by a replica other than the preferred one (Kafka's imbalancedPartitions)."""
+        return self._keys(self._imbalanced)
 
     def leads_any(self, broker_id: int) -> bool:
-        return bool(self.leaders.get(broker_id))
+        return bool(self._leaders.get(broker_id))
 
     def broker_load(self) -> BrokerLoad:
         """Placement's counters, from the index (no scan)."""
-        return BrokerLoad(Counter({b: len(s) for b, s in self.replicas.items()}),
-                          Counter(self.preferred))
+        return BrokerLoad(Counter({b: len(s) for b, s in self._replicas.items()}),
+                          Counter(self._preferred))
 
     def as_dict(self) -> dict[str, object]:
         """A plain, comparable form (empty entries dropped), for tests and debugging."""
-        def sets(d: dict[int, set[PartitionKey]]) -> dict[int, frozenset[PartitionKey]]:
-            return {b: frozenset(s) for b, s in d.items() if s}
-        return {"replicas": sets(self.replicas), "isr": sets(self.isr),
-                "leaders": sets(self.leaders), "leaderless": frozenset(self.leaderless),
-                "imbalanced": frozenset(self.imbalanced),
-                "preferred": {b: n for b, n in self.preferred.items() if n}}
+        def sets(d: dict[int, set[_Key]]) -> dict[int, frozenset[PartitionKey]]:
+            return {b: frozenset(self._keys(s)) for b, s in d.items() if s}
+        used = {t for t, _ in self._leaderless} | {t for t, _ in self._imbalanced}
+        for d in (self._replicas, self._isr, self._leaders):
+            for keys in d.values():
+                used |= {t for t, _ in keys}
+        return {"replicas": sets(self._replicas), "isr": sets(self._isr),
+                "leaders": sets(self._leaders),
+                "leaderless": frozenset(self._keys(self._leaderless)),
+                "imbalanced": frozenset(self._keys(self._imbalanced)),
+                "preferred": {b: n for b, n in self._preferred.items() if n},
+                "topic_ids": {self._topic_ids[t] for t in used},
+                "unused_topic_ids": set(self._topic_ids) - used}
 
 
-def _discard(d: dict[int, set[PartitionKey]], broker_id: int, key: PartitionKey) -> None:
+def _discard(d: dict[int, set[_Key]], broker_id: int, key: _Key) -> None:
     s = d[broker_id]
     s.remove(key)          # KeyError here is a bug: the index drifted from the image
     if not s:

@@ -582,12 +582,17 @@ def changes_for_leaving_brokers(image: MetadataImage, leaving: Sequence[int],
     the led ones first; at most ``limit`` records (the rest: call again after commit)."""
     records: list[Any] = []
     elections: dict[uuid.UUID, Election] = {}
+    topic_id_seen: uuid.UUID | None = None
     for topic_id, index_ in _index(image, index).partitions_of(leaving):
-        t = image.topics.by_id[topic_id]
+        if topic_id is not topic_id_seen:
+            # Keys come grouped by topic (sharing one UUID object): look the topic up
+            # once per run of its partitions, not once per partition.
+            topic_id_seen = topic_id
+            t = image.topics.by_id[topic_id]
+            election = elections.get(topic_id)
+            if election is None:
+                election = elections[topic_id] = election_for_topic(image, t.name, config)
         p = t.partitions[index_]
-        election = elections.get(topic_id)
-        if election is None:
-            election = elections[topic_id] = election_for_topic(image, t.name, config)
         record = build_partition_change(
             topic_id, index_, p, is_active=is_active,
             target_isr=remove_from_isr(p.isr, leaving), election=election)
@@ -605,7 +610,7 @@ def changes_for_leaderless_partitions(image: MetadataImage, is_active: IsActive,
     """Elect leaders for partitions that have none (after a broker comes back)."""
     records: list[Any] = []
     elections: dict[uuid.UUID, Election] = {}
-    for topic_id, i in sorted(_index(image, index).leaderless):
+    for topic_id, i in _index(image, index).leaderless():
         t = image.topics.by_id[topic_id]
         p = t.partitions[i]
         assert p.leader == NO_LEADER, (topic_id, i, p)
@@ -627,7 +632,7 @@ def changes_for_preferred_leaders(image: MetadataImage, is_active: IsActive, lim
     (Kafka's periodic preferred-leader election, auto.leader.rebalance.enable). Looks
     only at partitions not led by their preferred replica (Kafka's imbalancedPartitions)."""
     records: list[Any] = []
-    for topic_id, i in sorted(_index(image, index).imbalanced):
+    for topic_id, i in _index(image, index).imbalanced():
         p = image.topics.by_id[topic_id].partitions[i]
         preferred = p.replicas[0]
         assert p.leader not in (NO_LEADER, preferred), (topic_id, i, p)

@@ -103,9 +103,11 @@ class _History:
 
 def _assert_index_equals_recomputation(index: BrokersToPartitions,
                                        image: MetadataImage) -> None:
-    assert index.as_dict() == BrokersToPartitions.from_image(image).as_dict()
-    for b, keys in index.leaders.items():
-        assert keys <= index.isr[b]     # a leader is always in its ISR
+    got = index.as_dict()
+    assert got == BrokersToPartitions.from_image(image).as_dict()
+    assert not got["unused_topic_ids"]
+    for b, keys in got["leaders"].items():
+        assert keys <= got["isr"][b]    # a leader is always in its ISR
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -204,7 +206,7 @@ def _cluster(brokers: int = 6, topics: int = 10, partitions: int = 12) -> Harnes
 def test_a_fence_touches_only_that_brokers_partitions() -> None:
     h = _cluster()
     index = h.controller.index
-    mine = set(index.isr[4]) | set(index.leaders[4])
+    mine = set(index.isr_of(4)) | set(index.led_by(4))
     assert 0 < len(mine) < h.image.topics.partition_count() // 2
     poisoned = _poison_all_but(h.image, mine)
     records = fence_brokers(poisoned, [4], h.config, index)
@@ -218,7 +220,7 @@ def test_a_fence_touches_only_that_brokers_partitions() -> None:
 def test_controlled_shutdown_and_a_new_incarnation_touch_only_that_brokers_partitions() -> None:
     h = _cluster()
     index = h.controller.index
-    mine = set(index.isr[2]) | set(index.leaders[2])
+    mine = set(index.isr_of(2)) | set(index.led_by(2))
     poisoned = _poison_all_but(h.image, mine)
     b = h.image.cluster.get(2)
     request = M.BrokerHeartbeatRequest(broker_id=2, broker_epoch=b.broker_epoch,
@@ -232,7 +234,7 @@ def test_controlled_shutdown_and_a_new_incarnation_touch_only_that_brokers_parti
     # All of its leaderships move in that one batch.
     leaders = {(r.topic_id, r.partition_id) for r in result.records
                if isinstance(r, M.PartitionChangeRecord) and r.leader >= 0}
-    assert leaders == set(index.leaders[2])
+    assert leaders == set(index.led_by(2))
     registration = register_broker(
         poisoned, h.registration_request(2, incarnation=uuid.UUID(int=77)), h.config, index)
     assert {(r.topic_id, r.partition_id) for r in registration.records
@@ -244,14 +246,14 @@ def test_elections_read_only_leaderless_and_imbalanced_partitions() -> None:
     h.heartbeat(5, want_fence=True)                # fenced: its partitions move
     h.heartbeat(5)                                 # back: leaders stay where they went
     index = h.controller.index
-    assert index.imbalanced and not index.leaderless
-    for topic_id, i in sorted(index.imbalanced):   # 5 catches up and rejoins the ISRs
+    assert index.imbalanced() and not index.leaderless()
+    for topic_id, i in index.imbalanced():   # 5 catches up and rejoins the ISRs
         t = h.image.topics.get_by_id(topic_id)
         h.alter_partition(t.name, i, [*t.partitions[i].isr, 5])
-    poisoned = _poison_all_but(h.image, set(index.imbalanced) | set(index.leaderless))
+    poisoned = _poison_all_but(h.image, set(index.imbalanced()) | set(index.leaderless()))
     is_active = active_predicate(h.image)
     preferred = changes_for_preferred_leaders(poisoned, is_active, 1000, index)
-    assert {(r.topic_id, r.partition_id) for r in preferred} == set(index.imbalanced)
+    assert {(r.topic_id, r.partition_id) for r in preferred} == set(index.imbalanced())
     assert all(r.leader == 5 for r in preferred)
     assert changes_for_leaderless_partitions(poisoned, is_active, h.config,
                                              index=index) == []
@@ -261,8 +263,8 @@ def test_controlled_shutdown_moves_everything_in_bounded_batches_leaderships_fir
     h = Harness(ControllerConfig(controlled_shutdown_records_max=5))
     h.start_brokers({1: None, 2: None, 3: None})
     h.create_topic("t", partitions=30, replication_factor=3)
-    led = set(h.controller.index.leaders[1])
-    assert len(h.controller.index.isr[1]) == 30 and 0 < len(led) < 30
+    led = set(h.controller.index.led_by(1))
+    assert len(h.controller.index.isr_of(1)) == 30 and 0 < len(led) < 30
     batches = []
     while True:
         before = h.next_offset
