@@ -31,6 +31,11 @@ also checked when replayed: a committed batch that contradicts the state (a dupl
 topic, producer ids going backwards...) is skipped whole, on every replica alike
 (``metadata_log.delta.replay_batch``), and ``replay`` reports it.
 
+Derived state, moved on every ``replay`` from the batch's typed changes (never by a scan):
+the ``BrokersToPartitions`` index (broker_index.py, Kafka's ``BrokersToIsrs``), through
+which fencing, unfencing, controlled shutdown, a new incarnation, the periodic elections and
+placement's broker load touch only the partitions concerned.
+
 Soft state, not in the log and not replicated, as in Kafka:
 
 - heartbeat arrival times (``HeartbeatTracker``), restarted by ``activate(now_ms)`` so
