@@ -86,6 +86,10 @@ class ClusterMetadata:
     updated_ms: int                  # when the shell received the newest response; -1: never
     _by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: _EMPTY, repr=False,
                                             compare=False)
+    # available_partitions per topic, computed once: the view is immutable, and the
+    # sticky partitioner asks on every keyless send.
+    _available: dict[str, tuple[int, ...]] = field(default_factory=dict, init=False, repr=False,
+                                                   compare=False)
 
     @classmethod
     def empty(cls) -> ClusterMetadata:
@@ -168,11 +172,15 @@ class ClusterMetadata:
 
     def available_partitions(self, topic: str) -> tuple[int, ...]:
         """Partitions that have a live leader now (the sticky partitioner picks among them)."""
-        t = self.topics.get(topic)
-        if t is None:
-            return ()
-        return tuple(i for i, p in sorted(t.partitions.items())
-                     if p.leader != NO_LEADER and p.leader in self.brokers)
+        found = self._available.get(topic)
+        if found is None:
+            t = self.topics.get(topic)
+            if t is None:
+                return ()
+            found = self._available[topic] = tuple(
+                i for i, p in sorted(t.partitions.items())
+                if p.leader != NO_LEADER and p.leader in self.brokers)
+        return found
 
     def partitions_led_by(self, node_id: int) -> list[TopicPartition]:
         return [TopicPartition(t.name, i) for t in self.topics.values()
