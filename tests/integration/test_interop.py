@@ -441,8 +441,10 @@ def test_confluent_admin_client_manages_a_topic(cluster) -> None:
     described = admin.describe_cluster().result(30)
     assert sorted(n.id for n in described.nodes) == [1, 2, 3]
     assert described.cluster_id == cluster.spec.cluster_id
-    desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
-    assert len(desc.partitions) == 5
+    # Brokers learn the new partitions from the metadata log each at its own pace: wait
+    # until the broker librdkafka asks has them too.
+    wait_until(lambda: len(admin.describe_topics(TopicCollection([topic]))[topic].result(30).partitions) == 5,
+               30, f"{topic} described with 5 partitions")
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for i in range(10):
