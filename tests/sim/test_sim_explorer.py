@@ -7,7 +7,7 @@ import pytest
 
 from tests.sim.explorer import search
 
-CI_SEEDS = 1_000          # python -m tests.sim --seeds 100000 for the long search
+CI_SEEDS = 2_500          # python -m tests.sim --seeds 100000 for the long search
 CHUNK = 250
 
 
