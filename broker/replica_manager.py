@@ -58,7 +58,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Mapping, Sequence, Union
+from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
@@ -755,6 +755,21 @@ class ReplicaManager:
             return None
         return hosted
 
+    def _answered(self, leader_id: int, asked: Iterable[EpochQuery | FetchPosition],
+                  answers: Iterable[Any]) -> Iterator[tuple[Any, Any, HostedPartition]]:
+        """(answer, what it answers, partition) for each answer to a question of this
+        plan whose partition still follows ``leader_id`` in the epoch it was asked in; the
+        leader answered, so any backoff for it ends."""
+        self._leader_backoff_until.pop(leader_id, None)
+        by_partition = {q.partition: q for q in asked}
+        for answer in answers:
+            question = by_partition.get(answer.partition)
+            if question is None:
+                continue
+            hosted = self._following(answer.partition, leader_id, question.current_leader_epoch)
+            if hosted is not None:
+                yield answer, question, hosted
+
     def handle_leader_unreachable(self, leader_id: int, now_ms: int) -> None:
         """The connection to the leader failed: back off before the next round."""
         self._leader_backoff_until[leader_id] = now_ms + self.replica_fetch_backoff_ms
@@ -768,16 +783,10 @@ class ReplicaManager:
     def handle_epoch_answers(self, work: FollowerWork, answers: Iterable[EpochAnswer], now_ms: int) -> None:
         """OffsetForLeaderEpoch answers for ``work.epoch_queries``: truncate where the logs
         diverge (KIP-101/KIP-279), then fetch; or ask again about an older epoch."""
-        self._leader_backoff_until.pop(work.leader_id, None)
-        asked = {q.partition: q for q in work.epoch_queries}
-        for a in answers:
-            query = asked.get(a.partition)
-            if query is None:
-                continue
-            hosted = self._following(a.partition, work.leader_id, query.current_leader_epoch)
-            if hosted is None or hosted.following.state is not FetchState.TRUNCATING:
-                continue
+        for a, _, hosted in self._answered(work.leader_id, work.epoch_queries, answers):
             f = hosted.following
+            if f.state is not FetchState.TRUNCATING:
+                continue
             if a.error_code != ErrorCode.NONE:
                 self._on_follower_error(f, a.error_code, now_ms)
                 continue
@@ -802,15 +811,7 @@ class ReplicaManager:
     def handle_fetched(self, work: FollowerWork, fetched: Iterable[FetchedPartition], now_ms: int) -> None:
         """The leader's Fetch answer for ``work.fetches``: append its batches as they are
         (offsets and epochs kept), update producer state and take the leader's HW."""
-        self._leader_backoff_until.pop(work.leader_id, None)
-        asked = {p.partition: p for p in work.fetches}
-        for p in fetched:
-            position = asked.get(p.partition)
-            if position is None:
-                continue
-            hosted = self._following(p.partition, work.leader_id, position.current_leader_epoch)
-            if hosted is None:
-                continue
+        for p, position, hosted in self._answered(work.leader_id, work.fetches, fetched):
             f = hosted.following
             if f.state is not FetchState.FETCHING or f.fetch_offset != position.fetch_offset:
                 continue        # an answer to an older plan
