@@ -46,6 +46,30 @@ class CliError(Exception):
     """A user error: its message is the one line the command prints."""
 
 
+def verb_with_actions(sub: argparse._SubParsersAction, name: str, help: str, doc: str | None,
+                      examples: str,
+                      common: Callable[[argparse.ArgumentParser], None] | None = None,
+                      ) -> Callable[[str, str, Callable[[argparse.Namespace], int]], argparse.ArgumentParser]:
+    """A verb whose actions share the cluster and output options (``ketch topic create``).
+
+    Returns ``action(name, help, fn)``, which adds one action (``common`` adds the options
+    every action of the verb takes) and returns its parser for action-specific options."""
+    p = sub.add_parser(name, help=help, description=(doc or "").split("\n\n")[0].replace("``", ""),
+                       epilog=examples)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(action_name: str, action_help: str, fn: Callable[[argparse.Namespace], int]
+               ) -> argparse.ArgumentParser:
+        a = actions.add_parser(action_name, help=action_help, epilog=examples)
+        if common is not None:
+            common(a)
+        add_cluster_args(a)
+        add_output_args(a)
+        a.set_defaults(run=guarded(fn))
+        return a
+    return action
+
+
 def add_cluster_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--bootstrap", "-b", metavar="HOST:PORT[,...]",

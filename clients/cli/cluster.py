@@ -33,15 +33,10 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cluster", help="brokers, active controller, partition health",
-                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
-    verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, fn, help in (("info", info, "brokers, controller and partition counts"),
-                           ("health", health, "exit 1 when anything needs attention")):
-        a = verbs.add_parser(name, help=help, epilog=EXAMPLES)
-        c.add_cluster_args(a)
-        c.add_output_args(a)
-        a.set_defaults(run=c.guarded(fn))
+    action = c.verb_with_actions(sub, "cluster", "brokers, active controller, partition health",
+                                 __doc__, EXAMPLES)
+    action("info", "brokers, controller and partition counts", info)
+    action("health", "exit 1 when anything needs attention", health)
 
 
 def survey(admin, http: dict[int, str] | None = None) -> dict:

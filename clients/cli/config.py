@@ -22,22 +22,17 @@ EXAMPLES = """examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="get, set and delete topic and broker configs",
-                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
-    verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+def _resource_args(a: argparse.ArgumentParser) -> None:
+    which = a.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", "-t", metavar="TOPIC")
+    which.add_argument("--broker", metavar="ID", type=int)
+    which.add_argument("--broker-defaults", action="store_true",
+                       help="the dynamic default of every broker")
 
-    def action(name: str, help: str, fn) -> argparse.ArgumentParser:
-        a = verbs.add_parser(name, help=help, epilog=EXAMPLES)
-        which = a.add_mutually_exclusive_group(required=True)
-        which.add_argument("--topic", "-t", metavar="TOPIC")
-        which.add_argument("--broker", metavar="ID", type=int)
-        which.add_argument("--broker-defaults", action="store_true",
-                           help="the dynamic default of every broker")
-        c.add_cluster_args(a)
-        c.add_output_args(a)
-        a.set_defaults(run=c.guarded(fn))
-        return a
+
+def register(sub: argparse._SubParsersAction) -> None:
+    action = c.verb_with_actions(sub, "config", "get, set and delete topic and broker configs",
+                                 __doc__, EXAMPLES, common=_resource_args)
 
     a = action("get", "configs with value and source", get)
     a.add_argument("--name", action="append", metavar="KEY", help="only this key, repeatable")

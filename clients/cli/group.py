@@ -29,16 +29,8 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("group", help="list, describe (lag), reset and delete consumer groups",
-                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
-    verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    def action(name: str, help: str, fn) -> argparse.ArgumentParser:
-        a = verbs.add_parser(name, help=help, epilog=EXAMPLES)
-        c.add_cluster_args(a)
-        c.add_output_args(a)
-        a.set_defaults(run=c.guarded(fn))
-        return a
+    action = c.verb_with_actions(sub, "group", "list, describe (lag), reset and delete consumer groups",
+                                 __doc__, EXAMPLES)
 
     action("list", "list groups", list_)
     a = action("describe", "state, members, committed offsets and lag", describe)

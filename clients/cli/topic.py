@@ -31,16 +31,8 @@ SOURCE_NAMES = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("topic", help="create, list, describe, alter, grow and delete topics",
-                       description=__doc__.split("\n\n")[0].replace("``", ""), epilog=EXAMPLES)
-    verbs = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    def action(name: str, help: str, fn) -> argparse.ArgumentParser:
-        a = verbs.add_parser(name, help=help, epilog=EXAMPLES)
-        c.add_cluster_args(a)
-        c.add_output_args(a)
-        a.set_defaults(run=c.guarded(fn))
-        return a
+    action = c.verb_with_actions(sub, "topic", "create, list, describe, alter, grow and delete topics",
+                                 __doc__, EXAMPLES)
 
     a = action("create", "create topics", create)
     a.add_argument("topics", nargs="+", metavar="TOPIC")
