@@ -505,24 +505,25 @@ class ControllerApis:
         log_ = self.quorum.log
         leader = self.quorum.leader
         read = log_.read(p.fetch_offset, max_bytes)
+        # Built once, when what the partition carries is known.
+        snapshot_id = messages.FetchResponse.SnapshotId()  # the schema's default: none
+        records = b""
+        if read.status is ReadStatus.SNAPSHOT_NEEDED:
+            snapshot_id = messages.FetchResponse.SnapshotId(
+                end_offset=read.snapshot_end_offset, epoch=read.snapshot_epoch)
+        elif read.status is ReadStatus.OFFSET_OUT_OF_RANGE:
+            # Past what this controller has committed: it may lag the controller the observer
+            # read before. Nothing yet, not an error (the observer asks again).
+            pass
+        else:
+            records = b"".join(self.driver.reader.batch_bytes(b) for b in read.batches)
         data = messages.FetchResponse.PartitionData(
             partition_index=METADATA_PARTITION, high_watermark=read.high_watermark,
             last_stable_offset=read.high_watermark, log_start_offset=read.log_start_offset,
             current_leader=messages.FetchResponse.LeaderIdAndEpoch(
-                leader_id=leader.leader_id, leader_epoch=leader.epoch))
-        if read.status is ReadStatus.SNAPSHOT_NEEDED:
-            data.snapshot_id = messages.FetchResponse.SnapshotId(
-                end_offset=read.snapshot_end_offset, epoch=read.snapshot_epoch)
-            data.records = b""
-            return data, 0
-        if read.status is ReadStatus.OFFSET_OUT_OF_RANGE:
-            # Past what this controller has committed: it may lag the controller the observer
-            # read before. Nothing yet, not an error (the observer asks again).
-            data.records = b""
-            return data, 0
-        chunks = [self.driver.reader.batch_bytes(b) for b in read.batches]
-        data.records = b"".join(chunks)
-        return data, len(data.records)
+                leader_id=leader.leader_id, leader_epoch=leader.epoch),
+            snapshot_id=snapshot_id, records=records)
+        return data, len(records)
 
     def fetch_snapshot(self, request: Any) -> Any:
         topics = []
@@ -534,28 +535,30 @@ class ControllerApis:
                                                                        partitions=partitions))
         return messages.FetchSnapshotResponse(topics=topics)
 
-    def _snapshot_part(self, name: str, p: Any, max_bytes: int) -> Any:
+    def _snapshot_part(self, name: str, p: messages.FetchSnapshotRequest.PartitionSnapshot,
+                       max_bytes: int) -> messages.FetchSnapshotResponse.PartitionSnapshot:
         leader = self.quorum.leader
-        out = messages.FetchSnapshotResponse.PartitionSnapshot(
-            index=p.partition, snapshot_id=p.snapshot_id,
-            current_leader=messages.FetchSnapshotResponse.LeaderIdAndEpoch(
-                leader_id=leader.leader_id, leader_epoch=leader.epoch),
-            unaligned_records=b"")
+        current_leader = messages.FetchSnapshotResponse.LeaderIdAndEpoch(
+            leader_id=leader.leader_id, leader_epoch=leader.epoch)
+
+        def refused(code: ErrorCode) -> messages.FetchSnapshotResponse.PartitionSnapshot:
+            return messages.FetchSnapshotResponse.PartitionSnapshot(
+                index=p.partition, error_code=code, snapshot_id=p.snapshot_id,
+                current_leader=current_leader, unaligned_records=b"")
+
         if name != METADATA_TOPIC or p.partition != METADATA_PARTITION:
-            out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return out
+            return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         snapshot = self.quorum.log.snapshot
         if (snapshot is None or snapshot.end_offset != p.snapshot_id.end_offset
                 or snapshot.epoch != p.snapshot_id.epoch):
-            out.error_code = ErrorCode.SNAPSHOT_NOT_FOUND
-            return out
+            return refused(ErrorCode.SNAPSHOT_NOT_FOUND)
         data = self.driver.reader.snapshot_bytes(snapshot)
         if not 0 <= p.position <= len(data):
-            out.error_code = ErrorCode.POSITION_OUT_OF_RANGE
-            return out
-        chunk = data[p.position:p.position + max(max_bytes, 1)]
-        out.size, out.position, out.unaligned_records = len(data), p.position, chunk
-        return out
+            return refused(ErrorCode.POSITION_OUT_OF_RANGE)
+        return messages.FetchSnapshotResponse.PartitionSnapshot(
+            index=p.partition, snapshot_id=p.snapshot_id, current_leader=current_leader,
+            size=len(data), position=p.position,
+            unaligned_records=data[p.position:p.position + max(max_bytes, 1)])
 
     # -- describe --
 

@@ -281,14 +281,17 @@ class FieldSpec:
 class StructSpec:
     """A struct (or a whole message body): its class and fields, and compiled codecs."""
 
-    def __init__(self, name: str, fields: tuple, message: "MessageSpec | None") -> None:
+    def __init__(self, name: str, fields: tuple, message: "MessageSpec | None",
+                 frozen: bool) -> None:
         self.name = name
         self.message = message or self  # the top-level message this struct belongs to
         self.fields = tuple(FieldSpec(*f) for f in fields)
+        self.frozen = frozen
         self.children: dict[str, StructSpec] = {}
         for f in self.fields:
             if f.sub_fields is not None:
-                self.children[f.name] = StructSpec(f.element_type, f.sub_fields, self.message)
+                self.children[f.name] = StructSpec(f.element_type, f.sub_fields, self.message,
+                                                   frozen)
         self.cls = self._make_class()
         self._compiled: dict[tuple[int, bool], tuple[Reader, Writer]] = {}
 
@@ -311,7 +314,13 @@ class StructSpec:
         spec = [(f.name, Any, self._default_for(f)) for f in self.fields]
         spec.append(("unknown_tagged_fields", tuple,
                      dataclasses.field(default=(), repr=False)))
-        cls = dataclasses.make_dataclass(self.name, spec, slots=True, eq=True, repr=True)
+        # frozen: a message is built once (issue 11), as Kafka treats its generated *Data
+        # classes; assigning a field raises FrozenInstanceError. eq without a generated hash
+        # in both modes: list fields would make hash() fail anyway.
+        cls = dataclasses.make_dataclass(self.name, spec, slots=True, eq=True, repr=True,
+                                         frozen=self.frozen, unsafe_hash=False)
+        if self.frozen:
+            cls.__hash__ = None  # type: ignore[assignment]
         cls.__module__ = "clients.protocol.messages"
         for child in self.children.values():
             setattr(cls, child.name, child.cls)
@@ -452,7 +461,7 @@ def _nullable_struct(er: Reader, ew: Writer) -> tuple[Reader, Writer]:
 class MessageSpec(StructSpec):
     """A top-level schema: a request, a response, a metadata record or a data struct."""
 
-    def __init__(self, name: str, table: tuple) -> None:
+    def __init__(self, name: str, table: tuple, frozen: bool) -> None:
         api_key, kind, valid, flexible_min, unstable, listeners, fields = table
         self.api_key: int = api_key
         self.kind: str = kind
@@ -460,7 +469,7 @@ class MessageSpec(StructSpec):
         self.flexible_min: int | None = flexible_min
         self.latest_version_unstable: bool = unstable
         self.listeners: tuple[str, ...] = listeners
-        super().__init__(name, fields, None)
+        super().__init__(name, fields, None, frozen)
         self.cls.SCHEMA = self
 
     def is_flexible(self, version: int) -> bool:
@@ -487,7 +496,10 @@ def spec_for(name: str) -> MessageSpec:
         table = _schemas.SCHEMAS.get(name)
         if table is None:
             raise AttributeError(name)
-        spec = _SPECS[name] = MessageSpec(name, table)
+        # messages.FROZEN is read when a class is first built (classes are built lazily, after
+        # both modules are loaded), so the one switch lives where the classes are imported from
+        from clients.protocol import messages
+        spec = _SPECS[name] = MessageSpec(name, table, frozen=messages.FROZEN)
     return spec
 
 

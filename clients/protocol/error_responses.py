@@ -56,9 +56,12 @@ def error_response(api_key: int, request: Any, code: int, message: str | None = 
                 resource_name=r.resource_name)
             for r in request.resources])
     # Any other API: its response with the top-level error code set, where it has one.
-    resp = getattr(m, RESPONSE_NAMES[api_key])()
-    if hasattr(resp, "error_code"):
-        resp.error_code = code
-    if message is not None and hasattr(resp, "error_message"):
-        resp.error_message = message
-    return resp
+    # Built once: the fields this response has are known from its class before building it.
+    cls = getattr(m, RESPONSE_NAMES[api_key])
+    fields = cls.__dataclass_fields__
+    kw: dict[str, Any] = {}
+    if "error_code" in fields:
+        kw["error_code"] = code
+    if message is not None and "error_message" in fields:
+        kw["error_message"] = message
+    return cls(**kw)

@@ -93,17 +93,11 @@ def build_partition_change(
     if unclean:
         isr = (leader,)
         lrs = LeaderRecoveryState.RECOVERING
-    record = messages.PartitionChangeRecord(partition_id=partition_index, topic_id=topic_id)
-    changed = False
-    if isr != p.isr:
-        record.isr = list(isr)
-        changed = True
-    if leader != p.leader:
-        record.leader = leader
-        changed = True
-    else:
-        record.leader = LEADER_UNCHANGED
-    if lrs != p.leader_recovery_state:
-        record.leader_recovery_state = int(lrs)
-        changed = True
-    return record if changed else None
+    if isr == p.isr and leader == p.leader and lrs == p.leader_recovery_state:
+        return None
+    # Built once; a field left at the schema's default means "unchanged" on replay.
+    return messages.PartitionChangeRecord(
+        partition_id=partition_index, topic_id=topic_id,
+        isr=list(isr) if isr != p.isr else None,
+        leader=leader if leader != p.leader else LEADER_UNCHANGED,
+        leader_recovery_state=int(lrs) if lrs != p.leader_recovery_state else -1)

@@ -177,22 +177,19 @@ def _change(topic_id: uuid.UUID, index: int, p: PartitionRegistration, *,
     if (replicas, isr, adding, removing, leader) == (
             p.replicas, p.isr, p.adding_replicas, p.removing_replicas, p.leader):
         return None
-    record = messages.PartitionChangeRecord(partition_id=index, topic_id=topic_id)
-    if isr != p.isr:
-        record.isr = list(isr)
-    record.leader = leader if leader != p.leader else LEADER_UNCHANGED
-    if replicas != p.replicas:
-        record.replicas = list(replicas)
-        if set(p.replicas) - set(replicas):
-            # Replicas going away bump the leader epoch (naming the current leader does that
-            # on replay), as Kafka does: the removed replica's fetches are then fenced.
-            # Added replicas do not: the leader tracks them from the committed replica set.
-            record.leader = leader
-    if adding != p.adding_replicas:
-        record.adding_replicas = list(adding)
-    if removing != p.removing_replicas:
-        record.removing_replicas = list(removing)
-    return record
+    # Replicas going away bump the leader epoch (naming the current leader does that on
+    # replay), as Kafka does: the removed replica's fetches are then fenced. Added replicas do
+    # not: the leader tracks them from the committed replica set.
+    replicas_removed = bool(set(p.replicas) - set(replicas))
+    # Built once; a field left at the schema's default (None, LEADER_UNCHANGED) means
+    # "unchanged" on replay.
+    return messages.PartitionChangeRecord(
+        partition_id=index, topic_id=topic_id,
+        isr=list(isr) if isr != p.isr else None,
+        leader=leader if leader != p.leader or replicas_removed else LEADER_UNCHANGED,
+        replicas=list(replicas) if replicas != p.replicas else None,
+        adding_replicas=list(adding) if adding != p.adding_replicas else None,
+        removing_replicas=list(removing) if removing != p.removing_replicas else None)
 
 
 def revert_reassignment(topic_id: uuid.UUID, index: int, p: PartitionRegistration,
