@@ -38,7 +38,9 @@ from clients.protocol.types import (
     read_uvarint, write_uvarint,
 )
 
-Reader = Callable[[bytes, int], tuple[Any, int]]
+# A frame being decoded: bytes, or the connection's own bytearray (decoded in place).
+Frame = bytes | bytearray
+Reader = Callable[[Frame, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
 _M = TypeVar("_M")  # a message class from clients.protocol.messages (typed by messages.pyi)
 
@@ -68,7 +70,7 @@ class _Out(bytearray):
 
 # ---------------------------------------------------------------- primitive readers/writers
 
-def _read_bool(buf: bytes, pos: int) -> tuple[bool, int]:
+def _read_bool(buf: Frame, pos: int) -> tuple[bool, int]:
     if pos >= len(buf):
         raise CorruptFrameError("truncated bool")
     return buf[pos] != 0, pos + 1
@@ -82,7 +84,7 @@ def _fixed_reader(s: struct.Struct) -> Reader:
     unpack_from = s.unpack_from
     size = s.size
 
-    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+    def read(buf: Frame, pos: int) -> tuple[Any, int]:
         return unpack_from(buf, pos)[0], pos + size
     return read
 
@@ -95,7 +97,7 @@ def _fixed_writer(s: struct.Struct) -> Writer:
     return write
 
 
-def _read_uuid(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
+def _read_uuid(buf: Frame, pos: int) -> tuple[uuid.UUID, int]:
     end = pos + 16
     if end > len(buf):
         raise CorruptFrameError("truncated uuid")
@@ -106,17 +108,17 @@ def _write_uuid(out: bytearray, v: uuid.UUID) -> None:
     out += v.bytes
 
 
-def _length_reader(compact: bool, short: bool) -> Callable[[bytes, int], tuple[int, int]]:
+def _length_reader(compact: bool, short: bool) -> Callable[[Frame, int], tuple[int, int]]:
     """Length prefix: -1 means null. Classic strings use int16, bytes/arrays int32."""
     if compact:
-        def read(buf: bytes, pos: int) -> tuple[int, int]:
+        def read(buf: Frame, pos: int) -> tuple[int, int]:
             n, pos = read_uvarint(buf, pos)
             return n - 1, pos
         return read
     unpack_from = (INT16 if short else INT32).unpack_from
     size = 2 if short else 4
 
-    def read_classic(buf: bytes, pos: int) -> tuple[int, int]:
+    def read_classic(buf: Frame, pos: int) -> tuple[int, int]:
         return unpack_from(buf, pos)[0], pos + size
     return read_classic
 
@@ -137,7 +139,7 @@ def _string_codec(compact: bool, nullable: bool) -> tuple[Reader, Writer]:
     read_len = _length_reader(compact, short=True)
     write_len = _length_writer(compact, short=True)
 
-    def read(buf: bytes, pos: int) -> tuple[str | None, int]:
+    def read(buf: Frame, pos: int) -> tuple[str | None, int]:
         n, pos = read_len(buf, pos)
         if n < 0:
             if n == -1 and nullable:
@@ -166,7 +168,7 @@ def _bytes_codec(compact: bool, nullable: bool, records: bool) -> tuple[Reader, 
     read_len = _length_reader(compact, short=False)
     write_len = _length_writer(compact, short=False)
 
-    def read(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    def read(buf: Frame, pos: int) -> tuple[bytes | memoryview | None, int]:
         n, pos = read_len(buf, pos)
         if n < 0:
             if n == -1 and nullable:
@@ -206,7 +208,7 @@ def _array_codec(elem_read: Reader, elem_write: Writer, compact: bool, nullable:
     write_len = _length_writer(compact, short=False)
     fixed_size = struct.calcsize(">" + fixed_code) if fixed_code else 0
 
-    def read(buf: bytes, pos: int) -> tuple[list | None, int]:
+    def read(buf: Frame, pos: int) -> tuple[list | None, int]:
         n, pos = read_len(buf, pos)
         if n < 0:
             if n == -1 and nullable:
@@ -219,7 +221,7 @@ def _array_codec(elem_read: Reader, elem_write: Writer, compact: bool, nullable:
             if end > len(buf):
                 raise CorruptFrameError("array runs past the end of the frame")
             return list(struct.unpack_from(">%d%s" % (n, fixed_code), buf, pos)), end
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(n):
             v, pos = elem_read(buf, pos)
@@ -278,24 +280,45 @@ class FieldSpec:
         return self.type[2:] if self.is_array else self.type
 
 
+def _slot_init(cls: Any, spec: list[tuple[str, Any, Any]]) -> Callable[..., None]:
+    """An ``__init__`` for a frozen message class that stores each field through its slot
+    descriptor. The frozen dataclass's own goes through ``object.__setattr__`` per field,
+    which made building and decoding messages 1.7-3x slower than an unfrozen class; this
+    one costs what the unfrozen ``__init__`` does. Same parameters and defaults."""
+    env: dict[str, Any] = {"_MISSING": dataclasses.MISSING}
+    params, body = [], []
+    for name, _, fld in spec:
+        env[f"_set_{name}"] = getattr(cls, name).__set__
+        if fld.default_factory is not dataclasses.MISSING:
+            env[f"_make_{name}"] = fld.default_factory
+            params.append(f"{name}=_MISSING")
+            body.append(f"    _set_{name}(self, _make_{name}() if {name} is _MISSING else {name})")
+        else:
+            env[f"_default_{name}"] = fld.default
+            params.append(f"{name}=_default_{name}")
+            body.append(f"    _set_{name}(self, {name})")
+    source = f"def __init__(self, {', '.join(params)}) -> None:\n" + "\n".join(body) + "\n"
+    exec(source, env)  # noqa: S102 - generated from the schema's field names only
+    init = env["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
 class StructSpec:
     """A struct (or a whole message body): its class and fields, and compiled codecs."""
 
-    def __init__(self, name: str, fields: tuple, message: "MessageSpec | None",
-                 frozen: bool) -> None:
+    def __init__(self, name: str, fields: tuple, message: "StructSpec | None") -> None:
         self.name = name
         self.message = message or self  # the top-level message this struct belongs to
         self.fields = tuple(FieldSpec(*f) for f in fields)
-        self.frozen = frozen
         self.children: dict[str, StructSpec] = {}
         for f in self.fields:
             if f.sub_fields is not None:
-                self.children[f.name] = StructSpec(f.element_type, f.sub_fields, self.message,
-                                                   frozen)
+                self.children[f.name] = StructSpec(f.element_type, f.sub_fields, self.message)
         self.cls = self._make_class()
         self._compiled: dict[tuple[int, bool], tuple[Reader, Writer]] = {}
 
-    def _default_for(self, f: FieldSpec) -> dataclasses.Field:
+    def _default_for(self, f: FieldSpec) -> Any:   # a dataclasses.field(...)
         if f.is_array:
             if f.default == "null":
                 return dataclasses.field(default=None)
@@ -310,17 +333,18 @@ class StructSpec:
             return dataclasses.field(default=_TYPE_DEFAULT[f.type])
         return dataclasses.field(default=f.default)
 
-    def _make_class(self) -> type:
-        spec = [(f.name, Any, self._default_for(f)) for f in self.fields]
+    def _make_class(self) -> Any:   # a message class, typed by messages.pyi
+        spec: list[tuple[str, Any, Any]] = [(f.name, Any, self._default_for(f))
+                                            for f in self.fields]
         spec.append(("unknown_tagged_fields", tuple,
                      dataclasses.field(default=(), repr=False)))
-        # frozen: a message is built once (issue 11), as Kafka treats its generated *Data
-        # classes; assigning a field raises FrozenInstanceError. eq without a generated hash
-        # in both modes: list fields would make hash() fail anyway.
-        cls = dataclasses.make_dataclass(self.name, spec, slots=True, eq=True, repr=True,
-                                         frozen=self.frozen, unsafe_hash=False)
-        if self.frozen:
-            cls.__hash__ = None  # type: ignore[assignment]
+        # Frozen: a message is built once (issue 11), as Kafka treats its generated *Data
+        # classes; assigning a field raises FrozenInstanceError (dataclasses.replace makes a
+        # changed copy). No hash: list fields would make hash() fail anyway.
+        cls: Any = dataclasses.make_dataclass(self.name, spec, slots=True, eq=True, repr=True,
+                                              frozen=True)
+        cls.__hash__ = None
+        cls.__init__ = _slot_init(cls, spec)
         cls.__module__ = "clients.protocol.messages"
         for child in self.children.values():
             setattr(cls, child.name, child.cls)
@@ -372,23 +396,51 @@ class StructSpec:
             else:
                 regular.append((f.name, r, w))
         tag_order = sorted(tagged)
+        # Decoding fills a new instance through the slot descriptors (the class is frozen),
+        # without building keyword arguments: the regular fields in wire order, then every
+        # other field (absent from this version, or tagged and not sent) at its default.
+        new = object.__new__
+        reads = tuple((getattr(cls, name).__set__, r) for name, r, _ in regular)
+        tagged_reads = {tag: (getattr(cls, t[0]).__set__, t[1]) for tag, t in tagged.items()}
+        read_names = {name for name, _, _ in regular}
+        defaults, factories = [], []
+        for f in self.fields:
+            if f.name in read_names:
+                continue
+            d = self._default_for(f)
+            if d.default_factory is not dataclasses.MISSING:
+                factories.append((getattr(cls, f.name).__set__, d.default_factory))
+            else:
+                defaults.append((getattr(cls, f.name).__set__, d.default))
+        defaults.append((getattr(cls, "unknown_tagged_fields").__set__, ()))
+        set_unknown = defaults[-1][0]
+
+        def fresh() -> Any:
+            obj = new(cls)
+            for set_, value in defaults:
+                set_(obj, value)
+            for set_, make in factories:
+                set_(obj, make())
+            return obj
 
         if not flexible:
-            def read(buf: bytes, pos: int) -> tuple[Any, int]:
-                kw = {}
-                for name, r, _ in regular:
-                    kw[name], pos = r(buf, pos)
-                return cls(**kw), pos
+            def read(buf: Frame, pos: int) -> tuple[Any, int]:
+                obj = fresh()
+                for set_, r in reads:
+                    value, pos = r(buf, pos)
+                    set_(obj, value)
+                return obj, pos
 
             def write(out: bytearray, obj: Any) -> None:
                 for name, _, w in regular:
                     w(out, getattr(obj, name))
             return read, write
 
-        def read_flexible(buf: bytes, pos: int) -> tuple[Any, int]:
-            kw = {}
-            for name, r, _ in regular:
-                kw[name], pos = r(buf, pos)
+        def read_flexible(buf: Frame, pos: int) -> tuple[Any, int]:
+            obj = fresh()
+            for set_, r in reads:
+                value, pos = r(buf, pos)
+                set_(obj, value)
             count, pos = read_uvarint(buf, pos)
             unknown = []
             last_tag = -1
@@ -399,17 +451,18 @@ class StructSpec:
                 if tag <= last_tag or end > len(buf):
                     raise CorruptFrameError("tagged fields out of order or past the frame end")
                 last_tag = tag
-                known = tagged.get(tag)
+                known = tagged_reads.get(tag)
                 if known is None:
                     unknown.append((tag, bytes(buf[pos:end])))
                 else:
-                    kw[known[0]], after = known[1](buf, pos)
+                    value, after = known[1](buf, pos)
                     if after != end:
                         raise CorruptFrameError("tagged field size does not match its value")
+                    known[0](obj, value)
                 pos = end
             if unknown:
-                kw["unknown_tagged_fields"] = tuple(unknown)
-            return cls(**kw), pos
+                set_unknown(obj, tuple(unknown))
+            return obj, pos
 
         def write_flexible(out: bytearray, obj: Any) -> None:
             for name, _, w in regular:
@@ -441,7 +494,7 @@ def _descendants(spec: StructSpec):
 
 def _nullable_struct(er: Reader, ew: Writer) -> tuple[Reader, Writer]:
     """A nullable single struct is prefixed by an int8: -1 null, 1 present."""
-    def read(buf: bytes, pos: int) -> tuple[Any, int]:
+    def read(buf: Frame, pos: int) -> tuple[Any, int]:
         if pos >= len(buf):
             raise CorruptFrameError("truncated struct marker")
         marker = INT8.unpack_from(buf, pos)[0]
@@ -461,7 +514,7 @@ def _nullable_struct(er: Reader, ew: Writer) -> tuple[Reader, Writer]:
 class MessageSpec(StructSpec):
     """A top-level schema: a request, a response, a metadata record or a data struct."""
 
-    def __init__(self, name: str, table: tuple, frozen: bool) -> None:
+    def __init__(self, name: str, table: tuple) -> None:
         api_key, kind, valid, flexible_min, unstable, listeners, fields = table
         self.api_key: int = api_key
         self.kind: str = kind
@@ -469,7 +522,7 @@ class MessageSpec(StructSpec):
         self.flexible_min: int | None = flexible_min
         self.latest_version_unstable: bool = unstable
         self.listeners: tuple[str, ...] = listeners
-        super().__init__(name, fields, None, frozen)
+        super().__init__(name, fields, None)
         self.cls.SCHEMA = self
 
     def is_flexible(self, version: int) -> bool:
@@ -496,10 +549,7 @@ def spec_for(name: str) -> MessageSpec:
         table = _schemas.SCHEMAS.get(name)
         if table is None:
             raise AttributeError(name)
-        # messages.FROZEN is read when a class is first built (classes are built lazily, after
-        # both modules are loaded), so the one switch lives where the classes are imported from
-        from clients.protocol import messages
-        spec = _SPECS[name] = MessageSpec(name, table, frozen=messages.FROZEN)
+        spec = _SPECS[name] = MessageSpec(name, table)
     return spec
 
 
@@ -507,7 +557,7 @@ def schema_names() -> list[str]:
     return sorted(_schemas.SCHEMAS)
 
 
-def decode_body(spec: MessageSpec, version: int, buf: bytes, pos: int = 0,
+def decode_body(spec: MessageSpec, version: int, buf: Frame, pos: int = 0,
                 exact: bool = True) -> tuple[Any, int]:
     """Decode one body; ``exact`` refuses trailing bytes. Malformed -> CorruptFrameError."""
     try:

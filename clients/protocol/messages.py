@@ -8,12 +8,11 @@ messages it uses. Field names are the specs' names in snake_case; each field def
 the spec's default; ``unknown_tagged_fields`` keeps tagged fields this version of Ketch
 does not know, so they round-trip.
 
-Messages are built once (issue 11): with ``FROZEN`` every class is a frozen dataclass, so
-assigning a field of a request or response after it was built raises
-``dataclasses.FrozenInstanceError``; build the final object in one constructor call instead
-(``dataclasses.replace`` makes a changed copy). Kafka's generated ``*Data`` classes have
-setters but Kafka treats a built message as a value; here the run time holds code to it.
-The one switch is read when a class is first built, i.e. before the first message is used.
+Messages are built once (issue 11): every class is a frozen dataclass, so assigning a field
+of a request or response after it was built raises ``dataclasses.FrozenInstanceError``;
+build the final object in one constructor call instead (``dataclasses.replace`` makes a
+changed copy). Kafka's generated ``*Data`` classes have setters but Kafka treats a built
+message as a value; here the run time holds code to it.
 
 Type checkers read messages.pyi instead of this module: generated beside _schemas.py by
 tools/gen_protocol.py, it declares every class, nested class, field type and constructor
@@ -24,11 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from clients.protocol import _codec
-
-# False until the broker's shells (broker/broker.py, apis.py, replica_manager.py, fetcher.py,
-# admin_http.py, group/driver.py, replica/*) stop changing messages after building them;
-# every other caller already builds each message once (tests/clients/protocol/test_frozen.py).
-FROZEN = False
 
 
 def __getattr__(name: str) -> Any:

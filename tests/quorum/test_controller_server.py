@@ -113,8 +113,13 @@ def test_fetch_below_the_log_start_points_to_the_snapshot_and_fetch_snapshot_ser
             assert snap.error_code == 0 and snap.size == len(snap.unaligned_records)
             assert tuple(r.value for b in decode_batches(snap.unaligned_records)
                          for r in b.records) == image
-            request.topics[0].partitions[0].snapshot_id.end_offset = 3
-            wrong = (await conn.request(ApiKey.FETCH_SNAPSHOT, 1, request)).topics[0].partitions[0]
+            wrong_request = messages.FetchSnapshotRequest(
+                replica_id=-1, max_bytes=1 << 20, topics=[messages.FetchSnapshotRequest.TopicSnapshot(
+                    name=METADATA_TOPIC, partitions=[messages.FetchSnapshotRequest.PartitionSnapshot(
+                        partition=0, snapshot_id=messages.FetchSnapshotRequest.SnapshotId(
+                            end_offset=3, epoch=quorum.epoch), position=0)])])
+            wrong = (await conn.request(ApiKey.FETCH_SNAPSHOT, 1, wrong_request)
+                     ).topics[0].partitions[0]
             assert wrong.error_code == ErrorCode.SNAPSHOT_NOT_FOUND
         finally:
             conn.close()

@@ -1,6 +1,7 @@
 """Sans-I/O framing: any chunking gives the same events; bad frames fail one connection."""
 from __future__ import annotations
 
+import dataclasses
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,6 +119,7 @@ def test_response_parts_carry_file_regions() -> None:
     total = sum(len(p) for p in parts)
     assert int.from_bytes(parts[0][:4], "big") == total - 4
     # Replacing the region by its bytes gives the same frame as a plain encode.
-    pd.records = b"x" * 10
+    body = messages.FetchResponse(responses=[messages.FetchResponse.FetchableTopicResponse(
+        topic="t", partitions=[dataclasses.replace(pd, records=b"x" * 10)])])
     plain = ServerConnection().send(ApiKey.FETCH, 11, 1, body)
     assert parts[0] + b"x" * 10 + parts[2] == plain[0]

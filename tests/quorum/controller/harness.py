@@ -143,17 +143,17 @@ class Harness:
         t = self.topic(name)
         p = t.partitions[index]
         R = M.AlterPartitionRequest
+        isr_fields: dict[str, Any] = (
+            {"new_isr_with_epochs": [R.BrokerState(broker_id=b, broker_epoch=self._epoch_of(b))
+                                     for b in new_isr]}
+            if with_epochs else {"new_isr": list(new_isr)})
         data = R.PartitionData(
             partition_index=index,
             leader_epoch=p.leader_epoch if leader_epoch is None else leader_epoch,
             partition_epoch=p.partition_epoch if partition_epoch is None else partition_epoch,
             leader_recovery_state=(int(p.leader_recovery_state)
-                                   if leader_recovery_state is None else leader_recovery_state))
-        if with_epochs:
-            data.new_isr_with_epochs = [
-                R.BrokerState(broker_id=b, broker_epoch=self._epoch_of(b)) for b in new_isr]
-        else:
-            data.new_isr = list(new_isr)
+                                   if leader_recovery_state is None else leader_recovery_state),
+            **isr_fields)
         sender = p.leader if broker_id is None else broker_id
         request = R(broker_id=sender, broker_epoch=self._epoch_of(sender),
                     topics=[R.TopicData(topic_id=t.topic_id, partitions=[data])])

@@ -1,6 +1,7 @@
 """AlterPartition: compare-and-set on the partition epoch, and every refusal."""
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -169,7 +170,7 @@ def test_unknown_topics_and_partitions() -> None:
 def test_a_stale_broker_epoch_fails_the_whole_request() -> None:
     h = three_brokers()
     request = request_for(h, [1, 2])
-    request.broker_epoch += 100
+    request = dataclasses.replace(request, broker_epoch=request.broker_epoch + 100)
     response = raw(h, request)
     assert (response.error_code, response.topics) == (ErrorCode.STALE_BROKER_EPOCH, [])
 

@@ -84,18 +84,18 @@ class _History:
                 tid = rng.choice(sorted(self.topics))
                 i = rng.choice(sorted(self.topics[tid]))
                 replicas, isr, leader = self.topics[tid][i]
-                record = M.PartitionChangeRecord(partition_id=i, topic_id=tid)
+                changed: dict = {}
                 if rng.random() < 0.3:           # a reassignment's new replica set
                     replicas = rng.sample(self.brokers, rng.randint(1, 4))
-                    record.replicas = list(replicas)
                     isr, leader = self._state(replicas)
-                    record.isr, record.leader = list(isr), leader
+                    changed = {"replicas": list(replicas), "isr": list(isr), "leader": leader}
                 elif rng.random() < 0.5:
                     isr, leader = self._state(replicas)
-                    record.isr, record.leader = list(isr), leader
+                    changed = {"isr": list(isr), "leader": leader}
                 else:                           # leader only, within the current ISR
                     leader = -1 if rng.random() < 0.2 else rng.choice(isr)
-                    record.leader = leader
+                    changed = {"leader": leader}
+                record = M.PartitionChangeRecord(partition_id=i, topic_id=tid, **changed)
                 self.topics[tid][i] = (replicas, isr, leader)
                 records.append(record)
         return records

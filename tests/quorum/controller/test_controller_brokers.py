@@ -1,6 +1,7 @@
 """Broker lifecycle decisions: registration, heartbeats, fencing, controlled shutdown."""
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 
@@ -55,16 +56,17 @@ def test_a_new_incarnation_replaces_the_old_and_takes_its_partitions_away() -> N
 def test_registration_refusals() -> None:
     h = Harness(ControllerConfig(cluster_id="abc"))
     request = h.registration_request(1)
-    request.cluster_id = "other"
-    assert h.commit(h.controller.handle_broker_registration(request, h.now_ms)).error_code \
+    other = dataclasses.replace(request, cluster_id="other")
+    assert h.commit(h.controller.handle_broker_registration(other, h.now_ms)).error_code \
         == ErrorCode.INCONSISTENT_CLUSTER_ID
-    request.cluster_id = "abc"
-    request.features[0].max_supported_version = 3      # metadata.version 21 is finalized
-    assert h.commit(h.controller.handle_broker_registration(request, h.now_ms)).error_code \
+    too_old = dataclasses.replace(request, cluster_id="abc", features=[
+        dataclasses.replace(request.features[0], max_supported_version=3),  # 21 is finalized
+        *request.features[1:]])
+    assert h.commit(h.controller.handle_broker_registration(too_old, h.now_ms)).error_code \
         == ErrorCode.UNSUPPORTED_VERSION
     request = h.registration_request(2)
-    request.cluster_id = "abc"
-    request.listeners.append(request.listeners[0])
+    request = dataclasses.replace(request, cluster_id="abc",
+                                  listeners=[*request.listeners, request.listeners[0]])
     assert h.commit(h.controller.handle_broker_registration(request, h.now_ms)).error_code \
         == ErrorCode.INVALID_REQUEST
     assert h.image.cluster.brokers == {}

@@ -1,6 +1,7 @@
 """CreateTopics, DeleteTopics, CreatePartitions: decisions, refusals, retries."""
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -143,7 +144,8 @@ def test_null_and_duplicate_configs_are_invalid_requests() -> None:
         CT.CreatableTopicConfig(name="retention.ms", value=None)])
     response = h.commit(h.controller.handle_create_topics(CT(topics=[topic]), h.now_ms))
     assert response.topics[0].error_code == ErrorCode.INVALID_REQUEST
-    topic.configs = [CT.CreatableTopicConfig(name="retention.ms", value="1")] * 2
+    topic = dataclasses.replace(
+        topic, configs=[CT.CreatableTopicConfig(name="retention.ms", value="1")] * 2)
     response = h.commit(h.controller.handle_create_topics(CT(topics=[topic]), h.now_ms))
     assert response.topics[0].error_code == ErrorCode.INVALID_REQUEST
 
@@ -209,8 +211,8 @@ def test_manual_assignment_with_gaps_or_counts() -> None:
         CT.CreatableReplicaAssignment(partition_index=1, broker_ids=[1])])
     response = h.commit(h.controller.handle_create_topics(CT(topics=[topic]), h.now_ms))
     assert response.topics[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
-    topic.assignments[0].partition_index = 0
-    topic.num_partitions = 1
+    topic = dataclasses.replace(topic, num_partitions=1, assignments=[
+        CT.CreatableReplicaAssignment(partition_index=0, broker_ids=[1])])
     response = h.commit(h.controller.handle_create_topics(CT(topics=[topic]), h.now_ms))
     assert response.topics[0].error_code == ErrorCode.INVALID_REQUEST
 
