@@ -370,6 +370,7 @@ class ReplicaManager:
             if hosted is not None:
                 self._stop_partition(tp, delete=True)
             return
+        assert topic is not None        # a registration exists only within its topic
         if hosted is not None and hosted.topic_id != topic.topic_id:
             # The topic was deleted and recreated with the same name: start afresh.
             self._stop_partition(tp, delete=True)
@@ -678,8 +679,8 @@ class ReplicaManager:
             return
         state.wanted, state.in_flight = None, proposal
         cluster = self.image.cluster
-        epochs = tuple((b, cluster.get(b).broker_epoch if cluster.get(b) else -1)
-                       for b in proposal.new_isr)
+        epochs = tuple((b, registration.broker_epoch if registration is not None else -1)
+                       for b, registration in ((b, cluster.get(b)) for b in proposal.new_isr))
         self._effects.append(SendAlterPartition(proposal, state.topic_id, epochs))
 
     def handle_alter_partition_response(self, proposal: AlterIsr, answer: AlterPartitionAnswer | None,
@@ -707,7 +708,7 @@ class ReplicaManager:
                 self._changed.add(tp)
         else:
             log.info("%s: AlterPartition refused: %s", tp, ErrorCode(answer.error_code).name)
-            if (answer.error_code in ALTER_PARTITION_NOT_APPLIED
+            if (hosted is not None and answer.error_code in ALTER_PARTITION_NOT_APPLIED
                     and self._proposal_current(proposal, state.topic_id)):
                 hosted.replica.abandon_pending_isr()
         self._maybe_send_alter_partition(tp, now_ms)
@@ -744,8 +745,10 @@ class ReplicaManager:
     def _follower_throttled(self, hosted: HostedPartition) -> bool:
         return hosted.follower_throttled and self.broker_id not in hosted.replica.isr
 
-    def _following(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> HostedPartition | None:
-        """The partition, if it still follows ``leader_id`` in ``leader_epoch``."""
+    def _following(self, tp: TopicPartition, leader_id: int, leader_epoch: int
+                   ) -> tuple[HostedPartition, FollowerPartition] | None:
+        """The partition and its fetch state, if it still follows ``leader_id`` in
+        ``leader_epoch``."""
         hosted = self.partitions.get(tp)
         if hosted is None or hosted.following is None:
             return None
@@ -753,10 +756,11 @@ class ReplicaManager:
         if (f.leader_id != leader_id or f.leader_epoch != leader_epoch
                 or hosted.replica.role is not Role.FOLLOWER):
             return None
-        return hosted
+        return hosted, f
 
     def _answered(self, leader_id: int, asked: Iterable[EpochQuery | FetchPosition],
-                  answers: Iterable[Any]) -> Iterator[tuple[Any, Any, HostedPartition]]:
+                  answers: Iterable[Any]
+                  ) -> Iterator[tuple[Any, Any, HostedPartition, FollowerPartition]]:
         """(answer, what it answers, partition) for each answer to a question of this
         plan whose partition still follows ``leader_id`` in the epoch it was asked in; the
         leader answered, so any backoff for it ends."""
@@ -766,9 +770,10 @@ class ReplicaManager:
             question = by_partition.get(answer.partition)
             if question is None:
                 continue
-            hosted = self._following(answer.partition, leader_id, question.current_leader_epoch)
-            if hosted is not None:
-                yield answer, question, hosted
+            following = self._following(answer.partition, leader_id,
+                                        question.current_leader_epoch)
+            if following is not None:
+                yield answer, question, *following
 
     def handle_leader_unreachable(self, leader_id: int, now_ms: int) -> None:
         """The connection to the leader failed: back off before the next round."""
@@ -783,8 +788,7 @@ class ReplicaManager:
     def handle_epoch_answers(self, work: FollowerWork, answers: Iterable[EpochAnswer], now_ms: int) -> None:
         """OffsetForLeaderEpoch answers for ``work.epoch_queries``: truncate where the logs
         diverge (KIP-101/KIP-279), then fetch; or ask again about an older epoch."""
-        for a, _, hosted in self._answered(work.leader_id, work.epoch_queries, answers):
-            f = hosted.following
+        for a, _, hosted, f in self._answered(work.leader_id, work.epoch_queries, answers):
             if f.state is not FetchState.TRUNCATING:
                 continue
             if a.error_code != ErrorCode.NONE:
@@ -811,21 +815,21 @@ class ReplicaManager:
     def handle_fetched(self, work: FollowerWork, fetched: Iterable[FetchedPartition], now_ms: int) -> None:
         """The leader's Fetch answer for ``work.fetches``: append its batches as they are
         (offsets and epochs kept), update producer state and take the leader's HW."""
-        for p, position, hosted in self._answered(work.leader_id, work.fetches, fetched):
-            f = hosted.following
+        for p, position, hosted, f in self._answered(work.leader_id, work.fetches, fetched):
             if f.state is not FetchState.FETCHING or f.fetch_offset != position.fetch_offset:
                 continue        # an answer to an older plan
             if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                self._handle_out_of_range(hosted, p.log_start_offset, now_ms)
+                self._handle_out_of_range(hosted, f, p.log_start_offset, now_ms)
             elif p.error_code != ErrorCode.NONE:
                 if p.error_code not in _PAUSE_ERRORS and p.error_code not in _RETRY_ERRORS:
                     log.info("%s: fetch from %d failed: %s", p.partition, work.leader_id, p.error_code)
                 self._on_follower_error(f, p.error_code, now_ms)
             else:
-                self._append_fetched(hosted, p, now_ms)
+                self._append_fetched(hosted, f, p, now_ms)
 
-    def _append_fetched(self, hosted: HostedPartition, p: FetchedPartition, now_ms: int) -> None:
-        plog, f = hosted.log, hosted.following
+    def _append_fetched(self, hosted: HostedPartition, f: FollowerPartition, p: FetchedPartition,
+                        now_ms: int) -> None:
+        plog = hosted.log
         records = p.records
         if records is not None and len(records) > 0:
             try:
@@ -854,8 +858,9 @@ class ReplicaManager:
         hosted.replica.on_follower_fetched(plog.log_start_offset, plog.log_end_offset, p.high_watermark)
         self._changed.add(hosted.tp)
 
-    def _handle_out_of_range(self, hosted: HostedPartition, leader_log_start: int, now_ms: int) -> None:
-        plog, f = hosted.log, hosted.following
+    def _handle_out_of_range(self, hosted: HostedPartition, f: FollowerPartition,
+                             leader_log_start: int, now_ms: int) -> None:
+        plog = hosted.log
         if leader_log_start >= 0 and plog.log_end_offset < leader_log_start:
             # Everything we have is older than the leader keeps: start over at its start.
             log.info("%s: behind the leader's log start %d; restarting there", hosted.tp,

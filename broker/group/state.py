@@ -374,7 +374,7 @@ class ClassicGroup:
                                        if m.group_instance_id is not None}, self
         assert self.pending_sync_members <= set(self.members), self
         assert not (set(self.pending_members) & set(self.members)), self
-        expected = Counter()
+        expected: Counter[str] = Counter()
         for m in self.members.values():
             expected.update(m.protocol_names())
         assert +self.supported_protocols == expected, self

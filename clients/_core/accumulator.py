@@ -702,7 +702,7 @@ class RecordAccumulator:
 
     def expired(self, now_ms: int) -> list[ProducerBatch]:
         """Queued batches past their delivery deadline, taken out of their queues."""
-        out = []
+        out: list[ProducerBatch] = []
         for queue in self._queues.values():
             if queue and queue[0].deadline_ms <= now_ms:
                 keep = deque(b for b in queue if b.deadline_ms > now_ms)

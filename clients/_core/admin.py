@@ -31,7 +31,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from clients.protocol import CorruptFrameError, messages
 from clients.protocol._codec import decode_body
@@ -288,7 +288,7 @@ def group_lag(committed: Mapping[TopicPartition, int | None],
     return out
 
 
-def _decode_versioned(cls: type, data: bytes):
+def _decode_versioned(cls: Any, data: bytes) -> Any:
     if len(data) < 2:
         raise ValueError(f"{cls.__name__}: {len(data)} bytes is too short for a version")
     version = int.from_bytes(data[:2], "big", signed=True)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from clients.protocol import messages
 from clients.protocol._codec import decode_body, encode_message
@@ -105,7 +105,7 @@ def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_VERSION) 
     return struct.pack(">h", version) + encode_message(body, version)
 
 
-def _read_versioned(cls: type, data: bytes, newest: int) -> tuple[int, object]:
+def _read_versioned(cls: Any, data: bytes, newest: int) -> tuple[int, Any]:
     if data is None or len(data) < 2:
         raise CorruptFrameError(f"{cls.__name__} shorter than its version field")
     version = struct.unpack_from(">h", data, 0)[0]

@@ -189,11 +189,12 @@ def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple
         if leader is None or leader[0] < 0 or leader[0] in busy:
             continue
         node, epoch = leader
-        s = subs.partitions[tp]
+        position = subs.partitions[tp].position
+        assert position is not None     # fetchable: its position is known
         by_node.setdefault(node, {}).setdefault(tp.topic, []).append(F.FetchPartition(
-            partition=tp.partition, current_leader_epoch=epoch, fetch_offset=s.position,
+            partition=tp.partition, current_leader_epoch=epoch, fetch_offset=position,
             last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max_bytes))
-        offsets.setdefault(node, []).append((tp, s.position))
+        offsets.setdefault(node, []).append((tp, position))
     plans = []
     for node, topics in by_node.items():
         request = F(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,

@@ -71,7 +71,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if response_spec(api_key).is_flexible(api_version) else 0
 
 
-def _read_tagged_section(buf: bytes, pos: int) -> tuple[tuple, int]:
+def _read_tagged_section(buf: _codec.Frame, pos: int) -> tuple[tuple, int]:
     count, pos = read_uvarint(buf, pos)
     fields = []
     for _ in range(count):
@@ -92,7 +92,7 @@ def _write_tagged_section(out: bytearray, fields: tuple) -> None:
         out += data
 
 
-def decode_request_header(payload: bytes) -> tuple[RequestHeader, int]:
+def decode_request_header(payload: _codec.Frame) -> tuple[RequestHeader, int]:
     """Read the header; return it and where the body starts."""
     if len(payload) < 8:
         raise CorruptFrameError("request shorter than its fixed header")
@@ -145,7 +145,7 @@ def encode_request_header(out: bytearray, header: RequestHeader) -> None:
         _write_tagged_section(out, header.unknown_tagged_fields)
 
 
-def decode_request(payload: bytes) -> tuple[RequestHeader, Any]:
+def decode_request(payload: _codec.Frame) -> tuple[RequestHeader, Any]:
     """Decode a request payload into (header, body). Malformed -> CorruptFrameError."""
     if not isinstance(payload, (bytes, bytearray)):
         payload = bytes(payload)
@@ -168,7 +168,7 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
     return bytes(out)
 
 
-def decode_response(api_key: int, api_version: int, payload: bytes) -> tuple[ResponseHeader, Any]:
+def decode_response(api_key: int, api_version: int, payload: _codec.Frame) -> tuple[ResponseHeader, Any]:
     if not isinstance(payload, (bytes, bytearray)):
         payload = bytes(payload)
     spec = response_spec(api_key)

@@ -48,7 +48,7 @@ def error_response(api_key: int, request: Any, code: int, message: str | None = 
                                                                    error_message=message)
             for t in request.topics])
     if api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
-        response = (m.IncrementalAlterConfigsResponse if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+        response: Any = (m.IncrementalAlterConfigsResponse if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
                     else m.AlterConfigsResponse)
         return response(responses=[
             response.AlterConfigsResourceResponse(

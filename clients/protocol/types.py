@@ -42,7 +42,7 @@ INT64 = struct.Struct(">q")
 FLOAT64 = struct.Struct(">d")
 
 
-def read_uvarint(buf: bytes, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+def read_uvarint(buf: bytes | bytearray, pos: int, max_bytes: int = 5) -> tuple[int, int]:
     """Unsigned LEB128; at most ``max_bytes`` bytes (5 for 32-bit, 10 for 64-bit values)."""
     result = 0
     shift = 0
@@ -83,7 +83,7 @@ def zigzag_decode(value: int) -> int:
     return (value >> 1) ^ -(value & 1)
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     raw, pos = read_uvarint(buf, pos, 5)
     if raw > 0xFFFFFFFF:
         raise CorruptFrameError("varint out of 32-bit range")
@@ -95,7 +95,7 @@ def write_varint(out: bytearray, value: int) -> None:
     write_uvarint(out, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
-def read_varlong(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varlong(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     raw, pos = read_uvarint(buf, pos, 10)
     if raw > 0xFFFFFFFFFFFFFFFF:
         raise CorruptFrameError("varlong out of 64-bit range")

@@ -230,19 +230,19 @@ class BatchHeader:
 # reads one header per batch on every Produce and Fetch, so headers are built through the
 # slot descriptors directly, which is what that __init__ does, minus the overhead.
 _new = object.__new__
-_set_base_offset = BatchHeader.base_offset.__set__  # type: ignore[attr-defined]
-_set_batch_length = BatchHeader.batch_length.__set__  # type: ignore[attr-defined]
-_set_partition_leader_epoch = BatchHeader.partition_leader_epoch.__set__  # type: ignore[attr-defined]
-_set_magic = BatchHeader.magic.__set__  # type: ignore[attr-defined]
-_set_crc = BatchHeader.crc.__set__  # type: ignore[attr-defined]
-_set_attributes = BatchHeader.attributes.__set__  # type: ignore[attr-defined]
-_set_last_offset_delta = BatchHeader.last_offset_delta.__set__  # type: ignore[attr-defined]
-_set_base_timestamp = BatchHeader.base_timestamp.__set__  # type: ignore[attr-defined]
-_set_max_timestamp = BatchHeader.max_timestamp.__set__  # type: ignore[attr-defined]
-_set_producer_id = BatchHeader.producer_id.__set__  # type: ignore[attr-defined]
-_set_producer_epoch = BatchHeader.producer_epoch.__set__  # type: ignore[attr-defined]
-_set_base_sequence = BatchHeader.base_sequence.__set__  # type: ignore[attr-defined]
-_set_records_count = BatchHeader.records_count.__set__  # type: ignore[attr-defined]
+_set_base_offset = BatchHeader.base_offset.__set__  # type: ignore[attr-defined,misc]
+_set_batch_length = BatchHeader.batch_length.__set__  # type: ignore[attr-defined,misc]
+_set_partition_leader_epoch = BatchHeader.partition_leader_epoch.__set__  # type: ignore[attr-defined,misc]
+_set_magic = BatchHeader.magic.__set__  # type: ignore[attr-defined,misc]
+_set_crc = BatchHeader.crc.__set__  # type: ignore[attr-defined,misc]
+_set_attributes = BatchHeader.attributes.__set__  # type: ignore[attr-defined,misc]
+_set_last_offset_delta = BatchHeader.last_offset_delta.__set__  # type: ignore[attr-defined,misc]
+_set_base_timestamp = BatchHeader.base_timestamp.__set__  # type: ignore[attr-defined,misc]
+_set_max_timestamp = BatchHeader.max_timestamp.__set__  # type: ignore[attr-defined,misc]
+_set_producer_id = BatchHeader.producer_id.__set__  # type: ignore[attr-defined,misc]
+_set_producer_epoch = BatchHeader.producer_epoch.__set__  # type: ignore[attr-defined,misc]
+_set_base_sequence = BatchHeader.base_sequence.__set__  # type: ignore[attr-defined,misc]
+_set_records_count = BatchHeader.records_count.__set__  # type: ignore[attr-defined,misc]
 
 
 def _header_from_fields(fields: tuple[int, ...]) -> BatchHeader:
@@ -849,7 +849,7 @@ class RecordBatchBuilder:
         """The batch's bytes. A batch holds at least one record (as Kafka's builder)."""
         assert self._count > 0, "an empty batch is not built; Kafka sends none"
         region = compress(self.compression, self._records, level=self.compression_level)
-        attributes = self.compression
+        attributes = int(self.compression)
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= _TIMESTAMP_TYPE_BIT
             max_timestamp = self.log_append_time_ms

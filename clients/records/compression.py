@@ -90,7 +90,7 @@ XERIAL_BLOCK_BYTES = 32 * 1024
 _INT32 = struct.Struct(">i")
 
 
-def _snappy_compress(data: bytes | memoryview) -> bytes:
+def _snappy_compress(data: bytes | bytearray | memoryview) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER_BYTES]
     for start in range(0, len(view), XERIAL_BLOCK_BYTES):
@@ -150,7 +150,7 @@ def _snappy_decompress(data: memoryview, bytes_max: int) -> bytes:
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip wrapper only, as Kafka writes and reads it
 
 
-def _gzip_compress(data: bytes | memoryview, level: int | None) -> bytes:
+def _gzip_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     # zlib with a gzip wrapper writes mtime 0, so equal input gives equal bytes.
     c = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, _GZIP_WBITS)
     return c.compress(data) + c.flush()
@@ -188,7 +188,7 @@ def _gzip_decompress(data: memoryview, bytes_max: int) -> bytes:
 _LZ4_STEP_BYTES = 1 << 20
 
 
-def _lz4_compress(data: bytes | memoryview, level: int | None) -> bytes:
+def _lz4_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     return lz4.frame.compress(
         data,
         compression_level=0 if level is None else level,
@@ -238,7 +238,7 @@ def _lz4_decompress(data: memoryview, bytes_max: int) -> bytes:
 _ZSTD_FIRST_GUESS_BYTES = 1 << 20
 
 
-def _zstd_compress(data: bytes | memoryview, level: int | None) -> bytes:
+def _zstd_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
 
 

@@ -88,7 +88,7 @@ class HeartbeatTracker:
             del self.last_contact_ms[broker_id]
 
 
-def _registration_record(request: Any, broker_epoch: int) -> messages.RegisterBrokerRecord:
+def _registration_record(request: messages.BrokerRegistrationRequest, broker_epoch: int) -> messages.RegisterBrokerRecord:
     R = messages.RegisterBrokerRecord
     return R(
         broker_id=request.broker_id, is_migrating_zk_broker=request.is_migrating_zk_broker,
@@ -103,7 +103,7 @@ def _registration_record(request: Any, broker_epoch: int) -> messages.RegisterBr
         log_dirs=list(request.log_dirs))
 
 
-def _same_registration(b: BrokerRegistration, request: Any) -> bool:
+def _same_registration(b: BrokerRegistration, request: messages.BrokerRegistrationRequest) -> bool:
     return (b.incarnation_id == request.incarnation_id
             and [(e.name, e.host, e.port, e.security_protocol) for e in b.endpoints]
             == [(e.name, e.host, e.port, e.security_protocol) for e in request.listeners]
@@ -114,7 +114,7 @@ def _same_registration(b: BrokerRegistration, request: Any) -> bool:
             and b.rack == request.rack and list(b.log_dirs) == list(request.log_dirs))
 
 
-def register_broker(image: MetadataImage, request: Any, config: ControllerConfig,
+def register_broker(image: MetadataImage, request: messages.BrokerRegistrationRequest, config: ControllerConfig,
                     index: BrokersToPartitions | None = None
                     ) -> ControllerResult[messages.BrokerRegistrationResponse]:
     Response = messages.BrokerRegistrationResponse
@@ -164,7 +164,7 @@ def fence_brokers(image: MetadataImage, broker_ids: list[int], config: Controlle
     return records
 
 
-def broker_heartbeat(image: MetadataImage, request: Any, registration_offset: int,
+def broker_heartbeat(image: MetadataImage, request: messages.BrokerHeartbeatRequest, registration_offset: int,
                      config: ControllerConfig, index: BrokersToPartitions | None = None
                      ) -> ControllerResult[messages.BrokerHeartbeatResponse]:
     """The KRaft heartbeat state machine (BrokerHeartbeatManager.calculateNextBrokerState).
@@ -218,7 +218,7 @@ def broker_heartbeat(image: MetadataImage, request: Any, registration_offset: in
     return respond([], False, False)
 
 
-def unregister_broker(image: MetadataImage, request: Any, config: ControllerConfig,
+def unregister_broker(image: MetadataImage, request: messages.UnregisterBrokerRequest, config: ControllerConfig,
                       index: BrokersToPartitions | None = None
                       ) -> ControllerResult[messages.UnregisterBrokerResponse]:
     """UnregisterBroker (KIP-631): forget a decommissioned broker."""

@@ -188,14 +188,14 @@ def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, 
     return ControllerResult(tuple(records), response_type(responses=responses))
 
 
-def incremental_alter_configs(image: MetadataImage, request: Any
+def incremental_alter_configs(image: MetadataImage, request: messages.IncrementalAlterConfigsRequest
                               ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
     Response = messages.IncrementalAlterConfigsResponse
     return _decide(image, request, _incremental_resource, Response,
                    Response.AlterConfigsResourceResponse)
 
 
-def alter_configs(image: MetadataImage, request: Any
+def alter_configs(image: MetadataImage, request: messages.AlterConfigsRequest
                   ) -> ControllerResult[messages.AlterConfigsResponse]:
     Response = messages.AlterConfigsResponse
     return _decide(image, request, _legacy_resource, Response,

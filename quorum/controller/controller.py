@@ -200,11 +200,11 @@ class QuorumController:
 
     # ------------------------------------------------------------ broker lifecycle
 
-    def handle_broker_registration(self, request: Any, now_ms: int
+    def handle_broker_registration(self, request: messages.BrokerRegistrationRequest, now_ms: int
                                    ) -> ControllerResult[messages.BrokerRegistrationResponse]:
         return cluster_control.register_broker(self._image, request, self.config, self._index)
 
-    def handle_broker_heartbeat(self, request: Any, now_ms: int
+    def handle_broker_heartbeat(self, request: messages.BrokerHeartbeatRequest, now_ms: int
                                 ) -> ControllerResult[messages.BrokerHeartbeatResponse]:
         """Also covers controlled shutdown (want_shut_down), as KRaft does."""
         b = self._image.cluster.get(request.broker_id)
@@ -214,57 +214,57 @@ class QuorumController:
             self._image, request, self.registration_offset(request.broker_id), self.config,
             self._index)
 
-    def handle_unregister_broker(self, request: Any, now_ms: int
+    def handle_unregister_broker(self, request: messages.UnregisterBrokerRequest, now_ms: int
                                  ) -> ControllerResult[messages.UnregisterBrokerResponse]:
         return cluster_control.unregister_broker(self._image, request, self.config,
                                                  self._index)
 
     # ------------------------------------------------------------ topics and partitions
 
-    def handle_create_topics(self, request: Any, now_ms: int
+    def handle_create_topics(self, request: messages.CreateTopicsRequest, now_ms: int
                              ) -> ControllerResult[messages.CreateTopicsResponse]:
         return replication_control.create_topics(
             self._image, request, self.config, self.rng, self._broker_load,
             self.config.partitions_per_request_max)
 
-    def handle_delete_topics(self, request: Any, now_ms: int
+    def handle_delete_topics(self, request: messages.DeleteTopicsRequest, now_ms: int
                              ) -> ControllerResult[messages.DeleteTopicsResponse]:
         return replication_control.delete_topics(self._image, request)
 
-    def handle_create_partitions(self, request: Any, now_ms: int
+    def handle_create_partitions(self, request: messages.CreatePartitionsRequest, now_ms: int
                                  ) -> ControllerResult[messages.CreatePartitionsResponse]:
         return replication_control.create_partitions(
             self._image, request, self.config, self.rng, self._broker_load,
             self.config.partitions_per_request_max)
 
-    def handle_alter_partition(self, request: Any, now_ms: int
+    def handle_alter_partition(self, request: messages.AlterPartitionRequest, now_ms: int
                                ) -> ControllerResult[messages.AlterPartitionResponse]:
         return replication_control.alter_partition(self._image, request)
 
     # ------------------------------------------------------------ elections, reassignment
 
-    def handle_elect_leaders(self, request: Any, now_ms: int
+    def handle_elect_leaders(self, request: messages.ElectLeadersRequest, now_ms: int
                              ) -> ControllerResult[messages.ElectLeadersResponse]:
         return reassignment.elect_leaders(self._image, request)
 
     def handle_alter_partition_reassignments(
-            self, request: Any, now_ms: int
+            self, request: messages.AlterPartitionReassignmentsRequest, now_ms: int
     ) -> ControllerResult[messages.AlterPartitionReassignmentsResponse]:
         return reassignment.alter_partition_reassignments(self._image, request)
 
     def handle_list_partition_reassignments(
-            self, request: Any, now_ms: int
+            self, request: messages.ListPartitionReassignmentsRequest, now_ms: int
     ) -> ControllerResult[messages.ListPartitionReassignmentsResponse]:
         return reassignment.list_partition_reassignments(self._image, request)
 
     # ------------------------------------------------------------ configs, producer ids
 
     def handle_incremental_alter_configs(
-            self, request: Any, now_ms: int
+            self, request: messages.IncrementalAlterConfigsRequest, now_ms: int
     ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
         return config_control.incremental_alter_configs(self._image, request)
 
-    def handle_alter_configs(self, request: Any, now_ms: int
+    def handle_alter_configs(self, request: messages.AlterConfigsRequest, now_ms: int
                              ) -> ControllerResult[messages.AlterConfigsResponse]:
         return config_control.alter_configs(self._image, request)
 
@@ -274,7 +274,7 @@ class QuorumController:
                                      self.config.producer_id_block_size)
 
     def handle_allocate_producer_ids(
-            self, request: Any, now_ms: int
+            self, request: messages.AllocateProducerIdsRequest, now_ms: int
     ) -> ControllerResult[messages.AllocateProducerIdsResponse]:
         return self.allocate_producer_ids(request.broker_id, request.broker_epoch)
 

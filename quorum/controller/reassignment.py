@@ -122,6 +122,7 @@ def elect_leaders(image: MetadataImage,
     else:
         wanted = dict.fromkeys((tp.topic, i) for tp in request.topic_partitions
                                for i in tp.partitions)
+    message: str | None
     for name, index in wanted:
         topic = image.topics.get(name)
         p = topic.partitions.get(index) if topic is not None else None

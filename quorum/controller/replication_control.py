@@ -202,7 +202,7 @@ def _check_topic_configs(configs: Sequence[Any]) -> tuple[ErrorCode, str] | None
     return None
 
 
-def create_topics(image: MetadataImage, request: Any, config: ControllerConfig,
+def create_topics(image: MetadataImage, request: messages.CreateTopicsRequest, config: ControllerConfig,
                   rng: random.Random, load: Callable[[], BrokerLoad],
                   partitions_per_request_max: int
                   ) -> ControllerResult[messages.CreateTopicsResponse]:
@@ -301,7 +301,8 @@ def create_topics(image: MetadataImage, request: Any, config: ControllerConfig,
             assignments = place_partitions(active, n, rf, scratch, rng)
         partitions_left -= len(assignments)
 
-        topic_configs = {c.name: c.value for c in t.configs}
+        # _check_topic_configs refused null values above
+        topic_configs = {c.name: c.value for c in t.configs if c.value is not None}
         topic_id = ZERO_UUID
         if not request.validate_only:
             topic_id = new_topic_id(rng, lambda u: u in image.topics.by_id or u in new_ids)
@@ -386,7 +387,7 @@ def delete_topics(image: MetadataImage,
 
 # ---------------------------------------------------------------- CreatePartitions
 
-def create_partitions(image: MetadataImage, request: Any, config: ControllerConfig,
+def create_partitions(image: MetadataImage, request: messages.CreatePartitionsRequest, config: ControllerConfig,
                       rng: random.Random, load: Callable[[], BrokerLoad],
                       partitions_per_request_max: int
                       ) -> ControllerResult[messages.CreatePartitionsResponse]:
@@ -589,9 +590,9 @@ def changes_for_leaving_brokers(image: MetadataImage, leaving: Sequence[int],
             # once per run of its partitions, not once per partition.
             topic_id_seen = topic_id
             t = image.topics.by_id[topic_id]
-            election = elections.get(topic_id)
-            if election is None:
-                election = elections[topic_id] = election_for_topic(image, t.name, config)
+            if topic_id not in elections:
+                elections[topic_id] = election_for_topic(image, t.name, config)
+            election = elections[topic_id]
         p = t.partitions[index_]
         record = build_partition_change(
             topic_id, index_, p, is_active=is_active,

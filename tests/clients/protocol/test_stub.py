@@ -244,3 +244,13 @@ def test_the_type_check_can_fail() -> None:
     fewer = dataclasses.replace(stub, fields=dict(list(stub.fields.items())[1:]))
     with pytest.raises(AssertionError):
         _agree(fewer, messages.ProduceRequest, top=True)
+
+
+def test_the_api_key_stub_names_the_runtime_members() -> None:
+    # api_keys.pyi is what a type checker sees of the ApiKey enum built at run time.
+    from clients.protocol import api_keys
+    tree = ast.parse(pathlib.Path(api_keys.__file__).with_suffix(".pyi").read_text())
+    enum_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ApiKey")
+    stub = {a.targets[0].id: a.value.value for a in enum_class.body   # type: ignore[attr-defined]
+            if isinstance(a, ast.Assign)}
+    assert stub == {k.name: k.value for k in api_keys.ApiKey}
