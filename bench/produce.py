@@ -24,8 +24,10 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
 4. Failover on a 1-partition RF-3 topic under a paced idempotent acks=all producer: SIGKILL
    of the leader -> the first write acknowledged by the new leader (the first offset of
    the new leader epoch, found in the log), and the same for SIGTERM (controlled shutdown).
-   After SIGKILL the controller waits ``broker.session.timeout.ms`` before it fences the
-   broker (Kafka's default 9000 ms, used here unless --session-timeout-ms says otherwise).
+   After SIGKILL the controller fences the broker once its heartbeat connection has been
+   closed for ``ketch.broker.disconnect.fence.ms`` (250 ms), not a whole
+   ``broker.session.timeout.ms`` (9000 ms here unless --session-timeout-ms says otherwise);
+   bench/failover.py compares the two in one run.
 
 Usage: python bench/produce.py [--records 300000] [--repeats 3] [--latency-seconds 5] [--skip-failover]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.

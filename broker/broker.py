@@ -93,6 +93,11 @@ class Broker:
                 log.warning("%s-%d: recovery dropped %d bytes", key[0], key[1], report.truncated_bytes)
         zero_copy = config.event_loop == "asyncio"   # uvloop has no loop.sendfile
         self.controller = ControllerChannel(config.controller_voters, f"broker-{config.node_id}")
+        # Heartbeats on a connection of their own: the controller fences a broker soon after
+        # that connection closes (ketch.broker.disconnect.fence.ms), so it must close only
+        # when this process dies, never because a slow forwarded admin request timed out.
+        self.heartbeat_channel = ControllerChannel(config.controller_voters,
+                                                   f"broker-{config.node_id}-heartbeat")
         self.observer_listener = MetadataImageListener(self._schedule_apply)
         self.observer = MetadataObserver(list(config.controller_voters.values()), self.observer_listener,
                                          replica_id=config.node_id,
@@ -100,7 +105,8 @@ class Broker:
         self.lifecycle = BrokerLifecycleManager(
             Registration(config.node_id, self.cluster_id, config.listener_name, config.advertised_host,
                          config.advertised_port, config.rack, config.heartbeat_interval_ms),
-            self.controller, metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
+            self.heartbeat_channel,
+            metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
             on_registered=self._schedule_apply)
         self.core = ReplicaManager(config.node_id, self.logs, properties, config.replica_lag_time_max_ms)
         self.replicas = ReplicaDriver(self.core, self.controller, now_ms,
@@ -260,5 +266,6 @@ class Broker:
         await self.groups.stop()
         await self.fetchers.close()
         self.controller.close()
+        self.heartbeat_channel.close()
         await self.replicas.stop()
         self.storage.close()

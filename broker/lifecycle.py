@@ -98,6 +98,11 @@ class BrokerLifecycleManager:
                              "fenced" if self.fenced else "unfenced")
             except ControllerUnavailableError as e:
                 log.warning("heartbeat: %s", e)
+                # Again soon: a heartbeat that timed out dropped its connection, and the
+                # controller fences a broker whose connection stays gone
+                # (ketch.broker.disconnect.fence.ms) unless it heartbeats again.
+                await asyncio.sleep(min(interval, 0.05))
+                continue
             await asyncio.sleep(interval if not self.fenced else min(interval, 0.2))
 
     async def controlled_shutdown(self, timeout_s: float) -> None:

@@ -1194,6 +1194,10 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Shortest Raft election timeout of a controller (below ...max.ms)"),
     ConfigDef("ketch.raft.election.timeout.max.ms", T.INT, "300", at_least(1),
               "Longest Raft election timeout of a controller"),
+    ConfigDef("ketch.broker.disconnect.fence.ms", T.INT, "250", at_least_or(0, -1),
+              "How long after the connection a broker heartbeats on closes (its process "
+              "died) the active controller fences it unless it heartbeats again; -1 waits "
+              "for broker.session.timeout.ms"),
     ConfigDef("ketch.controller.write.timeout.ms", T.INT, "5000", at_least(1),
               "How long a metadata write may wait to commit before the request gets "
               "REQUEST_TIMED_OUT (the write may still commit)"),

@@ -43,7 +43,8 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                               snapshot_bytes=config.snapshot_bytes)
     apis = ControllerApis(config.node_id, quorum, driver, config.voters,
                           cluster_id=config.cluster_id)
-    listener = KafkaServer(apis, config.listener_host, config.listener_port)
+    listener = KafkaServer(apis, config.listener_host, config.listener_port,
+                           on_connection_closed=apis.connection_closed)
     try:
         port = await listener.start()
         driver.start()

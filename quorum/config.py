@@ -132,6 +132,7 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
     settings: dict[str, object] = {}
     for key, attr in (("broker.session.timeout.ms", "broker_session_timeout_ms"),
                       ("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms"),
+                      ("ketch.broker.disconnect.fence.ms", "broker_disconnect_fence_ms"),
                       ("num.partitions", "num_partitions"),
                       ("default.replication.factor", "default_replication_factor")):
         if key in props:

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import os
 import socket
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from clients.protocol import (
     NEED_DATA, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
@@ -99,8 +99,12 @@ class _FdFile:
 
 class KafkaServer:
     def __init__(self, handler: ApiHandler, host: str, port: int,
-                 frame_bytes_max: int = 100 * 1024 * 1024, use_sendfile: bool = True) -> None:
+                 frame_bytes_max: int = 100 * 1024 * 1024, use_sendfile: bool = True,
+                 on_connection_closed: Callable[[ClientInfo], None] | None = None) -> None:
         self.handler = handler
+        # Told when a client's connection ends, however it ended (the controller fences a
+        # broker whose heartbeat connection closed: its process died).
+        self.on_connection_closed = on_connection_closed
         self.host = host
         self.port = port
         self.frame_bytes_max = frame_bytes_max
@@ -175,6 +179,8 @@ class KafkaServer:
         finally:
             self._connections.discard(task)
             writer.close()
+            if self.on_connection_closed is not None:
+                self.on_connection_closed(client)
 
     async def _write(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
         loop = asyncio.get_running_loop()

@@ -59,6 +59,7 @@ from metadata_log.snapshot import image_to_records, records_to_image
 from metadata_log.committed import (
     METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
 )
+from quorum.network import ClientInfo
 from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
 from quorum.progress import ReplicaProgress, ReplicaTracker
 from quorum.replicated_log import ReadStatus
@@ -308,6 +309,14 @@ class ControllerDriver:
     def start(self) -> None:
         self._poll_task = asyncio.get_running_loop().create_task(self.run_poll_loop())
 
+    def broker_disconnected(self, broker_id: int, broker_epoch: int) -> None:
+        """The connection a broker heartbeated on closed: the controller decides when to
+        fence it, and the poll loop wakes to do it when due."""
+        if self.controller is None or not self.quorum.is_active:
+            return
+        self.controller.handle_broker_disconnected(broker_id, broker_epoch, self.clock_ms())
+        self._poll_now.set()
+
     async def stop(self) -> None:
         self._stopped = True
         if self._poll_task is not None:
@@ -402,6 +411,8 @@ class ControllerApis:
         self.observers = ReplicaTracker()
         self._observers_epoch = -1
         self.wall_clock_ms: Callable[[], int] = now_ms
+        # broker id -> (connection id, broker epoch) of its last accepted heartbeat.
+        self._heartbeat_connections: dict[int, tuple[int, int]] = {}
 
     def _observer_tracker(self) -> ReplicaTracker | None:
         """The observers of the epoch this node leads, or None when it is not active."""
@@ -455,9 +466,20 @@ class ControllerApis:
             if key == ApiKey.BROKER_HEARTBEAT and response.error_code == ErrorCode.NONE:
                 # The broker's metadata position: the last offset it applied, +1.
                 self.observe_observer(body.broker_id, body.current_metadata_offset + 1)
+                if client is not None:
+                    self._heartbeat_connections[body.broker_id] = (client.connection_id,
+                                                                   body.broker_epoch)
             return version, response
         return version, error_response(key, body, ErrorCode.UNSUPPORTED_VERSION,
                                        "not served by a controller")
+
+    def connection_closed(self, client: ClientInfo) -> None:
+        """KafkaServer's hook: if a broker heartbeated on this connection last, tell the
+        controller it went away (a closed socket, not a silent one: its process died)."""
+        for broker_id, (connection_id, broker_epoch) in list(self._heartbeat_connections.items()):
+            if connection_id == client.connection_id:
+                del self._heartbeat_connections[broker_id]
+                self.driver.broker_disconnected(broker_id, broker_epoch)
 
     def api_versions(self, code: int) -> Any:
         return messages.ApiVersionsResponse(error_code=code, api_keys=[

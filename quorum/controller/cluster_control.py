@@ -65,15 +65,39 @@ _FENCE, _UNFENCE = 1, -1     # BrokerRegistrationChangeRecord.Fenced
 @dataclass(slots=True)
 class HeartbeatTracker:
     """Last heartbeat time per (broker id, broker epoch); soft state of the active
-    controller. A registration with a new epoch starts a new session."""
+    controller. A registration with a new epoch starts a new session.
+
+    Also when the connection a broker heartbeats on closed (``disconnected``): a broker
+    process that dies on a live host has its sockets closed by the kernel at once, so the
+    controller need not wait out the session timeout (issue 17's fast crash detection). A
+    heartbeat after the close (on a new connection: a benign reconnect) forgets it. A
+    paused process (SIGSTOP) or a partitioned host keeps its socket open and is fenced by
+    the session timeout only."""
     last_contact_ms: dict[int, tuple[int, int]] = field(default_factory=dict)
+    disconnected_ms: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def touch(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
         self.last_contact_ms[broker_id] = (broker_epoch, now_ms)
+        self.disconnected_ms.pop(broker_id, None)
+
+    def disconnected(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        self.disconnected_ms[broker_id] = (broker_epoch, now_ms)
 
     def restart_all(self, image: MetadataImage, now_ms: int) -> None:
         self.last_contact_ms = {b.broker_id: (b.broker_epoch, now_ms)
                                 for b in image.cluster.brokers.values()}
+        self.disconnected_ms = {}
+
+    def deadline(self, b: BrokerRegistration, now_ms: int, session_timeout_ms: int,
+                 disconnect_fence_ms: int) -> int:
+        """When this incarnation is fenced unless it heartbeats: a session timeout after
+        its last contact, or ``disconnect_fence_ms`` after its connection closed (-1: never
+        early)."""
+        deadline_ms = self.session_start(b, now_ms) + session_timeout_ms
+        lost = self.disconnected_ms.get(b.broker_id)
+        if lost is not None and lost[0] == b.broker_epoch and disconnect_fence_ms >= 0:
+            deadline_ms = min(deadline_ms, lost[1] + disconnect_fence_ms)
+        return deadline_ms
 
     def session_start(self, b: BrokerRegistration, now_ms: int) -> int:
         """Last contact of this incarnation; a session unseen so far starts now."""
@@ -86,6 +110,8 @@ class HeartbeatTracker:
     def forget_missing(self, image: MetadataImage) -> None:
         for broker_id in [b for b in self.last_contact_ms if b not in image.cluster.brokers]:
             del self.last_contact_ms[broker_id]
+        for broker_id in [b for b in self.disconnected_ms if b not in image.cluster.brokers]:
+            del self.disconnected_ms[broker_id]
 
 
 def _registration_record(request: messages.BrokerRegistrationRequest, broker_epoch: int) -> messages.RegisterBrokerRecord:

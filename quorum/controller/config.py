@@ -17,6 +17,9 @@ class ControllerConfig:
     cluster_id: str | None = None
     broker_session_timeout_ms: int = 9000          # broker.session.timeout.ms
     broker_heartbeat_interval_ms: int = 2000        # broker.heartbeat.interval.ms
+    # ketch.broker.disconnect.fence.ms: fence a broker this long after the connection it
+    # heartbeats on closed, unless it heartbeats again (-1: only the session timeout).
+    broker_disconnect_fence_ms: int = 250
     num_partitions: int = 1                         # num.partitions (CreateTopics with -1)
     default_replication_factor: int = 1             # default.replication.factor
     # unclean.leader.election.enable as the static broker default; a topic config or the
@@ -39,6 +42,7 @@ class ControllerConfig:
     def __post_init__(self) -> None:
         assert self.broker_session_timeout_ms > 0
         assert 0 < self.broker_heartbeat_interval_ms <= self.broker_session_timeout_ms
+        assert self.broker_disconnect_fence_ms >= -1
         assert self.num_partitions > 0 and self.default_replication_factor > 0
         assert self.leader_imbalance_check_interval_ms > 0
         assert self.partitions_per_request_max > 0

@@ -214,6 +214,14 @@ class QuorumController:
             self._image, request, self.registration_offset(request.broker_id), self.config,
             self._index)
 
+    def handle_broker_disconnected(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """The connection broker ``broker_id`` last heartbeated on (as ``broker_epoch``)
+        closed. Unless it heartbeats again within ``broker_disconnect_fence_ms``, the next
+        ``poll`` fences it as if its session had expired."""
+        b = self._image.cluster.get(broker_id)
+        if self._active and b is not None and b.broker_epoch == broker_epoch and not b.fenced:
+            self._heartbeats.disconnected(broker_id, broker_epoch, now_ms)
+
     def handle_unregister_broker(self, request: messages.UnregisterBrokerRequest, now_ms: int
                                  ) -> ControllerResult[messages.UnregisterBrokerResponse]:
         return cluster_control.unregister_broker(self._image, request, self.config,
@@ -297,8 +305,8 @@ class QuorumController:
         for broker_id, b in sorted(image.cluster.brokers.items()):
             if b.fenced:
                 continue
-            deadline_ms = (self._heartbeats.session_start(b, now_ms)
-                           + config.broker_session_timeout_ms)
+            deadline_ms = self._heartbeats.deadline(b, now_ms, config.broker_session_timeout_ms,
+                                                    config.broker_disconnect_fence_ms)
             if deadline_ms <= now_ms:
                 expired.append(broker_id)
             else:

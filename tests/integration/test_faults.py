@@ -7,7 +7,7 @@ that come back must hold the same batches, byte for byte, as the leader below th
 watermark (read from the segment files in each broker's data directory).
 
 Two clusters: the module's ``cluster`` fences a silent broker after 2.5 s (for SIGKILL),
-and ``slow_fencing`` keeps a silent broker registered for 60 s, so that what moves
+and ``slow_fencing`` keeps a silent or vanished broker registered for 60 s, so that what moves
 leadership or shrinks the ISR there can only be a controlled shutdown or the leader's
 ``replica.lag.time.max.ms`` check (3 s), not the controller's session timeout.
 """
@@ -38,8 +38,11 @@ SLOW_SESSION_TIMEOUT_MS = 60_000
 
 @pytest.fixture(scope="module")
 def slow_fencing(tmp_path_factory: pytest.TempPathFactory):
+    # Fencing on a closed heartbeat connection (test_crash_detection.py) is off here: a
+    # vanished broker must keep its registration for the whole session.
     c = start_cluster(tmp_path_factory, "ketch-slow",
-                      controller_props={"broker.session.timeout.ms": str(SLOW_SESSION_TIMEOUT_MS)})
+                      controller_props={"broker.session.timeout.ms": str(SLOW_SESSION_TIMEOUT_MS),
+                                        "ketch.broker.disconnect.fence.ms": "-1"})
     try:
         yield c
     finally:
