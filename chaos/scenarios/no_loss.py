@@ -1,4 +1,4 @@
-"""The promises of SCENARIOS.md, N1-N11, and D1 (disk faults on restart).
+"""The promises of SCENARIOS.md, N1-N11 and N15, and D1 (disk faults on restart).
 
 Each function is one scenario: setup, workload, faults (as data), then ``read_back``. The
 comments say how a hazard is *arranged* where timing matters; every arrangement is checked
@@ -655,6 +655,50 @@ def n11(ctx: Context) -> None:
 # ---------------------------------------------------------------- D1
 
 
+def n15(ctx: Context) -> None:
+    """SIGKILL the process leading a partition (its host stays up): the controller fences
+    it when its heartbeat connection closes (ketch.broker.disconnect.fence.ms), so a new
+    leader acknowledges writes within 1 s although the session timeout is 20 s. Then
+    SIGSTOP the leader: its socket stays open, so it is fenced only by the session timeout."""
+    session_s = 20.0
+    c = ctx.cluster(controller_props={"broker.session.timeout.ms": str(int(session_s * 1000))})
+    topic = "n15"
+    c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    t0 = time.monotonic()
+    producers = start_producers(ctx, c, topic, [0])
+    wait_acks(ctx, 100)
+    before = c.latest_view(topic, 0)
+    victim = before.leader
+    t_kill = time.monotonic()
+    ctx.inject(c, Kill(victim))
+    c.wait_partition(topic, 0, lambda s: s.leader not in (-1, victim)
+                     and s.leader_epoch > before.leader_epoch, session_s / 2, "a new leader")
+    ctx.note(f"kill to new leader in metadata: {elapsed(t_kill)} s (session {session_s:g} s)")
+    wait_acks(ctx, 50)
+    ctx.inject(c, Restart(victim))
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, f"broker {victim} back in the ISR")
+    wait_acks(ctx, 20)
+    # The window the 1 s goal is judged in ends here: a paused leader keeps its partition
+    # unavailable until its session runs out, by design.
+    ctx.window = (t0, time.monotonic())
+
+    paused = c.latest_view(topic, 0).leader
+    t_pause = time.monotonic()
+    ctx.inject(c, Pause(paused))
+    wait_until(lambda: (live := c.unfenced_brokers()) is not None and paused not in live,
+               session_s * 3, f"paused broker {paused} fenced")
+    fenced_after = elapsed(t_pause)
+    heartbeat_s = int(c.controller_props["broker.heartbeat.interval.ms"]) / 1000
+    ctx.check(f"the paused leader was fenced by its session, after {fenced_after} s",
+              fenced_after >= session_s - heartbeat_s)
+    ctx.inject(c, Resume(paused))
+    c.wait_partition(topic, 0, lambda s: len(s.isr) == 3, 60, f"broker {paused} back in the ISR")
+    wait_acks(ctx, 20)
+    stop_all(producers)
+    only_retriable_errors(ctx)
+    ctx.read_back(c, topic, [0])
+
+
 def d1(ctx: Context) -> None:
     """Disk faults on restart (SCENARIOS.md, last section): a follower's active segment
     gets a torn last batch and a flipped byte in an earlier one while it is down. Its
@@ -762,6 +806,8 @@ NO_LOSS_SCENARIOS = [
     Scenario("N10", "acks=all; cut the leader off from controllers and followers, not from producers", _N, n10),
     Scenario("N11", "acks=all, min.insync=1; raise it to 3 on the live topic with a follower paused out of the ISR",
              _N, n11),
+    Scenario("N15", "acks=all; SIGKILL the leader's process (fenced when its connection closes), "
+             "then SIGSTOP a leader (fenced by its session only)", Expect(unavailable_max_s=1.0), n15),
     Scenario("D1", "disk faults on restart: torn tail and flipped byte in a follower's segment", _N, d1),
     Scenario("X1", "one-way loss: the leader's ISR expansion commits but every answer to it is lost", _N, x1),
 ]
