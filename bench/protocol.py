@@ -14,7 +14,10 @@ Two request shapes, each uncompressed and lz4:
 "1 MiB" is the uncompressed batches: as many 100-byte-value records (null key, no headers)
 as fit in 1 MiB of record batch v2; lz4 then carries the same records in fewer bytes.
 
-Usage: python bench/protocol.py [--seconds-min 0.3] [--seed 1]
+Also: bytes on the wire of one idle consumer fetch of 1,000 partitions, full vs incremental
+(KIP-227 fetch session), against a real 1+1 cluster (goal >= 20x fewer; --skip-sessions).
+
+Usage: python bench/protocol.py [--seconds-min 0.3] [--seed 1] [--skip-sessions]
 Prints figures, then ONE JSON line (the last line).
 """
 from __future__ import annotations
@@ -31,7 +34,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import crc32c  # noqa: E402
 
-from clients.protocol import RequestHeader, decode_request, encode_request, messages  # noqa: E402
+from clients.protocol import (  # noqa: E402
+    RequestHeader, decode_request, encode_message, encode_request, messages,
+)
 from clients.protocol.api_keys import ApiKey  # noqa: E402
 from clients.records import (  # noqa: E402
     CompressionType,
@@ -175,11 +180,74 @@ def run_case(name: str, payload: bytes, record_count: int, seconds_min: float) -
     }
 
 
+SESSION_PARTITIONS = 1000
+
+
+def idle_fetch_bytes(partitions: int = SESSION_PARTITIONS) -> dict:
+    """Bytes on the wire of one idle consumer fetch of ``partitions`` partitions, against a
+    real broker (1 controller, 1 broker): a full fetch (no session, what every fetch was
+    before KIP-227) vs an incremental fetch on a session (request and response each, as
+    framed: 4-byte size, header, body; re-encoded from the decoded answer, which our codec
+    encodes exactly as it decoded)."""
+    import tempfile
+
+    from clients import connection
+    from clients.admin import Admin, NewTopic
+    from clients.cli.launcher import LocalCluster
+    F = messages.FetchRequest
+
+    def request(session_id: int, epoch: int, listed: bool):
+        return F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20,
+                 isolation_level=0, session_id=session_id, session_epoch=epoch,
+                 topics=[F.FetchTopic(topic="idle", partitions=[
+                     F.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+                     for p in range(partitions)])] if listed else [])
+
+    def wire(req, port: int) -> tuple[int, int, object]:
+        header = RequestHeader(ApiKey.FETCH, 12, 1, "bench")
+        resp = connection.roundtrip("127.0.0.1", port, ApiKey.FETCH, 12, req, timeout_s=30,
+                                    client_id="bench")
+        # the response header of a flexible version: correlation id + empty tagged fields
+        return len(encode_request(header, req)), 4 + 4 + 1 + len(encode_message(resp, 12)), resp
+
+    with tempfile.TemporaryDirectory(prefix="ketch-bench-sessions-") as d:
+        cluster = LocalCluster(d, controllers=1, brokers=1, broker_props={
+            "max.incremental.fetch.session.cache.slots": str(partitions)})
+        try:
+            cluster.start(timeout_s=120)
+            port = cluster.spec.brokers[0].port
+            admin = Admin({"bootstrap.servers": cluster.spec.bootstrap_servers})
+            try:
+                admin.create_topics([NewTopic("idle", num_partitions=partitions, replication_factor=1)])
+            finally:
+                admin.close()
+            deadline = time.monotonic() + 60
+            while True:                  # until the broker leads every partition
+                _, _, resp = wire(request(0, -1, True), port)
+                if all(p.error_code == 0 for t in resp.responses for p in t.partitions) and \
+                        sum(len(t.partitions) for t in resp.responses) == partitions:
+                    break
+                if time.monotonic() > deadline:
+                    raise SystemExit("bench: the broker never led every partition")
+                time.sleep(0.2)
+            full_req, full_resp, _ = wire(request(0, -1, True), port)
+            _, _, opened = wire(request(0, 0, True), port)
+            inc_req, inc_resp, _ = wire(request(opened.session_id, 1, False), port)
+        finally:
+            cluster.stop(timeout_s=30)
+    full, incremental = full_req + full_resp, inc_req + inc_resp
+    return {"partitions": partitions, "full_request_bytes": full_req, "full_response_bytes": full_resp,
+            "incremental_request_bytes": inc_req, "incremental_response_bytes": inc_resp,
+            "session_id": opened.session_id, "full_to_incremental_ratio": round(full / incremental, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds-min", type=float, default=0.3,
                         help="minimum seconds spent timing each path (default 0.3)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--skip-sessions", action="store_true",
+                        help="skip the fetch-session measurement (it starts a 1+1 cluster)")
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -224,6 +292,14 @@ def main() -> None:
             for r in results
         },
     }
+    if not args.skip_sessions:
+        sessions = idle_fetch_bytes()
+        print(f"idle consumer fetch of {sessions['partitions']} partitions: full "
+              f"{sessions['full_request_bytes'] + sessions['full_response_bytes']:,} B on the wire, "
+              f"incremental (KIP-227 session) "
+              f"{sessions['incremental_request_bytes'] + sessions['incremental_response_bytes']:,} B: "
+              f"{sessions['full_to_incremental_ratio']}x fewer (goal >= 20x)")
+        summary["idle_fetch_sessions"] = sessions
     print(json.dumps(summary, separators=(",", ":")))
 
 

@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
+from broker.fetch_session import FetchSessionCache, PartitionAsked
 from broker.metrics import BrokerMetrics
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
@@ -77,7 +78,8 @@ class KafkaApis:
     def __init__(self, config: BrokerConfig, cluster_id: str, replicas: ReplicaDriver,
                  controller: ControllerChannel, topic_creation: AutoTopicCreationManager,
                  producer_ids: ProducerIdManager, broker_epoch: Callable[[], int],
-                 metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]]) -> None:
+                 metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]],
+                 fetch_sessions: FetchSessionCache) -> None:
         """``coordinator_apis``: the APIs other components serve (the group coordinator),
         each with its handler and (min, max) versions."""
         self.config = config
@@ -88,6 +90,7 @@ class KafkaApis:
         self.producer_ids = producer_ids
         self.broker_epoch = broker_epoch
         self.metrics = metrics
+        self.fetch_sessions = fetch_sessions
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
         self._handlers: dict[int, Handler] = {k: h for k, (h, _) in coordinator_apis.items()}
         self._handlers.update({
@@ -252,14 +255,21 @@ class KafkaApis:
     async def handle_fetch(self, req: messages.FetchRequest, version: int,
                            client: ClientInfo) -> messages.FetchResponse:
         cls = messages.FetchResponse
-        if req.session_id != 0 or req.session_epoch > 0:
-            # Ketch keeps no fetch sessions (KIP-227): answering session 0 keeps clients on
-            # full fetches; an incremental fetch on a session we never gave is an error.
-            return cls(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
         replica_id = req.replica_id
         loop = asyncio.get_running_loop()
+        # KIP-227: which partitions this fetch reads (an incremental one: its session's),
+        # and which of them the answer carries.
+        session = self.fetch_sessions.context(
+            req.session_id, req.session_epoch,
+            (PartitionAsked(TopicPartition(t.topic, p.partition), p.fetch_offset,
+                            p.partition_max_bytes, p.current_leader_epoch)
+             for t in req.topics for p in t.partitions),
+            (TopicPartition(t.topic, p) for t in req.forgotten_topics_data for p in t.partitions),
+            privileged=replica_id >= 0, now_ms=self.replicas.now_ms())
+        if session.error_code != ErrorCode.NONE:
+            return cls(error_code=session.error_code, session_id=0)
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
-        wanted = [(TopicPartition(t.topic, p.partition), p) for t in req.topics for p in t.partitions]
+        wanted = session.partitions
         while True:
             total = 0
             any_error = False
@@ -270,18 +280,21 @@ class KafkaApis:
                                             p.current_leader_epoch, replica_id, min_one_batch=(total == 0))
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
-                results.append((tp, result))
+                results.append((tp, p, result))
             if total >= req.min_bytes or any_error or loop.time() >= deadline:
                 break
             await self.replicas.wait_for_data([tp for tp, _ in wanted], deadline - loop.time())
         by_topic: dict[str, list] = {}
-        for tp, r in results:
+        for tp, cached, r in results:
+            if not session.include(cached, r.error_code, r.records is not None, r.high_watermark,
+                                   r.log_start_offset):
+                continue
             by_topic.setdefault(tp.topic, []).append(cls.PartitionData(
                 partition_index=tp.partition, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
                 records=self.replicas.records_of(r)))
             self.metrics.fetched_bytes.inc(r.size_in_bytes)
-        return cls(error_code=ErrorCode.NONE, session_id=0, responses=[
+        return cls(error_code=ErrorCode.NONE, session_id=session.session_id, responses=[
             cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
     # ------------------------------------------------------------ offsets

@@ -27,6 +27,7 @@ from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.cleaner_driver import CleanerDriver, CleanerSettings
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
+from broker.fetch_session import FetchSessionCache
 from broker.fetcher import ReplicaFetcherManager
 from broker.group.coordinator import GroupConfig
 from broker.group.driver import GroupCoordinatorDriver
@@ -125,7 +126,9 @@ class Broker:
             now_ms, rng)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,
                               ProducerIdManager(config.node_id, self.controller),
-                              lambda: self.lifecycle.broker_epoch, self.metrics, self.groups.apis())
+                              lambda: self.lifecycle.broker_epoch, self.metrics, self.groups.apis(),
+                              FetchSessionCache(config.fetch_session_cache_slots,
+                                                rng=random.Random(rng.getrandbits(64))))
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes,
                                   use_sendfile=zero_copy)

@@ -68,6 +68,7 @@ class BrokerConfig:
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
     replica_fetch_wait_max_ms: int
+    fetch_session_cache_slots: int          # max.incremental.fetch.session.cache.slots
     request_timeout_ms: int
     http_port: int
     event_loop: str
@@ -116,6 +117,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         offsets_topic_num_partitions=node.get_int("offsets.topic.num.partitions"),
         offsets_topic_replication_factor=node.get_int("offsets.topic.replication.factor"),
         replica_fetch_wait_max_ms=node.get_int("replica.fetch.wait.max.ms"),
+        fetch_session_cache_slots=node.get_int("max.incremental.fetch.session.cache.slots"),
         request_timeout_ms=node.get_int("request.timeout.ms"),
         http_port=node.get_int("ketch.http.port"),
         event_loop=(node.get_str("ketch.event.loop") or "asyncio").lower(),

@@ -1,0 +1,188 @@
+"""Incremental fetch sessions (KIP-227): the broker remembers what a fetcher asks for, so
+an idle consumer of many partitions sends and receives only what changed.
+
+Theory of operation
+-------------------
+A Fetch request carries ``session_id`` and ``session_epoch`` (Kafka's ``FetchMetadata``):
+
+- ``(0, -1)``: a full fetch with no session (what Ketch answered to everything before);
+- ``(0, 0)``: a full fetch that asks for a session: the broker caches the partitions and
+  answers with a new session id (or 0 when its cache has no room);
+- ``(id, 0)``: close session ``id`` and open a new one with this full fetch;
+- ``(id, -1)``: close session ``id``; this fetch is full and sessionless;
+- ``(id, n > 0)``: an incremental fetch: the request names only partitions that were added
+  or whose fetch position changed, plus the partitions to forget; the other partitions of
+  the session are fetched as cached. An unknown id is FETCH_SESSION_ID_NOT_FOUND; an epoch
+  other than the one the session expects is INVALID_FETCH_SESSION_EPOCH (a lost or
+  duplicated request). A good one moves the session's epoch on by one.
+
+The answer to a full fetch holds every partition. The answer to an incremental fetch holds
+only partitions with something new for the fetcher: records, an error, or a high
+watermark / log start offset other than the one it was last told. The session keeps, per
+partition, the position the fetcher asked for and what it was last told.
+
+The cache is bounded (``max.incremental.fetch.session.cache.slots``, counted in partitions
+as Kafka does). A new session that does not fit evicts the least recently used session that
+has been idle at least ``min.incremental.fetch.session.eviction.ms``, or, for a follower
+(privileged, as in Kafka), the least recently used consumer session; otherwise the fetch
+is answered sessionless (session id 0) and the fetcher simply keeps doing full fetches.
+
+Pure: time is ``now_ms``, new session ids come from a seeded ``random.Random``.
+"""
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from clients.protocol.errors import ErrorCode
+from clients.types import TopicPartition
+
+__all__ = [
+    "FINAL_EPOCH", "INITIAL_EPOCH", "CachedPartition", "FetchContext", "FetchSessionCache",
+    "PartitionAsked",
+]
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+NO_SESSION = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAsked:
+    """One partition of a Fetch request, as the session needs it."""
+    tp: TopicPartition
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """A partition of a session: where the fetcher reads, and what it was last told."""
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+    def changed_by(self, error_code: int, has_records: bool, high_watermark: int,
+                   log_start_offset: int) -> bool:
+        """Whether an incremental answer must include this partition; records what the
+        fetcher is told."""
+        news = (has_records or error_code != ErrorCode.NONE
+                or high_watermark != self.high_watermark
+                or log_start_offset != self.log_start_offset)
+        self.high_watermark, self.log_start_offset = high_watermark, log_start_offset
+        return news
+
+
+@dataclass(slots=True)
+class FetchSession:
+    session_id: int
+    privileged: bool                     # a follower's
+    partitions: dict[TopicPartition, CachedPartition]
+    next_epoch: int = 1
+    last_used_ms: int = 0
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """What one Fetch reads and how its answer is shaped."""
+    session_id: int                      # in the response; 0 without a session
+    incremental: bool
+    partitions: list[tuple[TopicPartition, CachedPartition]]
+    error_code: int = ErrorCode.NONE     # a request-level error: answer nothing else
+
+    def include(self, cached: CachedPartition, error_code: int, has_records: bool,
+                high_watermark: int, log_start_offset: int) -> bool:
+        """Whether the answer carries this partition (always, unless incremental)."""
+        news = cached.changed_by(error_code, has_records, high_watermark, log_start_offset)
+        return news or not self.incremental
+
+
+@dataclass(slots=True)
+class FetchSessionCache:
+    max_partitions: int = 1000           # max.incremental.fetch.session.cache.slots
+    eviction_ms: int = 120_000           # min.incremental.fetch.session.eviction.ms
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    sessions: "OrderedDict[int, FetchSession]" = field(default_factory=OrderedDict)  # LRU first
+    cached_partitions: int = 0
+    evictions: int = 0
+
+    def context(self, session_id: int, epoch: int, asked: Iterable[PartitionAsked],
+                forgotten: Iterable[TopicPartition], privileged: bool,
+                now_ms: int) -> FetchContext:
+        asked = list(asked)
+        if epoch == INITIAL_EPOCH or epoch == FINAL_EPOCH:
+            if session_id != NO_SESSION:
+                self._remove(session_id)
+            partitions = [(p.tp, _cached(p)) for p in asked]
+            if epoch == INITIAL_EPOCH:
+                new = self._create(dict(partitions), privileged, now_ms)
+                if new is not None:
+                    return FetchContext(new.session_id, False, list(new.partitions.items()))
+            return FetchContext(NO_SESSION, False, partitions)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return FetchContext(NO_SESSION, False, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if epoch != session.next_epoch:
+            return FetchContext(NO_SESSION, False, [], ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        before = len(session.partitions)
+        for tp in forgotten:
+            session.partitions.pop(tp, None)
+        for p in asked:
+            cached = session.partitions.get(p.tp)
+            if cached is None:
+                session.partitions[p.tp] = _cached(p)
+            else:
+                cached.fetch_offset = p.fetch_offset
+                cached.partition_max_bytes = p.partition_max_bytes
+                cached.current_leader_epoch = p.current_leader_epoch
+        self.cached_partitions += len(session.partitions) - before
+        session.next_epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
+        session.last_used_ms = now_ms
+        self.sessions.move_to_end(session_id)
+        return FetchContext(session_id, True, list(session.partitions.items()))
+
+    def _create(self, partitions: dict[TopicPartition, CachedPartition], privileged: bool,
+                now_ms: int) -> FetchSession | None:
+        size = len(partitions)
+        if size == 0 or size > self.max_partitions:
+            return None
+        while self.cached_partitions + size > self.max_partitions:
+            victim = self._evictable(privileged, now_ms)
+            if victim is None:
+                return None
+            self._remove(victim)
+            self.evictions += 1
+        session_id = self._new_id()
+        session = FetchSession(session_id, privileged, partitions, last_used_ms=now_ms)
+        self.sessions[session_id] = session
+        self.cached_partitions += size
+        return session
+
+    def _evictable(self, privileged: bool, now_ms: int) -> int | None:
+        for session in self.sessions.values():          # least recently used first
+            if now_ms - session.last_used_ms >= self.eviction_ms:
+                return session.session_id
+            if privileged and not session.privileged:
+                return session.session_id
+        return None
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self.rng.randint(1, 0x7FFFFFFF)
+            if session_id not in self.sessions:
+                return session_id
+
+    def _remove(self, session_id: int) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            self.cached_partitions -= len(session.partitions)
+
+
+def _cached(p: PartitionAsked) -> CachedPartition:
+    return CachedPartition(p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)

@@ -1,0 +1,91 @@
+"""KIP-227 fetch sessions, the pure cache (broker/fetch_session.py)."""
+from __future__ import annotations
+
+import random
+
+from broker.fetch_session import FetchSessionCache, PartitionAsked
+from clients.protocol.errors import ErrorCode
+from clients.types import TopicPartition
+
+T0, T1, T2 = (TopicPartition("t", i) for i in range(3))
+
+
+def asked(tp: TopicPartition, offset: int = 0) -> PartitionAsked:
+    return PartitionAsked(tp, offset, 1 << 20, -1)
+
+
+def answer(ctx, news: dict[TopicPartition, tuple[int, bool, int]]) -> list[TopicPartition]:
+    """The partitions the answer carries, given per partition (error, records?, HW)."""
+    out = []
+    for tp, cached in ctx.partitions:
+        error, has_records, hw = news.get(tp, (0, False, cached.high_watermark))
+        if ctx.include(cached, error, has_records, hw, 0):
+            out.append(tp)
+    return out
+
+
+def test_sessionless_full_fetch_and_a_session_that_then_answers_only_changes() -> None:
+    cache = FetchSessionCache(rng=random.Random(1))
+    plain = cache.context(0, -1, [asked(T0), asked(T1)], [], False, 0)
+    assert plain.session_id == 0 and not plain.incremental and len(cache.sessions) == 0
+    full = cache.context(0, 0, [asked(T0), asked(T1), asked(T2)], [], False, 0)
+    sid = full.session_id
+    assert sid > 0 and not full.incremental
+    assert answer(full, {tp: (0, False, 5) for tp in (T0, T1, T2)}) == [T0, T1, T2]
+    # Nothing new: an incremental fetch that names no partition reads all three and
+    # answers none.
+    idle = cache.context(sid, 1, [], [], False, 10)
+    assert idle.incremental and [tp for tp, _ in idle.partitions] == [T0, T1, T2]
+    assert answer(idle, {}) == []
+    # New records on one, a moved HW on another.
+    busy = cache.context(sid, 2, [], [], False, 20)
+    assert answer(busy, {T0: (0, True, 6), T2: (0, False, 7)}) == [T0, T2]
+    # The fetcher moves its position on T0 and forgets T1.
+    moved = cache.context(sid, 3, [asked(T0, 40)], [T1], False, 30)
+    assert [(tp, c.fetch_offset) for tp, c in moved.partitions] == [(T0, 40), (T2, 0)]
+    assert cache.cached_partitions == 2
+    # An error is always news.
+    assert answer(cache.context(sid, 4, [], [], False, 40),
+                  {T2: (ErrorCode.NOT_LEADER_OR_FOLLOWER, False, -1)}) == [T2]
+
+
+def test_wrong_epochs_unknown_ids_and_closing() -> None:
+    cache = FetchSessionCache(rng=random.Random(2))
+    sid = cache.context(0, 0, [asked(T0)], [], False, 0).session_id
+    assert cache.context(sid, 2, [], [], False, 1).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert cache.context(sid, 1, [], [], False, 1).error_code == ErrorCode.NONE
+    assert cache.context(sid, 1, [], [], False, 1).error_code == \
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH          # a duplicated request
+    assert cache.context(sid + 1, 1, [], [], False, 1).error_code == \
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    closed = cache.context(sid, -1, [asked(T1)], [], False, 2)   # close, sessionless
+    assert closed.session_id == 0 and sid not in cache.sessions and cache.cached_partitions == 0
+    again = cache.context(0, 0, [asked(T0)], [], False, 3)
+    renewed = cache.context(again.session_id, 0, [asked(T2)], [], False, 4)  # close and reopen
+    assert renewed.session_id not in (0, again.session_id)
+    assert list(cache.sessions) == [renewed.session_id] and cache.cached_partitions == 1
+
+
+def test_the_cache_is_bounded_and_evicts_idle_then_consumer_sessions_for_followers() -> None:
+    cache = FetchSessionCache(max_partitions=4, eviction_ms=1000, rng=random.Random(3))
+    a = cache.context(0, 0, [asked(T0), asked(T1)], [], False, 0).session_id
+    b = cache.context(0, 0, [asked(T0), asked(T1)], [], False, 100).session_id
+    assert a and b and cache.cached_partitions == 4
+    # Full, nothing idle long enough: a new consumer gets no session (full fetches go on).
+    assert cache.context(0, 0, [asked(T2)], [], False, 500).session_id == 0
+    # Too big for the whole cache: none.
+    assert cache.context(0, 0, [asked(TopicPartition("u", i)) for i in range(5)], [], False,
+                         500).session_id == 0
+    # A follower's session takes the least recently used consumer session's place.
+    f = cache.context(0, 0, [asked(T2)], [], True, 600).session_id
+    assert f and a not in cache.sessions and cache.evictions == 1
+    # A consumer session idle for eviction_ms makes room for anyone.
+    cache.context(f, 1, [], [], True, 1500)
+    c = cache.context(0, 0, [asked(T0), asked(T1)], [], False, 1500).session_id
+    assert c and b not in cache.sessions and f in cache.sessions
+    assert cache.cached_partitions == sum(len(s.partitions) for s in cache.sessions.values())
+
+
+def test_no_slots_means_no_sessions() -> None:
+    cache = FetchSessionCache(max_partitions=0)
+    assert cache.context(0, 0, [asked(T0)], [], False, 0).session_id == 0

@@ -1,0 +1,119 @@
+"""Incremental fetch sessions (KIP-227) on the wire, and with a real client that uses them
+(kafka-python opens sessions by default).
+
+One broker, so that it leads every partition: each fetch below goes to the leader."""
+from __future__ import annotations
+
+import pytest
+
+from clients.admin import NewTopic
+from clients.protocol import ApiKey, messages
+from clients.protocol.errors import ErrorCode
+from clients.records import Record, build_batch
+from integration_helpers import STOP_TIMEOUT_S, admin_for, roundtrip, start_cluster, wait_until
+
+pytestmark = [pytest.mark.process, pytest.mark.interop]
+
+TOPIC = "sessions"
+PARTITIONS = 20
+F = messages.FetchRequest
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    c = start_cluster(tmp_path_factory, "ketch-sessions", controllers=1, brokers=1)
+    try:
+        admin_for(c).create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+        wait_until(lambda: len(_full_fetch(c).responses[0].partitions) == PARTITIONS and
+                   all(p.error_code == 0 for p in _full_fetch(c).responses[0].partitions),
+                   60, "every partition led")
+        yield c
+    finally:
+        c.stop(timeout_s=STOP_TIMEOUT_S)
+
+
+def _port(cluster) -> int:
+    return cluster.spec.brokers[0].port
+
+
+def _fetch(cluster, session_id: int, epoch: int, partitions: dict[int, int],
+           forget: list[int] = (), max_wait_ms: int = 0) -> messages.FetchResponse:
+    req = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+            isolation_level=0, session_id=session_id, session_epoch=epoch,
+            topics=[F.FetchTopic(topic=TOPIC, partitions=[
+                F.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 16)
+                for p, o in partitions.items()])] if partitions else [],
+            forgotten_topics_data=[F.ForgottenTopic(topic=TOPIC, partitions=list(forget))]
+            if forget else [])
+    return roundtrip(_port(cluster), ApiKey.FETCH, 12, req)
+
+
+def _full_fetch(cluster) -> messages.FetchResponse:
+    return _fetch(cluster, 0, -1, {p: 0 for p in range(PARTITIONS)})
+
+
+def _produce(cluster, partition: int, values: list[bytes]) -> None:
+    P = messages.ProduceRequest
+    batch = build_batch([Record(i, 0, None, v) for i, v in enumerate(values)])
+    resp = roundtrip(_port(cluster), ApiKey.PRODUCE, 9, P(acks=-1, timeout_ms=10_000, topic_data=[
+        P.TopicProduceData(name=TOPIC, partition_data=[P.PartitionProduceData(index=partition, records=batch)])]))
+    assert resp.responses[0].partition_responses[0].error_code == 0
+
+
+def _answered(resp: messages.FetchResponse) -> dict[int, messages.FetchResponse.PartitionData]:
+    return {p.partition_index: p for t in resp.responses for p in t.partitions}
+
+
+def test_an_idle_session_answers_nothing_and_then_only_what_changed(cluster) -> None:
+    full = _fetch(cluster, 0, 0, {p: 0 for p in range(PARTITIONS)})
+    sid = full.session_id
+    assert full.error_code == 0 and sid > 0 and len(_answered(full)) == PARTITIONS
+    hw = {p: d.high_watermark for p, d in _answered(full).items()}
+    idle = _fetch(cluster, sid, 1, {})
+    assert (idle.error_code, idle.session_id, _answered(idle)) == (0, sid, {})
+    _produce(cluster, 7, [b"a", b"b"])
+    busy = _fetch(cluster, sid, 2, {})
+    assert list(_answered(busy)) == [7]
+    assert _answered(busy)[7].high_watermark == hw[7] + 2
+    # The fetcher moves on past what it read and forgets a partition.
+    after = _fetch(cluster, sid, 3, {7: hw[7] + 2}, forget=[3])
+    assert _answered(after) == {}
+    # Bad epochs and ids are refused as Kafka does, and change nothing.
+    assert _fetch(cluster, sid, 3, {}).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert _fetch(cluster, sid + 1, 1, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert _fetch(cluster, sid, 4, {}).error_code == 0
+    # Closing it: a sessionless full fetch again.
+    closed = _fetch(cluster, sid, -1, {0: 0})
+    assert closed.session_id == 0 and list(_answered(closed)) == [0]
+    assert _fetch(cluster, sid, 5, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_kafka_python_reads_everything_once_through_incremental_sessions(cluster) -> None:
+    from kafka import KafkaConsumer, TopicPartition as KTP
+
+    topic_base = {p: d.high_watermark for p, d in _answered(_full_fetch(cluster)).items()}
+    consumer = KafkaConsumer(bootstrap_servers=cluster.spec.bootstrap_servers,
+                             enable_incremental_fetch_sessions=True, fetch_max_wait_ms=50,
+                             consumer_timeout_ms=200)
+    try:
+        tps = [KTP(TOPIC, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, topic_base[tp.partition])
+        seen: list[tuple[int, bytes]] = []
+        sent: list[tuple[int, bytes]] = []
+        for round_ in range(5):             # bursts on a few partitions, idle ones between
+            for p in (round_ * 3 % PARTITIONS, (round_ * 3 + 1) % PARTITIONS):
+                values = [b"r%d-p%d-%d" % (round_, p, i) for i in range(3)]
+                _produce(cluster, p, values)
+                sent += [(p, v) for v in values]
+            wait_until(lambda: seen.extend((m.partition, m.value) for m in consumer) or
+                       len(seen) >= len(sent), 30, f"round {round_} read")
+        assert sorted(seen) == sorted(sent)
+        # It read through a session of ours, well past its first (full) fetch. (kafka-python
+        # exposes its session state only on its fetcher's handlers.)
+        handlers = consumer._fetcher._session_handlers.values()
+        assert any(h.next_metadata.session_id > 0 and h.next_metadata.epoch > 5 for h in handlers), \
+            [(h.next_metadata.session_id, h.next_metadata.epoch) for h in handlers]
+    finally:
+        consumer.close()
