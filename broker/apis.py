@@ -27,6 +27,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
 from clients.types import TopicPartition
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
+from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from metadata_log.config_layers import ConfigEntry, ConfigSource
@@ -187,9 +188,14 @@ class KafkaApis:
                     offline_replicas=offline))
             topics.append(cls.MetadataResponseTopic(
                 error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
-                is_internal=name.startswith("__"), partitions=partitions))
+                is_internal=name.startswith("__"), partitions=partitions,
+                topic_authorized_operations=authorized_operations(
+                    AclResourceType.TOPIC, version >= 8 and req.include_topic_authorized_operations)))
         return cls(brokers=self._live_brokers(cls.MetadataResponseBroker), cluster_id=self.cluster_id,
-                   controller_id=self.config.node_id, topics=topics)
+                   controller_id=self.config.node_id, topics=topics,
+                   cluster_authorized_operations=authorized_operations(
+                       AclResourceType.CLUSTER,
+                       8 <= version <= 10 and req.include_cluster_authorized_operations))
 
     def _live_brokers(self, struct: type) -> list:
         out = []
@@ -442,7 +448,9 @@ class KafkaApis:
         cls = messages.DescribeClusterResponse
         return cls(error_code=ErrorCode.NONE, cluster_id=self.cluster_id,
                    controller_id=self.config.node_id, endpoint_type=1,
-                   brokers=self._live_brokers(cls.DescribeClusterBroker))
+                   brokers=self._live_brokers(cls.DescribeClusterBroker),
+                   cluster_authorized_operations=authorized_operations(
+                       AclResourceType.CLUSTER, req.include_cluster_authorized_operations))
 
     async def handle_describe_log_dirs(self, req: messages.DescribeLogDirsRequest, version: int,
                                        client: ClientInfo) -> messages.DescribeLogDirsResponse:

@@ -50,6 +50,7 @@ from clients.protocol import (
     messages,
 )
 from clients.protocol import _schemas
+from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch
@@ -647,9 +648,12 @@ class ControllerApis:
         """The registered, unfenced brokers; with endpoint_type 2 (v1+, KIP-919: an admin
         client bootstrapped from the controllers) the controllers instead."""
         m = messages.DescribeClusterResponse
+        operations = authorized_operations(
+            AclResourceType.CLUSTER, request is not None and request.include_cluster_authorized_operations)
         if request is not None and request.endpoint_type == CONTROLLER_ENDPOINT_TYPE:
             return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
-                     endpoint_type=CONTROLLER_ENDPOINT_TYPE, brokers=[
+                     endpoint_type=CONTROLLER_ENDPOINT_TYPE, cluster_authorized_operations=operations,
+                     brokers=[
                          m.DescribeClusterBroker(broker_id=v, host=h, port=p, rack=None)
                          for v, (h, p) in sorted(self.voters.items())])
         brokers = []
@@ -662,4 +666,4 @@ class ControllerApis:
                 brokers.append(m.DescribeClusterBroker(broker_id=broker_id, host=endpoint.host,
                                                        port=endpoint.port, rack=b.rack))
         return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
-                 brokers=brokers)
+                 brokers=brokers, cluster_authorized_operations=operations)

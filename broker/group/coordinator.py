@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Union
 
 from clients.protocol import messages
+from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.errors import ERROR_INFO, ErrorCode
 
 from broker.group.offsets import (
@@ -1269,7 +1270,9 @@ class GroupCoordinator:
             described.append(R.DescribedGroup(
                 group_id=group_id, group_state=group.state.value,
                 protocol_type=group.protocol_type or "",
-                protocol_data=(group.protocol_name or "") if stable else "", members=members))
+                protocol_data=(group.protocol_name or "") if stable else "", members=members,
+                authorized_operations=authorized_operations(
+                    AclResourceType.GROUP, version >= 3 and request.include_authorized_operations)))
         return [Completion(token, R(groups=described))]
 
     def handle_delete_groups(self, token: Hashable, request: "messages.DeleteGroupsRequest",

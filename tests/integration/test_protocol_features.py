@@ -1,5 +1,6 @@
-"""Incremental fetch sessions (KIP-227) on the wire, and with a real client that uses them
-(kafka-python opens sessions by default).
+"""Protocol features of issue 20 against a real broker, on the wire and through real clients:
+incremental fetch sessions (KIP-227; kafka-python opens sessions by default) and the
+authorized operations of Metadata, DescribeCluster and DescribeGroups (KIP-430).
 
 One broker, so that it leads every partition: each fetch below goes to the leader."""
 from __future__ import annotations
@@ -115,5 +116,37 @@ def test_kafka_python_reads_everything_once_through_incremental_sessions(cluster
         handlers = consumer._fetcher._session_handlers.values()
         assert any(h.next_metadata.session_id > 0 and h.next_metadata.epoch > 5 for h in handlers), \
             [(h.next_metadata.session_id, h.next_metadata.epoch) for h in handlers]
+    finally:
+        consumer.close()
+
+
+def test_authorized_operations_are_every_supported_one_without_an_authorizer(cluster) -> None:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op, AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.spec.bootstrap_servers})
+    cluster_ops = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert set(cluster_ops.authorized_operations) == {
+        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
+        Op.ALTER, Op.DESCRIBE}
+    (topic,) = admin.describe_topics(TopicCollection([TOPIC]),
+                                     include_authorized_operations=True).values()
+    assert set(topic.result(30).authorized_operations) == {
+        Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS}
+    # Not asked: none are reported.
+    assert admin.describe_cluster().result(30).authorized_operations is None
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": cluster.spec.bootstrap_servers,
+                         "group.id": "ops-group", "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe([TOPIC])
+        wait_until(lambda: consumer.poll(0.2) is not None or consumer.assignment(), 60,
+                   "the consumer's assignment")
+        (group,) = admin.describe_consumer_groups(["ops-group"],
+                                                  include_authorized_operations=True).values()
+        assert set(group.result(30).authorized_operations) == {
+            Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
     finally:
         consumer.close()

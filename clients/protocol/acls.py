@@ -1,0 +1,70 @@
+"""ACL vocabulary on the wire: Kafka's AclOperation and resource type ids, which operations
+apply to which resource type (Kafka's ``AclEntry.supportedOperations``), and the
+``*_authorized_operations`` bit fields of Metadata, DescribeCluster and DescribeGroups.
+
+Ketch has no authorizer yet (issue 16), so every principal may do every operation a
+resource supports, which is what Kafka answers with no ``authorizer.class.name`` set."""
+from __future__ import annotations
+
+import enum
+
+__all__ = ["AclOperation", "AclResourceType", "AUTHORIZED_OPERATIONS_OMITTED",
+           "SUPPORTED_OPERATIONS", "authorized_operations"]
+
+# What the *_authorized_operations fields hold when the request did not ask for them.
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+class AclOperation(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15
+
+
+class AclResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+_O = AclOperation
+SUPPORTED_OPERATIONS: dict[AclResourceType, frozenset[AclOperation]] = {
+    AclResourceType.TOPIC: frozenset({_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER,
+                                      _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}),
+    AclResourceType.GROUP: frozenset({_O.READ, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS,
+                                      _O.ALTER_CONFIGS}),
+    AclResourceType.CLUSTER: frozenset({_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS,
+                                        _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE, _O.ALTER, _O.DESCRIBE}),
+    AclResourceType.TRANSACTIONAL_ID: frozenset({_O.DESCRIBE, _O.WRITE, _O.TWO_PHASE_COMMIT}),
+    AclResourceType.DELEGATION_TOKEN: frozenset({_O.DESCRIBE}),
+    AclResourceType.USER: frozenset({_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS}),
+}
+
+
+def authorized_operations(resource_type: AclResourceType, asked: bool) -> int:
+    """The bit field (bit n set: operation n allowed) a response carries for a resource:
+    every supported operation, as with no authorizer; the "omitted" value unless asked."""
+    if not asked:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource_type]:
+        bits |= 1 << op
+    return bits
