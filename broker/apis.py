@@ -278,26 +278,30 @@ class KafkaApis:
         wanted = session.partitions
         while True:
             total = 0
-            any_error = False
+            any_error = redirected = False
             results = []
             for tp, p in wanted:
                 budget = max(0, req.max_bytes - total)
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
-                                            p.current_leader_epoch, replica_id, min_one_batch=(total == 0))
+                                            p.current_leader_epoch, replica_id, min_one_batch=(total == 0),
+                                            client_rack=req.rack_id if version >= 11 else "")
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
                 results.append((tp, p, result))
-            if total >= req.min_bytes or any_error or loop.time() >= deadline:
+                redirected |= result.preferred_read_replica >= 0
+            if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
             await self.replicas.wait_for_data([tp for tp, _ in wanted], deadline - loop.time())
         by_topic: dict[str, list] = {}
         for tp, cached, r in results:
-            if not session.include(cached, r.error_code, r.records is not None, r.high_watermark,
-                                   r.log_start_offset):
+            if not session.include(cached, r.error_code,
+                                   r.records is not None or r.preferred_read_replica >= 0,
+                                   r.high_watermark, r.log_start_offset):
                 continue
             by_topic.setdefault(tp.topic, []).append(cls.PartitionData(
                 partition_index=tp.partition, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
+                preferred_read_replica=r.preferred_read_replica,
                 records=self.replicas.records_of(r)))
             self.metrics.fetched_bytes.inc(r.size_in_bytes)
         return cls(error_code=ErrorCode.NONE, session_id=session.session_id, responses=[

@@ -109,7 +109,8 @@ class Broker:
             self.heartbeat_channel,
             metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
             on_registered=self._schedule_apply)
-        self.core = ReplicaManager(config.node_id, self.logs, properties, config.replica_lag_time_max_ms)
+        self.core = ReplicaManager(config.node_id, self.logs, properties, config.replica_lag_time_max_ms,
+                                   rack_aware_reads=config.rack_aware_reads)
         self.replicas = ReplicaDriver(self.core, self.controller, now_ms,
                                       broker_epoch=lambda: self.lifecycle.broker_epoch,
                                       use_sendfile=zero_copy)

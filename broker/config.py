@@ -69,9 +69,25 @@ class BrokerConfig:
     offsets_topic_replication_factor: int
     replica_fetch_wait_max_ms: int
     fetch_session_cache_slots: int          # max.incremental.fetch.session.cache.slots
+    rack_aware_reads: bool                  # replica.selector.class = RackAwareReplicaSelector
     request_timeout_ms: int
     http_port: int
     event_loop: str
+
+
+# replica.selector.class (KIP-392): Kafka's two selectors, by their Java class names.
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+
+
+def _replica_selector(name: str | None) -> bool:
+    """Whether consumers are sent to a replica in their rack."""
+    if not name or name == LEADER_SELECTOR:
+        return False
+    if name == RACK_AWARE_SELECTOR:
+        return True
+    raise ConfigError(f"replica.selector.class: {name!r} is not a selector Ketch has "
+                      f"(use {RACK_AWARE_SELECTOR} or {LEADER_SELECTOR})")
 
 
 def from_properties(props: Mapping[str, str]) -> BrokerConfig:
@@ -118,6 +134,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         offsets_topic_replication_factor=node.get_int("offsets.topic.replication.factor"),
         replica_fetch_wait_max_ms=node.get_int("replica.fetch.wait.max.ms"),
         fetch_session_cache_slots=node.get_int("max.incremental.fetch.session.cache.slots"),
+        rack_aware_reads=_replica_selector(node.get_str("replica.selector.class")),
         request_timeout_ms=node.get_int("request.timeout.ms"),
         http_port=node.get_int("ketch.http.port"),
         event_loop=(node.get_str("ketch.event.loop") or "asyncio").lower(),

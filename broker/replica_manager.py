@@ -212,6 +212,8 @@ class ReadResult:
     log_end_offset: int = -1
     records: FileSlice | None = None     # whole batches; the shell sends or copies them
     log: PartitionLog | None = None      # where ``records`` lives
+    # KIP-392: the replica the consumer should fetch from instead (-1: this one).
+    preferred_read_replica: int = -1
 
     @property
     def size_in_bytes(self) -> int:
@@ -245,8 +247,12 @@ class _IsrProposalState:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, static_properties: Mapping[str, str],
-                 replica_lag_time_max_ms: int = 30_000, replica_fetch_backoff_ms: int = 200) -> None:
+                 replica_lag_time_max_ms: int = 30_000, replica_fetch_backoff_ms: int = 200,
+                 rack_aware_reads: bool = False) -> None:
         self.broker_id = broker_id
+        # replica.selector.class = RackAwareReplicaSelector (KIP-392): a consumer that names
+        # its rack is sent to an in-sync replica in that rack.
+        self.rack_aware_reads = rack_aware_reads
         self.logs = log_manager
         self.static_properties = dict(static_properties)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -566,19 +572,31 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, now_ms: int, min_one_batch: bool) -> ReadResult:
+             replica_id: int, now_ms: int, min_one_batch: bool, client_rack: str = "") -> ReadResult:
         """Fetch from the leader: consumers read below the HW; a follower (``replica_id``
-        >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule)."""
+        >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule).
+        A consumer may also read from a follower, below the HW the follower knows (KIP-392),
+        and a leader sends a consumer in another rack to a replica in the consumer's."""
         hosted = self.partitions.get(tp)
         if hosted is None:
             return ReadResult(self._unknown_code(tp))
         replica = hosted.replica
         if replica.role is not Role.LEADER:
+            if replica.role is Role.FOLLOWER and replica_id < 0:
+                return self._read_as_follower(hosted, fetch_offset, max_bytes,
+                                              current_leader_epoch, min_one_batch)
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         code = self.check_leader_epoch(hosted, current_leader_epoch)
         if code != ErrorCode.NONE:
             return ReadResult(code)
         is_follower = replica_id >= 0
+        if not is_follower and client_rack and self.rack_aware_reads:
+            preferred = self._preferred_read_replica(hosted, client_rack)
+            if preferred != self.broker_id:
+                # Kafka answers with no records: the consumer asks the preferred replica.
+                return ReadResult(ErrorCode.NONE, replica.high_watermark,
+                                  hosted.log.log_start_offset, hosted.log.log_end_offset,
+                                  preferred_read_replica=preferred)
         if is_follower:
             if replica_id not in replica.replicas:
                 return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -602,6 +620,34 @@ class ReplicaManager:
             records = result.records
             if throttled:
                 self.leader_quota.record(records.length_bytes, now_ms)
+        return ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
+                          result.log_end_offset, records, hosted.log)
+
+    def _preferred_read_replica(self, hosted: HostedPartition, client_rack: str) -> int:
+        """Kafka's RackAwareReplicaSelector over the replicas a consumer may read from:
+        the leader and its in-sync, unfenced followers. The leader when it is in the
+        consumer's rack or no replica is; else the lowest-id replica in that rack."""
+        cluster = self.image.cluster
+        leader = cluster.get(self.broker_id)
+        if leader is not None and leader.rack == client_rack:
+            return self.broker_id
+        in_rack = sorted(b for b in hosted.replica.isr
+                         if b != self.broker_id and cluster.is_active(b)
+                         and (reg := cluster.get(b)) is not None and reg.rack == client_rack)
+        return in_rack[0] if in_rack else self.broker_id
+
+    def _read_as_follower(self, hosted: HostedPartition, fetch_offset: int, max_bytes: int,
+                          current_leader_epoch: int, min_one_batch: bool) -> ReadResult:
+        """A consumer's fetch from this follower (KIP-392): below the HW it last learned
+        from the leader; its leader epoch must be the one this follower follows."""
+        replica = hosted.replica
+        code = self.check_leader_epoch(hosted, current_leader_epoch)
+        if code != ErrorCode.NONE:
+            return ReadResult(code)
+        result = hosted.log.read(fetch_offset, max_bytes, replica.high_watermark, min_one_batch)
+        records = None
+        if result.error_code == ErrorCode.NONE and not result.records.is_empty:
+            records = result.records
         return ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
                           result.log_end_offset, records, hosted.log)
 

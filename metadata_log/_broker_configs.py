@@ -336,9 +336,9 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Ketch has no authentication or authorization until the security issue lands",
               dynamic=D.PER_BROKER, applied=False),
     ConfigDef("replica.selector.class", T.STRING, None, None,
-              "Class choosing the replica a consumer fetches from (KIP-392); Ketch consumers "
-              "fetch from leaders. Accepted; no effect in Ketch: Ketch loads no Java plugin "
-              "classes (policies, authorizers, callbacks)", applied=False),
+              "Which replica a consumer fetches from (KIP-392): "
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer with "
+              "client.rack to an in-sync replica in its rack; unset or LeaderSelector: the leader"),
     ConfigDef("telemetry.max.bytes", T.INT, "1048576", at_least(1),
               "Largest client telemetry push a broker accepts. Accepted; no effect in Ketch: "
               "Ketch does not serve client telemetry (KIP-714)", applied=False),

@@ -165,9 +165,12 @@ class LocalCluster:
 
     def __init__(self, directory: str, controllers: int | None = None, brokers: int | None = None,
                  broker_props: dict[str, str] | None = None,
-                 controller_props: dict[str, str] | None = None) -> None:
+                 controller_props: dict[str, str] | None = None,
+                 broker_racks: dict[int, str] | None = None) -> None:
         self.dir = os.path.abspath(directory)
         self.broker_props = broker_props or {}
+        # broker.rack of new brokers, by node id (a formatted cluster keeps its files' own).
+        self.broker_racks = broker_racks or {}
         self.controller_props = controller_props or {}
         # What this run's overrides changed in existing server.properties files:
         # (role, key, old value or None, new value) -> node ids.
@@ -364,6 +367,8 @@ class LocalCluster:
             })
             if node.http_port is not None:
                 props["ketch.http.port"] = str(node.http_port)
+            if node.id in self.broker_racks:
+                props["broker.rack"] = self.broker_racks[node.id]
             props.update(self.broker_props)
         return props
 

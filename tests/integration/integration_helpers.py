@@ -58,7 +58,8 @@ STOP_TIMEOUT_S = 10
 def start_cluster(tmp_path_factory, name: str = "ketch",
                   broker_props: dict[str, str] | None = None,
                   controller_props: dict[str, str] | None = None,
-                  controllers: int = 3, brokers: int = 3, attempts: int = 3) -> LocalCluster:
+                  controllers: int = 3, brokers: int = 3, attempts: int = 3,
+                  broker_racks: dict[int, str] | None = None) -> LocalCluster:
     """A started cluster, formatted in a fresh directory.
 
     LocalCluster picks free ports before it starts the nodes, so a port can be taken in
@@ -68,7 +69,8 @@ def start_cluster(tmp_path_factory, name: str = "ketch",
     for attempt in range(attempts):
         c = LocalCluster(str(tmp_path_factory.mktemp(name)), controllers=controllers, brokers=brokers,
                          broker_props={**FAST_BROKER, **(broker_props or {})},
-                         controller_props={**FAST_CONTROLLER, **(controller_props or {})})
+                         controller_props={**FAST_CONTROLLER, **(controller_props or {})},
+                         broker_racks=broker_racks)
         try:
             c.start(timeout_s=90)
             return c
