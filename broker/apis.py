@@ -62,6 +62,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
@@ -106,6 +107,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
+            ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -308,6 +310,26 @@ class KafkaApis:
             cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
     # ------------------------------------------------------------ offsets
+
+    async def handle_describe_producers(self, req: messages.DescribeProducersRequest, version: int,
+                                        client: ClientInfo) -> messages.DescribeProducersResponse:
+        """The idempotent producers a partition's leader remembers (kafka-transactions.sh
+        describe-producers); a transaction's start offset comes with issue 15."""
+        cls = messages.DescribeProducersResponse
+        topics = []
+        for t in req.topics:
+            partitions = []
+            for index in t.partition_indexes:
+                code, producers = self.replicas.core.describe_producers(TopicPartition(t.name, index))
+                partitions.append(cls.PartitionResponse(
+                    partition_index=index, error_code=code, active_producers=[
+                        cls.ProducerState(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                                          last_sequence=p.last_sequence,
+                                          last_timestamp=p.last_timestamp_ms, coordinator_epoch=-1,
+                                          current_txn_start_offset=-1)
+                        for p in producers]))
+            topics.append(cls.TopicResponse(name=t.name, partitions=partitions))
+        return cls(topics=topics)
 
     async def handle_list_offsets(self, req: messages.ListOffsetsRequest, version: int,
                                   client: ClientInfo) -> messages.ListOffsetsResponse:

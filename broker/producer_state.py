@@ -51,6 +51,15 @@ class SequenceCheck:
     duplicate_of: BatchMetadata | None = None   # set: acknowledge with these offsets
 
 
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """A producer as DescribeProducers shows it."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+
+
 @dataclass(slots=True)
 class _ProducerEntry:
     producer_epoch: int
@@ -126,6 +135,13 @@ class ProducerStateTable:
 
     def clear(self) -> None:
         self._producers.clear()
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer with a batch still remembered, by producer id."""
+        return [ActiveProducer(pid, e.producer_epoch,
+                               e.batches[-1].last_sequence if e.batches else NO_SEQUENCE,
+                               e.last_timestamp_ms)
+                for pid, e in sorted(self._producers.items())]
 
     def producer_epoch(self, producer_id: int) -> int | None:
         entry = self._producers.get(producer_id)

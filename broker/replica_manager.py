@@ -64,7 +64,7 @@ from broker.log import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import decode_offset_checkpoint, encode_offset_checkpoint
-from broker.producer_state import ProducerStateTable
+from broker.producer_state import ActiveProducer, ProducerStateTable
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
 from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
@@ -650,6 +650,15 @@ class ReplicaManager:
             records = result.records
         return ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
                           result.log_end_offset, records, hosted.log)
+
+    def describe_producers(self, tp: TopicPartition) -> tuple[int, list[ActiveProducer]]:
+        """DescribeProducers for one partition: its leader's producer state."""
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            return self._unknown_code(tp), []
+        if hosted.replica.role is not Role.LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, []
+        return ErrorCode.NONE, hosted.producers.active_producers()
 
     def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int,
                     replica_id: int) -> tuple[int, int, int, int]:

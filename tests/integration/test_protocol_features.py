@@ -150,3 +150,27 @@ def test_authorized_operations_are_every_supported_one_without_an_authorizer(clu
             Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
     finally:
         consumer.close()
+
+
+def test_describe_producers_shows_an_idempotent_producer_and_refuses_unknown_partitions(cluster) -> None:
+    port = _port(cluster)
+    init = roundtrip(port, ApiKey.INIT_PRODUCER_ID, 4, messages.InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    assert init.error_code == 0
+    P = messages.ProduceRequest
+    batch = build_batch([Record(i, 1_700_000_000_000 + i, None, b"x") for i in range(4)],
+                        producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                        base_sequence=0)
+    resp = roundtrip(port, ApiKey.PRODUCE, 9, P(acks=-1, timeout_ms=10_000, topic_data=[
+        P.TopicProduceData(name=TOPIC, partition_data=[P.PartitionProduceData(index=11, records=batch)])]))
+    assert resp.responses[0].partition_responses[0].error_code == 0
+    D = messages.DescribeProducersRequest
+    out = roundtrip(port, ApiKey.DESCRIBE_PRODUCERS, 0, D(topics=[
+        D.TopicRequest(name=TOPIC, partition_indexes=[11, 12, PARTITIONS]),
+        D.TopicRequest(name="no-such-topic", partition_indexes=[0])]))
+    (mine, idle, missing), (unknown,) = (t.partitions for t in out.topics)
+    assert [(p.producer_id, p.producer_epoch, p.last_sequence) for p in mine.active_producers] == \
+        [(init.producer_id, init.producer_epoch, 3)]
+    assert mine.active_producers[0].last_timestamp == 1_700_000_000_003
+    assert (idle.error_code, idle.active_producers) == (0, [])
+    assert missing.error_code == unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
