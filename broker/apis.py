@@ -63,6 +63,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
@@ -108,6 +109,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_describe_topic_partitions,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -310,6 +312,60 @@ class KafkaApis:
             cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
     # ------------------------------------------------------------ offsets
+
+    async def handle_describe_topic_partitions(
+            self, req: messages.DescribeTopicPartitionsRequest, version: int,
+            client: ClientInfo) -> messages.DescribeTopicPartitionsResponse:
+        """KIP-966's paged describe: topics by name (all of them when none is named) from
+        the cursor on, at most ``response_partition_limit`` partitions (and the broker's
+        max.request.partition.size.limit), with a cursor to the rest."""
+        cls = messages.DescribeTopicPartitionsResponse
+        image = self.replicas.image
+        names = sorted({t.name for t in req.topics}) if req.topics else sorted(image.topics.by_name)
+        start_partition = 0
+        if req.cursor is not None:
+            if req.cursor.topic_name not in names or req.cursor.partition_index < 0:
+                # As Kafka: the response has no request-level error, so every topic gets it.
+                return cls(topics=[cls.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.INVALID_REQUEST, name=name) for name in names])
+            names = names[names.index(req.cursor.topic_name):]
+            start_partition = req.cursor.partition_index
+        budget = max(1, min(req.response_partition_limit, self.config.partitions_per_describe_max))
+        operations = authorized_operations(AclResourceType.TOPIC, True)
+        topics, next_cursor = [], None
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is None:
+                topics.append(cls.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+                continue
+            if budget == 0:
+                next_cursor = cls.Cursor(topic_name=name, partition_index=0)
+                break
+            indexes = [i for i in sorted(topic.partitions) if i >= start_partition]
+            start_partition = 0
+            if len(indexes) > budget:
+                next_cursor = cls.Cursor(topic_name=name, partition_index=indexes[budget])
+                indexes = indexes[:budget]
+            budget -= len(indexes)
+            partitions = []
+            for i in indexes:
+                reg = topic.partitions[i]
+                partitions.append(cls.DescribeTopicPartitionsResponsePartition(
+                    error_code=ErrorCode.LEADER_NOT_AVAILABLE if reg.leader == NO_LEADER else ErrorCode.NONE,
+                    partition_index=i, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
+                    replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
+                    eligible_leader_replicas=(None if reg.eligible_leader_replicas is None
+                                              else list(reg.eligible_leader_replicas)),
+                    last_known_elr=None if reg.last_known_elr is None else list(reg.last_known_elr),
+                    offline_replicas=[r for r in reg.replicas if not image.cluster.is_active(r)]))
+            topics.append(cls.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
+                is_internal=name.startswith("__"), partitions=partitions,
+                topic_authorized_operations=operations))
+            if next_cursor is not None:
+                break
+        return cls(topics=topics, next_cursor=next_cursor)
 
     async def handle_describe_producers(self, req: messages.DescribeProducersRequest, version: int,
                                         client: ClientInfo) -> messages.DescribeProducersResponse:

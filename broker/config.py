@@ -70,6 +70,7 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int
     fetch_session_cache_slots: int          # max.incremental.fetch.session.cache.slots
     rack_aware_reads: bool                  # replica.selector.class = RackAwareReplicaSelector
+    partitions_per_describe_max: int        # max.request.partition.size.limit
     request_timeout_ms: int
     http_port: int
     event_loop: str
@@ -135,6 +136,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         replica_fetch_wait_max_ms=node.get_int("replica.fetch.wait.max.ms"),
         fetch_session_cache_slots=node.get_int("max.incremental.fetch.session.cache.slots"),
         rack_aware_reads=_replica_selector(node.get_str("replica.selector.class")),
+        partitions_per_describe_max=node.get_int("max.request.partition.size.limit"),
         request_timeout_ms=node.get_int("request.timeout.ms"),
         http_port=node.get_int("ketch.http.port"),
         event_loop=(node.get_str("ketch.event.loop") or "asyncio").lower(),

@@ -297,8 +297,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Partitions the incremental fetch sessions (KIP-227) of a broker may cache in all; "
               "0 answers every fetch without a session"),
     ConfigDef("max.request.partition.size.limit", T.INT, "2000", at_least(1),
-              "Most partitions one DescribeTopicPartitions response carries. Accepted; no effect "
-              "in Ketch: not read yet", applied=False),
+              "Most partitions one DescribeTopicPartitions response carries (a cursor pages "
+              "the rest)"),
     ConfigDef("fetch.purgatory.purge.interval.requests", T.INT, "1000", None,
               "Requests between purges of the fetch purgatory. Accepted; no effect in Ketch: "
               "Ketch keeps no purgatories to purge; parked requests are removed when they "

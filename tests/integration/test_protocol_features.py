@@ -174,3 +174,32 @@ def test_describe_producers_shows_an_idempotent_producer_and_refuses_unknown_par
     assert mine.active_producers[0].last_timestamp == 1_700_000_000_003
     assert (idle.error_code, idle.active_producers) == (0, [])
     assert missing.error_code == unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(cluster) -> None:
+    D = messages.DescribeTopicPartitionsRequest
+    port = _port(cluster)
+
+    def ask(limit: int, cursor=None, names=(TOPIC,)):
+        return roundtrip(port, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, D(
+            topics=[D.TopicRequest(name=n) for n in names], response_partition_limit=limit,
+            cursor=cursor))
+
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = ask(7, cursor)
+        pages += 1
+        (topic,) = page.topics
+        assert topic.error_code == 0 and topic.topic_authorized_operations > 0
+        seen += [p.partition_index for p in topic.partitions]
+        assert all(p.leader_id == 1 and p.isr_nodes == [1] for p in topic.partitions)
+        if page.next_cursor is None:
+            break
+        cursor = D.Cursor(topic_name=page.next_cursor.topic_name,
+                          partition_index=page.next_cursor.partition_index)
+    assert seen == list(range(PARTITIONS)) and pages == 3
+    missing = ask(100, names=("no-such-topic", TOPIC))
+    assert [(t.name, t.error_code) for t in missing.topics] == [
+        ("no-such-topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (TOPIC, 0)]
+    bad = ask(100, D.Cursor(topic_name="elsewhere", partition_index=0))
+    assert [t.error_code for t in bad.topics] == [ErrorCode.INVALID_REQUEST]
