@@ -26,6 +26,7 @@ from broker.metrics import BrokerMetrics
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
 from clients.types import TopicPartition
+from metadata_log.features import SUPPORTED_FEATURES
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
 from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
@@ -147,9 +148,18 @@ class KafkaApis:
 
     def _api_versions_body(self, error_code: int) -> messages.ApiVersionsResponse:
         cls = messages.ApiVersionsResponse
+        image = self.replicas.image
+        # KIP-584 (v3+): what this broker supports and what the cluster finalized, as of the
+        # metadata offset this broker has applied (Kafka's finalized features epoch).
         return cls(error_code=error_code, api_keys=[
             cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(self.supported_versions().items())])
+            for k, (lo, hi) in sorted(self.supported_versions().items())],
+            supported_features=[cls.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+                                for n, (lo, hi) in sorted(SUPPORTED_FEATURES.items())],
+            finalized_features_epoch=image.provenance.offset,
+            finalized_features=[cls.FinalizedFeatureKey(name=n, min_version_level=level,
+                                                        max_version_level=level)
+                                for n, level in sorted(image.features.levels.items())])
 
     # ------------------------------------------------------------ ApiVersions, Metadata
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
+from metadata_log.features import SUPPORTED_FEATURES
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,8 @@ class BrokerLifecycleManager:
                   listeners=[cls.Listener(name=r.listener_name, host=r.advertised_host,
                                           port=r.advertised_port,
                                           security_protocol=SECURITY_PROTOCOL_PLAINTEXT)],
-                  features=[cls.Feature(name="metadata.version", min_supported_version=1,
-                                        max_supported_version=21)],
+                  features=[cls.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                            for name, (lo, hi) in sorted(SUPPORTED_FEATURES.items())],
                   rack=r.rack, previous_broker_epoch=self.broker_epoch)
         while not self._stopping:
             try:

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ControllerConfig", "METADATA_VERSION"]
+# The metadata.version the controller finalizes when it bootstraps an empty log.
+from metadata_log.features import METADATA_VERSION
 
-# The metadata.version the controller finalizes when it bootstraps an empty log. 21 is
-# Kafka 3.9-IV0: the highest level whose records (PartitionRecord v2, RegisterBrokerRecord
-# v3, BrokerRegistrationChangeRecord v2) match the schemas in ../shared/kafka-protocol.
-METADATA_VERSION = 21
+__all__ = ["ControllerConfig", "METADATA_VERSION"]
 
 
 @dataclass(frozen=True, slots=True)

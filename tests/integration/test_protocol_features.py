@@ -203,3 +203,17 @@ def test_describe_topic_partitions_pages_with_a_cursor(cluster) -> None:
         ("no-such-topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (TOPIC, 0)]
     bad = ask(100, D.Cursor(topic_name="elsewhere", partition_index=0))
     assert [t.error_code for t in bad.topics] == [ErrorCode.INVALID_REQUEST]
+
+
+def test_api_versions_reports_supported_and_finalized_features(cluster) -> None:
+    from metadata_log.features import METADATA_VERSION
+
+    resp = roundtrip(_port(cluster), ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
+        client_software_name="ketch-it", client_software_version="1"))
+    assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == \
+        [("metadata.version", 1, METADATA_VERSION)]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == \
+        [("metadata.version", METADATA_VERSION, METADATA_VERSION)]
+    assert resp.finalized_features_epoch > 0
+    served = {k.api_key for k in resp.api_keys}
+    assert {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TOPIC_PARTITIONS} <= served
