@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
+from broker.client_quotas import ANONYMOUS, ClientQuotas, describe_quotas
 from broker.fetch_session import FetchSessionCache, PartitionAsked
 from broker.metrics import BrokerMetrics
 from broker.producer_ids import ProducerIdManager
@@ -65,13 +66,15 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
 _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
               ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-              ApiKey.LIST_PARTITION_REASSIGNMENTS,
+              ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
               # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
               # leader answers, as it is the one tracking its voters' positions.
               ApiKey.DESCRIBE_QUORUM}
@@ -83,7 +86,7 @@ class KafkaApis:
                  controller: ControllerChannel, topic_creation: AutoTopicCreationManager,
                  producer_ids: ProducerIdManager, broker_epoch: Callable[[], int],
                  metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]],
-                 fetch_sessions: FetchSessionCache) -> None:
+                 fetch_sessions: FetchSessionCache, quotas: ClientQuotas) -> None:
         """``coordinator_apis``: the APIs other components serve (the group coordinator),
         each with its handler and (min, max) versions."""
         self.config = config
@@ -95,6 +98,7 @@ class KafkaApis:
         self.broker_epoch = broker_epoch
         self.metrics = metrics
         self.fetch_sessions = fetch_sessions
+        self.quotas = quotas
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
         self._handlers: dict[int, Handler] = {k: h for k, (h, _) in coordinator_apis.items()}
         self._handlers.update({
@@ -111,6 +115,7 @@ class KafkaApis:
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_describe_topic_partitions,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: self.handle_describe_client_quotas,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -252,7 +257,13 @@ class KafkaApis:
                 self.metrics.produced_bytes.inc(len(p.records) if p.records is not None else 0)
                 if result.required_offset is not None:
                     waits.append((key, tp, result.required_offset))
+        throttle_ms = self.quotas.produce.record(
+            self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "",
+            sum(len(p.records) for t in req.topic_data for p in t.partition_data
+                if p.records is not None), self.replicas.now_ms())
         if acks == 0:
+            if throttle_ms:
+                await asyncio.sleep(throttle_ms / 1000)     # no response to carry it: mute
             return None
         if waits:
             codes = await asyncio.gather(*(
@@ -267,7 +278,8 @@ class KafkaApis:
                 log_append_time_ms=append_time, log_start_offset=start, error_message=message,
                 record_errors=[cls.PartitionProduceResponse.BatchIndexAndErrorMessage(
                     batch_index=i, batch_index_error_message=m) for i, m in refused]))
-        return cls(responses=[cls.TopicProduceResponse(name=n, partition_responses=ps)
+        return cls(throttle_time_ms=throttle_ms,
+                   responses=[cls.TopicProduceResponse(name=n, partition_responses=ps)
                               for n, ps in by_topic.items()])
 
     # ------------------------------------------------------------ Fetch
@@ -307,6 +319,7 @@ class KafkaApis:
                 break
             await self.replicas.wait_for_data([tp for tp, _ in wanted], deadline - loop.time())
         by_topic: dict[str, list] = {}
+        fetched = 0
         for tp, cached, r in results:
             if not session.include(cached, r.error_code,
                                    r.records is not None or r.preferred_read_replica >= 0,
@@ -318,7 +331,12 @@ class KafkaApis:
                 preferred_read_replica=r.preferred_read_replica,
                 records=self.replicas.records_of(r)))
             self.metrics.fetched_bytes.inc(r.size_in_bytes)
-        return cls(error_code=ErrorCode.NONE, session_id=session.session_id, responses=[
+            fetched += r.size_in_bytes
+        throttle_ms = 0 if replica_id >= 0 else self.quotas.fetch.record(
+            self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "", fetched,
+            self.replicas.now_ms())
+        return cls(error_code=ErrorCode.NONE, session_id=session.session_id,
+                   throttle_time_ms=throttle_ms, responses=[
             cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
     # ------------------------------------------------------------ offsets
@@ -376,6 +394,20 @@ class KafkaApis:
             if next_cursor is not None:
                 break
         return cls(topics=topics, next_cursor=next_cursor)
+
+    async def handle_describe_client_quotas(
+            self, req: messages.DescribeClientQuotasRequest, version: int,
+            client: ClientInfo) -> messages.DescribeClientQuotasResponse:
+        cls = messages.DescribeClientQuotasResponse
+        problem, found = describe_quotas(
+            self.replicas.image.client_quotas,
+            [(c.entity_type, c.match_type, c.match) for c in req.components], req.strict)
+        if problem is not None:
+            return cls(error_code=ErrorCode.INVALID_REQUEST, error_message=problem, entries=None)
+        return cls(error_code=ErrorCode.NONE, entries=[
+            cls.EntryData(entity=[cls.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                          values=[cls.ValueData(key=k, value=v) for k, v in sorted(values.items())])
+            for entity, values in found])
 
     async def handle_describe_producers(self, req: messages.DescribeProducersRequest, version: int,
                                         client: ClientInfo) -> messages.DescribeProducersResponse:

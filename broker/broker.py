@@ -27,6 +27,7 @@ from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.cleaner_driver import CleanerDriver, CleanerSettings
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
+from broker.client_quotas import ClientQuotas
 from broker.fetch_session import FetchSessionCache
 from broker.fetcher import ReplicaFetcherManager
 from broker.group.coordinator import GroupConfig
@@ -129,7 +130,8 @@ class Broker:
                               ProducerIdManager(config.node_id, self.controller),
                               lambda: self.lifecycle.broker_epoch, self.metrics, self.groups.apis(),
                               FetchSessionCache(config.fetch_session_cache_slots,
-                                                rng=random.Random(rng.getrandbits(64))))
+                                                rng=random.Random(rng.getrandbits(64))),
+                              ClientQuotas())
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes,
                                   use_sendfile=zero_copy)

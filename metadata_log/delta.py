@@ -39,9 +39,9 @@ from clients.protocol import messages
 from clients.protocol.types import ZERO_UUID
 from metadata_log.image import (
     NO_LEADER, LEADER_UNCHANGED, BrokerFeatureRange, BrokerRegistration, ClusterImage,
-    ConfigResource, ConfigResourceType, ConfigsImage, Endpoint, FeaturesImage,
+    ClientQuotasImage, ConfigResource, ConfigResourceType, ConfigsImage, Endpoint, FeaturesImage,
     LeaderRecoveryState, MetadataImage, PartitionRegistration, ProducerIdsImage, Provenance,
-    TopicImage, TopicsImage, frozen_mapping,
+    QuotaEntity, TopicImage, TopicsImage, frozen_mapping, quota_entity,
 )
 
 __all__ = [
@@ -231,6 +231,7 @@ class MetadataDelta:
         self._configs: dict[ConfigResource, dict[str, str]] = {}     # full new mapping
         self._features: dict[str, int] = {}                          # 0: removed
         self._next_producer_id: int | None = None
+        self._quotas: dict[QuotaEntity, dict[str, float]] = {}        # full new mapping
         self._replayers = {
             messages.RegisterBrokerRecord: self._replay_register_broker,
             messages.UnregisterBrokerRecord: self._replay_unregister_broker,
@@ -245,6 +246,7 @@ class MetadataDelta:
             messages.ProducerIdsRecord: self._replay_producer_ids,
             messages.BrokerRegistrationChangeRecord: self._replay_broker_registration_change,
             messages.NoOpRecord: self._replay_no_op,
+            messages.ClientQuotaRecord: self._replay_client_quota,
         }
 
     # ------------------------------------------------------------ lookups through overlays
@@ -493,6 +495,18 @@ class MetadataDelta:
             m[r.name] = r.value
         self.changes.append(ConfigChange(rtype, r.resource_name, r.name, r.value))
 
+    def _replay_client_quota(self, r: Any) -> None:
+        entity = quota_entity((e.entity_type, e.entity_name) for e in r.entity)
+        if not entity or len({t for t, _ in entity}) != len(entity):
+            raise MetadataReplayError(f"ClientQuotaRecord: entity {entity}")
+        m = self._quotas.get(entity)
+        if m is None:
+            m = self._quotas[entity] = dict(self.image.client_quotas.entities.get(entity, {}))
+        if r.remove:
+            m.pop(r.key, None)
+        else:
+            m[r.key] = r.value
+
     def _replay_producer_ids(self, r: Any) -> None:
         current = (self.image.producer_ids.next_producer_id if self._next_producer_id is None
                    else self._next_producer_id)
@@ -524,7 +538,19 @@ class MetadataDelta:
             configs=self._apply_configs(base.configs),
             producer_ids=(base.producer_ids if self._next_producer_id is None
                           else ProducerIdsImage(self._next_producer_id)),
+            client_quotas=self._apply_client_quotas(base.client_quotas),
         )
+
+    def _apply_client_quotas(self, base: ClientQuotasImage) -> ClientQuotasImage:
+        if not self._quotas:
+            return base
+        entities = dict(base.entities)
+        for entity, m in self._quotas.items():
+            if m:
+                entities[entity] = frozen_mapping(dict(m))
+            else:
+                entities.pop(entity, None)
+        return ClientQuotasImage(frozen_mapping(entities))
 
     def _apply_features(self, base: FeaturesImage) -> FeaturesImage:
         if not self._features:

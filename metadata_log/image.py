@@ -34,7 +34,7 @@ Not here: replaying records (delta.py), snapshots (snapshot.py), decisions (quor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
@@ -42,11 +42,11 @@ from types import MappingProxyType
 from clients.protocol.configs import ConfigResourceType
 
 __all__ = [
-    "BrokerFeatureRange", "BrokerRegistration", "ClusterImage", "ConfigResource",
+    "BrokerFeatureRange", "BrokerRegistration", "ClientQuotasImage", "ClusterImage", "ConfigResource",
     "ConfigResourceType", "ConfigsImage", "EMPTY_IMAGE", "EMPTY_PROVENANCE", "Endpoint",
     "FeaturesImage", "LEADER_UNCHANGED", "LeaderRecoveryState", "MetadataImage", "NO_LEADER",
-    "PartitionRegistration", "ProducerIdsImage", "Provenance", "TopicImage", "TopicsImage",
-    "frozen_mapping",
+    "PartitionRegistration", "ProducerIdsImage", "Provenance", "QuotaEntity", "TopicImage",
+    "TopicsImage", "frozen_mapping", "quota_entity",
 ]
 
 # Sentinels of PartitionRecord/PartitionChangeRecord.Leader (PartitionChangeRecord.json).
@@ -229,6 +229,22 @@ class ConfigsImage:
         return self.get(ConfigResourceType.BROKER, "")
 
 
+# A client quota entity (KIP-546): (entity type, name) pairs sorted by type; a name of
+# None is that type's default ("user" -> <default>).
+QuotaEntity = tuple[tuple[str, "str | None"], ...]
+
+
+def quota_entity(pairs: Iterable[tuple[str, "str | None"]]) -> QuotaEntity:
+    """The one spelling of an entity: its (type, name) pairs sorted by type."""
+    return tuple(sorted(pairs, key=lambda p: p[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotasImage:
+    # Invariant: no entity maps to an empty mapping (the last key removed drops it).
+    entities: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=_empty)
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerIdsImage:
     # The first producer id of the next block to allocate; -1 before any allocation.
@@ -254,11 +270,13 @@ class MetadataImage:
     topics: TopicsImage = TopicsImage()
     configs: ConfigsImage = ConfigsImage()
     producer_ids: ProducerIdsImage = ProducerIdsImage()
+    client_quotas: ClientQuotasImage = ClientQuotasImage()
 
     def is_empty(self) -> bool:
         return (not self.features.levels and not self.cluster.brokers
                 and not self.topics.by_id and not self.configs.resources
-                and self.producer_ids.next_producer_id == -1)
+                and self.producer_ids.next_producer_id == -1
+                and not self.client_quotas.entities)
 
 
 EMPTY_IMAGE = MetadataImage()

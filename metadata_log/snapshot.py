@@ -111,6 +111,12 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             records.append(messages.ConfigRecord(resource_type=int(resource.type),
                                                  resource_name=resource.name, name=key,
                                                  value=m[key]))
+    for entity in sorted(image.client_quotas.entities, key=repr):
+        values = image.client_quotas.entities[entity]
+        for key in sorted(values):
+            records.append(messages.ClientQuotaRecord(
+                entity=[messages.ClientQuotaRecord.EntityData(entity_type=t, entity_name=n)
+                        for t, n in entity], key=key, value=values[key], remove=False))
     if image.producer_ids.next_producer_id != -1:
         # Kafka's ProducerIdsImage writes the block owner as -1: only the next id matters.
         records.append(messages.ProducerIdsRecord(

@@ -166,6 +166,11 @@ class KafkaServer:
                         api_key, correlation_id = event.header.api_key, event.header.correlation_id
                     version, body = answer
                     await self._write(writer, conn.send(api_key, version, correlation_id, body))
+                    throttle_ms = getattr(body, "throttle_time_ms", 0)
+                    if throttle_ms > 0:
+                        # KIP-219: the response went out at once; the connection reads
+                        # nothing more until the throttle time has passed.
+                        await asyncio.sleep(throttle_ms / 1000)
         except CorruptFrameError as e:
             self.connections_closed_for_protocol_errors += 1
             log.warning("closing %s:%s: %s", client.host, client.port, e)

@@ -47,6 +47,11 @@ def error_response(api_key: int, request: Any, code: int, message: str | None = 
             m.CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=code,
                                                                    error_message=message)
             for t in request.topics])
+    if api_key == ApiKey.ALTER_CLIENT_QUOTAS:
+        A = m.AlterClientQuotasResponse
+        return A(entries=[A.EntryData(error_code=code, error_message=message, entity=[
+            A.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+            for entry in request.entries])
     if api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
         response: Any = (m.IncrementalAlterConfigsResponse if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
                     else m.AlterConfigsResponse)

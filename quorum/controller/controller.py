@@ -62,7 +62,9 @@ from clients.protocol import CorruptFrameError, messages
 from metadata_log.delta import BatchOutcome, ConfigChange, MetadataReplayError, replay_batch
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
-from quorum.controller import cluster_control, config_control, reassignment, replication_control
+from quorum.controller import (
+    cluster_control, config_control, quota_control, reassignment, replication_control,
+)
 from quorum.controller.broker_index import BrokersToPartitions
 from quorum.controller.cluster_control import HeartbeatTracker
 from quorum.controller.config import ControllerConfig
@@ -275,6 +277,10 @@ class QuorumController:
     def handle_alter_configs(self, request: messages.AlterConfigsRequest, now_ms: int
                              ) -> ControllerResult[messages.AlterConfigsResponse]:
         return config_control.alter_configs(self._image, request)
+
+    def handle_alter_client_quotas(self, request: messages.AlterClientQuotasRequest, now_ms: int
+                                   ) -> ControllerResult[messages.AlterClientQuotasResponse]:
+        return quota_control.alter_client_quotas(self._image, request)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int
                               ) -> ControllerResult[messages.AllocateProducerIdsResponse]:

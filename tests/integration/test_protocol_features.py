@@ -217,3 +217,46 @@ def test_api_versions_reports_supported_and_finalized_features(cluster) -> None:
     assert resp.finalized_features_epoch > 0
     served = {k.api_key for k in resp.api_keys}
     assert {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TOPIC_PARTITIONS} <= served
+
+
+def _alter_quotas(cluster, client_id: str, key: str, value: float, remove: bool = False):
+    A = messages.AlterClientQuotasRequest
+    return roundtrip(_port(cluster), ApiKey.ALTER_CLIENT_QUOTAS, 1, A(entries=[A.EntryData(
+        entity=[A.EntityData(entity_type="client-id", entity_name=client_id)],
+        ops=[A.OpData(key=key, value=value, remove=remove)])], validate_only=False))
+
+
+def _described(cluster, client_id: str) -> dict[str, float]:
+    D = messages.DescribeClientQuotasRequest
+    resp = roundtrip(_port(cluster), ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, D(components=[
+        D.ComponentData(entity_type="client-id", match_type=0, match=client_id)], strict=True))
+    assert resp.error_code == 0, resp
+    return {v.key: v.value for e in resp.entries for v in e.values}
+
+
+def _produce_as(cluster, client_id: str, size: int) -> int:
+    """One acks=1 Produce of ``size`` value bytes as ``client_id``; its throttle time."""
+    from clients import connection
+
+    P = messages.ProduceRequest
+    batch = build_batch([Record(0, 0, None, b"q" * size)])
+    resp = connection.roundtrip("127.0.0.1", _port(cluster), ApiKey.PRODUCE, 9, P(
+        acks=1, timeout_ms=10_000, topic_data=[P.TopicProduceData(name=TOPIC, partition_data=[
+            P.PartitionProduceData(index=19, records=batch)])]), client_id=client_id)
+    assert resp.responses[0].partition_responses[0].error_code == 0
+    return resp.throttle_time_ms
+
+
+def test_a_produce_quota_throttles_its_client_id_and_no_other(cluster) -> None:
+    assert _alter_quotas(cluster, "slow", "producer_byte_rate", -1).entries[0].error_code == \
+        ErrorCode.INVALID_REQUEST
+    assert _alter_quotas(cluster, "slow", "producer_byte_rate", 20_000).entries[0].error_code == 0
+    wait_until(lambda: _described(cluster, "slow") == {"producer_byte_rate": 20_000.0}, 30,
+               "the quota in the broker's image")
+    # 300 KB at once is 30 KB/s over the 10 s window: 1.5x the bound, throttled ~5 s.
+    throttles = [_produce_as(cluster, "slow", 100_000) for _ in range(3)]
+    assert throttles[0] == 0 and throttles[-1] > 0, throttles
+    assert _produce_as(cluster, "fast", 300_000) == 0
+    _alter_quotas(cluster, "slow", "producer_byte_rate", 0, remove=True)
+    wait_until(lambda: _described(cluster, "slow") == {}, 30, "the quota removed")
+    assert _produce_as(cluster, "slow", 100_000) == 0
