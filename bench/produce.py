@@ -29,7 +29,10 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
    ``broker.session.timeout.ms`` (9000 ms here unless --session-timeout-ms says otherwise);
    bench/failover.py compares the two in one run.
 
-Usage: python bench/produce.py [--records 300000] [--repeats 3] [--latency-seconds 5] [--skip-failover]
+5. Large records (issue 20): 1,000 records of 500 KB, acks=all, RF 3, in MB/s as a ratio to
+   the protocol-only sink at that size (--skip-large leaves it out).
+
+Usage: python bench/produce.py [--records 300000] [--repeats 3] [--latency-seconds 5] [--skip-failover] [--skip-large]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
@@ -58,6 +61,8 @@ from clients.protocol import (  # noqa: E402
 from clients.records import iter_batches  # noqa: E402
 
 VALUE_BYTES = 100
+LARGE_VALUE_BYTES = 500_000
+LARGE_RECORDS = 1000
 PARTITIONS = 6
 KAFKA_2014 = {"acks1_no_replication_records_per_s": 821_557,
               "three_x_sync_replication_records_per_s": 421_823,
@@ -189,7 +194,8 @@ def producer_config(bootstrap: str, acks: str, **extra) -> dict:
             "message.max.bytes": 2 << 20, **extra}
 
 
-def measure_produce(bootstrap: str, topic: str, acks: str, records: int) -> dict:
+def measure_produce(bootstrap: str, topic: str, acks: str, records: int,
+                    value_bytes: int = VALUE_BYTES) -> dict:
     """One producer as fast as it goes: records/s from the first send to the last ack."""
     from confluent_kafka import Producer
 
@@ -200,8 +206,8 @@ def measure_produce(bootstrap: str, topic: str, acks: str, records: int) -> dict
         if err is not None:
             failed.append(err)
 
-    value = b"x" * VALUE_BYTES
-    for _ in range(2000):                   # warm up: metadata, connections, first batches
+    value = b"x" * value_bytes
+    for _ in range(max(10, 2000 * VALUE_BYTES // value_bytes)):   # warm up: metadata, connections
         producer.produce(topic, value=value, on_delivery=on_delivery)
     producer.flush(60)
     start = time.perf_counter()
@@ -217,7 +223,7 @@ def measure_produce(bootstrap: str, topic: str, acks: str, records: int) -> dict
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
     return {"records": records, "seconds": round(elapsed, 3), "records_per_s": round(records / elapsed),
-            "mb_per_s": round(records * VALUE_BYTES / elapsed / 1e6, 2), "failed": len(failed) + left}
+            "mb_per_s": round(records * value_bytes / elapsed / 1e6, 2), "failed": len(failed) + left}
 
 
 def measure_consume(bootstrap: str, topic: str, expected: int) -> dict:
@@ -468,6 +474,7 @@ def main() -> int:
     ap.add_argument("--latency-seconds", type=float, default=5.0)
     ap.add_argument("--session-timeout-ms", type=int, default=9000, help="broker.session.timeout.ms")
     ap.add_argument("--skip-failover", action="store_true")
+    ap.add_argument("--skip-large", action="store_true", help="skip the 500 KB-record run")
     ap.add_argument("--dir", help="cluster directory (default: a temporary one, removed after)")
     ap.add_argument("--serve-sink", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--partitions", type=int, default=PARTITIONS, help=argparse.SUPPRESS)
@@ -514,6 +521,12 @@ def main() -> int:
             runs["acks1_rf1"].append(measure_produce(bootstrap, "rf1", "1", args.records))
             runs["sink_acks_all"].append(measure_produce(f"127.0.0.1:{port}", "sink-b", "all", args.records))
             runs["acks_all_rf3"].append(measure_produce(bootstrap, "rf3", "all", args.records))
+        if not args.skip_large:
+            # Large records (issue 20): a client suite producing 500 KB records saw ~8 MB/s.
+            runs["sink_large"] = [measure_produce(f"127.0.0.1:{port}", "sink-c", "all",
+                                                  LARGE_RECORDS, LARGE_VALUE_BYTES)]
+            runs["large_acks_all_rf3"] = [measure_produce(bootstrap, "rf3", "all", LARGE_RECORDS,
+                                                          LARGE_VALUE_BYTES)]
         stop_process(sink)
         sink = None
         best = {k: max(v, key=lambda r: r["records_per_s"]) for k, v in runs.items()}
@@ -535,6 +548,13 @@ def main() -> int:
         print(f"ketch acks=all RF=3:        {acks_all['records_per_s']:>9,} rec/s {acks_all['mb_per_s']:>7} MB/s "
               f"= {acks_all['ratio_to_sink']} x sink (goal >= 0.35; medians: {acks_all['median_ratio_to_sink']}; "
               f"runs {acks_all['runs_records_per_s']})")
+        if not args.skip_large:
+            large, sink_large = best["large_acks_all_rf3"], best["sink_large"]
+            large["ratio_to_sink"] = round(large["mb_per_s"] / sink_large["mb_per_s"], 3)
+            print(f"large records ({LARGE_RECORDS} x {LARGE_VALUE_BYTES:,} B) acks=all RF=3: "
+                  f"{large['mb_per_s']} MB/s = {large['ratio_to_sink']} x the sink's "
+                  f"{sink_large['mb_per_s']} MB/s (goal >= 0.5)")
+            result["large"] = {"sink": sink_large, "acks_all_rf3": large}
         result["sink"] = {"acks1": sink_acks1, "acks_all": sink_acks_all}
         result["produce"] = {"acks1_rf1": acks1, "acks_all_rf3": acks_all}
         in_topic = args.repeats * (args.records + 2000)
