@@ -310,7 +310,7 @@ class KafkaApis:
                 budget = max(0, req.max_bytes - total)
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, min_one_batch=(total == 0),
-                                            client_rack=req.rack_id if version >= 11 else "")
+                                            client_rack=req.rack_id if version >= 11 else None)
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
                 results.append((tp, p, result))

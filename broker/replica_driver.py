@@ -164,7 +164,7 @@ class ReplicaDriver:
     # ------------------------------------------------------------ fetch
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, min_one_batch: bool, client_rack: str = "") -> ReadResult:
+             replica_id: int, min_one_batch: bool, client_rack: str | None = None) -> ReadResult:
         now = self.now_ms()
         return self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
                                                replica_id, now, min_one_batch, client_rack))

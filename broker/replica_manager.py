@@ -572,17 +572,19 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, now_ms: int, min_one_batch: bool, client_rack: str = "") -> ReadResult:
+             replica_id: int, now_ms: int, min_one_batch: bool,
+             client_rack: str | None = None) -> ReadResult:
         """Fetch from the leader: consumers read below the HW; a follower (``replica_id``
         >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule).
-        A consumer may also read from a follower, below the HW the follower knows (KIP-392),
+        KIP-392: a consumer whose Fetch carries client metadata (v11+: ``client_rack`` not
+        None, maybe empty) may also read from a follower, below the HW the follower knows,
         and a leader sends a consumer in another rack to a replica in the consumer's."""
         hosted = self.partitions.get(tp)
         if hosted is None:
             return ReadResult(self._unknown_code(tp))
         replica = hosted.replica
         if replica.role is not Role.LEADER:
-            if replica.role is Role.FOLLOWER and replica_id < 0:
+            if replica.role is Role.FOLLOWER and replica_id < 0 and client_rack is not None:
                 return self._read_as_follower(hosted, fetch_offset, max_bytes,
                                               current_leader_epoch, min_one_batch)
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -318,16 +318,20 @@ def test_requests_to_a_follower_or_with_a_wrong_leader_epoch(cluster, acked) -> 
     batch = build_batch([Record(0, int(time.time() * 1000), None, b"misdirected")])
     assert _produce(follower_port, acked, 0, batch).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
-    def fetch_code(port: int, leader_epoch: int) -> int:
+    def fetch_code(port: int, leader_epoch: int, version: int = 12) -> int:
         cls = messages.FetchRequest
-        resp = roundtrip(port, ApiKey.FETCH, 12, cls(
+        resp = roundtrip(port, ApiKey.FETCH, version, cls(
             replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=0, session_epoch=-1,
             topics=[cls.FetchTopic(topic=acked, partitions=[cls.FetchPartition(
                 partition=0, current_leader_epoch=leader_epoch, fetch_offset=0, log_start_offset=-1,
                 partition_max_bytes=1 << 20)])]))
         return resp.responses[0].partitions[0].error_code
 
-    assert fetch_code(follower_port, -1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Before v11 a consumer may fetch from the leader only; from v11 (client metadata,
+    # KIP-392) a follower serves it too, as Kafka's do, but not in a wrong epoch.
+    assert fetch_code(follower_port, -1, version=10) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert fetch_code(follower_port, -1) == ErrorCode.NONE
+    assert fetch_code(follower_port, st.leader_epoch + 1) == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert fetch_code(leader_port, st.leader_epoch) == ErrorCode.NONE
     assert fetch_code(leader_port, st.leader_epoch + 1) == ErrorCode.UNKNOWN_LEADER_EPOCH
     if st.leader_epoch > 0:
