@@ -19,7 +19,8 @@ from typing import Any, Coroutine, Iterable, Mapping, Sequence, TypeVar
 
 from clients._blocking import LoopThread
 from clients._core.admin import (
-    AlterConfigOp, AlterConfigOpType, BrokerNode, ClusterDescription, ConfigEntry,
+    ANY_NAME, AlterConfigOp, AlterConfigOpType, BrokerNode, ClientQuotaEntity, ClusterDescription,
+    ConfigEntry, client_quota_entity,
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetSpec, PartitionLag,
@@ -32,7 +33,8 @@ from clients.errors import ClientClosedError, KafkaApiError
 from clients.types import OffsetAndMetadata, TopicPartition
 
 __all__ = [
-    "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
+    "ANY_NAME", "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
+    "ClientQuotaEntity", "client_quota_entity",
     "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
     "ConfigSource", "ConfigSynonym", "ConfigType", "ConsumerGroupDescription",
     "ConsumerGroupListing", "CreateTopicResult", "ElectionType", "ListOffsetsResult",
@@ -131,6 +133,20 @@ class Admin:
                       ) -> dict[ConfigResource, None]:
         return self._run(self._admin.alter_configs(
             dict(configs), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ client quotas
+
+    def describe_client_quotas(self, filter: Mapping[str, Any] | None = None, *,
+                               strict: bool = False, timeout_ms: int | None = None
+                               ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        return self._run(self._admin.describe_client_quotas(
+            filter, strict=strict, timeout_ms=timeout_ms), timeout_ms)
+
+    def alter_client_quotas(self, alterations: Mapping[ClientQuotaEntity, Mapping[str, float | None]],
+                            *, validate_only: bool = False, timeout_ms: int | None = None
+                            ) -> dict[ClientQuotaEntity, None]:
+        return self._run(self._admin.alter_client_quotas(
+            dict(alterations), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
 
     # ------------------------------------------------------------ cluster
 

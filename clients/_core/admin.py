@@ -39,16 +39,36 @@ from clients.protocol.configs import AlterConfigOpType, ConfigResourceType, Conf
 from clients.types import TopicPartition
 
 __all__ = [
-    "AlterConfigOp", "AlterConfigOpType", "BrokerNode", "ClusterDescription", "ConfigEntry",
+    "ANY_NAME", "AlterConfigOp", "AlterConfigOpType", "BrokerNode", "ClientQuotaEntity",
+    "ClusterDescription", "ConfigEntry",
     "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType",
     "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult", "ListOffsetsResult",
     "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset", "OffsetResetKind",
     "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "TopicDescription",
     "TopicListing", "TopicPartitionInfo", "ZERO_TOPIC_ID", "decode_assignment",
-    "decode_subscription", "group_lag", "leader_log_end", "plan_offset_reset", "quorum_replicas",
+    "client_quota_entity", "decode_subscription", "group_lag", "leader_log_end",
+    "plan_offset_reset", "quorum_replicas",
 ]
 
 ZERO_TOPIC_ID = uuid.UUID(int=0)
+
+# A client quota entity (Kafka's ClientQuotaEntity): (entity type, name) pairs sorted by type,
+# the types "user", "client-id" or "ip"; a name of None is that type's default.
+ClientQuotaEntity = tuple[tuple[str, "str | None"], ...]
+
+
+def client_quota_entity(entity: Mapping[str, "str | None"]) -> ClientQuotaEntity:
+    """``{"user": "alice", "client-id": None}`` -> the one spelling of that entity."""
+    return tuple(sorted(entity.items()))
+
+
+class _AnyName:
+    """In a describe filter: any name of that entity type (Kafka's ofEntityType)."""
+    def __repr__(self) -> str:
+        return "ANY_NAME"
+
+
+ANY_NAME = _AnyName()
 
 
 # ------------------------------------------------------------------ topics

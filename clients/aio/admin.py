@@ -40,7 +40,8 @@ import asyncio
 from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from clients._core.admin import (
-    AlterConfigOp, AlterConfigOpType, BrokerNode, ClusterDescription, ConfigEntry,
+    ANY_NAME, AlterConfigOp, AlterConfigOpType, BrokerNode, ClientQuotaEntity, ClusterDescription,
+    ConfigEntry, client_quota_entity,
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetResetKind, OffsetSpec,
@@ -538,6 +539,61 @@ class Admin:
             retriable=self._controller_retriable, on_retry=self._refresh_controller))
 
     # ------------------------------------------------------------ cluster and quorum
+
+    # ------------------------------------------------------------ client quotas
+
+    async def describe_client_quotas(
+            self, filter: Mapping[str, Any] | None = None, *, strict: bool = False,
+            timeout_ms: int | None = None) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Quota values by entity (DescribeClientQuotas, KIP-546). ``filter`` maps an entity
+        type to a name, None (the type's default) or ANY_NAME; with ``strict`` an entity
+        has no other types. No filter: every entity."""
+        D = messages.DescribeClientQuotasRequest
+        components = [D.ComponentData(entity_type=t, match_type=2 if n is ANY_NAME else
+                                      (1 if n is None else 0),
+                                      match=None if n is None or n is ANY_NAME else n)
+                      for t, n in sorted((filter or {}).items())]
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+                                          D(components=components, strict=strict), (0, 1), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "DescribeClientQuotas", resp.error_message)}
+            return {keys[0]: {client_quota_entity({e.entity_type: e.entity_name for e in entry.entity}):
+                              {v.key: v.value for v in entry.values} for entry in resp.entries or ()}}
+
+        (result,) = _raise_first(await self._fan_out("describe client quotas", ["quotas"],
+                                                     timeout_ms, self._any, send)).values()
+        return result
+
+    async def alter_client_quotas(
+            self, alterations: Mapping[ClientQuotaEntity, Mapping[str, float | None]], *,
+            validate_only: bool = False, timeout_ms: int | None = None
+    ) -> dict[ClientQuotaEntity, None]:
+        """Set (a value) or remove (None) quota keys of each entity (AlterClientQuotas,
+        decided by the active controller); each entity succeeds or fails on its own."""
+        A = messages.AlterClientQuotasRequest
+
+        async def send(node: int | None, entities: list, request_ms: int) -> dict:
+            entries = [A.EntryData(
+                entity=[A.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                ops=[A.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                     for k, v in sorted(alterations[entity].items())]) for entity in entities]
+            _, resp = await self._request(node, ApiKey.ALTER_CLIENT_QUOTAS,
+                                          A(entries=entries, validate_only=validate_only),
+                                          (0, 1), request_ms)
+            out: dict = {}
+            for entry in resp.entries:
+                entity = client_quota_entity({e.entity_type: e.entity_name for e in entry.entity})
+                out[entity] = (None if entry.error_code == ErrorCode.NONE else
+                               _error(entry.error_code, f"AlterClientQuotas {dict(entity)}",
+                                      entry.error_message))
+            return {e: out.get(e, _error(ErrorCode.UNKNOWN_SERVER_ERROR, "AlterClientQuotas",
+                                         "the answer left this entity out")) for e in entities}
+
+        return _raise_first(await self._fan_out(
+            "alter client quotas", [client_quota_entity(dict(e)) for e in alterations],
+            timeout_ms, self._any, send))
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Live brokers (id, host, port, rack), the controller id brokers report and the

@@ -15,7 +15,7 @@ import sys
 
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
 VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign", "topic", "produce",
-                          "consume", "group", "config", "cluster", "dump_log", "metadata_shell")
+                          "consume", "group", "config", "quota", "cluster", "dump_log", "metadata_shell")
 
 
 EXAMPLES = """\

@@ -260,3 +260,41 @@ def test_a_produce_quota_throttles_its_client_id_and_no_other(cluster) -> None:
     _alter_quotas(cluster, "slow", "producer_byte_rate", 0, remove=True)
     wait_until(lambda: _described(cluster, "slow") == {}, 30, "the quota removed")
     assert _produce_as(cluster, "slow", 100_000) == 0
+
+
+def _ketch(cluster, *args: str, rc: int = 0):
+    import os
+    import subprocess
+    import sys
+
+    root = str(__import__("pathlib").Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-m", "clients.cli", *args,
+                           "--bootstrap", cluster.spec.bootstrap_servers],
+                          cwd=root, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert proc.returncode == rc, (args, proc.stdout, proc.stderr)
+    return proc
+
+
+def test_quotas_through_the_admin_client_and_the_cli(cluster) -> None:
+    import json
+
+    from clients.admin import ANY_NAME, client_quota_entity
+
+    admin = admin_for(cluster)
+    entity = client_quota_entity({"user": None, "client-id": "cli-app"})
+    admin.alter_client_quotas({entity: {"consumer_byte_rate": 2_000_000}})
+    wait_until(lambda: admin.describe_client_quotas({"client-id": "cli-app", "user": None},
+                                                    strict=True) == {entity: {"consumer_byte_rate": 2e6}},
+               30, "the quota described")
+    assert entity in admin.describe_client_quotas({"user": ANY_NAME})
+    _ketch(cluster, "quota", "set", "--client-id", "cli-app", "producer_byte_rate=5000")
+    rows = wait_until(lambda: json.loads(_ketch(cluster, "quota", "get", "--client-id", "cli-app",
+                                                "--output", "json").stdout), 30, "the CLI's quota")
+    assert rows == [{"entity": "client-id=cli-app", "key": "producer_byte_rate", "value": 5000.0}]
+    bad = _ketch(cluster, "quota", "set", "--client-id", "cli-app", "producer_byte_rate=-1", rc=1)
+    assert "INVALID_REQUEST" in bad.stderr or "must be positive" in bad.stderr, bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    _ketch(cluster, "quota", "delete", "--client-id", "cli-app", "producer_byte_rate")
+    wait_until(lambda: json.loads(_ketch(cluster, "quota", "get", "--client-id", "cli-app",
+                                         "--output", "json").stdout) == [], 30, "the quota removed")
