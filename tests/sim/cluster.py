@@ -34,6 +34,7 @@ from clients.protocol import messages as M
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
 from quorum.controller import ControllerConfig, QuorumController
+from quorum.controller.result import ControllerResult
 from tests.sim.broker_shell import SimBroker
 from tests.sim.controllers import SimControllers
 from tests.sim.network import NetworkFaults, SimLoop, SimNetwork
@@ -135,7 +136,26 @@ class SimCluster:
         self.note(f"{b.name} {'power cut' if power_cut else 'killed'}")
         if power_cut:
             self.power_cuts.append((self.loop.now_ms, broker_id))
+        epoch = b.broker_epoch
         b.stop(power_cut)
+        if not power_cut:
+            # The kernel closes a killed process's sockets (its host lives; a power cut
+            # sends nothing): the active controller learns it (issue 17).
+            self.connection_closed(broker_id, epoch)
+
+    def connection_closed(self, broker_id: int, broker_epoch: int) -> None:
+        """The connection broker ``broker_id`` heartbeats on closes: the active controller
+        hears of it after the link's delay (quorum/server.py's connection_closed). Also a
+        live broker's benign reconnect (the explorer's ``reconnect``)."""
+        active = self.controllers.active
+        if active is None or broker_epoch < 0:
+            return
+
+        def report(c: QuorumController, now_ms: int) -> ControllerResult:
+            c.handle_broker_disconnected(broker_id, broker_epoch, now_ms)
+            return ControllerResult((), None)
+        self.network.send(self.brokers[broker_id].name, active,
+                          lambda: self.controllers.handle(active, report))
 
     def restart(self, broker_id: int) -> None:
         b = self.brokers[broker_id]

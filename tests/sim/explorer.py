@@ -21,6 +21,8 @@ cut_leader_follower     cut a partition's leader from one follower, both ways: t
 mute_controllers_to_leader  every answer (AlterPartition, heartbeat, metadata) from the
                         controllers to a partition's leader is lost for a while
 kill_leader        SIGKILL a partition's current leader; restarted later
+reconnect          a live broker's heartbeat connection closes (a benign reconnect):
+                   the controller may fence it before its next heartbeat (issue 17)
 =================  ==============================================================
 
 Swarm testing (as TigerBeetle's VOPR and FoundationDB do): each seed enables a random
@@ -47,7 +49,7 @@ from tests.sim.scenarios import SimRun
 __all__ = ["Verdict", "explore", "search"]
 
 FAULTS = ("kill", "pause", "cut", "isolate", "lossy_controller", "kill_controller",
-          "cut_leader_follower", "mute_controllers_to_leader", "kill_leader")
+          "cut_leader_follower", "mute_controllers_to_leader", "kill_leader", "reconnect")
 # With power cuts a run is judged on divergence and liveness only for records acknowledged
 # before the cut (see SimCluster.durability_exempt_before_ms); --power-cuts turns them on.
 FAULTS_WITH_POWER_CUTS = FAULTS + ("power_cut",)
@@ -133,6 +135,11 @@ def explore(seed: int, core_factory: Callable[..., ReplicaManager] = ReplicaMana
                 power_cut_used |= kind == "power_cut"
                 c.kill(b, power_cut=kind == "power_cut")
                 c.loop.after(undo_ms, "sim", lambda b=b: c.restart(b))
+            elif kind == "reconnect":
+                # A live broker's heartbeat connection closes (a benign reconnect): the
+                # controller may fence it early (fast crash detection); nothing acknowledged
+                # may be lost for it.
+                c.connection_closed(b, c.brokers[b].broker_epoch)
             elif kind == "pause":
                 target = name if rng.random() < 0.8 else rng.choice(c.controllers.names)
                 c.pause(target)

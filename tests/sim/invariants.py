@@ -233,6 +233,8 @@ class Invariants:
             if set(reg.isr) != set(reg.replicas):
                 return False
             lh = c.brokers[leader].core.partitions[tp]
+            if lh.replica.high_watermark != lh.log.log_end_offset:
+                return False        # a follower has yet to report its LEO to this leader
             for r in reg.replicas:
                 b = c.brokers[r]
                 if b.core is None or not c.loop.is_running(b.name):
