@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Mapping
 
+from clients._core.fetch_session import FetchSessionHandler, SessionRequest, WantedPartition
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 import crc32c
@@ -175,12 +176,13 @@ class FetchPlan:
 def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple[int, int]],
                  skip: Callable[[TopicPartition], bool], *, max_wait_ms: int, min_bytes: int,
                  max_bytes: int, partition_max_bytes: int, isolation_level: int,
-                 rack_id: str = "", busy_nodes: Iterable[int] = ()) -> list[FetchPlan]:
+                 rack_id: str = "", busy_nodes: Iterable[int] = (),
+                 sessions: Mapping[int, FetchSessionHandler] | None = None) -> list[FetchPlan]:
     """One Fetch per leader for every fetchable partition that ``skip`` does not exclude
-    (records still buffered) and whose leader is known and not busy."""
+    (records still buffered) and whose leader is known and not busy. With ``sessions`` (a
+    handler per node, KIP-227) a request names only what changed since the last one."""
     busy = set(busy_nodes)
-    by_node: dict[int, dict[str, list]] = {}
-    offsets: dict[int, list[tuple[TopicPartition, int]]] = {}
+    by_node: dict[int, dict[TopicPartition, WantedPartition]] = {}
     F = messages.FetchRequest
     for tp in subs.fetchable():
         if skip(tp):
@@ -191,17 +193,29 @@ def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple
         node, epoch = leader
         position = subs.partitions[tp].position
         assert position is not None     # fetchable: its position is known
-        by_node.setdefault(node, {}).setdefault(tp.topic, []).append(F.FetchPartition(
-            partition=tp.partition, current_leader_epoch=epoch, fetch_offset=position,
-            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max_bytes))
-        offsets.setdefault(node, []).append((tp, position))
+        by_node.setdefault(node, {})[tp] = WantedPartition(position, epoch, partition_max_bytes)
     plans = []
-    for node, topics in by_node.items():
+    for node, wanted in by_node.items():
+        handler = sessions.get(node) if sessions is not None else None
+        session = (handler.build(wanted) if handler is not None
+                   else SessionRequest(0, -1, tuple(wanted), ()))
+        topics: dict[str, list] = {}
+        for tp in session.to_send:
+            w = wanted[tp]
+            topics.setdefault(tp.topic, []).append(F.FetchPartition(
+                partition=tp.partition, current_leader_epoch=w.current_leader_epoch,
+                fetch_offset=w.fetch_offset, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=w.partition_max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in session.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = F(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                    max_bytes=max_bytes, isolation_level=isolation_level, session_id=0, session_epoch=-1,
+                    max_bytes=max_bytes, isolation_level=isolation_level,
+                    session_id=session.session_id, session_epoch=session.session_epoch,
                     topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                    forgotten_topics_data=[], rack_id=rack_id)
-        plans.append(FetchPlan(node, request, tuple(offsets[node])))
+                    forgotten_topics_data=[F.ForgottenTopic(topic=t, partitions=ps)
+                                           for t, ps in forgotten.items()], rack_id=rack_id)
+        plans.append(FetchPlan(node, request, tuple((tp, w.fetch_offset) for tp, w in wanted.items())))
     return plans
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from clients._core.assignors import assignor_for
 from clients._core.config import ClientConfig, parse_config
+from clients._core.fetch_session import FetchSessionHandler
 from clients._core.fetcher import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, FetchAction, ResetStrategy,
     SubscriptionState, handle_partition_response, plan_fetches,
@@ -120,6 +121,8 @@ class Consumer:
         self._membership: Membership | None = None
         self._buffers: dict[TopicPartition, _Buffered] = {}
         self._fetching: dict[int, asyncio.Task] = {}
+        # A fetch session per broker (KIP-227): an idle fetch names no partition.
+        self._fetch_sessions: dict[int, FetchSessionHandler] = {}
         self._data = asyncio.Event() if _has_loop() else None
         self._group_wakeup: asyncio.Event | None = None
         self._group_task: asyncio.Task | None = None
@@ -455,11 +458,13 @@ class Consumer:
         if validate and (self._validating is None or self._validating.done()):
             self._validating = asyncio.get_running_loop().create_task(self._validate_positions(validate))
         c = self.config
+        for node, _ in leaders.values():
+            self._fetch_sessions.setdefault(node, FetchSessionHandler())
         for plan in plan_fetches(self._subs, leaders, lambda tp: tp in self._buffers,
                                  max_wait_ms=c["fetch.max.wait.ms"], min_bytes=c["fetch.min.bytes"],
                                  max_bytes=c["fetch.max.bytes"], partition_max_bytes=c["max.partition.fetch.bytes"],
                                  isolation_level=self._isolation, rack_id=c["client.rack"],
-                                 busy_nodes=self._fetching):
+                                 busy_nodes=self._fetching, sessions=self._fetch_sessions):
             for tp, _ in plan.partitions:
                 self._subs.partitions[tp].fetch_in_flight = True
             task = asyncio.get_running_loop().create_task(self._fetch(plan))
@@ -468,8 +473,14 @@ class Consumer:
     async def _fetch(self, plan) -> None:
         try:
             timeout_ms = self.config["request.timeout.ms"] + plan.request.max_wait_ms
-            _, resp = await self._cluster.request(plan.node_id, ApiKey.FETCH, plan.request,
-                                                  versions=FETCH_VERSIONS, timeout_ms=timeout_ms)
+            session = self._fetch_sessions[plan.node_id]
+            try:
+                _, resp = await self._cluster.request(plan.node_id, ApiKey.FETCH, plan.request,
+                                                      versions=FETCH_VERSIONS, timeout_ms=timeout_ms)
+            except BaseException:
+                session.reset()         # the broker may or may not have moved the epoch on
+                raise
+            session.handle_response(resp.session_id, resp.error_code)
             if resp.error_code != ErrorCode.NONE:
                 raise for_code(resp.error_code)(f"Fetch from node {plan.node_id}")
             offsets = dict(plan.partitions)
