@@ -19,6 +19,7 @@ from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import EpochAnswer, FetchedPartition, FollowerWork
 from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
+from clients.protocol.fetch_session import FetchSessionHandler, SessionRequest, WantedPartition
 from clients.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class ReplicaFetcherManager:
 
     async def _run(self, leader_id: int) -> None:
         conn: KafkaConnection | None = None
+        # KIP-227, as Kafka's followers do: once the session holds this leader's
+        # partitions, a fetch names only those whose position moved.
+        session = FetchSessionHandler()
         try:
             while not self._closed:
                 work = self._work(leader_id)
@@ -85,13 +89,14 @@ class ReplicaFetcherManager:
                         self.driver.run(lambda core: core.handle_epoch_answers(
                             work, answers, self.driver.now_ms()))
                     elif work.fetches:
-                        fetched = await self._fetch(conn, work)
+                        fetched = await self._fetch(conn, work, session)
                         self.driver.run(lambda core: core.handle_fetched(work, fetched, self.driver.now_ms()))
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:
                     log.info("fetcher for leader %d: %s; reconnecting", leader_id, e)
                     if conn is not None:
                         conn.close()
                     conn = None
+                    session.reset()
                     self.driver.run(lambda core: core.handle_leader_unreachable(leader_id, self.driver.now_ms()))
         except asyncio.CancelledError:
             pass
@@ -125,19 +130,38 @@ class ReplicaFetcherManager:
         return [EpochAnswer(TopicPartition(t.topic, p.partition), p.error_code, p.leader_epoch, p.end_offset)
                 for t in resp.topics for p in t.partitions]
 
-    async def _fetch(self, conn: KafkaConnection, work: FollowerWork) -> list[FetchedPartition]:
+    async def _fetch(self, conn: KafkaConnection, work: FollowerWork,
+                     session: FetchSessionHandler) -> list[FetchedPartition]:
         version = conn.pick_version(ApiKey.FETCH, 4, 12)
         cls = messages.FetchRequest
+        wanted = {f.partition: WantedPartition(f.fetch_offset, f.current_leader_epoch,
+                                               self.partition_fetch_max_bytes, f.log_start_offset)
+                  for f in work.fetches}
+        plan = session.build(wanted) if version >= 7 else SessionRequest(0, -1, tuple(wanted), ())
         topics: dict[str, list] = {}
-        for f in work.fetches:
-            topics.setdefault(f.partition.topic, []).append(cls.FetchPartition(
-                partition=f.partition.partition, current_leader_epoch=f.current_leader_epoch,
-                fetch_offset=f.fetch_offset, log_start_offset=f.log_start_offset,
-                partition_max_bytes=self.partition_fetch_max_bytes))
+        for tp in plan.to_send:
+            w = wanted[tp]
+            topics.setdefault(tp.topic, []).append(cls.FetchPartition(
+                partition=tp.partition, current_leader_epoch=w.current_leader_epoch,
+                fetch_offset=w.fetch_offset, log_start_offset=w.log_start_offset,
+                partition_max_bytes=w.partition_max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in plan.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         req = cls(replica_id=self.broker_id, max_wait_ms=self.fetch_max_wait_ms, min_bytes=1,
-                  max_bytes=self.fetch_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                  topics=[cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
-        resp = await conn.request(ApiKey.FETCH, version, req, timeout_s=self.fetch_max_wait_ms / 1000 + 30)
+                  max_bytes=self.fetch_max_bytes, isolation_level=0, session_id=plan.session_id,
+                  session_epoch=plan.session_epoch,
+                  topics=[cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                  forgotten_topics_data=[cls.ForgottenTopic(topic=t, partitions=ps)
+                                         for t, ps in forgotten.items()])
+        try:
+            resp = await conn.request(ApiKey.FETCH, version, req,
+                                      timeout_s=self.fetch_max_wait_ms / 1000 + 30)
+        except BaseException:
+            session.reset()
+            raise
+        if version >= 7 and not session.handle_response(resp.session_id, resp.error_code):
+            return []           # the session is gone: the next fetch is a full one
         return [FetchedPartition(TopicPartition(t.topic, p.partition_index), p.error_code,
                                  p.high_watermark, p.log_start_offset, p.records)
                 for t in resp.responses for p in t.partitions]

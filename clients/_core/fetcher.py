@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Mapping
 
-from clients._core.fetch_session import FetchSessionHandler, SessionRequest, WantedPartition
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
+from clients.protocol.fetch_session import FetchSessionHandler, SessionRequest, WantedPartition
 import crc32c
 
 from clients.records import (

@@ -30,7 +30,6 @@ from typing import Any, Callable
 
 from clients._core.assignors import assignor_for
 from clients._core.config import ClientConfig, parse_config
-from clients._core.fetch_session import FetchSessionHandler
 from clients._core.fetcher import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, FetchAction, ResetStrategy,
     SubscriptionState, handle_partition_response, plan_fetches,
@@ -46,6 +45,7 @@ from clients.errors import (
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
+from clients.protocol.fetch_session import FetchSessionHandler
 from clients.types import NO_LEADER_EPOCH, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRebalanceListener"]

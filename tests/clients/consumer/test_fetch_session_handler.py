@@ -1,7 +1,7 @@
 """The client's side of KIP-227 fetch sessions (clients/_core/fetch_session.py)."""
 from __future__ import annotations
 
-from clients._core.fetch_session import FetchSessionHandler, WantedPartition
+from clients.protocol.fetch_session import FetchSessionHandler, WantedPartition
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 
