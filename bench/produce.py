@@ -78,15 +78,36 @@ def _supported_versions() -> dict[int, tuple[int, int]]:
     return dict(SUPPORTED_VERSIONS)
 
 
-class Sink:
-    """Answers exactly what a producer needs, from memory."""
+FETCH_SINK_TOPIC = "fetch-sink"
+FETCH_SINK_BATCH_RECORDS = 1000
 
-    def __init__(self, port: int, partitions: int) -> None:
+
+class Sink:
+    """Answers exactly what a producer needs, from memory; with ``fetch_records``, also
+    what a consumer of FETCH_SINK_TOPIC needs (issue 22's fetch-only sink): that many
+    100-byte records spread over the partitions, in prebuilt batches."""
+
+    def __init__(self, port: int, partitions: int, fetch_records: int = 0) -> None:
         self.port = port
         self.partitions = partitions
         self.versions = _supported_versions()
         self.next_offset: dict[tuple[str, int], int] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
+        # partition -> [(base offset, batch bytes)], and its high watermark
+        self.batches: dict[int, list[tuple[int, bytes]]] = {}
+        self.hw: dict[int, int] = {}
+        if fetch_records:
+            from clients.records import Record, build_batch
+            self.topic_ids[FETCH_SINK_TOPIC] = uuid.uuid4()
+            value = b"x" * VALUE_BYTES
+            for p in range(partitions):
+                n = fetch_records // partitions + (1 if p < fetch_records % partitions else 0)
+                out = []
+                for base in range(0, n, FETCH_SINK_BATCH_RECORDS):
+                    count = min(FETCH_SINK_BATCH_RECORDS, n - base)
+                    out.append((base, build_batch([Record(base + i, 0, None, value) for i in range(count)],
+                                                  base_offset=base)))
+                self.batches[p], self.hw[p] = out, n
 
     def api_versions(self, error_code: int = 0):
         cls = messages.ApiVersionsResponse
@@ -125,6 +146,31 @@ class Sink:
             return None
         return cls(responses=out)
 
+    def fetch(self, req):
+        cls = messages.FetchResponse
+        out = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                batches = self.batches.get(p.partition) if t.topic == FETCH_SINK_TOPIC else None
+                if batches is None:
+                    parts.append(cls.PartitionData(partition_index=p.partition, error_code=3))
+                    continue
+                chunks, size = [], 0
+                for base, data in batches:
+                    if base + FETCH_SINK_BATCH_RECORDS <= p.fetch_offset:
+                        continue
+                    if chunks and size + len(data) > p.partition_max_bytes:
+                        break
+                    chunks.append(data)
+                    size += len(data)
+                hw = self.hw[p.partition]
+                parts.append(cls.PartitionData(partition_index=p.partition, high_watermark=hw,
+                                               last_stable_offset=hw, log_start_offset=0,
+                                               records=b"".join(chunks)))
+            out.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
+        return cls(responses=out)
+
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = ServerConnection()
         try:
@@ -146,6 +192,8 @@ class Sink:
                             body = self.produce(event.body)
                             if body is None:
                                 continue
+                        elif api_key == ApiKey.FETCH and self.batches:
+                            body = self.fetch(event.body)
                         else:
                             return
                     for part in conn.send(api_key, version, cid, body):
@@ -163,9 +211,10 @@ class Sink:
             await server.serve_forever()
 
 
-def start_sink(partitions: int) -> tuple[subprocess.Popen, int]:
+def start_sink(partitions: int, fetch_records: int = 0) -> tuple[subprocess.Popen, int]:
     port, = free_ports(1)
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-sink", str(port), "--partitions", str(partitions)],
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-sink", str(port), "--partitions", str(partitions),
+                             "--fetch-records", str(fetch_records)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     line = proc.stdout.readline().decode()
     if not line.startswith("SINK READY"):
@@ -478,11 +527,12 @@ def main() -> int:
     ap.add_argument("--dir", help="cluster directory (default: a temporary one, removed after)")
     ap.add_argument("--serve-sink", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--partitions", type=int, default=PARTITIONS, help=argparse.SUPPRESS)
+    ap.add_argument("--fetch-records", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--latency-consumer", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.serve_sink:
-        asyncio.run(Sink(args.serve_sink, args.partitions).run())
+        asyncio.run(Sink(args.serve_sink, args.partitions, args.fetch_records).run())
         return 0
     if args.latency_consumer:
         bootstrap, topic, expected = args.latency_consumer
@@ -561,9 +611,20 @@ def main() -> int:
 
         consume_rf1 = measure_consume(bootstrap, "rf1", in_topic)
         consume_rf3 = measure_consume(bootstrap, "rf3", in_topic)
-        print(f"consumer RF=1 topic:  {consume_rf1['records_per_s']:>9,} rec/s {consume_rf1['mb_per_s']:>7} MB/s")
-        print(f"consumer RF=3 topic:  {consume_rf3['records_per_s']:>9,} rec/s {consume_rf3['mb_per_s']:>7} MB/s")
-        result["consume"] = {"rf1": consume_rf1, "rf3": consume_rf3}
+        # The fetch-only sink: the same consumer reading as many records from memory.
+        fetch_sink, fetch_port = start_sink(PARTITIONS, fetch_records=in_topic)
+        try:
+            consume_sink = measure_consume(f"127.0.0.1:{fetch_port}", FETCH_SINK_TOPIC, in_topic)
+        finally:
+            stop_process(fetch_sink)
+        for r in (consume_rf1, consume_rf3):
+            r["ratio_to_fetch_sink"] = round(r["records_per_s"] / max(consume_sink["records_per_s"], 1), 3)
+        print(f"fetch-only sink:      {consume_sink['records_per_s']:>9,} rec/s {consume_sink['mb_per_s']:>7} MB/s")
+        print(f"consumer RF=1 topic:  {consume_rf1['records_per_s']:>9,} rec/s {consume_rf1['mb_per_s']:>7} MB/s "
+              f"= {consume_rf1['ratio_to_fetch_sink']} x the fetch-only sink (goal >= 0.7)")
+        print(f"consumer RF=3 topic:  {consume_rf3['records_per_s']:>9,} rec/s {consume_rf3['mb_per_s']:>7} MB/s "
+              f"= {consume_rf3['ratio_to_fetch_sink']} x the fetch-only sink")
+        result["consume"] = {"rf1": consume_rf1, "rf3": consume_rf3, "fetch_sink": consume_sink}
 
         latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds)
         print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3: "
