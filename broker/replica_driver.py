@@ -213,6 +213,8 @@ class ReplicaDriver:
                 new_isr=list(proposal.new_isr),
                 new_isr_with_epochs=[cls.BrokerState(broker_id=b, broker_epoch=e)
                                      for b, e in effect.new_isr_with_epochs],
+                # RECOVERED: a leader proposes only once recovered (KIP-704; its first
+                # proposal after an unclean election says so, with the ISR unchanged).
                 leader_recovery_state=0, partition_epoch=proposal.partition_epoch)])])
         answer: AlterPartitionAnswer | None
         try:
@@ -227,7 +229,8 @@ class ReplicaDriver:
             if code == ErrorCode.NONE and part is not None:
                 code = part.error_code
             if code == ErrorCode.NONE and part is not None:
-                answer = AlterPartitionAnswer(code, part.leader_epoch, part.partition_epoch, tuple(part.isr))
+                answer = AlterPartitionAnswer(code, part.leader_epoch, part.partition_epoch,
+                                              tuple(part.isr), part.leader_recovery_state == 1)
             else:
                 answer = AlterPartitionAnswer(code if code != ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR)
         if not self._stopping:

@@ -76,7 +76,9 @@ from metadata_log.delta import (
     ConfigChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange,
     PartitionCreated, ReplicasChange, TopicDeleted,
 )
-from metadata_log.image import NO_LEADER, ConfigResourceType, MetadataImage, PartitionRegistration
+from metadata_log.image import (
+    NO_LEADER, ConfigResourceType, LeaderRecoveryState, MetadataImage, PartitionRegistration,
+)
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +190,7 @@ class AlterPartitionAnswer:
     leader_epoch: int = -1
     partition_epoch: int = -1
     isr: tuple[int, ...] = ()
+    recovering: bool | None = None      # the committed LeaderRecoveryState, when answered
 
 
 # ---------------------------------------------------------------- results of queries
@@ -422,8 +425,9 @@ class ReplicaManager:
         was_leader = replica.role is Role.LEADER
         if reg.leader == self.broker_id:
             if was_leader and reg.leader_epoch == replica.leader_epoch:
-                self._complete(replica.apply_committed(reg.leader_epoch, reg.partition_epoch,
-                                                       reg.isr, reg.replicas, now_ms))
+                self._complete(replica.apply_committed(
+                    reg.leader_epoch, reg.partition_epoch, reg.isr, reg.replicas, now_ms,
+                    reg.leader_recovery_state == LeaderRecoveryState.RECOVERING))
             else:
                 hosted.following = None
                 # Kafka's makeLeader (maybeAssignEpochStartOffset): the new epoch starts at
@@ -437,7 +441,8 @@ class ReplicaManager:
                          replica.high_watermark)
                 self._complete(replica.become_leader(
                     reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
-                    hosted.log.log_start_offset, hosted.log.log_end_offset, hw, now_ms))
+                    hosted.log.log_start_offset, hosted.log.log_end_offset, hw, now_ms,
+                    recovering=reg.leader_recovery_state == LeaderRecoveryState.RECOVERING))
                 log.info("%s: leader at epoch %d, ISR %s, LEO %d, HW %d", hosted.tp,
                          reg.leader_epoch, list(reg.isr), hosted.log.log_end_offset,
                          replica.high_watermark)
@@ -761,7 +766,7 @@ class ReplicaManager:
                          answer.partition_epoch)
                 self._complete(hosted.replica.apply_committed(
                     answer.leader_epoch, answer.partition_epoch, answer.isr, hosted.replica.replicas,
-                    now_ms))
+                    now_ms, answer.recovering))
                 self._changed.add(tp)
         else:
             log.info("%s: AlterPartition refused: %s", tp, ErrorCode(answer.error_code).name)

@@ -106,6 +106,8 @@ class PartitionReplica:
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()         # as committed in the metadata log
         self.pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
+        # KIP-704: elected uncleanly and not yet marked RECOVERED in the metadata log.
+        self.recovering = False
         # Invariant (leader): log_start_offset <= high_watermark <= log_end_offset
         self.log_start_offset = 0
         self.log_end_offset = 0
@@ -118,8 +120,10 @@ class PartitionReplica:
 
     def become_leader(self, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
                       isr: tuple[int, ...], log_start_offset: int, log_end_offset: int,
-                      high_watermark: int, now_ms: int) -> list[ProduceCompletion]:
-        """The metadata log made this broker leader at ``leader_epoch``."""
+                      high_watermark: int, now_ms: int, recovering: bool = False
+                      ) -> list[ProduceCompletion]:
+        """The metadata log made this broker leader at ``leader_epoch``; ``recovering``:
+        by an unclean election (LeaderRecoveryState RECOVERING)."""
         assert self.local_broker_id in replicas, (self.local_broker_id, replicas)
         assert leader_epoch >= self.leader_epoch, (leader_epoch, self.leader_epoch)
         assert log_start_offset <= log_end_offset
@@ -132,6 +136,7 @@ class PartitionReplica:
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
         self.pending_isr = None
+        self.recovering = recovering
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
         self.high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
@@ -190,7 +195,8 @@ class PartitionReplica:
         return completions
 
     def apply_committed(self, leader_epoch: int, partition_epoch: int, isr: tuple[int, ...],
-                        replicas: tuple[int, ...], now_ms: int) -> list[ProduceCompletion]:
+                        replicas: tuple[int, ...], now_ms: int,
+                        recovering: bool | None = None) -> list[ProduceCompletion]:
         """A committed partition change in the same leader epoch (an ISR change)."""
         assert self.role is Role.LEADER
         # Only a *newer* partition epoch is news. The same epoch is the state this leader
@@ -204,6 +210,8 @@ class PartitionReplica:
         self.isr = tuple(isr)
         self._track_replicas(replicas, now_ms)
         self.pending_isr = None
+        if recovering is not None:
+            self.recovering = recovering
         return self._maybe_advance_hw()
 
     def abandon_pending_isr(self) -> None:
@@ -272,7 +280,11 @@ class PartitionReplica:
                 del self._parked[token]
                 completions.append(ProduceCompletion(token, ErrorCode.REQUEST_TIMED_OUT))
         effects: list[AlterIsr] = []
-        if self.role is Role.LEADER and self.pending_isr is None:
+        if self.role is Role.LEADER and self.pending_isr is None and self.recovering:
+            # KIP-704: recovery is immediate here (no tiered state to rebuild); say so
+            # with the ISR unchanged before proposing anything else.
+            effects.append(self._propose(self.isr))
+        elif self.role is Role.LEADER and self.pending_isr is None:
             lagging = self.out_of_sync_replicas(now_ms)
             if lagging:
                 new_isr = tuple(r for r in self.isr if r not in lagging)
@@ -292,6 +304,8 @@ class PartitionReplica:
         return out
 
     def _next_deadline(self, now_ms: int) -> int:
+        if self.role is Role.LEADER and self.recovering and self.pending_isr is None:
+            return 0                    # the recovery proposal is due now
         deadlines = [p.deadline_ms for p in self._parked.values()]
         if self.role is Role.LEADER:
             for r in self.isr:
@@ -315,7 +329,7 @@ class PartitionReplica:
         return AlterIsr(self.partition, self.leader_epoch, self.partition_epoch, new_isr)
 
     def _maybe_expand_isr(self, replica_id: int) -> list[AlterIsr]:
-        if self.pending_isr is not None or replica_id in self.isr:
+        if self.pending_isr is not None or replica_id in self.isr or self.recovering:
             return []
         progress = self.followers[replica_id]
         if (progress.log_end_offset >= self.high_watermark

@@ -308,7 +308,8 @@ class SimBroker:
             if code == 0 and part is not None:
                 code = part.error_code
             if code == 0 and part is not None:
-                answer = AlterPartitionAnswer(code, part.leader_epoch, part.partition_epoch, tuple(part.isr))
+                answer = AlterPartitionAnswer(code, part.leader_epoch, part.partition_epoch,
+                                              tuple(part.isr), part.leader_recovery_state == 1)
             else:
                 answer = AlterPartitionAnswer(code if code else ErrorCode.UNKNOWN_SERVER_ERROR)
             self.cluster.note(f"{self.name} AlterPartition {proposal.partition} {list(proposal.new_isr)}"

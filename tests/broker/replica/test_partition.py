@@ -146,3 +146,20 @@ def test_hw_matches_a_dumb_model(steps: list[tuple[int, int]]) -> None:
             expected = last_hw
         assert p.high_watermark == expected
         last_hw = p.high_watermark
+
+
+def test_an_unclean_leader_marks_itself_recovered_before_growing_the_isr() -> None:
+    # KIP-704: elected uncleanly (RECOVERING), the leader's first proposal is its ISR
+    # unchanged, saying RECOVERED; no expansion is proposed until that is committed.
+    p = PartitionReplica(TP, 1, replica_lag_time_max_ms=LAG_MS, min_insync_replicas=1)
+    p.become_leader(leader_epoch=5, partition_epoch=7, replicas=(1, 2, 3), isr=(1,),
+                    log_start_offset=0, log_end_offset=10, high_watermark=10, now_ms=0,
+                    recovering=True)
+    _, expand = p.on_follower_fetch(2, 10, now_ms=1)
+    assert expand == []                                  # caught up, but not while recovering
+    _, proposals, due = p.poll(now_ms=1)
+    assert proposals == [AlterIsr(TP, 5, 7, (1,))]
+    p.apply_committed(5, 8, (1,), (1, 2, 3), now_ms=2, recovering=False)
+    assert not p.recovering
+    _, expand = p.on_follower_fetch(2, 10, now_ms=3)
+    assert expand == [AlterIsr(TP, 5, 8, (1, 2))]

@@ -136,6 +136,11 @@ def test_unclean_election_where_the_topic_allows_it_is_marked_recovering() -> No
     assert (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), LeaderRecoveryState.RECOVERING)
     # created (0, 0); ISR shrink (0, 1); fenced + unclean election (1, 2)
     assert (p.leader_epoch, p.partition_epoch) == (1, 2)
+    # KIP-704: the leader marks itself recovered, explicitly, with the ISR unchanged.
+    answer = h.alter_partition("t", 0, [2], leader_recovery_state=int(LeaderRecoveryState.RECOVERED))
+    assert answer.error_code == 0
+    p = h.partition("t")
+    assert (p.isr, p.leader_recovery_state, p.leader_epoch) == ((2,), LeaderRecoveryState.RECOVERED, 1)
 
 
 def test_a_topic_config_overrides_the_cluster_default() -> None:
