@@ -19,7 +19,9 @@ from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import EpochAnswer, FetchedPartition, FollowerWork
 from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
-from clients.protocol.fetch_session import FetchSessionHandler, SessionRequest, WantedPartition
+from clients.protocol.fetch_session import (
+    FetchSessionHandler, SessionRequest, WantedPartition, request_topics,
+)
 from clients.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -138,22 +140,10 @@ class ReplicaFetcherManager:
                                                self.partition_fetch_max_bytes, f.log_start_offset)
                   for f in work.fetches}
         plan = session.build(wanted) if version >= 7 else SessionRequest(0, -1, tuple(wanted), ())
-        topics: dict[str, list] = {}
-        for tp in plan.to_send:
-            w = wanted[tp]
-            topics.setdefault(tp.topic, []).append(cls.FetchPartition(
-                partition=tp.partition, current_leader_epoch=w.current_leader_epoch,
-                fetch_offset=w.fetch_offset, log_start_offset=w.log_start_offset,
-                partition_max_bytes=w.partition_max_bytes))
-        forgotten: dict[str, list[int]] = {}
-        for tp in plan.forgotten:
-            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        topics, forgotten = request_topics(plan, wanted)
         req = cls(replica_id=self.broker_id, max_wait_ms=self.fetch_max_wait_ms, min_bytes=1,
                   max_bytes=self.fetch_max_bytes, isolation_level=0, session_id=plan.session_id,
-                  session_epoch=plan.session_epoch,
-                  topics=[cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                  forgotten_topics_data=[cls.ForgottenTopic(topic=t, partitions=ps)
-                                         for t, ps in forgotten.items()])
+                  session_epoch=plan.session_epoch, topics=topics, forgotten_topics_data=forgotten)
         try:
             resp = await conn.request(ApiKey.FETCH, version, req,
                                       timeout_s=self.fetch_max_wait_ms / 1000 + 30)

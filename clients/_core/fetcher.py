@@ -36,7 +36,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
-from clients.protocol.fetch_session import FetchSessionHandler, SessionRequest, WantedPartition
+from clients.protocol.fetch_session import (
+    FetchSessionHandler, SessionRequest, WantedPartition, request_topics,
+)
 import crc32c
 
 from clients.records import (
@@ -199,22 +201,11 @@ def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple
         handler = sessions.get(node) if sessions is not None else None
         session = (handler.build(wanted) if handler is not None
                    else SessionRequest(0, -1, tuple(wanted), ()))
-        topics: dict[str, list] = {}
-        for tp in session.to_send:
-            w = wanted[tp]
-            topics.setdefault(tp.topic, []).append(F.FetchPartition(
-                partition=tp.partition, current_leader_epoch=w.current_leader_epoch,
-                fetch_offset=w.fetch_offset, last_fetched_epoch=-1, log_start_offset=-1,
-                partition_max_bytes=w.partition_max_bytes))
-        forgotten: dict[str, list[int]] = {}
-        for tp in session.forgotten:
-            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        topics, forgotten = request_topics(session, wanted)
         request = F(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                     max_bytes=max_bytes, isolation_level=isolation_level,
                     session_id=session.session_id, session_epoch=session.session_epoch,
-                    topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                    forgotten_topics_data=[F.ForgottenTopic(topic=t, partitions=ps)
-                                           for t, ps in forgotten.items()], rack_id=rack_id)
+                    topics=topics, forgotten_topics_data=forgotten, rack_id=rack_id)
         plans.append(FetchPlan(node, request, tuple((tp, w.fetch_offset) for tp, w in wanted.items())))
     return plans
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 
-__all__ = ["FetchSessionHandler", "SessionRequest", "WantedPartition"]
+__all__ = ["FetchSessionHandler", "SessionRequest", "WantedPartition", "request_topics"]
 
 INITIAL_EPOCH = 0
 EPOCH_MAX = 0x7FFFFFFF
@@ -83,3 +84,23 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self.partitions = {}
         self._pending = None
+
+
+def request_topics(session: SessionRequest, wanted: dict[TopicPartition, WantedPartition]
+                   ) -> tuple[list[messages.FetchRequest.FetchTopic],
+                              list[messages.FetchRequest.ForgottenTopic]]:
+    """The Fetch request's ``topics`` (what ``session`` sends) and
+    ``forgotten_topics_data``, grouped by topic."""
+    F = messages.FetchRequest
+    topics: dict[str, list] = {}
+    for tp in session.to_send:
+        w = wanted[tp]
+        topics.setdefault(tp.topic, []).append(F.FetchPartition(
+            partition=tp.partition, current_leader_epoch=w.current_leader_epoch,
+            fetch_offset=w.fetch_offset, last_fetched_epoch=-1, log_start_offset=w.log_start_offset,
+            partition_max_bytes=w.partition_max_bytes))
+    forgotten: dict[str, list[int]] = {}
+    for tp in session.forgotten:
+        forgotten.setdefault(tp.topic, []).append(tp.partition)
+    return ([F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            [F.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()])
