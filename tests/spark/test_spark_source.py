@@ -113,6 +113,10 @@ def test_bad_options_are_named(spark, cluster) -> None:
         reader(spark, cluster).collect()
     with pytest.raises(Exception, match="no-such-topic"):
         reader(spark, cluster, subscribe="no-such-topic").collect()
+    with pytest.raises(Exception, match="startingOffsets"):
+        reader(spark, cluster, subscribe="batch6", startingOffsets='{"batch6": {0: 1').collect()
+    with pytest.raises(Exception, match="batch6-9"):
+        reader(spark, cluster, assign='{"batch6": [0, 9]}').collect()
     assert PySparkException is not None
 
 
