@@ -98,8 +98,9 @@ class Broker:
         # Heartbeats on a connection of their own: the controller fences a broker soon after
         # that connection closes (ketch.broker.disconnect.fence.ms), so it must close only
         # when this process dies, never because a slow forwarded admin request timed out.
-        self.heartbeat_channel = ControllerChannel(config.controller_voters,
-                                                   f"broker-{config.node_id}-heartbeat")
+        self.heartbeat_channel = ControllerChannel(
+            config.controller_voters, f"broker-{config.node_id}-heartbeat",
+            on_connection_lost=lambda: self.lifecycle.connection_lost())
         self.observer_listener = MetadataImageListener(self._schedule_apply)
         self.observer = MetadataObserver(list(config.controller_voters.values()), self.observer_listener,
                                          replica_id=config.node_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from clients.connection import KafkaConnection, connect
 from clients.protocol.errors import ErrorCode
@@ -41,8 +41,13 @@ def _error_code_of(body: Any) -> int:
 
 class ControllerChannel:
     def __init__(self, voters: dict[int, tuple[str, int]], client_id: str,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100,
+                 on_connection_lost: Callable[[], None] | None = None) -> None:
         self.voters = voters
+        # Told when a connection to a controller ends (the heartbeat channel's owner
+        # heartbeats again at once: the controller fences a broker whose heartbeat
+        # connection stays gone, ketch.broker.disconnect.fence.ms).
+        self.on_connection_lost = on_connection_lost
         self.client_id = client_id
         self.retry_backoff_ms = retry_backoff_ms
         self.active_id: int | None = None
@@ -54,7 +59,8 @@ class ControllerChannel:
         if conn is not None and not conn.closed:
             return conn
         host, port = self.voters[node_id]
-        conn = await connect(host, port, client_id=self.client_id, timeout_s=2.0)
+        conn = await connect(host, port, client_id=self.client_id, timeout_s=2.0,
+                             on_closed=self.on_connection_lost)
         await conn.negotiate_versions()
         self._conns[node_id] = conn
         return conn

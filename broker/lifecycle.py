@@ -49,6 +49,7 @@ class BrokerLifecycleManager:
         self.broker_epoch = -1
         self.fenced = True
         self._stopping = False
+        self._heartbeat_now = asyncio.Event()
 
     async def _register(self) -> None:
         r = self.registration
@@ -84,6 +85,18 @@ class BrokerLifecycleManager:
             timeout_s=self.registration.heartbeat_interval_ms / 1000 * 2)
         return resp
 
+    def connection_lost(self) -> None:
+        """The heartbeat connection ended: heartbeat again now, on a new one, before the
+        controller takes the closed connection for a dead broker."""
+        self._heartbeat_now.set()
+
+    async def _pause(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._heartbeat_now.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+        self._heartbeat_now.clear()
+
     async def run(self) -> None:
         await self._register()
         interval = self.registration.heartbeat_interval_ms / 1000
@@ -104,7 +117,7 @@ class BrokerLifecycleManager:
                 # (ketch.broker.disconnect.fence.ms) unless it heartbeats again.
                 await asyncio.sleep(min(interval, 0.05))
                 continue
-            await asyncio.sleep(interval if not self.fenced else min(interval, 0.2))
+            await self._pause(interval if not self.fenced else min(interval, 0.2))
 
     async def controlled_shutdown(self, timeout_s: float) -> None:
         """Ask the controller to move leadership away; return once it lets us go (or the

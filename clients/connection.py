@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from typing import Any
+from typing import Any, Callable
 
 from clients.errors import ConnectionClosedError
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, CorruptFrameError, messages
@@ -21,8 +21,11 @@ __all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect",
 
 class KafkaConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 client_id: str | None = "ketch", frame_bytes_max: int = 100 * 1024 * 1024) -> None:
+                 client_id: str | None = "ketch", frame_bytes_max: int = 100 * 1024 * 1024,
+                 on_closed: Callable[[], None] | None = None) -> None:
         self._reader = reader
+        # Told once when the connection ends, whoever ended it.
+        self._on_closed = on_closed
         self._writer = writer
         self._conn = ClientConnection(client_id=client_id, frame_bytes_max=frame_bytes_max)
         self._waiters: list[asyncio.Future] = []
@@ -54,6 +57,8 @@ class KafkaConnection:
     def _fail(self, error: BaseException) -> None:
         if self._closed is None:
             self._closed = error
+            if self._on_closed is not None:
+                self._on_closed()
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(ConnectionClosedError(str(error)))
@@ -143,10 +148,11 @@ CONNECT_VIA: dict[tuple[str, int], tuple[str, int]] = parse_connect_via(
 
 
 async def connect(host: str, port: int, client_id: str | None = "ketch",
-                  timeout_s: float = 10.0) -> KafkaConnection:
+                  timeout_s: float = 10.0,
+                  on_closed: Callable[[], None] | None = None) -> KafkaConnection:
     host, port = CONNECT_VIA.get((host, port), (host, port))
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    return KafkaConnection(reader, writer, client_id=client_id)
+    return KafkaConnection(reader, writer, client_id=client_id, on_closed=on_closed)
 
 
 def roundtrip(host: str, port: int, api_key: int, api_version: int, body: Any, *,

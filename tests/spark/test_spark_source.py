@@ -194,6 +194,7 @@ def test_a_leader_killed_during_a_streaming_query_loses_nothing(spark, cluster, 
     finally:
         q.stop()
         cluster.start_node(victim)
+        cluster.wait_until_ready(60)        # registered and unfenced: later topics need RF 3
     values = [v for _, _, v in sink.rows]
     assert sorted(values) == sorted(b"f%d" % i for i in range(300))
     assert TopicPartition("failover", 0) is not None
