@@ -56,6 +56,9 @@ FAST_CONTROLLER = {
     "broker.session.timeout.ms": "2500",
     "broker.heartbeat.interval.ms": "300",
     "auto.leader.rebalance.enable": "false",
+    # 1 s rather than the default 250 ms: a benign reconnect on a loaded machine must not
+    # fence a live broker mid-scenario (N15 sets the default back: it measures it).
+    "ketch.broker.disconnect.fence.ms": "1000",
 }
 
 

@@ -661,7 +661,8 @@ def n15(ctx: Context) -> None:
     leader acknowledges writes within 1 s although the session timeout is 20 s. Then
     SIGSTOP the leader: its socket stays open, so it is fenced only by the session timeout."""
     session_s = 20.0
-    c = ctx.cluster(controller_props={"broker.session.timeout.ms": str(int(session_s * 1000))})
+    c = ctx.cluster(controller_props={"broker.session.timeout.ms": str(int(session_s * 1000)),
+                                      "ketch.broker.disconnect.fence.ms": "250"})
     topic = "n15"
     c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
     t0 = time.monotonic()

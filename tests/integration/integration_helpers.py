@@ -49,6 +49,10 @@ FAST_BROKER = {
 FAST_CONTROLLER = {
     "broker.session.timeout.ms": "2500",
     "broker.heartbeat.interval.ms": "300",
+    # A closed heartbeat connection fences after 1 s here, not 250 ms: on a loaded 2-core
+    # CI machine a broker's benign reconnect (a heartbeat that timed out) can take longer
+    # than 250 ms, and a spurious fence moves leaderships under tests that expect them still.
+    "ketch.broker.disconnect.fence.ms": "1000",
 }
 # Teardown escalates to SIGKILL after this; a clean stop takes well under a second, and
 # test_faults checks clean exits on its own, so the fixture need not wait long.
