@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import time
 from typing import Any, Awaitable, Callable, Mapping
 
 from broker.auto_topic_creation import AutoTopicCreationManager
@@ -23,7 +24,7 @@ from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ANONYMOUS, ClientQuotas, describe_quotas
 from broker.fetch_session import FetchSessionCache, PartitionAsked
-from broker.metrics import BrokerMetrics
+from broker.metrics import BrokerMetrics, request_name
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
 from clients.types import TopicPartition
@@ -69,6 +70,12 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
+
+_REQUEST_NAMES = {int(k): request_name(k) for k in ApiKey}
+
+
+def _quorum_leader(resp: messages.DescribeQuorumResponse) -> int:
+    return next((p.leader_id for t in resp.topics for p in t.partitions), -1)
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
 _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
@@ -133,13 +140,19 @@ class KafkaApis:
             log.info("unsupported %s v%d from %s", ApiKey(api_key).name, version, client.host)
             return version, error_response(api_key, request.body, ErrorCode.UNSUPPORTED_VERSION,
                                            f"version {version} is not supported")
-        self.metrics.requests.labels(ApiKey(api_key).name).inc()
+        started = time.perf_counter()
         if api_key in _FORWARDED:
-            return version, await self.forward(api_key, version, request.body)
-        body = await self._handlers[api_key](request.body, version, client)
-        if body is None:
+            answer = await self.forward(api_key, version, request.body)
+        else:
+            answer = await self._handlers[api_key](request.body, version, client)
+        if api_key == ApiKey.FETCH:
+            name = "FetchFollower" if request.body.replica_id >= 0 else "FetchConsumer"
+        else:
+            name = _REQUEST_NAMES[api_key]
+        self.metrics.observe_request(name, started)
+        if answer is None:
             return None
-        return version, body
+        return version, answer
 
     def handle_unsupported(self, request: UnsupportedRequest) -> tuple[int, Any] | None:
         if request.api_key == ApiKey.API_VERSIONS:
@@ -254,7 +267,8 @@ class KafkaApis:
                 result = self.replicas.append(tp, p.records, acks)
                 results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
                                 result.log_start_offset, result.error_message, result.record_errors)
-                self.metrics.produced_bytes.inc(len(p.records) if p.records is not None else 0)
+                self.metrics.record_produce(topic.name, result.error_code, result.records_appended,
+                                            len(p.records) if p.records is not None else 0)
                 if result.required_offset is not None:
                     waits.append((key, tp, result.required_offset))
         throttle_ms = self.quotas.produce.record(
@@ -330,7 +344,7 @@ class KafkaApis:
                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
                 preferred_read_replica=r.preferred_read_replica,
                 records=self.replicas.records_of(r)))
-            self.metrics.fetched_bytes.inc(r.size_in_bytes)
+            self.metrics.record_fetch(tp.topic, r.error_code, r.size_in_bytes)
             fetched += r.size_in_bytes
         throttle_ms = 0 if replica_id >= 0 else self.quotas.fetch.record(
             self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "", fetched,
@@ -498,8 +512,10 @@ class KafkaApis:
     async def forward(self, api_key: int, version: int, body: Any) -> Any:
         """Forward an admin request to the active controller and relay its answer."""
         try:
-            used, resp = await self.controller.request(api_key, (version, version), body,
-                                                       timeout_s=self.config.request_timeout_ms / 1000)
+            used, resp = await self.controller.request(
+                api_key, (version, version), body, timeout_s=self.config.request_timeout_ms / 1000,
+                # Every controller answers DescribeQuorum, only the leader knows its voters.
+                leader_of=_quorum_leader if api_key == ApiKey.DESCRIBE_QUORUM else None)
         except ConnectionError as e:
             log.warning("forwarding %s failed: %s", ApiKey(api_key).name, e)
             return error_response(api_key, body, ErrorCode.REQUEST_TIMED_OUT,

@@ -21,7 +21,7 @@ import logging
 import os
 import random
 
-from broker.admin_http import AdminHttpServer
+from broker.admin_http import BrokerView
 from broker.apis import KafkaApis
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.cleaner_driver import CleanerDriver, CleanerSettings
@@ -35,12 +35,13 @@ from broker.group.driver import GroupCoordinatorDriver
 from broker.lifecycle import BrokerLifecycleManager, Registration
 from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
-from broker.metrics import BrokerMetrics
+from broker.group_lag import GroupLagMonitor
+from broker.metrics import BrokerMetrics, BrokerStateCollector
 from broker.producer_ids import ProducerIdManager
-from broker.replica.partition import Role
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ReplicaManager
 from clients.clock import SYSTEM_CLOCK, Clock
+from clients.http_api import AdminHttpServer, BrokerAdmins
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
@@ -82,7 +83,7 @@ class Broker:
             log.info("broker %d random seed %d", config.node_id, seed)
             rng = random.Random(seed)
         now_ms = clock.now_ms
-        self.metrics = BrokerMetrics()
+        self.metrics = BrokerMetrics(enabled=config.metrics_enable)
         self.cluster_id = self._identify_storage()
         self.storage = FileStorage()
         # Until the metadata image arrives, logs open with the static topic defaults.
@@ -136,8 +137,19 @@ class Broker:
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes,
                                   use_sendfile=zero_copy)
-        self.http = (AdminHttpServer(config.node_id, self.core, self.metrics.registry, self._broker_info,
-                                     config.listener_host, config.http_port)
+        # One admin client, through this broker's own listener, for the HTTP API and the
+        # group-lag metrics.
+        self.admins = BrokerAdmins(lambda: f"{config.advertised_host}:{self.server.port}",
+                                   f"ketch-broker-{config.node_id}-admin")
+        self.group_lag = GroupLagMonitor(self.groups.core.committed_offsets,
+                                         self.admins.cluster_admin, config.group_lag_interval_ms)
+        self.metrics.registry.register(BrokerStateCollector(
+            self.core, lambda: (self.replicas.produce_purgatory_size, self.replicas.fetch_purgatory_size),
+            lambda: self.server.connection_count, lambda: self.core.image.provenance.offset,
+            self.group_lag.snapshot))
+        self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state),
+                                     self.admins, self.metrics.exposition, config.listener_host,
+                                     config.http_port)
                      if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False
@@ -182,17 +194,20 @@ class Broker:
         loop = asyncio.get_running_loop()
         self.replicas.start(self.fetchers.fetch_from)
         self.groups.start()
+        self.metrics.process.start()
         self._tasks = [loop.create_task(self.observer.run(), name="metadata-observer"),
                        loop.create_task(self.lifecycle.run(), name="heartbeats"),
-                       loop.create_task(self.cleaner.run(), name="log-cleaner")]
+                       loop.create_task(self.cleaner.run(), name="log-cleaner"),
+                       loop.create_task(self.group_lag.run(), name="group-lag")]
 
     @property
     def port(self) -> int:
         return self.server.port
 
-    def _broker_info(self) -> dict:
+    def _lifecycle_state(self) -> dict:
         return {"cluster_id": self.cluster_id, "broker_epoch": self.lifecycle.broker_epoch,
-                "fenced": self.lifecycle.fenced}
+                "fenced": self.lifecycle.fenced, "caught_up": self._caught_up,
+                "rack": self.config.rack}
 
     def _schedule_apply(self) -> None:
         # Coalesce: a fetch response can hold many batches; apply the image once.
@@ -224,9 +239,6 @@ class Broker:
             log.exception("applying metadata offset %d failed", image.provenance.offset)
             raise
         self.groups.on_metadata(image)
-        self.metrics.metadata_offset.set(image.provenance.offset)
-        self.metrics.partitions_led.set(sum(1 for h in self.core.partitions.values()
-                                            if h.replica.role is Role.LEADER))
 
     def _apply_broker_configs(self) -> None:
         """Dynamic broker keys that steer broker-wide duties (not a topic's log) take
@@ -267,9 +279,11 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.metrics.process.stop()
         await self.server.stop()
         if self.http is not None:
             await self.http.stop()
+        await self.admins.close()
         await self.groups.stop()
         await self.fetchers.close()
         self.controller.close()

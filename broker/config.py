@@ -15,6 +15,7 @@
         (broker-wide defaults of the topic configs, Kafka's log.* names: resolved with the
         dynamic layers by metadata_log.config_layers, not here)
     ketch.http.port=-1                 (the HTTP admin API and /metrics; 0 = any free port, -1 = off)
+    ketch.metrics.enable=true          ketch.metrics.group.lag.interval.ms=30000
     ketch.event.loop=asyncio           (or uvloop: faster request handling, but its loop has no
                                         sendfile, so fetches copy log data through Python)
 
@@ -74,6 +75,8 @@ class BrokerConfig:
     request_timeout_ms: int
     http_port: int
     event_loop: str
+    metrics_enable: bool = True
+    group_lag_interval_ms: int = 30_000
 
 
 # replica.selector.class (KIP-392): Kafka's two selectors, by their Java class names.
@@ -140,6 +143,8 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         request_timeout_ms=node.get_int("request.timeout.ms"),
         http_port=node.get_int("ketch.http.port"),
         event_loop=(node.get_str("ketch.event.loop") or "asyncio").lower(),
+        metrics_enable=node.get_bool("ketch.metrics.enable"),
+        group_lag_interval_ms=node.get_int("ketch.metrics.group.lag.interval.ms"),
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")

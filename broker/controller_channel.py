@@ -73,9 +73,12 @@ class ControllerChannel:
         return ids
 
     async def request(self, api_key: int, versions: tuple[int, int], body: Any,
-                      timeout_s: float = 10.0, any_controller: bool = False) -> tuple[int, Any]:
+                      timeout_s: float = 10.0, any_controller: bool = False,
+                      leader_of: Callable[[Any], int] | None = None) -> tuple[int, Any]:
         """Send to the active controller (or any, for reads); (version used, response).
-        Retries through NOT_CONTROLLER and unreachable controllers until ``timeout_s``."""
+        Retries through NOT_CONTROLLER and unreachable controllers until ``timeout_s``.
+        ``leader_of(response)``: for a read every controller answers (DescribeQuorum), the
+        leader the answer names; an answer from another controller is asked again there."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         last_error: BaseException | None = None
@@ -98,6 +101,11 @@ class ControllerChannel:
                     self.active_id = hinted if hinted in self.voters else None
                     last_error = ConnectionError(f"controller {node_id} is not active")
                     continue
+                named = leader_of(resp) if leader_of is not None else node_id
+                if named != node_id and named in self.voters:
+                    self.active_id = named
+                    last_error = ConnectionError(f"controller {node_id} follows {named}")
+                    break
                 if not any_controller:
                     self.active_id = node_id
                 return version, resp

@@ -1,16 +1,222 @@
-"""The broker's Prometheus metrics (its own registry, served at /metrics)."""
+"""The broker's Prometheus metrics, named as Kafka's JMX exporter names Kafka's MBeans
+(Strimzi's rules: ``kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic=t>``
+becomes ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``), so dashboards built
+for Kafka read Ketch unchanged. The full list is in docs/operations.md.
+
+Two kinds:
+
+- counted on the request path (``BrokerMetrics``): messages and bytes in and out per
+  topic, produce and fetch requests and failures, requests and their total time per API.
+  One dict lookup and an add per partition; ``ketch.metrics.enable=false`` turns them off
+  (bench/ops.py measures what they cost);
+- read when Prometheus scrapes (``BrokerStateCollector``): partition and leader counts,
+  under-replicated and under-min-ISR partitions, ISR shrinks and expands, each log's size
+  and offsets, followers' lag, purgatory sizes, connections, and consumer-group lag
+  (``broker/group_lag.py``). Nothing is kept up to date between scrapes.
+"""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+import time
+from typing import Callable, Iterable
 
-__all__ = ["BrokerMetrics"]
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from broker.replica.partition import Role
+from broker.replica_manager import ReplicaManager
+from clients.http_api.process_metrics import ProcessMetrics
+from clients.protocol import ApiKey
+
+__all__ = ["BrokerMetrics", "BrokerStateCollector", "request_name"]
+
+# Kafka's TotalTimeMs, as a histogram in milliseconds (p50/p99 by histogram_quantile).
+TOTAL_TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+
+def request_name(api_key: int) -> str:
+    """Kafka's request label: FETCH -> Fetch, LIST_OFFSETS -> ListOffsets."""
+    return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+
+
+class _TopicCounter:
+    """A labelled counter with its children cached per topic (labels() costs a lock and
+    a tuple per call; the request path calls this per partition)."""
+
+    def __init__(self, counter: Counter) -> None:
+        self.counter = counter
+        self.children: dict[str, Counter] = {}
+
+    def inc(self, topic: str, amount: float = 1) -> None:
+        child = self.children.get(topic)
+        if child is None:
+            child = self.children[topic] = self.counter.labels(topic)
+        child.inc(amount)
 
 
 class BrokerMetrics:
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.registry = CollectorRegistry()
-        self.requests = Counter("ketch_broker_requests", "Requests handled", ["api"], registry=self.registry)
-        self.produced_bytes = Counter("ketch_broker_produced_bytes", "Record bytes received", registry=self.registry)
-        self.fetched_bytes = Counter("ketch_broker_fetched_bytes", "Record bytes served", registry=self.registry)
-        self.partitions_led = Gauge("ketch_broker_partitions_led", "Partitions this broker leads", registry=self.registry)
-        self.metadata_offset = Gauge("ketch_broker_metadata_offset", "Metadata log offset applied", registry=self.registry)
+        r = self.registry
+
+        def per_topic(name: str, doc: str) -> _TopicCounter:
+            return _TopicCounter(Counter(f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"],
+                                         registry=r))
+        self.messages_in = per_topic("messagesin", "Records appended by produce requests")
+        self.bytes_in = per_topic("bytesin", "Record bytes received from producers")
+        self.bytes_out = per_topic("bytesout", "Record bytes sent to consumers and followers")
+        self.produce_requests = per_topic("totalproducerequests", "Produce requests, per partition")
+        self.failed_produce = per_topic("failedproducerequests", "Produce requests that failed, per partition")
+        self.fetch_requests = per_topic("totalfetchrequests", "Fetch requests, per partition")
+        self.failed_fetch = per_topic("failedfetchrequests", "Fetch requests that failed, per partition")
+        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests by API",
+                                ["request"], registry=r)
+        self.total_time = Histogram("kafka_network_requestmetrics_totaltimems",
+                                    "Time from a request's arrival to its response, in ms",
+                                    ["request"], buckets=TOTAL_TIME_BUCKETS_MS, registry=r)
+        self._request_children: dict[str, tuple[Counter, Histogram]] = {}
+        self.process = ProcessMetrics(r)
+
+    def exposition(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def observe_request(self, request: str, started: float) -> None:
+        """One request answered; ``started``: its time.perf_counter() on arrival."""
+        if not self.enabled:
+            return
+        children = self._request_children.get(request)
+        if children is None:
+            children = self._request_children[request] = (
+                self.requests.labels(request), self.total_time.labels(request))
+        children[0].inc()
+        children[1].observe((time.perf_counter() - started) * 1000)
+
+    def record_produce(self, topic: str, error_code: int, records: int, size: int) -> None:
+        if not self.enabled:
+            return
+        self.produce_requests.inc(topic)
+        if error_code:
+            self.failed_produce.inc(topic)
+            return
+        self.messages_in.inc(topic, records)
+        self.bytes_in.inc(topic, size)
+
+    def record_fetch(self, topic: str, error_code: int, size: int) -> None:
+        if not self.enabled:
+            return
+        self.fetch_requests.inc(topic)
+        if error_code:
+            self.failed_fetch.inc(topic)
+        elif size:
+            self.bytes_out.inc(topic, size)
+
+
+class BrokerStateCollector(Collector):
+    """Gauges read from the broker's state at scrape time."""
+
+    def __init__(self, core: ReplicaManager, purgatory_sizes: Callable[[], tuple[int, int]],
+                 connections: Callable[[], int], metadata_offset: Callable[[], int],
+                 group_lag: Callable[[], dict[tuple[str, str, int], tuple[int, int]]]) -> None:
+        """``purgatory_sizes()``: (produce, fetch); ``group_lag()``: (group, topic,
+        partition) -> (committed offset, lag) for the groups this broker coordinates."""
+        self.core = core
+        self.purgatory_sizes = purgatory_sizes
+        self.connections = connections
+        self.metadata_offset = metadata_offset
+        self.group_lag = group_lag
+
+    def describe(self) -> Iterable[Metric]:
+        return []      # no descriptions up front: the registry must not call collect() early
+
+    def collect(self) -> Iterable[Metric]:
+        core = self.core
+        rm = "kafka_server_replicamanager_"
+        partitions = leaders = urp = under_min = 0
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on this broker",
+                                 labels=["topic", "partition"])
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "A partition's log end offset here",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "A partition's log start offset here",
+                                  labels=["topic", "partition"])
+        hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark",
+                               "A partition's high watermark as this broker knows it",
+                               labels=["topic", "partition"])
+        follower_lag = GaugeMetricFamily(
+            "kafka_server_fetcherlagmetrics_consumerlag",
+            "Records a follower is behind this leader's log end (as the leader last saw it)",
+            labels=["topic", "partition", "replica"])
+        max_lag = 0
+        for tp, hosted in core.partitions.items():
+            partitions += 1
+            labels = [tp.topic, str(tp.partition)]
+            log = hosted.log
+            size.add_metric(labels, log.size_bytes)
+            end.add_metric(labels, log.log_end_offset)
+            start.add_metric(labels, log.log_start_offset)
+            replica = hosted.replica
+            hw.add_metric(labels, replica.high_watermark)
+            if replica.role is not Role.LEADER:
+                continue
+            leaders += 1
+            if len(replica.isr) < len(replica.replicas):
+                urp += 1
+            if len(replica.isr) < core.min_insync_replicas(tp.topic):
+                under_min += 1
+            for follower_id, progress in replica.followers.items():
+                if progress.log_end_offset < 0:
+                    continue
+                lag = max(0, log.log_end_offset - progress.log_end_offset)
+                max_lag = max(max_lag, lag)
+                follower_lag.add_metric([*labels, str(follower_id)], lag)
+        yield GaugeMetricFamily(rm + "partitioncount", "Partitions with a replica on this broker",
+                                value=partitions)
+        yield GaugeMetricFamily(rm + "leadercount", "Partitions this broker leads", value=leaders)
+        yield GaugeMetricFamily(rm + "underreplicatedpartitions",
+                                "Partitions led here whose ISR is smaller than their replica set",
+                                value=urp)
+        yield GaugeMetricFamily(rm + "underminisrpartitioncount",
+                                "Partitions led here whose ISR is below min.insync.replicas",
+                                value=under_min)
+        yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks committed for partitions led here",
+                                  value=core.isr_shrinks)
+        yield CounterMetricFamily(rm + "isrexpands", "ISR expansions committed for partitions led here",
+                                  value=core.isr_expands)
+        yield GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
+                                "The largest follower lag behind a partition led here, in records",
+                                value=max_lag)
+        yield size
+        yield end
+        yield start
+        yield hw
+        yield follower_lag
+        produce, fetch = self.purgatory_sizes()
+        purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
+                                      "Requests waiting in a purgatory", labels=["delayedoperation"])
+        purgatory.add_metric(["Produce"], produce)
+        purgatory.add_metric(["Fetch"], fetch)
+        yield purgatory
+        yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                                "Open client and broker connections", value=self.connections())
+        yield GaugeMetricFamily("kafka_server_metadataloader_lastappliedrecordoffset",
+                                "Metadata log offset this broker has applied",
+                                value=self.metadata_offset())
+        group_lag = GaugeMetricFamily("kafka_consumergroup_lag",
+                                "Log end offset minus committed offset, per group and partition "
+                                "(computed by the group's coordinator)",
+                                labels=["consumergroup", "topic", "partition"])
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                    "A group's committed offset", labels=["consumergroup", "topic", "partition"])
+        totals: dict[str, int] = {}
+        for (group, topic, partition), (committed, value) in sorted(self.group_lag().items()):
+            group_lag.add_metric([group, topic, str(partition)], value)
+            current.add_metric([group, topic, str(partition)], committed)
+            totals[group] = totals.get(group, 0) + value
+        yield group_lag
+        yield current
+        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "A group's lag over all partitions",
+                                    labels=["consumergroup"])
+        for group, total in sorted(totals.items()):
+            lag_sum.add_metric([group], total)
+        yield lag_sum

@@ -66,6 +66,16 @@ class ReplicaDriver:
         self._fetch_from = fetch_from
         self._task = asyncio.get_running_loop().create_task(self._poll_loop(), name="replica-poll")
 
+    @property
+    def produce_purgatory_size(self) -> int:
+        """acks=all produce requests waiting for the high watermark (Kafka's Produce purgatory)."""
+        return len(self._produce_waiters)
+
+    @property
+    def fetch_purgatory_size(self) -> int:
+        """Long-polling fetches waiting for data (Kafka's Fetch purgatory)."""
+        return len({id(w) for waiters in self._data_waiters.values() for w in waiters})
+
     def subscribe_leadership(self, callback: Callable[[TopicPartition, bool], None]) -> None:
         """``callback(partition, leader)`` after this broker starts or stops leading it."""
         self._leadership_subscribers.append(callback)

@@ -205,6 +205,7 @@ class ProduceResult:
     record_errors: tuple[tuple[int, str], ...] = ()     # KIP-467
     # acks=all: the offset the HW must reach (``await_replication``); None: nothing to wait for.
     required_offset: int | None = None
+    records_appended: int = 0       # for MessagesInPerSec (0 for a duplicate or a refusal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +272,10 @@ class ReplicaManager:
         self._changed: set[TopicPartition] = set()
         self.leader_quota = ReplicationQuota()
         self.follower_quota = ReplicationQuota()
+        # ISR changes this broker's leaders got committed (Kafka's IsrShrinksPerSec and
+        # IsrExpandsPerSec), read by the metrics collector.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.apply_broker_configs()
 
     # ------------------------------------------------------------ effects
@@ -542,7 +547,8 @@ class ReplicaManager:
         self._changed.add(tp)
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms,
                              result.log_start_offset,
-                             required_offset=result.last_offset + 1 if acks == -1 else None)
+                             required_offset=result.last_offset + 1 if acks == -1 else None,
+                             records_appended=result.last_offset - result.base_offset + 1)
 
     def await_replication(self, tp: TopicPartition, token: Hashable, required_offset: int,
                           deadline_ms: int) -> bool:
@@ -764,6 +770,10 @@ class ReplicaManager:
             if hosted is not None and hosted.replica.role is Role.LEADER:
                 log.info("%s: ISR %s committed at partition epoch %d", tp, list(answer.isr),
                          answer.partition_epoch)
+                if len(answer.isr) < len(hosted.replica.isr):
+                    self.isr_shrinks += 1
+                elif len(answer.isr) > len(hosted.replica.isr):
+                    self.isr_expands += 1
                 self._complete(hosted.replica.apply_committed(
                     answer.leader_epoch, answer.partition_epoch, answer.isr, hosted.replica.replicas,
                     now_ms, answer.recovering))

@@ -1204,7 +1204,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("ketch.controller.poll.interval.ms", T.INT, "250", at_least(1),
               "How often a controller's shell polls its core for due timers"),
     ConfigDef("ketch.http.port", T.INT, "-1", between(-1, 65535),
-              "Port of the broker's HTTP admin API and /metrics (0: any free port, -1: off)"),
+              "Port of the node's HTTP admin API, /metrics and status page (0: any free "
+              "port, -1: off)"),
+    ConfigDef("ketch.metrics.enable", T.BOOLEAN, "true", None,
+              "Count requests, records and bytes per API and topic on the request path "
+              "(the gauges read at scrape time are always served)"),
+    ConfigDef("ketch.metrics.group.lag.interval.ms", T.INT, "30000", at_least(100),
+              "How often a broker computes the lag of the consumer groups it coordinates "
+              "for kafka_consumergroup_lag"),
     ConfigDef("ketch.event.loop", T.STRING, "asyncio", one_of("asyncio", "uvloop"),
               "The broker's event loop: asyncio, or uvloop (faster requests, but no sendfile, "
               "so fetches copy log data through Python)"),

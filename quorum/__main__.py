@@ -15,6 +15,8 @@ import sys
 from typing import Any, Callable
 
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
+from clients.http_api import AdminHttpServer, ControllerAdmins
+from quorum.admin_http import ControllerMetrics, ControllerView
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
 from quorum.raft import RaftQuorum, RaftSettings
@@ -45,14 +47,29 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                           cluster_id=config.cluster_id)
     listener = KafkaServer(apis, config.listener_host, config.listener_port,
                            on_connection_closed=apis.connection_closed)
+    metrics = ControllerMetrics(quorum, driver, lambda: listener.connection_count)
+    view = ControllerView(config.node_id, config.cluster_id, quorum, driver, config.properties)
+    admins = ControllerAdmins(",".join(f"{h}:{p}" for h, p in config.voters.values()),
+                              view.live_broker_endpoints, f"ketch-controller-{config.node_id}-admin")
+    http = (AdminHttpServer(view, admins, metrics.exposition, config.listener_host, config.http_port)
+            if config.http_port >= 0 else None)
     try:
         port = await listener.start()
         driver.start()
+        metrics.process.start()
         log.info("controller %d listening on %s:%d, raft on %s, data in %s", config.node_id,
                  config.listener_host, port, config.raft_address, config.metadata_log_dir)
+        if http is not None:
+            http_port = await http.start()
+            log.info("controller %d HTTP admin API and /metrics on %s:%d", config.node_id,
+                     config.listener_host, http_port)
         await stop.wait()
         log.info("controller %d stopping", config.node_id)
     finally:
+        if http is not None:
+            await http.stop()
+        await admins.close()
+        await metrics.process.stop()
         await listener.stop()
         await driver.stop()
         await quorum.close()

@@ -69,6 +69,10 @@ class ControllerProcessConfig:
     election_timeout_max_ms: int
     # Kafka controller settings handed to quorum.controller.ControllerConfig.
     controller_settings: dict[str, object] = field(default_factory=dict)
+    http_port: int = -1                         # ketch.http.port: admin API, /metrics, status page
+    # The server.properties as given: the static layer of the effective topic configs
+    # the HTTP API's health view resolves (min.insync.replicas).
+    properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def raft_address(self) -> str:
@@ -161,6 +165,8 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
         snapshot_bytes=node.get_int("metadata.log.max.record.bytes.between.snapshots"),
         election_timeout_min_ms=election_min, election_timeout_max_ms=election_max,
         controller_settings=settings,
+        http_port=node.get_int("ketch.http.port"),
+        properties=dict(props),
     )
     if config.write_timeout_ms <= 0 or config.poll_interval_ms <= 0 or config.snapshot_bytes <= 0:
         raise ConfigError("timeouts, intervals and snapshot bytes must be positive")

@@ -114,6 +114,10 @@ class KafkaServer:
         self._next_connection_id = 0
         self.connections_closed_for_protocol_errors = 0
 
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._serve, self.host, self.port,
                                                   reuse_address=True, limit=READ_CHUNK_BYTES)

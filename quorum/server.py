@@ -172,6 +172,12 @@ class ControllerDriver:
         self._poll_task: asyncio.Task[None] | None = None
         self._poll_now = asyncio.Event()
         self.replay_errors = 0
+        # For the metrics (quorum/admin_http.py): read at scrape time.
+        self.records_committed = 0
+        self.records_appended = 0          # by this controller, while active
+        self.leader_changes = 0
+        self.snapshot_time_ms: int | None = None    # wall time the newest snapshot was taken
+        self.observe_commit_ms: Callable[[float], None] = lambda ms: None
         self._records_since_freeze = 0
         self._last_freeze = time.monotonic()
         quorum.register(self)
@@ -187,6 +193,7 @@ class ControllerDriver:
                 log.error("committed batch at %d skipped: %s", batch.base_offset, outcome.error)
             if getattr(self.controller, "wants_poll", False):
                 self._poll_now.set()        # follow-ups of this batch: at once
+        self.records_committed += len(batch.records)
         self._records_since_freeze += len(batch.records)
         self._maybe_freeze_gc()
         self._maybe_snapshot(batch)
@@ -220,6 +227,7 @@ class ControllerDriver:
             self.controller.activate(self.clock_ms())
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self.leader_changes += 1
         active = self.quorum.is_active
         if active != self._was_active:
             log.info("%s at epoch %d (leader %d, committed offset %d)",
@@ -273,10 +281,13 @@ class ControllerDriver:
     async def _commit(self, records: Sequence[Any]) -> None:
         if not records:
             return
+        started = time.perf_counter()
         future = self.quorum.append(_encode_records(records))
         self._unresolved = future
         await asyncio.shield(future)        # the timeout leaves it in _unresolved
         self._unresolved = None
+        self.records_appended += len(records)
+        self.observe_commit_ms((time.perf_counter() - started) * 1000)
 
     async def run_poll_loop(self) -> None:
         wait_ms = self.poll_interval_ms
@@ -356,6 +367,7 @@ class ControllerDriver:
             if (batch.next_offset <= self.quorum.log.high_watermark
                     and batch.next_offset > self.quorum.log.log_start_offset):
                 self.quorum.install_snapshot(snapshot)
+                self.snapshot_time_ms = int(time.time() * 1000)
                 self.reader.forget_below(snapshot.end_offset)
                 log.info("metadata snapshot at %d: %d records", snapshot.end_offset, len(encoded))
         except Exception:

@@ -338,6 +338,16 @@ class GroupCoordinator:
     def groups(self) -> list[ClassicGroup]:
         return list(self._groups.values())
 
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Every live group this coordinator holds, with its committed offsets (for the
+        broker's consumer-lag metrics)."""
+        out = {}
+        for group_id in self._groups:
+            committed = self._committed(group_id)
+            if committed:
+                out[group_id] = {tp: v.offset for tp, v in committed.items()}
+        return out
+
     # ================================================================== appends
 
     def on_append_result(self, append_id: int, error_code: int, now_ms: int) -> list[Effect]:

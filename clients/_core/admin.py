@@ -44,7 +44,7 @@ __all__ = [
     "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType",
     "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult", "ListOffsetsResult",
     "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset", "OffsetResetKind",
-    "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "TopicDescription",
+    "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "TopicDescription",
     "TopicListing", "TopicPartitionInfo", "ZERO_TOPIC_ID", "decode_assignment",
     "client_quota_entity", "decode_subscription", "group_lag", "leader_log_end",
     "plan_offset_reset", "quorum_replicas",
@@ -206,6 +206,14 @@ class ClusterDescription:
     cluster_id: str
     controller_id: int        # as brokers report it (KRaft brokers name themselves)
     brokers: tuple[BrokerNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogDir:
+    """A partition's log on a broker (DescribeLogDirs)."""
+    log_dir: str
+    size_bytes: int
+    offset_lag: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,8 @@ from clients.types import TopicPartition
 
 __all__ = [
     "ElectionType", "PartitionReassignment", "PlanError", "ReassignmentState", "format_plan",
-    "parse_plan", "parse_topics_to_move", "propose_assignment", "verify_status",
+    "parse_plan", "parse_topics_to_move", "plan_decommission", "propose_assignment",
+    "verify_status",
 ]
 
 PLAN_VERSION = 1
@@ -178,6 +179,34 @@ def propose_assignment(current: Mapping[TopicPartition, Sequence[int]], brokers:
                 # Kafka's replicaIndex: followers at a shift from the leader, never on it.
                 replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n] if n > 1 else ids[0])
             out[tp] = tuple(replicas)
+    return out
+
+
+def plan_decommission(current: Mapping[TopicPartition, Sequence[int]], broker_id: int,
+                      brokers: Iterable[int]) -> dict[TopicPartition, tuple[int, ...]]:
+    """Move every replica off ``broker_id`` (decommissioning it): each such replica goes,
+    in its place in the replica list (a preferred leader is replaced by a preferred
+    leader), to the broker of ``brokers`` that holds no replica of the partition and the
+    fewest replicas so far, the lower id on a tie. Partitions without a replica on the
+    broker are left out of the plan."""
+    targets = sorted(set(brokers) - {broker_id})
+    load = {b: 0 for b in targets}
+    for replicas in current.values():
+        for b in replicas:
+            if b in load:
+                load[b] += 1
+    out: dict[TopicPartition, tuple[int, ...]] = {}
+    for tp in sorted(current):
+        replicas = tuple(current[tp])
+        if broker_id not in replicas:
+            continue
+        candidates = [b for b in targets if b not in replicas]
+        if not candidates:
+            raise PlanError(f"{tp.topic}-{tp.partition} has replicas on {list(replicas)}: no other "
+                            f"broker is left to take broker {broker_id}'s replica")
+        chosen = min(candidates, key=lambda b: (load[b], b))
+        load[chosen] += 1
+        out[tp] = tuple(chosen if b == broker_id else b for b in replicas)
     return out
 
 

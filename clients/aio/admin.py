@@ -31,7 +31,7 @@ Leader elections and partition reassignment (``elect_leaders``,
 controller; ``clients.aio.controller_admin.ControllerAdmin`` runs every call of this class
 against the controllers directly (Kafka's ``bootstrap.controllers``, KIP-919).
 
-Not here: ACLs, quotas, log dirs, transactions, delegation tokens, SCRAM users and client
+Not here: ACLs, log dir moves (AlterReplicaLogDirs), transactions, delegation tokens, SCRAM users and client
 metrics (Ketch's brokers serve none of them yet).
 """
 from __future__ import annotations
@@ -45,12 +45,12 @@ from clients._core.admin import (
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetResetKind, OffsetSpec,
-    PartitionLag, QuorumInfo, TopicDescription, TopicListing, TopicPartitionInfo,
+    PartitionLag, QuorumInfo, ReplicaLogDir, TopicDescription, TopicListing, TopicPartitionInfo,
     ZERO_TOPIC_ID, decode_assignment, decode_subscription, group_lag, leader_log_end,
     plan_offset_reset, quorum_replicas,
 )
 from clients._core.config import ADMIN, ClientConfig, parse_config
-from clients._core.reassignment import ElectionType, PartitionReassignment
+from clients._core.reassignment import ElectionType, PartitionReassignment, plan_decommission
 from clients.aio._cluster import Cluster
 from clients.errors import (
     ErrorCode, GroupIdNotFoundError, KafkaApiError, KafkaTimeoutError, NonEmptyGroupError,
@@ -65,7 +65,7 @@ __all__ = [
     "ConfigType", "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult",
     "ListOffsetsResult", "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset",
     "OffsetSpec", "PartitionLag", "QuorumInfo", "TopicDescription", "TopicListing",
-    "TopicPartitionInfo", "ElectionType", "PartitionReassignment",
+    "TopicPartitionInfo", "ElectionType", "PartitionReassignment", "ReplicaLogDir",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -765,6 +765,57 @@ class Admin:
             "list reassignments", ["reassignments"], timeout_ms, self._controller, send,
             retriable=self._controller_retriable, on_retry=self._refresh_controller)).values()
         return result
+
+    async def decommission_broker(self, broker_id: int, *, dry_run: bool = False,
+                                  timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, ...]]:
+        """Move every replica off ``broker_id`` to the other live brokers
+        (``plan_decommission``) and start those reassignments; returns the plan. The
+        broker keeps serving until its replicas have moved (``list_partition_reassignments``
+        shows what still moves); stop it afterwards."""
+        deadline, _ = self._deadline(timeout_ms)
+        cluster = await self.describe_cluster(timeout_ms=self._remaining_ms(deadline))
+        live = {b.node_id for b in cluster.brokers}
+        if broker_id not in live:
+            raise _error(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id}",
+                         f"not a live broker (live: {sorted(live)})")
+        described = await self.describe_topics(
+            list(await self.list_topics(include_internal=True, timeout_ms=self._remaining_ms(deadline))),
+            timeout_ms=self._remaining_ms(deadline))
+        current = {TopicPartition(d.name, p.partition): p.replicas
+                   for d in described.values() for p in d.partitions}
+        plan = plan_decommission(current, broker_id, live)
+        if plan and not dry_run:
+            await self.alter_partition_reassignments(plan, timeout_ms=self._remaining_ms(deadline))
+        return plan
+
+    async def describe_log_dirs(self, partitions: Iterable[TopicPartition], *,
+                                timeout_ms: int | None = None) -> dict[TopicPartition, ReplicaLogDir]:
+        """Each partition's log on its leader (DescribeLogDirs): the log directory, the
+        size in bytes, and the offset lag Kafka reports (0 on a leader)."""
+        D = messages.DescribeLogDirsRequest
+
+        async def send(node: int | None, tps: list[TopicPartition], request_ms: int) -> dict:
+            by_topic: dict[str, list[int]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            body = D(topics=[D.DescribableLogDirTopic(topic=t, partitions=ps)
+                             for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.DESCRIBE_LOG_DIRS, body, (1, 4), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {tp: _error(resp.error_code, "DescribeLogDirs") for tp in tps}
+            out: dict[TopicPartition, Any] = {}
+            for r in resp.results:
+                for t in r.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        out[tp] = ReplicaLogDir(r.log_dir, p.partition_size, p.offset_lag) \
+                            if r.error_code == ErrorCode.NONE else _error(r.error_code, f"log dir of {tp}")
+            # A leader that moved away no longer has the log: ask again where it is now.
+            return {tp: out.get(tp, _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"partition {tp}"))
+                    for tp in tps}
+
+        return _raise_first(await self._fan_out("describe log dir of", partitions, timeout_ms,
+                                                self._leader, send, on_retry=self._refresh_topic))
 
     # ------------------------------------------------------------ consumer groups
 

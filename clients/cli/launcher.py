@@ -120,7 +120,7 @@ class NodeSpec:
     log: str
     raft_port: int | None = None
     pid: int | None = None
-    http_port: int | None = None     # brokers: the HTTP admin API and /metrics
+    http_port: int | None = None     # the HTTP admin API, /metrics and the status page
 
 
 @dataclass
@@ -248,28 +248,47 @@ class LocalCluster:
             # Everything is decided before anything is written: a refusal changes nothing.
             if brokers is not None and brokers > len(spec.brokers):
                 self._add_brokers(spec, brokers - len(spec.brokers))
+            self._give_http_ports(spec)
             self._update_configs(spec)
             self.write_json(spec)
+            write_prometheus_files(spec)
             return spec
         controllers = DEFAULT_CONTROLLERS if controllers is None else controllers
         brokers = DEFAULT_BROKERS if brokers is None else brokers
         self.formatted = True
         os.makedirs(self.dir, exist_ok=True)
-        ports = free_ports(2 * controllers + 2 * brokers)
+        ports = free_ports(3 * controllers + 2 * brokers)
         spec = ClusterSpec(self.dir, new_cluster_id())
         for i in range(controllers):
             node_id = CONTROLLER_ID_BASE + i + 1
-            spec.nodes.append(self._node(node_id, "controller", ports[2 * i], ports[2 * i + 1]))
+            node = self._node(node_id, "controller", ports[3 * i], ports[3 * i + 1])
+            node.http_port = ports[3 * i + 2]
+            spec.nodes.append(node)
         for i in range(brokers):
-            node = self._node(i + 1, "broker", ports[2 * controllers + i])
-            node.http_port = ports[2 * controllers + brokers + i]
+            node = self._node(i + 1, "broker", ports[3 * controllers + i])
+            node.http_port = ports[3 * controllers + brokers + i]
             spec.nodes.append(node)
         secret_path = os.path.join(self.dir, "cluster.secret")
         with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(secrets.token_urlsafe(32))
         self._write_configs(spec)
         self.write_json(spec)
+        write_prometheus_files(spec)
         return spec
+
+    def _give_http_ports(self, spec: ClusterSpec) -> None:
+        """Nodes of a directory formatted before every node had an HTTP API get a port now
+        (their server.properties learn it from ``_update_configs``)."""
+        missing = [n for n in spec.nodes if n.http_port is None]
+        if not missing:
+            return
+        used = {p for n in spec.nodes for p in (n.port, n.raft_port, n.http_port) if p}
+        for node, port in zip(missing, free_ports(len(missing), exclude=used)):
+            node.http_port = port
+            if os.path.exists(node.config):
+                with open(node.config) as f:
+                    text = f.read()
+                _atomic_write(node.config, _set_properties(text, {"ketch.http.port": str(port)}))
 
     def _check_size(self, spec: ClusterSpec, controllers: int | None, brokers: int | None) -> None:
         have_c, have_b = len(spec.controllers), len(spec.brokers)
@@ -356,6 +375,8 @@ class LocalCluster:
                 "metadata.log.dir": node.data_dir,
                 "default.replication.factor": replication,
             })
+            if node.http_port is not None:
+                props["ketch.http.port"] = str(node.http_port)
             props.update(self.controller_props)
         else:
             props.update({
@@ -478,6 +499,37 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+PROMETHEUS_DIR = "prometheus"
+SCRAPE_INTERVAL_S = 5
+
+
+def write_prometheus_files(spec: ClusterSpec) -> tuple[str, str]:
+    """``prometheus/targets.json`` (a file_sd target list: every node's /metrics, labelled
+    with its id and role) and a ready ``prometheus/prometheus.yml`` that scrapes it; both
+    rewritten whenever the cluster's nodes change. Returns their paths."""
+    out_dir = os.path.join(spec.dir, PROMETHEUS_DIR)
+    os.makedirs(out_dir, exist_ok=True)
+    targets = [{"targets": [f"127.0.0.1:{n.http_port}"],
+                "labels": {"ketch_node_id": str(n.id), "ketch_role": n.role,
+                           "ketch_cluster_id": spec.cluster_id}}
+               for n in sorted(spec.nodes, key=lambda n: (n.role, n.id)) if n.http_port]
+    targets_path = os.path.join(out_dir, "targets.json")
+    _atomic_write(targets_path, json.dumps(targets, indent=2) + "\n")
+    config_path = os.path.join(out_dir, "prometheus.yml")
+    _atomic_write(config_path, (
+        "# Written by `ketch up`: scrapes every node of this cluster through targets.json.\n"
+        "# prometheus --config.file=prometheus.yml --storage.tsdb.path=./tsdb\n"
+        "global:\n"
+        f"  scrape_interval: {SCRAPE_INTERVAL_S}s\n"
+        f"  evaluation_interval: {SCRAPE_INTERVAL_S}s\n"
+        "scrape_configs:\n"
+        "  - job_name: ketch\n"
+        "    file_sd_configs:\n"
+        f"      - files: [{json.dumps(targets_path)}]\n"
+        "        refresh_interval: 10s\n"))
+    return targets_path, config_path
 
 
 def _child_env() -> dict[str, str]:

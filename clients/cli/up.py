@@ -126,10 +126,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         cluster.start(timeout_s=args.timeout)
         print(f"ketch: cluster {cluster.spec.cluster_id} is up", flush=True)
         print(f"bootstrap.servers={cluster.spec.bootstrap_servers}", flush=True)
-        for b in cluster.spec.brokers:
-            if b.http_port:
-                print(f"ketch: broker {b.id} admin API and metrics at http://127.0.0.1:{b.http_port}/",
-                      flush=True)
+        for n in cluster.spec.nodes:
+            if n.http_port:
+                print(f"ketch: {n.role} {n.id} status page, admin API (/v1) and /metrics at "
+                      f"http://127.0.0.1:{n.http_port}/", flush=True)
+        print(f"ketch: Prometheus: prometheus --config.file="
+              f"{os.path.join(cluster.dir, 'prometheus', 'prometheus.yml')}", flush=True)
         print(f"ketch: details in {cluster.json_path}; Ctrl-C stops the cluster", flush=True)
         _watch(cluster, stop, args.restart_dead)
     except (RuntimeError, TimeoutError, OSError) as e:
