@@ -97,19 +97,19 @@ class BrokerMetrics:
         if not self.enabled:
             return
         self.produce_requests.inc(topic)
-        if error_code:
-            self.failed_produce.inc(topic)
-            return
-        self.messages_in.inc(topic, records)
-        self.bytes_in.inc(topic, size)
+        # inc(0) too: a topic's failure counter exists at 0, as Kafka's meters do, so a
+        # dashboard's failure rate reads 0 rather than no data.
+        self.failed_produce.inc(topic, 1 if error_code else 0)
+        if not error_code:
+            self.messages_in.inc(topic, records)
+            self.bytes_in.inc(topic, size)
 
     def record_fetch(self, topic: str, error_code: int, size: int) -> None:
         if not self.enabled:
             return
         self.fetch_requests.inc(topic)
-        if error_code:
-            self.failed_fetch.inc(topic)
-        elif size:
+        self.failed_fetch.inc(topic, 1 if error_code else 0)
+        if not error_code:
             self.bytes_out.inc(topic, size)
 
 

@@ -120,6 +120,23 @@ def error_response(e: BaseException) -> web.Response:
     raise e
 
 
+@web.middleware
+async def _json_http_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """aiohttp's own refusals (no such route, a method the route lacks, a body too large)
+    as JSON errors like every other."""
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        error = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "REQUEST_TOO_LARGE"}.get(
+            e.status, "INVALID_REQUEST")
+        resp = _json(_error_body(error, f"{request.method} {request.path}: {e.reason}"), e.status)
+        if "Allow" in e.headers:
+            resp.headers["Allow"] = e.headers["Allow"]
+        return resp
+
+
 def _error_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -145,7 +162,7 @@ class AdminHttpServer:
         self.call_timeout_ms = call_timeout_ms
         self._runner: web.AppRunner | None = None
         self._openapi = orjson.dumps(spec.openapi_document())
-        app = web.Application(client_max_size=1024 * 1024)
+        app = web.Application(client_max_size=1024 * 1024, middlewares=[_json_http_errors])
         for route in spec.ROUTES:
             app.router.add_route(route.method, route.path, self._wrap(route))
         self.app = app

@@ -102,3 +102,23 @@ def test_quorum_views() -> None:
     rows = replication_view(info)
     assert [(r["node_id"], r["status"]) for r in rows] == [
         (2, "Leader"), (1, "Follower"), (3, "Follower"), (7, "Observer")]
+
+
+def test_decommission_moves_each_replica_to_the_least_loaded_other_broker() -> None:
+    from clients._core.reassignment import plan_decommission
+    current = {TopicPartition("t", 0): (3, 1), TopicPartition("t", 1): (1, 2),
+               TopicPartition("t", 2): (2, 3), TopicPartition("u", 0): (3, 2, 1)}
+    plan = plan_decommission(current, 3, [1, 2, 3, 4])
+    assert set(plan) == {TopicPartition("t", 0), TopicPartition("t", 2), TopicPartition("u", 0)}
+    for tp, replicas in plan.items():
+        assert 3 not in replicas and len(set(replicas)) == len(replicas) == len(current[tp])
+        # in its place: a preferred leader on broker 3 is replaced by a preferred leader
+        assert [b for b, old in zip(replicas, current[tp]) if old != 3] == \
+            [b for b in current[tp] if b != 3]
+    assert plan[TopicPartition("t", 0)] == (4, 1)          # broker 4 holds nothing yet
+
+
+def test_decommission_without_a_spare_broker_is_refused() -> None:
+    from clients._core.reassignment import plan_decommission
+    with pytest.raises(PlanError, match="no other broker"):
+        plan_decommission({TopicPartition("t", 0): (1, 2)}, 2, [1, 2])
