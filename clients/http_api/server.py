@@ -113,6 +113,10 @@ def error_response(e: BaseException) -> web.Response:
         else:
             status = 400
         return _json(_error_body(name, str(e)), status)
+    if isinstance(e, ValueError):
+        # The admin client's refusal of a request it cannot carry out as asked (a shift of
+        # a partition the group never committed): the caller's to fix.
+        return _json(_error_body("INVALID_REQUEST", str(e)), 400)
     if isinstance(e, (KafkaTimeoutError, asyncio.TimeoutError)):
         return _json(_error_body("REQUEST_TIMED_OUT", str(e) or "no answer in time"), 504)
     if isinstance(e, (ConnectionError, OSError)):

@@ -18,6 +18,10 @@ __all__ = ["ROUTES", "Route", "InvalidInput", "check", "check_query", "openapi_d
 API_VERSION = "1"
 PAGE_LIMIT_DEFAULT = 100
 PAGE_LIMIT_MAX = 1000
+# A topic's partition count through this API (Kafka's protocol has no limit; one click or
+# a typo should not ask a cluster for a million partitions). The admin client and the
+# Kafka API take more.
+PARTITIONS_PER_CALL_MAX = 10_000
 # Kafka's legal topic names (Topic.validate): 1-249 of these characters, not "." or "..".
 TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 
@@ -92,10 +96,10 @@ SCHEMAS: dict[str, dict] = {
         "lag": {"type": "array", "items": {"type": "object"}}, "total_lag": _INT}},
     "NewTopic": _obj({
         "name": _TOPIC,
-        "partitions": {"type": "integer", "minimum": 1, "maximum": 100_000},
+        "partitions": {"type": "integer", "minimum": 1, "maximum": PARTITIONS_PER_CALL_MAX},
         "replication_factor": {"type": "integer", "minimum": 1, "maximum": 32767},
         "configs": _CONFIG_MAP}, ("name",)),
-    "NewPartitions": _obj({"count": {"type": "integer", "minimum": 1, "maximum": 100_000}},
+    "NewPartitions": _obj({"count": {"type": "integer", "minimum": 1, "maximum": PARTITIONS_PER_CALL_MAX}},
                           ("count",)),
     "ConfigChanges": _obj({
         "set": _CONFIG_MAP, "delete": {"type": "array", "items": _STR},
