@@ -4,7 +4,11 @@ same active controller (also after the active one is killed), topics and groups 
 health route turns 503 while a broker is stopped."""
 from __future__ import annotations
 
+import os
+import pathlib
+import shutil
 import signal
+import subprocess
 
 import pytest
 
@@ -75,6 +79,31 @@ def test_cluster_view_lists_every_broker(cluster) -> None:
         assert body["cluster_id"] == cluster.spec.cluster_id
         assert [b["id"] for b in body["brokers"]] == [1, 2, 3]
         assert all(not b["fenced"] and b["listeners"] for b in body["brokers"])
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = pathlib.Path(os.environ.get("KETCH_TEST_ARTIFACTS",
+                                        pathlib.Path(__file__).resolve().parents[2] / "test-artifacts"))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_status_page_renders_in_headless_chromium(cluster, admin) -> None:
+    leader = admin.describe_quorum().leader_id
+    url = f"http://127.0.0.1:{_broker_port(cluster)}/"
+    # Virtual time lets the page's fetches and first render finish before the DOM is read.
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--virtual-time-budget=10000", "--window-size=1280,1100"]
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True,
+                         timeout=120).stdout
+    assert 'data-ready="true"' in dom, dom[-2000:]
+    assert dom.count('<tr class="broker">') == 3
+    assert f'id="active-controller">controller {leader} ' in dom
+    assert dom.count('<tr class="controller">') == 3
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "status-page.png"
+    shot.unlink(missing_ok=True)
+    subprocess.run([*flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    assert shot.stat().st_size > 10_000       # a rendered page, kept for people to look at
 
 
 def test_topic_lifecycle(cluster, admin) -> None:
