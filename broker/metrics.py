@@ -19,13 +19,13 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from broker.replica.partition import Role
 from broker.replica_manager import ReplicaManager
+from clients.http_api.exposition import CONTENT_TYPE, text_exposition
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.protocol import ApiKey
 
@@ -80,7 +80,7 @@ class BrokerMetrics:
         self.process = ProcessMetrics(r)
 
     def exposition(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return text_exposition(self.registry), CONTENT_TYPE
 
     def observe_request(self, request: str, started: float) -> None:
         """One request answered; ``started``: its time.perf_counter() on arrival."""

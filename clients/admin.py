@@ -172,6 +172,11 @@ class Admin:
         return self._run(self._admin.alter_partition_reassignments(
             dict(reassignments), timeout_ms=timeout_ms), timeout_ms)
 
+    def decommission_broker(self, broker_id: int, *, dry_run: bool = False,
+                            timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, ...]]:
+        return self._run(self._admin.decommission_broker(broker_id, dry_run=dry_run,
+                                                         timeout_ms=timeout_ms), timeout_ms)
+
     def list_partition_reassignments(
             self, partitions: Iterable[TopicPartition] | None = None, *,
             timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from clients.http_api.exposition import CONTENT_TYPE, text_exposition
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.types import TopicPartition
 from metadata_log.cluster_view import broker_states, partition_health, unhealthy_partitions
@@ -171,4 +171,4 @@ class ControllerMetrics:
         self.process = ProcessMetrics(self.registry)
 
     def exposition(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return text_exposition(self.registry), CONTENT_TYPE

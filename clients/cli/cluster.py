@@ -1,4 +1,4 @@
-"""``ketch cluster info|health``: brokers, the active controller and the partitions that
+"""``ketch cluster info|health|decommission``: brokers, the active controller and the partitions that
 need attention (rpk cluster info / health, kafka-topics --under-replicated-partitions).
 
 Sources, all through Ketch's admin client: DescribeCluster (cluster id and the brokers a
@@ -10,10 +10,10 @@ its ISR is smaller than ``min.insync.replicas``. A broker named in a replica set
 live is listed with ``live: false`` (it is fenced or gone).
 
 Kafka's DescribeCluster v0-1 (what Ketch's brokers speak) says nothing of fencing or
-controlled shutdown. With a ``ketch up`` directory, each broker's HTTP admin API
-(``/v1/broker``) adds ``fenced`` (null when not known), and a broker of cluster.json
-that is not live is listed too. TODO(issue 12): ``in_controlled_shutdown`` is not
-reported: neither source has it (``ketch metadata-shell`` shows it from the image).
+controlled shutdown. With a ``ketch up`` directory, a broker's HTTP admin API
+(``/v1/cluster/brokers``: its metadata image's registrations) adds ``fenced`` and
+``in_controlled_shutdown`` (null when no broker answers), and a registered broker or a
+broker of cluster.json that is not live is listed too.
 
 ``health`` exits 0 when healthy and 1 when not (scripts: ``ketch cluster health || ...``):
 unhealthy is any offline, under-replicated or under-min-ISR partition, a replica on a
@@ -29,6 +29,7 @@ EXAMPLES = """examples:
   ketch cluster info --dir ./ketch-data
   ketch cluster health --output json
   ketch cluster health || echo "needs attention"
+  ketch cluster decommission 4 --dry-run
 """
 
 
@@ -37,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  __doc__, EXAMPLES)
     action("info", "brokers, controller and partition counts", info)
     action("health", "exit 1 when anything needs attention", health)
+    d = action("decommission", "move every replica off a broker (then stop it)", decommission)
+    d.add_argument("broker", type=int, help="the broker id to empty")
+    d.add_argument("--dry-run", action="store_true", help="print the plan, move nothing")
 
 
 def survey(admin, http: dict[int, str] | None = None) -> dict:
@@ -74,17 +78,22 @@ def survey(admin, http: dict[int, str] | None = None) -> dict:
             if len(p.isr) < min_isr.get(t, 1):
                 under_min.append({**name, "min_insync_replicas": min_isr.get(t, 1)})
     http = http or {}
-    fenced = {}
-    for n, base in http.items():
-        got = c.http_json(f"{base}/v1/broker")
-        if got is not None:
-            fenced[n] = bool(got.get("fenced"))
+    registered: dict[int, dict] = {}
+    for base in http.values():      # any live node's metadata image lists every broker
+        got = c.http_json(f"{base}/v1/cluster/brokers")
+        if isinstance(got, list):
+            registered = {b["id"]: b for b in got}
+            break
+
+    def state(n: int) -> dict:
+        b = registered.get(n)
+        return {"fenced": None if b is None else b["fenced"],
+                "in_controlled_shutdown": None if b is None else b["in_controlled_shutdown"]}
     brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "live": True,
-                "fenced": fenced.get(b.node_id)}
+                **state(b.node_id)}
                for b in sorted(cluster.brokers, key=lambda b: b.node_id)]
-    brokers += [{"node_id": n, "host": None, "port": None, "rack": None, "live": False,
-                 "fenced": fenced.get(n)}
-                for n in sorted((hosting | set(http)) - live)]
+    brokers += [{"node_id": n, "host": None, "port": None, "rack": None, "live": False, **state(n)}
+                for n in sorted((hosting | set(http) | set(registered)) - live)]
     return {"cluster_id": cluster.cluster_id, "controller": controller, "brokers": brokers,
             "topics": len(described), "partitions": count,
             "offline_partitions": offline, "under_replicated_partitions": under,
@@ -125,6 +134,25 @@ def info(args: argparse.Namespace) -> int:
     print(f"offline {len(view['offline_partitions'])}  under-replicated "
           f"{len(view['under_replicated_partitions'])}  under-min-ISR "
           f"{len(view['under_min_isr_partitions'])}")
+    return 0
+
+
+def decommission(args: argparse.Namespace) -> int:
+    """Admin.decommission_broker: each replica on the broker goes to the least-loaded other
+    live broker; the moves run as partition reassignments."""
+    with c.admin(args) as admin:
+        plan = admin.decommission_broker(args.broker, dry_run=args.dry_run)
+    rows = [{"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
+            for tp, r in sorted(plan.items())]
+    if args.output == "json":
+        c.print_json({"broker": args.broker, "dry_run": args.dry_run, "partitions": rows})
+        return 0
+    verb = "would move" if args.dry_run else "moving"
+    print(f"broker {args.broker}: {verb} {len(rows)} replica(s)"
+          + ("" if args.dry_run or not rows else
+             f"; stop it once `ketch cluster decommission {args.broker} --dry-run` plans nothing"))
+    c.print_table(["TOPIC", "PARTITION", "REPLICAS"],
+                  [[r["topic"], r["partition"], ",".join(map(str, r["replicas"]))] for r in rows])
     return 0
 
 

@@ -5,7 +5,7 @@ replicas, leader, leader epoch, ISR, offline replicas, and the log start offset 
 watermark (ListOffsets earliest/latest at the leader, read_uncommitted: what a consumer
 can read). Kafka's protocol has no call for a leader's log end offset; when the cluster
 comes from a ``ketch up`` directory, ``log_end_offset`` is read from the leader's HTTP
-admin API (``/v1/partitions``), else it is null (``?`` in the table).
+admin API (``/v1/node``), else it is null (``?`` in the table).
 Configs are listed with their source (default, topic, broker: DescribeConfigs).
 """
 from __future__ import annotations
@@ -105,15 +105,15 @@ def list_(args: argparse.Namespace) -> int:
 
 
 def _log_end_offsets(http: dict[int, str], described: dict) -> dict[tuple[str, int], int]:
-    """Each leader's log end offset, from its HTTP admin API (``_common.broker_http``)."""
-    from urllib.parse import quote
+    """Each leader's log end offset, from its HTTP admin API (``_common.broker_http``):
+    ``/v1/node`` lists the replicas a broker hosts."""
+    leaders = {p.leader for d in described.values() for p in d.partitions}
     out = {}
-    for t, d in described.items():
-        for p in d.partitions:
-            base = http.get(p.leader)
-            got = base and c.http_json(f"{base}/v1/partitions/{quote(t)}/{p.partition}")
-            if got and got.get("role") == "LEADER":
-                out[(t, p.partition)] = got["log_end_offset"]
+    for broker_id in sorted(leaders & set(http)):
+        got = c.http_json(f"{http[broker_id]}/v1/node")
+        for r in (got or {}).get("replicas", ()):
+            if r.get("role") == "LEADER" and r.get("topic") in described:
+                out[(r["topic"], r["partition"])] = r["log_end_offset"]
     return out
 
 

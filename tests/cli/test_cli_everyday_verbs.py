@@ -157,11 +157,25 @@ def test_cluster_info_and_health(cluster) -> None:
     assert info["controller"]["leader_id"] == cluster.spec.controllers[0].id
     health = ketch_json(cluster, "cluster", "health")
     assert health["healthy"] and health["problems"] == []
-    # From the cluster's directory, the brokers' HTTP API adds whether each is fenced.
+    # From the cluster's directory, the brokers' HTTP API adds whether each is fenced or
+    # shutting down.
     by_dir = ketch_json(cluster, "cluster", "info", "--dir", cluster.dir, bootstrap=False)
-    assert [(b["node_id"], b["live"], b["fenced"]) for b in by_dir["brokers"]] == [
-        (1, True, False), (2, True, False), (3, True, False)]
+    assert [(b["node_id"], b["live"], b["fenced"], b["in_controlled_shutdown"])
+            for b in by_dir["brokers"]] == [
+        (1, True, False, False), (2, True, False, False), (3, True, False, False)]
     assert all(b["fenced"] is None for b in info["brokers"])      # --bootstrap: not known
+
+
+def test_cluster_decommission_plans_or_refuses_in_one_line(cluster) -> None:
+    assert "not a live broker" in refused(cluster, "cluster", "decommission", "9", "--dry-run")
+    ketch(cluster, "topic", "create", "decom", "-p", "3", "-r", "2")
+    # Three brokers: a replication-factor-3 topic (the offsets topic) has nowhere to go.
+    internal = ketch_json(cluster, "topic", "list", "--internal")
+    if any(t["replication_factor"] == 3 for t in internal):
+        assert "no other broker" in refused(cluster, "cluster", "decommission", "3", "--dry-run")
+    else:
+        plan = ketch_json(cluster, "cluster", "decommission", "3", "--dry-run")
+        assert plan["dry_run"] and all(3 not in p["replicas"] for p in plan["partitions"])
 
 
 # ---------------------------------------------------------------- produce, consume, dump-log

@@ -1,0 +1,30 @@
+"""clients/http_api/exposition.py writes what prometheus_client's generate_latest writes."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from clients.http_api import process_metrics  # noqa: F401  (no *_created series, as served)
+from clients.http_api.exposition import text_exposition
+
+
+def _families(text: bytes) -> list[tuple[str, str, str, list]]:
+    return [(f.name, f.type, f.documentation,
+             sorted((s.name, tuple(sorted(s.labels.items())), repr(s.value)) for s in f.samples))
+            for f in text_string_to_metric_families(text.decode())]
+
+
+def test_the_same_families_and_samples_as_generate_latest() -> None:
+    r = CollectorRegistry()
+    c = Counter("kafka_server_brokertopicmetrics_bytesin", "Bytes in\nper topic", ["topic"], registry=r)
+    c.labels("orders").inc(5)
+    c.labels('we"ird\\name').inc(1)
+    Gauge("kafka_server_replicamanager_leadercount", "Leaders", registry=r).set(3)
+    h = Histogram("kafka_network_requestmetrics_totaltimems", "ms", ["request"],
+                  buckets=(1, 10, 100), registry=r)
+    h.labels("Produce").observe(5)
+    h.labels("Produce").observe(float("inf"))
+    Gauge("nan_gauge", "not a number", registry=r).set(float("nan"))
+    ours, theirs = text_exposition(r), generate_latest(r)
+    assert _families(ours) == _families(theirs)
+    assert b"# TYPE kafka_server_brokertopicmetrics_bytesin_total counter" in ours
