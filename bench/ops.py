@@ -5,7 +5,8 @@ and how long a Prometheus scrape of a broker with 10,000 partitions takes and ho
    clusters, one with ``ketch.metrics.enable=true`` (the default) and one with ``false``;
    the same confluent-kafka producer (acks=1, 100-byte records, as fast as it can) runs on
    each for --seconds, alternating on/off --rounds times so drift hits both alike.
-   Reported: records/s per side (median of rounds) and the ratio off/on.
+   Reported: records/s per side (median of rounds) and the ratio on/off, and, steadier on
+   a shared machine, the broker's CPU time per record (utime + stime from /proc) per side.
 2. /metrics at scale: on the metrics-on broker, a topic with --partitions partitions
    (replication 1); GET /metrics --scrapes times: median and worst time, bytes, series.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import sys
@@ -56,6 +58,12 @@ def produce_rate(bootstrap: str, seconds: float) -> float:
     return acked[0] / (time.monotonic() - start)
 
 
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def scrape(port: int) -> tuple[float, int, int]:
     started = time.perf_counter()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=120) as resp:
@@ -84,16 +92,26 @@ def main() -> int:
                 with Admin({"bootstrap.servers": c.spec.bootstrap_servers}) as admin:
                     admin.create_topics([NewTopic(TOPIC, 6, 1)])
             rates: dict[bool, list[float]] = {True: [], False: []}
+            cpu_us: dict[bool, list[float]] = {True: [], False: []}
             for r in range(args.rounds):
                 for enabled in (True, False) if r % 2 == 0 else (False, True):
+                    pid = clusters[enabled].spec.brokers[0].pid
+                    cpu_before = cpu_seconds(pid)
+                    t0 = time.monotonic()
                     rate = produce_rate(clusters[enabled].spec.bootstrap_servers, args.seconds)
+                    records = rate * (time.monotonic() - t0)
+                    per_record = (cpu_seconds(pid) - cpu_before) / records * 1e6
                     rates[enabled].append(rate)
-                    print(f"round {r + 1}: metrics {'on ' if enabled else 'off'} {rate:,.0f} records/s",
-                          flush=True)
+                    cpu_us[enabled].append(per_record)
+                    print(f"round {r + 1}: metrics {'on ' if enabled else 'off'} {rate:,.0f} records/s, "
+                          f"broker CPU {per_record:.2f} us/record", flush=True)
             on, off = statistics.median(rates[True]), statistics.median(rates[False])
+            cpu_on, cpu_off = statistics.median(cpu_us[True]), statistics.median(cpu_us[False])
             cost = 1 - on / off
             print(f"produce: metrics on {on:,.0f} rec/s, off {off:,.0f} rec/s: ratio on/off "
                   f"{on / off:.3f} (cost {cost:.1%}; goal <= 5%)", flush=True)
+            print(f"broker CPU per record: on {cpu_on:.2f} us, off {cpu_off:.2f} us: ratio "
+                  f"{cpu_on / cpu_off:.3f}", flush=True)
 
             broker = clusters[True].spec.brokers[0]
             with Admin({"bootstrap.servers": clusters[True].spec.bootstrap_servers},
@@ -118,6 +136,9 @@ def main() -> int:
                 "bench": "ops", "produce_records_per_s_metrics_on": round(on),
                 "produce_records_per_s_metrics_off": round(off), "ratio_on_off": round(on / off, 3),
                 "metrics_cost": round(cost, 3), "goal_cost_max": 0.05,
+                "broker_cpu_us_per_record_on": round(cpu_on, 3),
+                "broker_cpu_us_per_record_off": round(cpu_off, 3),
+                "cpu_ratio_on_off": round(cpu_on / cpu_off, 3),
                 "partitions": args.partitions, "scrape_ms_median": round(statistics.median(times) * 1000),
                 "scrape_ms_worst": round(times[-1] * 1000), "scrape_bytes": size,
                 "scrape_series": series}))
