@@ -338,8 +338,9 @@ class AdminHttpServer:
                 return_exceptions=True)
             for target, result, attr in ((start, results[0], "offset"), (end, results[1], "offset"),
                                          (sizes, results[2], "size_bytes")):
-                values = result.results if isinstance(result, KafkaApiError) and hasattr(
-                    result, "results") else result
+                # A failed call still carries every partition's outcome (Admin's `results`).
+                values = getattr(result, "results", None) if isinstance(result, BaseException) \
+                    else result
                 if isinstance(values, dict):
                     for tp, v in values.items():
                         if not isinstance(v, BaseException):

@@ -278,7 +278,13 @@ def test_a_later_launcher_keeps_edits_refuses_size_changes_and_adds_brokers(tmp_
         text = f.read()
     assert "# by hand\nlog.retention.hours=5\nbroker.rack=r1\n" in text
     ports = {n.port for n in grown.spec.nodes} | {n.http_port for n in grown.spec.nodes if n.http_port}
-    assert len(ports) == 2 * len(grown.spec.nodes) - 1      # every port distinct (one controller)
+    # Every node's listener and HTTP port, all distinct (the controller has an HTTP API too).
+    assert len(ports) == 2 * len(grown.spec.nodes)
+    # Prometheus's file_sd targets follow the nodes: the added brokers are scraped too.
+    with open(os.path.join(directory, "prometheus", "targets.json")) as f:
+        targets = json.load(f)
+    assert sorted((t["labels"]["ketch_node_id"], t["targets"]) for t in targets) == sorted(
+        (str(n.id), [f"127.0.0.1:{n.http_port}"]) for n in grown.spec.nodes)
     for node in grown.spec.brokers[1:]:
         props = load_properties(node.config)
         assert props["node.id"] == str(node.id) and props["log.dirs"] == node.data_dir
