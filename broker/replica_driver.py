@@ -32,7 +32,7 @@ from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 from metadata_log.delta import MetadataChange
 from metadata_log.image import MetadataImage
-from quorum.network import FileRegion
+from quorum.network import SENDFILE_MIN_BYTES, FileRegion
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,8 @@ class ReplicaDriver:
         """The bytes to send for a read: a zero-copy file region, or a copy."""
         if result.records is None or result.log is None:
             return b""
-        if not self.use_sendfile:
+        if not self.use_sendfile or result.records.length_bytes < SENDFILE_MIN_BYTES:
+            # A small read is cheaper copied than sent with sendfile (quorum/network.py).
             return result.log.read_records_bytes(result.records)
         cm = result.log.storage.open_slice(result.records)
         try:

@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 __all__ = ["ApiHandler", "FileRegion", "KafkaServer"]
 
 READ_CHUNK_BYTES = 256 * 1024
+# Below this, a log region is read into the response buffer rather than sent with
+# sendfile: asyncio's sendfile flushes the transport and registers the socket with the
+# selector each time, which costs more than copying a small batch (most follower and
+# consumer fetches at the tail of a log carry a few KB).
+SENDFILE_MIN_BYTES = 64 * 1024
 
 
 class ApiHandler(Protocol):
@@ -192,24 +197,35 @@ class KafkaServer:
                 self.on_connection_closed(client)
 
     async def _write(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
+        """One response: its bytes gathered into as few socket writes as possible (a
+        write is a send() syscall), log regions below SENDFILE_MIN_BYTES read into the
+        same buffer, larger ones sent with sendfile (zero copy)."""
         loop = asyncio.get_running_loop()
+        pending: list[Any] = []
         try:
             for part in parts:
                 if isinstance(part, (bytes, bytearray, memoryview)):
-                    writer.write(part)
+                    pending.append(part)
                     continue
                 assert isinstance(part, FileRegion), type(part)
                 if part.length == 0:
                     continue
+                if not self.use_sendfile or part.length < SENDFILE_MIN_BYTES:
+                    data = os.pread(part.fd, part.length, part.position)
+                    if len(data) != part.length:
+                        raise ConnectionError("log file shrank under a response: closing")
+                    pending.append(data)
+                    continue
+                if pending:
+                    writer.write(b"".join(pending))
+                    pending = []
                 await writer.drain()
-                if self.use_sendfile:
-                    sent = await loop.sendfile(writer.transport, _FdFile(part.fd, part.position),
-                                               part.position, part.length)
-                else:
-                    sent = len(data := os.pread(part.fd, part.length, part.position))
-                    writer.write(data)
+                sent = await loop.sendfile(writer.transport, _FdFile(part.fd, part.position),
+                                           part.position, part.length)
                 if sent != part.length:
                     raise ConnectionError("log file shrank under a response: closing")
+            if pending:
+                writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
             await writer.drain()
         finally:
             for part in parts:

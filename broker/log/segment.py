@@ -40,6 +40,8 @@ the upper bound offset starts (same), and the last batch ending within the byte 
 from __future__ import annotations
 
 import logging
+from array import array
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -115,7 +117,7 @@ class LogSegment:
         "_offset_index", "_time_index", "_next_offset", "_max_timestamp",
         "_offset_of_max_timestamp", "_first_batch_timestamp", "_bytes_since_index_entry",
         "_last_batch_position", "_index_file_bytes", "_time_index_file_bytes",
-        "_index_files_unsynced",
+        "_index_files_unsynced", "_tail",
     )
 
     def __init__(
@@ -148,6 +150,11 @@ class LogSegment:
         self._index_file_bytes: int | None = None
         self._time_index_file_bytes: int | None = None
         self._index_files_unsynced = False  # written since their last fsync
+        # The batches after the offset index's last entry, as (last offsets, positions),
+        # from that entry's batch to the end (None: not known, e.g. before the tail walk).
+        # Fetches at the tail find their batch here instead of reading every header
+        # since the last index entry from the file (up to index.interval.bytes of them).
+        self._tail: tuple[array, array] | None = None
 
     @property
     def log_path(self) -> str:
@@ -174,6 +181,7 @@ class LogSegment:
         segment._offset_index = OffsetIndex(base_offset, config.offset_index_entries_max)
         segment._time_index = TimeIndex(base_offset, config.time_index_entries_max)
         segment._index_file_bytes = segment._time_index_file_bytes = _ABSENT
+        segment._tail = (array("q"), array("q"))
         return segment
 
     @classmethod
@@ -307,6 +315,7 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset
         self._first_batch_timestamp = None
         self._bytes_since_index_entry = 0
+        self._tail = (array("q"), array("q"))
 
     def _recompute_tail_state(self) -> None:
         """next_offset and max_timestamp from the last index entries and a short walk."""
@@ -321,9 +330,12 @@ class LogSegment:
         self._last_batch_position = -1
         if self.size_bytes and self._first_batch_timestamp is None:
             self._first_batch_timestamp = self._header_at(0).max_timestamp
+        tail_offsets, tail_positions = self._tail = (array("q"), array("q"))
         while pos < self.size_bytes:
             self._last_batch_position = pos
             header = self._header_at(pos)
+            tail_offsets.append(header.last_offset)
+            tail_positions.append(pos)
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp = header.max_timestamp
                 self._offset_of_max_timestamp = header.base_offset
@@ -414,6 +426,10 @@ class LogSegment:
             self._offset_index.append(header.last_offset, position)
             self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
+            self._tail = (array("q", (header.last_offset,)), array("q", (position,)))
+        elif self._tail is not None:
+            self._tail[0].append(header.last_offset)
+            self._tail[1].append(position)
         self._bytes_since_index_entry += header.size_in_bytes
 
     def _append_final_time_entry(self) -> None:
@@ -450,6 +466,13 @@ class LogSegment:
         """
         entry = self.offset_index.lookup(offset)
         pos = max(entry.position, from_position)
+        tail = self._tail
+        if tail is not None and tail[1] and pos >= tail[1][0]:
+            # Every batch from tail[1][0] on is in the tail: one header read, no scan.
+            last_offsets, positions = tail
+            i = max(bisect_left(last_offsets, offset), bisect_left(positions, pos))
+            return BatchPosition(positions[i], self._header_at(positions[i])) \
+                if i < len(positions) else None
         while pos < self.size_bytes:
             header = self._header_at(pos)
             if header.last_offset >= offset:
@@ -459,6 +482,15 @@ class LogSegment:
 
     def _last_batch_ending_by(self, start: int, limit: int) -> BatchPosition | None:
         """The last batch starting at or after `start` whose end is <= `limit`."""
+        tail = self._tail
+        if tail is not None and tail[1] and start >= tail[1][0]:
+            positions = tail[1]
+            i = bisect_right(positions, limit) - 1      # the last batch starting by limit
+            while i >= 0 and (positions[i + 1] if i + 1 < len(positions) else self.size_bytes) > limit:
+                i -= 1
+            if i < 0 or positions[i] < start:
+                return None
+            return BatchPosition(positions[i], self._header_at(positions[i]))
         index = self.offset_index
         upper = index.lookup_position(limit - 1)
         origin = start

@@ -352,3 +352,37 @@ def test_a_read_slice_goes_out_through_sendfile_byte_for_byte(tmp_path: Path) ->
         storage.close()
     assert received == expected
     assert [b.header.base_offset for b in decode_batches(received)][0] == 9
+
+
+def test_tail_reads_find_the_same_batches_as_a_scan_of_the_headers(storage_root) -> None:
+    """Segments find tail batches from memory (LogSegment._tail) instead of reading every
+    header since the last index entry; every read must match the scan it replaces, on a
+    second log given the same appends and made to scan."""
+    storage, root = storage_root
+    config = LogConfig(segment_bytes=100_000, index_interval_bytes=300)
+    live, reference = open_log(storage, root, config), open_log(storage, root + "-ref", config)
+    for log in (live, reference):
+        for i in range(60):
+            log.append_as_leader(make_batch(1 + i % 3, tag=i), 0, 0)
+
+    def reads(log: PartitionLog) -> list:
+        if log is reference:
+            for segment in log.segments:
+                segment._tail = None            # the header-scan path, as before the tail
+        leo = log.log_end_offset
+        out = []
+        for start in range(leo + 1):
+            for max_bytes in (1, 150, 700, 100_000):
+                for max_offset in (start + 1, leo // 2, leo):
+                    r = log.read(start, max_bytes, max_offset)
+                    s = r.records
+                    out.append((start, max_bytes, max_offset, r.error_code,
+                                None if s is None else (s.position, s.length_bytes,
+                                                        s.first_offset, s.last_offset)))
+        return out
+
+    assert reads(live) == reads(reference)
+    for log in (live, reference):
+        log.truncate_to(log.log_end_offset - 7)     # the tail is rebuilt from the index
+        log.append_as_leader(make_batch(2, tag=99), 0, 0)
+    assert reads(live) == reads(reference)
