@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 from broker.replica_manager import ReplicaManager
 from clients.types import TopicPartition
-from metadata_log.cluster_view import broker_states, partition_health, unhealthy_partitions
+from metadata_log.cluster_view import broker_states, health_report
 
 __all__ = ["BrokerView"]
 
@@ -40,12 +40,7 @@ class BrokerView:
         return broker_states(self.replicas.image)
 
     def health(self, problems_max: int) -> dict[str, Any]:
-        image, layers = self.replicas.image, self.replicas.config_layers
-        h = partition_health(image, layers)
-        return {"healthy": h.healthy, "partitions": h.partitions,
-                "under_replicated": h.under_replicated, "under_min_isr": h.under_min_isr,
-                "offline": h.offline, "metadata_offset": image.provenance.offset,
-                "problems": unhealthy_partitions(image, layers, problems_max)}
+        return health_report(self.replicas.image, self.replicas.config_layers, problems_max)
 
     def has_topic(self, name: str) -> bool:
         return self.replicas.image.topics.get(name) is not None

@@ -20,8 +20,8 @@ from typing import Any, Iterator
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
 
-__all__ = ["PartitionHealth", "broker_states", "partition_health", "unhealthy_partitions",
-           "min_insync_replicas", "topic_partitions"]
+__all__ = ["PartitionHealth", "broker_states", "health_report", "partition_health",
+           "unhealthy_partitions", "min_insync_replicas", "topic_partitions"]
 
 # Kafka's default when no layer sets min.insync.replicas.
 DEFAULT_MIN_INSYNC = 1
@@ -100,3 +100,13 @@ def unhealthy_partitions(image: MetadataImage, layers: ConfigLayers, limit: int
                         "replicas": list(p.replicas), "isr": list(p.isr),
                         "under_replicated": u, "under_min_isr": m, "offline": o})
     return out
+
+
+def health_report(image: MetadataImage, layers: ConfigLayers, problems_max: int) -> dict[str, Any]:
+    """The health summary a node reports (HTTP /v1/cluster/health): the counts, whether
+    all is well, the metadata offset they are as of, and the first problems."""
+    h = partition_health(image, layers)
+    return {"healthy": h.healthy, "partitions": h.partitions,
+            "under_replicated": h.under_replicated, "under_min_isr": h.under_min_isr,
+            "offline": h.offline, "metadata_offset": image.provenance.offset,
+            "problems": unhealthy_partitions(image, layers, problems_max)}

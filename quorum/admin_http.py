@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from clients.http_api.exposition import CONTENT_TYPE, text_exposition
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.types import TopicPartition
-from metadata_log.cluster_view import broker_states, partition_health, unhealthy_partitions
+from metadata_log.cluster_view import broker_states, health_report
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE, MetadataImage
 from quorum.port import MetadataQuorum
@@ -65,12 +65,7 @@ class ControllerView:
 
     def health(self, problems_max: int) -> dict[str, Any]:
         image = _image(self.driver)
-        layers = self._layers(image)
-        h = partition_health(image, layers)
-        return {"healthy": h.healthy, "partitions": h.partitions,
-                "under_replicated": h.under_replicated, "under_min_isr": h.under_min_isr,
-                "offline": h.offline, "metadata_offset": image.provenance.offset,
-                "problems": unhealthy_partitions(image, layers, problems_max)}
+        return health_report(image, self._layers(image), problems_max)
 
     def has_topic(self, name: str) -> bool:
         return _image(self.driver).topics.get(name) is not None
