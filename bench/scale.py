@@ -12,7 +12,7 @@ For each size, on a fresh local cluster (LocalCluster, the nodes as real process
 4. controlled shutdown of broker 1 (which leads about a third of the partitions):
    SIGTERM -> the process exited (all its leaderships moved first);
 5. restart of broker 1 after that clean shutdown -> the broker reports itself unfenced
-   (GET /v1/broker);
+   (GET /v1/node);
 6. controller failover: SIGKILL of the active controller -> the first metadata commit
    (a CreateTopics through the brokers, retried on NOT_CONTROLLER and timeouts, returns).
 
@@ -231,7 +231,7 @@ class Bench:
 
         def unfenced() -> bool:
             try:
-                return json.loads(http_get(node.http_port, "/v1/broker", 2)).get("fenced") is False
+                return json.loads(http_get(node.http_port, "/v1/node", 2)).get("fenced") is False
             except (OSError, ValueError):
                 return False
         t0 = time.perf_counter()
