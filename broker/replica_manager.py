@@ -372,8 +372,17 @@ class ReplicaManager:
             reconfigured = self._topics_reconfigured(changes)
         for tp in sorted(touched):
             self._apply_partition(tp, now_ms)
-        for tp, hosted in list(self.partitions.items()):
-            if tp not in touched and (reconfigured is None or tp.topic in reconfigured):
+        # Configs: every hosted partition when a broker default changed, else only those
+        # of the reconfigured topics (a delta costs what it changes, not what is hosted).
+        if reconfigured is None:
+            candidates: Iterable[TopicPartition] = list(self.partitions)
+        else:
+            candidates = [TopicPartition(name, index) for name in sorted(reconfigured)
+                          if (topic := image.topics.get(name)) is not None
+                          for index in topic.partitions]
+        for tp in candidates:
+            hosted = self.partitions.get(tp)
+            if hosted is not None and tp not in touched:
                 self._apply_topic_config(hosted)
 
     def _apply_partition(self, tp: TopicPartition, now_ms: int) -> None:
