@@ -922,7 +922,9 @@ class ReplicaManager:
                 end = sum(h.size_in_bytes for h in headers)
                 if self._follower_throttled(hosted):
                     self.follower_quota.record(end, now_ms)
-                result = plog.append_as_follower(bytes(records[:end]), now_ms)
+                # Whole batches only (a fetch may end in a partial one), without a copy.
+                chunk = records if end == len(records) else memoryview(records)[:end]
+                result = plog.append_as_follower(chunk, now_ms)
                 if result.error_code != ErrorCode.NONE:
                     log.warning("%s: follower append failed: %s %s", hosted.tp,
                                 result.error_code, result.error_message)
