@@ -20,7 +20,9 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
    those topics back from offset 0.
 3. End-to-end latency at a fixed 10,000 records/s with acks=all (RF 3, 5 requests in flight
    per connection): the send time is in the value; a consumer in another process
-   (fetch.wait.max.ms=100) measures receive - send (p50/p99).
+   (fetch.wait.max.ms=100) measures receive - send (p50/p99). Beside it, the brokers' own
+   request-time histograms over the run (kafka_network_requestmetrics_totaltimems):
+   Produce (append and the acks=all wait), FetchFollower and FetchConsumer.
 4. Failover on a 1-partition RF-3 topic under a paced idempotent acks=all producer: SIGKILL
    of the leader -> the first write acknowledged by the new leader (the first offset of
    the new leader epoch, found in the log), and the same for SIGTERM (controlled shutdown).
@@ -375,6 +377,59 @@ def measure_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> di
             "p50_ms": round(q[49] / 1000, 2), "p99_ms": round(q[98] / 1000, 2), "max_ms": round(lat[-1] / 1000, 2)}
 
 
+# ------------------------------------------------------------------ broker-side breakdown
+
+
+def request_histograms(cluster: LocalCluster) -> dict[str, dict[str, float]]:
+    """Every broker's kafka_network_requestmetrics_totaltimems histogram, summed over the
+    brokers: {request: {"le=<bound>": count, "sum": ms, "count": n}}."""
+    import re
+    import urllib.request
+    out: dict[str, dict[str, float]] = {}
+    pattern = re.compile(r'^kafka_network_requestmetrics_totaltimems_(bucket|sum|count)'
+                         r'\{(?:le="([^"]+)",)?request="([^"]+)"(?:,le="([^"]+)")?\} (\S+)$')
+    for b in cluster.spec.brokers:
+        if not b.http_port:
+            continue
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            m = pattern.match(line)
+            if not m:
+                continue
+            kind, le1, request, le2, value = m.groups()
+            key = f"le={le1 or le2}" if kind == "bucket" else kind
+            series = out.setdefault(request, {})
+            series[key] = series.get(key, 0.0) + float(value)
+    return out
+
+
+def histogram_delta(before: dict, after: dict) -> dict[str, dict]:
+    """Per request type over the interval: count, mean, and the bucket bounds that hold
+    the median and the 99th percentile (a histogram gives bounds, not exact values)."""
+    out = {}
+    for request, series in after.items():
+        old = before.get(request, {})
+        count = series.get("count", 0) - old.get("count", 0)
+        if count <= 0:
+            continue
+        buckets = sorted(((float(k[3:]), v - old.get(k, 0)) for k, v in series.items()
+                          if k.startswith("le=")), key=lambda x: x[0])
+
+        def bound(q: float) -> float:
+            for le, c in buckets:
+                if c >= q * count:
+                    return le
+            return float("inf")
+        out[request] = {"requests": int(count),
+                        "mean_ms": round((series.get("sum", 0) - old.get("sum", 0)) / count, 2),
+                        "p50_le_ms": bound(0.5), "p99_le_ms": bound(0.99)}
+    return out
+
+
 # ------------------------------------------------------------------ failover
 
 
@@ -628,10 +683,20 @@ def main() -> int:
               f"= {consume_rf3['ratio_to_fetch_sink']} x the fetch-only sink")
         result["consume"] = {"rf1": consume_rf1, "rf3": consume_rf3, "fetch_sink": consume_sink}
 
+        before = request_histograms(cluster)
         latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds)
+        breakdown = histogram_delta(before, request_histograms(cluster))
         print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3: "
               f"p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, max {latency.get('max_ms')} ms "
               f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s)")
+        for name in ("Produce", "FetchFollower", "FetchConsumer"):
+            b = breakdown.get(name)
+            if b:
+                print(f"  broker-side {name:<13} {b['requests']:>7,} requests, mean {b['mean_ms']} ms, "
+                      f"p50 <= {b['p50_le_ms']} ms, p99 <= {b['p99_le_ms']} ms")
+        print("  (Produce: arrival to answer, the acks=all wait for the ISR included; Fetch*: "
+              "arrival to answer, long-poll wait included)")
+        latency["broker_request_time"] = breakdown
         result["latency"] = latency
 
         if not args.skip_failover:
