@@ -31,6 +31,8 @@ Ketch keys:
                                       # REQUEST_TIMED_OUT (the record may still commit)
     ketch.controller.poll.interval.ms=250
     ketch.raft.election.timeout.min.ms=150, ketch.raft.election.timeout.max.ms=300
+    ketch.http.port=-1                # the HTTP admin API, /metrics and the status page
+                                      # (0: any free port, -1: off; ketch up sets one)
 
 The file is read through ``metadata_log.node_config`` (shared with brokers): every key Kafka
 or Ketch knows is validated with its type and limits, an unknown key is logged once as a
