@@ -166,6 +166,8 @@ class AdminHttpServer:
         self.call_timeout_ms = call_timeout_ms
         self._runner: web.AppRunner | None = None
         self._openapi = orjson.dumps(spec.openapi_document())
+        with open(STATUS_PAGE, "rb") as f:       # read once: no file I/O on the event loop
+            self._status_page = f.read()
         app = web.Application(client_max_size=1024 * 1024, middlewares=[_json_http_errors])
         for route in spec.ROUTES:
             app.router.add_route(route.method, route.path, self._wrap(route))
@@ -238,8 +240,7 @@ class AdminHttpServer:
     # ------------------------------------------------------------ status
 
     async def status_page(self, q: dict, body: Any) -> web.Response:
-        with open(STATUS_PAGE, "rb") as f:
-            return web.Response(body=f.read(), content_type="text/html", charset="utf-8")
+        return web.Response(body=self._status_page, content_type="text/html", charset="utf-8")
 
     async def metrics(self, q: dict, body: Any) -> web.Response:
         text, content_type = self.metrics_text()
