@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -88,7 +89,7 @@ ARTIFACTS = pathlib.Path(os.environ.get("KETCH_TEST_ARTIFACTS",
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_the_status_page_renders_in_headless_chromium(cluster, admin) -> None:
-    leader = admin.describe_quorum().leader_id
+    before = admin.describe_quorum().leader_id
     url = f"http://127.0.0.1:{_broker_port(cluster)}/"
     # Virtual time lets the page's fetches and first render finish before the DOM is read.
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -97,7 +98,11 @@ def test_the_status_page_renders_in_headless_chromium(cluster, admin) -> None:
                          timeout=120).stdout
     assert 'data-ready="true"' in dom, dom[-2000:]
     assert dom.count('<tr class="broker">') == 3
-    assert f'id="active-controller">controller {leader} ' in dom
+    # The page names the quorum's leader; on a loaded machine a spurious Raft election can
+    # move it while the page renders, so the leader before or after counts.
+    shown = re.search(r'id="active-controller">controller (\d+) ', dom)
+    assert shown is not None, dom[-2000:]
+    assert int(shown.group(1)) in {before, admin.describe_quorum().leader_id}
     assert dom.count('<tr class="controller">') == 3
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "status-page.png"
