@@ -67,6 +67,14 @@ def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
         group_max_size=num("group.max.size", 2**31 - 1),
         offsets_retention_minutes=num("offsets.retention.minutes", 7 * 24 * 60),
         offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        consumer_group_session_timeout_ms=num("group.consumer.session.timeout.ms", 45_000),
+        consumer_group_heartbeat_interval_ms=num("group.consumer.heartbeat.interval.ms", 5_000),
+        consumer_group_max_size=num("group.consumer.max.size", 2**31 - 1),
+        consumer_group_assignors=tuple(
+            a.strip() for a in props.get("group.consumer.assignors", "uniform,range").split(",")
+            if a.strip()),
+        consumer_group_migration_policy=props.get(
+            "group.consumer.migration.policy", "bidirectional").lower(),
     )
 
 

@@ -55,7 +55,8 @@ PURE = (
     "broker/fetch_session.py", "broker/client_quotas.py",
     "clients/spark/options.py", "clients/spark/planning.py", "clients/http_api/spec.py",
     "broker/group/coordinator.py", "broker/group/state.py", "broker/group/offsets.py",
-    "broker/group/records.py",
+    "broker/group/records.py", "broker/group/consumer_group.py",
+    "broker/group/consumer_coordinator.py", "broker/group/effects.py",
 )
 # Ports: the synchronous storage interface the log core is written against, with its file
 # and simulated implementations (Kafka's ReplicatedLog / MockLog split). Pure cores may

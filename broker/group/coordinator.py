@@ -71,23 +71,30 @@ import random
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Mapping, Union
+from typing import Hashable, Iterable, Mapping
 
 from clients.protocol import messages
 from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.errors import ERROR_INFO, ErrorCode
 
+from broker.group.effects import (
+    Append, Completion, Effect, OnDone, group_append_error, join_response,
+)
+from broker.group.consumer_coordinator import (
+    CONSUMER_PROTOCOL_TYPE, GROUP_TYPE_CONSUMER, ConsumerGroupProtocol,
+)
+from broker.group.consumer_group import ConsumerGroup, TopicsView
 from broker.group.offsets import (
     commit_append_error, commit_value, expired_offsets, offset_delete_eligibility,
     offset_fetch_response, offsets_for, validate_offset_commit,
 )
 from broker.group.records import (
     CoordinatorImage, CoordinatorRecord, CoordinatorRecordError, GroupMetadataKey,
-    GroupMetadataValue, MemberRecord, OffsetCommitKey, OffsetCommitValue, encode_batch,
+    GroupMetadataValue, MemberRecord, OffsetCommitKey, OffsetCommitValue,
     partition_for_group,
 )
 from broker.group.state import (
-    UNKNOWN_GENERATION_ID, UNKNOWN_MEMBER_ID, ClassicGroup, GroupState, Member, Parked,
+    UNKNOWN_MEMBER_ID, ClassicGroup, GroupState, Member, Parked,
 )
 
 __all__ = [
@@ -115,6 +122,13 @@ class GroupConfig:
     # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a JoinGroup of a member that has
     # never completed a join cannot be kept open longer than this.
     new_member_join_timeout_ms: int = 300_000
+    # KIP-848 consumer groups (group.consumer.*); the first assignor is the default.
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_heartbeat_interval_ms: int = 5_000
+    consumer_group_max_size: int = 2**31 - 1
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: upgrade, downgrade, bidirectional or disabled.
+    consumer_group_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
         assert 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms
@@ -123,34 +137,14 @@ class GroupConfig:
         assert self.offsets_retention_minutes >= 1
         assert self.offsets_retention_check_interval_ms >= 1
         assert self.offsets_topic_num_partitions >= 1
+        assert 0 < self.consumer_group_heartbeat_interval_ms < self.consumer_group_session_timeout_ms
+        assert self.consumer_group_assignors
+        assert self.consumer_group_migration_policy in (
+            "upgrade", "downgrade", "bidirectional", "disabled")
 
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """Effect: answer the request the shell holds under ``token`` with ``response``."""
-    token: Hashable
-    response: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """Effect: append ``records`` to ``__consumer_offsets-<partition>`` (acks=all), then
-    report with ``on_append_result(append_id, error_code, now_ms)``."""
-    append_id: int
-    partition: int
-    records: tuple[CoordinatorRecord, ...]
-    timestamp_ms: int
-
-    def batch(self) -> bytes:
-        return encode_batch(self.records, self.timestamp_ms)
-
-
-Effect = Union[Completion, Append]
-OnDone = Callable[[ErrorCode, int, list], None]   # (append error, now_ms, effects)
 
 
 class PartitionStatus(enum.Enum):
@@ -188,35 +182,7 @@ class _Join:
         return tuple(name for name, _ in self.protocols)
 
 
-def group_append_error(append_error: int) -> ErrorCode:
-    """What members hear when a group snapshot could not be written (Kafka storeGroup)."""
-    e = ErrorCode(append_error) if append_error in ERROR_INFO \
-        else E.UNKNOWN_SERVER_ERROR
-    if e in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
-             E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if e in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    if e in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.UNKNOWN_SERVER_ERROR
-    return e
-
-
 # ------------------------------------------------------------------ response shapes
-
-def _join_response(version: int, error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID,
-                   generation_id: int = UNKNOWN_GENERATION_ID, protocol_type: str | None = None,
-                   protocol_name: str | None = None, leader: str = "",
-                   skip_assignment: bool = False, members: list | None = None
-                   ) -> "messages.JoinGroupResponse":
-    R = messages.JoinGroupResponse
-    if version < 7 and protocol_name is None:
-        protocol_name = ""      # nullable only from v7
-    return R(error_code=int(error), generation_id=generation_id, protocol_type=protocol_type,
-             protocol_name=protocol_name, leader=leader,
-             skip_assignment=skip_assignment and version >= 9, member_id=member_id,
-             members=members or [])
-
 
 def _sync_response(version: int, error: ErrorCode, protocol_type: str | None = None,
                    protocol_name: str | None = None, assignment: bytes = b""
@@ -251,7 +217,7 @@ def _commit_response(request: "messages.OffsetCommitRequest",
         for p in t.partitions]) for t in request.topics])
 
 
-class GroupCoordinator:
+class GroupCoordinator(ConsumerGroupProtocol):
     def __init__(self, config: GroupConfig | None = None,
                  rng: random.Random | None = None) -> None:
         self.config = config or GroupConfig()
@@ -260,6 +226,10 @@ class GroupCoordinator:
         self._partitions: dict[int, PartitionStatus] = {}
         # Invariant: every group id with data in an ACTIVE partition's image has a group.
         self._groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups (consumer_coordinator.py). A group id is in one of the two maps.
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
+        self._topics: TopicsView = {}   # name -> (topic id, partitions), from the metadata
+        self._abandoned_effects: list[Effect] = []   # answers to a converted group's parked
         self._images: dict[int, CoordinatorImage] = {}   # ACTIVE partitions only
         self._pending: dict[int, _PendingAppend] = {}
         self._pending_order: dict[int, deque[int]] = {}  # partition -> append ids in order
@@ -297,6 +267,10 @@ class GroupCoordinator:
         for group_id in sorted(image.group_ids()):
             if self.partition_for(group_id) != partition:
                 continue   # written under another partition count; unreachable here
+            if group_id in image.consumer_groups:
+                self._consumer_groups[group_id] = self._consumer_group_from_records(
+                    group_id, image.consumer_group_records(group_id), now_ms)
+                continue
             group = self._group_from_image(group_id, image, now_ms)
             self._groups[group_id] = group
             if len(group.members) > self.config.group_max_size:
@@ -316,6 +290,8 @@ class GroupCoordinator:
             group = self._groups.pop(group_id)
             self._complete_all_parked(group, E.NOT_COORDINATOR, effects)
             self._mark_dead(group, now_ms)
+        for group_id in [g for g in self._consumer_groups if self.partition_for(g) == partition]:
+            del self._consumer_groups[group_id]
         self._images.pop(partition, None)
         for append_id in self._pending_order.pop(partition, deque()):
             pending = self._pending.pop(append_id)
@@ -338,11 +314,30 @@ class GroupCoordinator:
     def groups(self) -> list[ClassicGroup]:
         return list(self._groups.values())
 
+    def set_topics(self, topics: TopicsView) -> None:
+        """The topics of the current metadata: consumer groups assign their partitions."""
+        self._topics = topics
+
+    def _pending_records(self, group_id: str) -> list[CoordinatorRecord]:
+        """Records of ``group_id`` appended but not yet acknowledged, in append order."""
+        out = []
+        for append_id in self._pending_order.get(self.partition_for(group_id), ()):
+            out += [r for r in self._pending[append_id].records if r.key.group_id == group_id]
+        return out
+
+    def _abandon_classic_group(self, classic: ClassicGroup, now_ms: int) -> None:
+        """A classic group converted to a consumer group: waiting members rejoin."""
+        effects: list[Effect] = []
+        self._complete_all_parked(classic, E.REBALANCE_IN_PROGRESS, effects)
+        self._abandoned_effects += effects
+        self._mark_dead(classic, now_ms)
+        del self._groups[classic.group_id]
+
     def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
         """Every live group this coordinator holds, with its committed offsets (for the
         broker's consumer-lag metrics)."""
         out = {}
-        for group_id in self._groups:
+        for group_id in [*self._groups, *self._consumer_groups]:
             committed = self._committed(group_id)
             if committed:
                 out[group_id] = {tp: v.offset for tp, v in committed.items()}
@@ -374,6 +369,13 @@ class GroupCoordinator:
             # A group whose records outlived its in-memory object (a commit acknowledged
             # after the group was deleted) comes back as the log would load it.
             for group_id in {r.key.group_id for r in pending.records}:
+                if group_id in image.consumer_groups:
+                    if group_id not in self._consumer_groups:
+                        self._consumer_groups[group_id] = self._consumer_group_from_records(
+                            group_id, image.consumer_group_records(group_id), now_ms)
+                    continue
+                if group_id in self._consumer_groups:
+                    continue      # its offsets outlived its records: it stays as it is
                 if group_id not in self._groups and group_id in image.group_ids():
                     self._groups[group_id] = self._group_from_image(group_id, image, now_ms)
         return effects
@@ -424,7 +426,7 @@ class GroupCoordinator:
         parked = Parked(token, version)
 
         def reply(error: ErrorCode, member_id: str = request.member_id) -> list[Effect]:
-            effects.append(Completion(token, _join_response(version, error, member_id)))
+            effects.append(Completion(token, join_response(version, error, member_id)))
             return effects
 
         error = self._status_error(request.group_id)
@@ -445,6 +447,9 @@ class GroupCoordinator:
                      request.group_instance_id if version >= 5 else None, client_id,
                      client_host, session_timeout_ms, rebalance_timeout_ms,
                      request.protocol_type, tuple(protocols.items()))
+        consumer_group = self._consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            return self._classic_join_to_consumer_group(consumer_group, join, now_ms)
 
         group = self._groups.get(request.group_id)
         created = False
@@ -473,7 +478,7 @@ class GroupCoordinator:
     def _reply_join(self, join: _Join, error: ErrorCode, member_id: str,
                     effects: list[Effect]) -> None:
         effects.append(Completion(join.parked.token,
-                                  _join_response(join.parked.version, error, member_id)))
+                                  join_response(join.parked.version, error, member_id)))
 
     def _join_unknown_member(self, group: ClassicGroup, join: _Join, now_ms: int,
                              effects: list[Effect]) -> None:
@@ -532,7 +537,7 @@ class GroupCoordinator:
     def _reply_current_generation(self, group: ClassicGroup, member: Member, join: _Join,
                                   effects: list[Effect]) -> None:
         members = self._join_members(group) if group.is_leader(member.member_id) else []
-        effects.append(Completion(join.parked.token, _join_response(
+        effects.append(Completion(join.parked.token, join_response(
             join.parked.version, E.NONE, member.member_id, group.generation_id,
             group.protocol_type, group.protocol_name, group.leader_id or "", False, members)))
 
@@ -547,7 +552,7 @@ class GroupCoordinator:
             # A retried JoinGroup supersedes the first; the first is answered so the shell
             # does not hold it forever, with an error that makes a live client rejoin.
             old = member.awaiting_join
-            effects.append(Completion(old.token, _join_response(
+            effects.append(Completion(old.token, join_response(
                 old.version, E.REBALANCE_IN_PROGRESS, member.member_id)))
         member.awaiting_join = parked
 
@@ -608,19 +613,19 @@ class GroupCoordinator:
                     group.replace_static_member(join.group_instance_id, new_member_id,
                                                 old_member_id)
                     member.heartbeat_deadline_ms = now + member.session_timeout_ms
-                    out.append(Completion(parked.token, _join_response(
+                    out.append(Completion(parked.token, join_response(
                         parked.version, group_append_error(error), UNKNOWN_MEMBER_ID)))
                     return
                 if parked.version >= 9 and group.is_leader(new_member_id):
                     # KIP-814: the leader learns it leads but must not reassign.
-                    response = _join_response(
+                    response = join_response(
                         parked.version, E.NONE, new_member_id, generation_id,
                         group.protocol_type, group.protocol_name, new_member_id, True,
                         self._join_members(group))
                 else:
                     # Before v9 the old leader id is returned, so a returning leader acts
                     # as a follower and takes the stored assignment from SyncGroup.
-                    response = _join_response(
+                    response = join_response(
                         parked.version, E.NONE, new_member_id, generation_id,
                         group.protocol_type, group.protocol_name, leader_before or "")
                 out.append(Completion(parked.token, response))
@@ -700,7 +705,7 @@ class GroupCoordinator:
             parked = member.awaiting_join
             if parked is not None:
                 member.awaiting_join = None
-                effects.append(Completion(parked.token, _join_response(
+                effects.append(Completion(parked.token, join_response(
                     parked.version, E.NONE, member.member_id, group.generation_id,
                     group.protocol_type, group.protocol_name, group.leader_id or "", False,
                     leader_members if group.is_leader(member.member_id) else [])))
@@ -732,6 +737,14 @@ class GroupCoordinator:
         error = self._status_error(request.group_id)
         if error is not None:
             return reply(error)
+        consumer_group = self._consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            error, assignment, name = self._classic_sync_to_consumer_group(
+                consumer_group, request, version, now_ms)
+            effects.append(Completion(token, _sync_response(
+                version, error, CONSUMER_PROTOCOL_TYPE if error == E.NONE else None, name,
+                assignment)))
+            return effects
         group = self._groups.get(request.group_id)
         member_id = request.member_id
         instance_id = request.group_instance_id if version >= 3 else None
@@ -839,6 +852,10 @@ class GroupCoordinator:
             return reply(E.NONE)
         if error is not None:
             return reply(error)
+        consumer_group = self._consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            return reply(self._classic_heartbeat_to_consumer_group(consumer_group, request,
+                                                                   version, now_ms))
         group = self._groups.get(request.group_id)
         member_id = request.member_id
         instance_id = request.group_instance_id if version >= 3 else None
@@ -872,6 +889,13 @@ class GroupCoordinator:
         error = self._status_error(request.group_id)
         if error is not None:
             effects.append(Completion(token, _leave_response(version, error, [])))
+            return effects
+        consumer_group = self._consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            results, appends = self._classic_leave_to_consumer_group(
+                consumer_group, [(m or "", i) for m, i in leaving], now_ms)
+            effects += appends
+            effects.append(Completion(token, _leave_response(version, E.NONE, results)))
             return effects
         group = self._groups.get(request.group_id)
         if group is None:
@@ -913,7 +937,7 @@ class GroupCoordinator:
         if member.awaiting_join is not None:
             parked, member.awaiting_join = member.awaiting_join, None
             effects.append(Completion(parked.token,
-                                      _join_response(parked.version, error, member.member_id)))
+                                      join_response(parked.version, error, member.member_id)))
         if member.awaiting_sync is not None:
             parked, member.awaiting_sync = member.awaiting_sync, None
             effects.append(Completion(parked.token, _sync_response(parked.version, error)))
@@ -930,7 +954,7 @@ class GroupCoordinator:
             # UNKNOWN_MEMBER_ID with no member id: a client still alive joins afresh.
             parked, member.awaiting_join = member.awaiting_join, None
             effects.append(Completion(parked.token,
-                                      _join_response(parked.version, error, UNKNOWN_MEMBER_ID)))
+                                      join_response(parked.version, error, UNKNOWN_MEMBER_ID)))
         self._complete_parked(member, error, effects)
         group.remove_member(member.member_id)
         if group.sync_deadline_ms is not None and not group.pending_sync_members:
@@ -966,6 +990,7 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if group is not None and group.state is not S.DEAD:
                 self._poll_group(group, now_ms, effects)
+        self._poll_consumer_groups(now_ms, effects)
         if self._next_retention_check_ms is not None and now_ms >= self._next_retention_check_ms:
             self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
             self._expire_offsets(now_ms, effects)
@@ -1006,6 +1031,7 @@ class GroupCoordinator:
     def _ms_until_next_deadline(self, now_ms: int) -> int:
         deadlines = [t[0] for g in self._groups.values() if g.state is not S.DEAD
                      for t in self._due_timers(g)]
+        deadlines += self._consumer_deadlines()
         if self._next_retention_check_ms is not None:
             deadlines.append(self._next_retention_check_ms)
         if not deadlines:
@@ -1074,7 +1100,7 @@ class GroupCoordinator:
 
     def _committed(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue] | None:
         group = self._groups.get(group_id)
-        if group is None or group.state is S.DEAD:
+        if group_id not in self._consumer_groups and (group is None or group.state is S.DEAD):
             return None
         return self._images[self.partition_for(group_id)].offsets.get(group_id)
 
@@ -1093,18 +1119,25 @@ class GroupCoordinator:
         generation_id = request.generation_id_or_member_epoch if version >= 1 else -1
         member_id = request.member_id if version >= 1 else UNKNOWN_MEMBER_ID
         instance_id = request.group_instance_id if version >= 7 else None
-        group = self._groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return reply(E.ILLEGAL_GENERATION)   # a generation of a group that is gone
-            # A standalone consumer storing offsets: the group will exist, Empty (below).
-            group = ClassicGroup(group_id, now_ms)
-        error = validate_offset_commit(group, member_id, instance_id, generation_id)
-        if error != E.NONE:
-            return reply(error)
-        member = group.members.get(member_id)
-        if member is not None:
-            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        consumer_group = self._consumer_groups.get(group_id)
+        group: ClassicGroup | None = self._groups.get(group_id)
+        if consumer_group is not None:
+            error = self._validate_consumer_group_commit(consumer_group, member_id, instance_id,
+                                                         generation_id, version, now_ms)
+            if error != E.NONE:
+                return reply(error)
+        else:
+            if group is None:
+                if generation_id >= 0:
+                    return reply(E.ILLEGAL_GENERATION)   # a generation of a group that is gone
+                # A standalone consumer storing offsets: the group will exist, Empty (below).
+                group = ClassicGroup(group_id, now_ms)
+            error = validate_offset_commit(group, member_id, instance_id, generation_id)
+            if error != E.NONE:
+                return reply(error)
+            member = group.members.get(member_id)
+            if member is not None:
+                member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
 
         retention_time_ms = request.retention_time_ms if 2 <= version <= 4 else -1
         errors: dict[tuple[str, int], ErrorCode] = {}
@@ -1124,7 +1157,8 @@ class GroupCoordinator:
                 committed.append((group_id, topic.name, p.partition_index))
         if not records:
             return reply(errors)
-        self._groups.setdefault(group_id, group)
+        if group is not None:
+            self._groups.setdefault(group_id, group)
         self._busy_offsets.update(committed)
 
         def done(error: ErrorCode, now: int, out: list[Effect]) -> None:
@@ -1141,17 +1175,22 @@ class GroupCoordinator:
 
     def handle_offset_fetch(self, token: Hashable, request: "messages.OffsetFetchRequest",
                             version: int, now_ms: int) -> list[Effect]:
-        def answer(group_id: str, topics: list | None) -> tuple[str, ErrorCode, list]:
+        def answer(group_id: str, topics: list | None, member_id: str | None = None,
+                   member_epoch: int = -1) -> tuple[str, ErrorCode, list]:
             requested = None if topics is None else [(t.name, list(t.partition_indexes))
                                                      for t in topics]
             error = self._status_error(group_id, allow_empty_id=True)
+            if error is None and member_id is not None:
+                error = self._validate_consumer_group_fetch(group_id, member_id, member_epoch)
             if error is not None:
                 return group_id, error, []
             # require_stable (v7+) waits out pending *transactional* commits; Ketch has none.
             return group_id, E.NONE, offsets_for(self._committed(group_id), requested)
 
         if version >= 8:
-            groups = [answer(g.group_id, g.topics) for g in request.groups]
+            groups = [answer(g.group_id, g.topics,
+                             g.member_id if version >= 9 else None,
+                             g.member_epoch if version >= 9 else -1) for g in request.groups]
             return [Completion(token, offset_fetch_response(version, groups))]
         topics = request.topics if version >= 2 or request.topics is not None else []
         requested = [(t.name, list(t.partition_indexes)) for t in topics or []]
@@ -1252,6 +1291,15 @@ class GroupCoordinator:
                                             protocol_type=group.protocol_type or "",
                                             group_state=group.state.value,
                                             group_type=GROUP_TYPE_CLASSIC))
+        if not types or GROUP_TYPE_CONSUMER in types:
+            for group_id in sorted(self._consumer_groups):
+                cgroup = self._consumer_groups[group_id]
+                if states and cgroup.state.lower() not in states:
+                    continue
+                listed.append(R.ListedGroup(group_id=group_id, protocol_type=CONSUMER_PROTOCOL_TYPE,
+                                            group_state=cgroup.state,
+                                            group_type=GROUP_TYPE_CONSUMER))
+        listed.sort(key=lambda g: g.group_id)
         error = E.COORDINATOR_LOAD_IN_PROGRESS if loading else E.NONE
         return [Completion(token, R(error_code=int(error), groups=listed))]
 
@@ -1263,6 +1311,11 @@ class GroupCoordinator:
             error = self._status_error(group_id, allow_empty_id=True)
             if error is not None:
                 described.append(R.DescribedGroup(error_code=int(error), group_id=group_id))
+                continue
+            consumer_group = self._consumer_groups.get(group_id)
+            if consumer_group is not None:
+                described.append(self._describe_as_classic(consumer_group, version,
+                                                           request.include_authorized_operations))
                 continue
             group = self._groups.get(group_id)
             if group is None or group.state is S.DEAD:
@@ -1303,8 +1356,23 @@ class GroupCoordinator:
         for group_id in group_ids:
             error = self._status_error(group_id, allow_empty_id=True)
             group = self._groups.get(group_id)
+            consumer_group = self._consumer_groups.get(group_id)
             if error is not None:
                 results[group_id] = error
+            elif consumer_group is not None:
+                if consumer_group.members:
+                    results[group_id] = E.NON_EMPTY_GROUP
+                    continue
+                results[group_id] = None
+
+                def deleted(error: ErrorCode, now: int, out: list[Effect],
+                            group_id=group_id) -> None:
+                    if error == E.NONE:
+                        self._consumer_groups.pop(group_id, None)
+                    results[group_id] = E.NONE if error == E.NONE else group_append_error(error)
+                    maybe_reply(out)
+                appends += self._write(consumer_group, self._delete_consumer_group_records(
+                    consumer_group), 0, now_ms, deleted)
             elif group is None or group.state is S.DEAD:
                 results[group_id] = E.GROUP_ID_NOT_FOUND
             elif group.state is not S.EMPTY:

@@ -49,6 +49,8 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 KEY_TYPE_GROUP = 0
 
@@ -91,6 +93,8 @@ class GroupCoordinatorDriver:
             ApiKey.LIST_GROUPS: self._simple("handle_list_groups"),
             ApiKey.DESCRIBE_GROUPS: self._simple("handle_describe_groups"),
             ApiKey.DELETE_GROUPS: self._simple("handle_delete_groups"),
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: self._simple("handle_consumer_group_describe"),
         }
         return {key: (handler, GROUP_VERSIONS[key]) for key, handler in handlers.items()}
 
@@ -111,6 +115,8 @@ class GroupCoordinatorDriver:
     def on_metadata(self, image: MetadataImage) -> None:
         """A new metadata image: groups subscribed to a topic that grew rebalance."""
         counts = {t.name: len(t.partitions) for t in image.topics.by_id.values()}
+        self.core.set_topics({t.name: (t.topic_id, len(t.partitions))
+                              for t in image.topics.by_id.values()})
         grown = [n for n, c in counts.items() if self._partition_counts.get(n, c) < c]
         self._partition_counts = counts
         if grown:
@@ -161,6 +167,10 @@ class GroupCoordinatorDriver:
     async def _join_group(self, req: Any, version: int, client: Any) -> Any:
         return await self._call("handle_join_group", req, version, client.client_id or "",
                                 client.host, self.now_ms())
+
+    async def _consumer_group_heartbeat(self, req: Any, version: int, client: Any) -> Any:
+        return await self._call("handle_consumer_group_heartbeat", req, version,
+                                client.client_id or "", client.host, self.now_ms())
 
     async def _offset_commit(self, req: Any, version: int, client: Any) -> Any:
         # Kafka's KafkaApis refuses commits for topics that do not exist before the

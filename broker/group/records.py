@@ -17,9 +17,12 @@ KIP-915 froze this layout):
   assignment.
 - a null value (tombstone) deletes the key: an expired or deleted offset, a deleted group.
 
-Key versions >= 3 are Kafka's newer group types (KIP-848 consumer groups, share groups);
-Ketch never writes them, and the loader skips them (counted in ``skipped_records``) rather
-than refusing a partition it could otherwise load.
+Key versions 3-8 are KIP-848 consumer groups (``ConsumerGroupKey``; the value is the
+generated class of Kafka's schema itself, version 0): 3 the group epoch, 4 the subscribed
+topics' metadata, 5 a member's metadata, 6 the target assignment's epoch, 7 a member's
+target assignment, 8 a member's current assignment and epoch. Key versions above 8 (share
+groups) Ketch never writes, and the loader skips them (counted in ``skipped_records``)
+rather than refusing a partition it could otherwise load.
 
 The layouts are not written out here: they are Kafka's own JSON schemas
 (../shared/kafka-protocol/coordinators/), turned by tools/gen_protocol.py into data schemas
@@ -41,9 +44,10 @@ broker becomes the partition's leader, so failover and the live path share one c
 """
 from __future__ import annotations
 
+import enum
 import struct
 from dataclasses import dataclass, field
-from typing import Iterable, TypeVar, Union
+from typing import Any, Iterable, TypeVar, Union
 
 from clients.protocol import CorruptFrameError, decode_message, encode_message
 from clients.protocol import messages as schemas
@@ -51,7 +55,7 @@ from clients.records import Record, build_batch, decode_batches
 from clients.records.errors import RecordError
 
 __all__ = [
-    "CONSUMER_OFFSETS_TOPIC", "CoordinatorImage", "CoordinatorLoader", "CoordinatorRecord",
+    "CONSUMER_OFFSETS_TOPIC", "ConsumerGroupKey", "ConsumerGroupRecordType", "CoordinatorImage", "CoordinatorLoader", "CoordinatorRecord",
     "CoordinatorRecordError", "GroupMetadataKey", "GroupMetadataValue", "MemberRecord",
     "OffsetCommitKey", "OffsetCommitValue", "decode_record", "encode_batch",
     "java_string_hash", "partition_for_group",
@@ -154,8 +158,47 @@ class GroupMetadataValue:
     members: tuple[MemberRecord, ...] = ()
 
 
-RecordKey = Union[OffsetCommitKey, GroupMetadataKey]
-RecordValue = Union[OffsetCommitValue, GroupMetadataValue, None]
+class ConsumerGroupRecordType(enum.IntEnum):
+    """KIP-848's record types: the key version of each (coordinator-key apiKey)."""
+    GROUP_METADATA = 3                # ConsumerGroupMetadata: the group epoch
+    PARTITION_METADATA = 4            # the subscribed topics' ids and partition counts
+    MEMBER_METADATA = 5               # a member's subscription, client, rack, timeouts
+    TARGET_ASSIGNMENT_METADATA = 6    # the epoch of the target assignment
+    TARGET_ASSIGNMENT_MEMBER = 7      # one member's target partitions
+    CURRENT_MEMBER_ASSIGNMENT = 8     # one member's epoch, state and current partitions
+
+
+_T = ConsumerGroupRecordType
+# record type -> (key schema, value schema); values are written as version 0.
+CONSUMER_GROUP_SCHEMAS: dict[int, tuple[Any, Any]] = {
+    _T.GROUP_METADATA: (schemas.ConsumerGroupMetadataKey, schemas.ConsumerGroupMetadataValue),
+    _T.PARTITION_METADATA: (schemas.ConsumerGroupPartitionMetadataKey,
+                            schemas.ConsumerGroupPartitionMetadataValue),
+    _T.MEMBER_METADATA: (schemas.ConsumerGroupMemberMetadataKey,
+                         schemas.ConsumerGroupMemberMetadataValue),
+    _T.TARGET_ASSIGNMENT_METADATA: (schemas.ConsumerGroupTargetAssignmentMetadataKey,
+                                    schemas.ConsumerGroupTargetAssignmentMetadataValue),
+    _T.TARGET_ASSIGNMENT_MEMBER: (schemas.ConsumerGroupTargetAssignmentMemberKey,
+                                  schemas.ConsumerGroupTargetAssignmentMemberValue),
+    _T.CURRENT_MEMBER_ASSIGNMENT: (schemas.ConsumerGroupCurrentMemberAssignmentKey,
+                                   schemas.ConsumerGroupCurrentMemberAssignmentValue),
+}
+_MEMBER_RECORD_TYPES = {_T.MEMBER_METADATA, _T.TARGET_ASSIGNMENT_MEMBER,
+                        _T.CURRENT_MEMBER_ASSIGNMENT}
+for _t, (_key, _value) in CONSUMER_GROUP_SCHEMAS.items():
+    assert _key.SCHEMA.min_version == _t == _key.SCHEMA.max_version
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ConsumerGroupKey:
+    """The key of a KIP-848 consumer group record; ``member_id`` for member records only."""
+    group_id: str
+    record_type: ConsumerGroupRecordType
+    member_id: str = ""
+
+
+RecordKey = Union[OffsetCommitKey, GroupMetadataKey, ConsumerGroupKey]
+RecordValue = Union[OffsetCommitValue, GroupMetadataValue, Any, None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +209,9 @@ class CoordinatorRecord:
     def __post_init__(self) -> None:
         if isinstance(self.key, OffsetCommitKey):
             assert self.value is None or isinstance(self.value, OffsetCommitValue)
+        elif isinstance(self.key, ConsumerGroupKey):
+            assert self.value is None or isinstance(
+                self.value, CONSUMER_GROUP_SCHEMAS[self.key.record_type][1])
         else:
             assert isinstance(self.key, GroupMetadataKey)
             assert self.value is None or isinstance(self.value, GroupMetadataValue)
@@ -175,12 +221,19 @@ class CoordinatorRecord:
         if isinstance(k, OffsetCommitKey):
             return _encode(OFFSET_COMMIT_KEY_VERSION, _OffsetCommitKeyData(
                 group=k.group_id, topic=k.topic, partition=k.partition))
+        if isinstance(k, ConsumerGroupKey):
+            key_schema = CONSUMER_GROUP_SCHEMAS[k.record_type][0]
+            if k.record_type in _MEMBER_RECORD_TYPES:
+                return _encode(k.record_type, key_schema(group_id=k.group_id, member_id=k.member_id))
+            return _encode(k.record_type, key_schema(group_id=k.group_id))
         return _encode(GROUP_METADATA_KEY_VERSION, _GroupMetadataKeyData(group=k.group_id))
 
     def encode_value(self) -> bytes | None:
         v = self.value
         if v is None:
             return None
+        if isinstance(self.key, ConsumerGroupKey):
+            return _encode(0, v)
         if isinstance(v, OffsetCommitValue):
             # Version 1 is the only one with an expire time; version 3 adds the leader epoch.
             version = (OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE
@@ -236,6 +289,10 @@ def decode_key(data: bytes) -> RecordKey | None:
         return OffsetCommitKey(k.group, k.topic, k.partition)
     if version == GROUP_METADATA_KEY_VERSION:
         return GroupMetadataKey(_decode(_GroupMetadataKeyData, data)[1].group)
+    if version in CONSUMER_GROUP_SCHEMAS:
+        k = _decode(CONSUMER_GROUP_SCHEMAS[version][0], data)[1]
+        return ConsumerGroupKey(k.group_id, ConsumerGroupRecordType(version),
+                                getattr(k, "member_id", ""))
     if version > GROUP_METADATA_KEY_VERSION:
         return None
     raise CoordinatorRecordError(f"unknown key version {version}")
@@ -272,6 +329,8 @@ def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
         return CoordinatorRecord(k, None)
     if isinstance(k, OffsetCommitKey):
         return CoordinatorRecord(k, _decode_offset_commit_value(value))
+    if isinstance(k, ConsumerGroupKey):
+        return CoordinatorRecord(k, _decode(CONSUMER_GROUP_SCHEMAS[k.record_type][1], value)[1])
     return CoordinatorRecord(k, _decode_group_metadata_value(value))
 
 
@@ -291,10 +350,21 @@ class CoordinatorImage:
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     # group id -> (topic, partition) -> committed offset
     offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = field(default_factory=dict)
+    # KIP-848 groups: group id -> (record type, member id) -> the latest value, in the order
+    # first written (a member's records after the group's epoch, as Kafka writes them).
+    consumer_groups: dict[str, dict[tuple[int, str], Any]] = field(default_factory=dict)
 
     def replay(self, record: CoordinatorRecord) -> None:
         key = record.key
-        if isinstance(key, OffsetCommitKey):
+        if isinstance(key, ConsumerGroupKey):
+            values = self.consumer_groups.setdefault(key.group_id, {})
+            if record.value is None:
+                values.pop((key.record_type, key.member_id), None)
+                if not values:
+                    del self.consumer_groups[key.group_id]
+            else:
+                values[(key.record_type, key.member_id)] = record.value
+        elif isinstance(key, OffsetCommitKey):
             tp = (key.topic, key.partition)
             if record.value is None:
                 group_offsets = self.offsets.get(key.group_id)
@@ -313,7 +383,12 @@ class CoordinatorImage:
                 self.groups[key.group_id] = record.value
 
     def group_ids(self) -> set[str]:
-        return set(self.groups) | set(self.offsets)
+        return set(self.groups) | set(self.offsets) | set(self.consumer_groups)
+
+    def consumer_group_records(self, group_id: str) -> list[CoordinatorRecord]:
+        """A KIP-848 group's live records, to rebuild the group by replaying them."""
+        return [CoordinatorRecord(ConsumerGroupKey(group_id, ConsumerGroupRecordType(t), m), v)
+                for (t, m), v in self.consumer_groups.get(group_id, {}).items()]
 
 
 class CoordinatorLoader:

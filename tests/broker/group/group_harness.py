@@ -302,6 +302,33 @@ class Harness:
             assert self.response(t).assignment == assign[m]
         return ids
 
+    # ------------------------------------------------------------------ KIP-848
+
+    def cg_heartbeat(self, group_id: str = "g", member_id: str = "", epoch: int = 0, *,
+                     topics: list[str] | None = None, owned: dict | None = None,
+                     rebalance_timeout_ms: int = -1, instance_id: str | None = None,
+                     assignor: str | None = None, regex: str | None = None,
+                     version: int = 1) -> Any:
+        """One ConsumerGroupHeartbeat; ``owned``: topic id -> partitions (None: not sent).
+        A join (epoch 0) sends what a first request must."""
+        R = messages.ConsumerGroupHeartbeatRequest
+        if epoch == 0:
+            owned = owned or {}
+            if rebalance_timeout_ms == -1:
+                rebalance_timeout_ms = 30_000
+            if topics is None and regex is None:
+                topics = ["t"]
+        req = R(group_id=group_id, member_id=member_id, member_epoch=epoch,
+                instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms,
+                subscribed_topic_names=topics, subscribed_topic_regex=regex,
+                server_assignor=assignor,
+                topic_partitions=None if owned is None else [
+                    R.TopicPartitions(topic_id=t, partitions=sorted(ps)) for t, ps in owned.items()])
+        t = self.token("consumer_group_heartbeat", version)
+        self.run(self.coordinator.handle_consumer_group_heartbeat(t, req, version, "client",
+                                                                  "/127.0.0.1", self.now_ms))
+        return self.response(t)
+
 
 def coordinator_partition(group_id: str) -> int:
     return partition_for_group(group_id, 50)

@@ -115,7 +115,9 @@ def test_older_and_flexible_versions_are_read() -> None:
 
 
 def test_unknown_record_types_are_skipped_and_bad_versions_refused() -> None:
-    assert decode_record(b"\x00\x03" + _s("g"), b"whatever") is None   # e.g. KIP-848 types
+    assert decode_record(b"\x00\x09" + _s("g"), b"whatever") is None   # e.g. share groups
+    with pytest.raises(CoordinatorRecordError):       # a KIP-848 type with a bad value
+        decode_record(b"\x00\x03" + b"\x02g\x00", b"whatever")
     with pytest.raises(CoordinatorRecordError):
         decode_record(b"\xff\xff", None)
     with pytest.raises(CoordinatorRecordError):
