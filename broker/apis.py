@@ -33,6 +33,7 @@ from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messag
 from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
+from clients.protocol.types import ZERO_UUID
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
 from quorum.network import ClientInfo
@@ -194,6 +195,17 @@ class KafkaApis:
         else:
             names = [t.name for t in req.topics if t.name is not None]
             explicit = True
+        # v10+: topics asked for by id alone (KIP-516; KIP-848 consumers learn their
+        # assignment as topic ids). An unknown id is answered as such, never created.
+        unknown_ids = []
+        if version >= 10 and req.topics:
+            for t in req.topics:
+                if t.name is None and t.topic_id != ZERO_UUID:
+                    known = image.topics.get_by_id(t.topic_id)
+                    if known is None:
+                        unknown_ids.append(t.topic_id)
+                    else:
+                        names.append(known.name)
         allow_create = (req.allow_auto_topic_creation if version >= 4 else True) and \
             self.config.auto_create_topics_enable
         missing = [n for n in names if image.topics.get(n) is None]
@@ -202,7 +214,8 @@ class KafkaApis:
             create_errors = await self.topic_creation.auto_create(missing)
             image = self.replicas.image
         cls = messages.MetadataResponse
-        topics = []
+        topics = [cls.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                            topic_id=topic_id) for topic_id in unknown_ids]
         for name in names:
             topic = image.topics.get(name)
             if topic is None:

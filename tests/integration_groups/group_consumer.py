@@ -200,14 +200,19 @@ async def run_aiokafka(args: argparse.Namespace, report: Reporter) -> None:
 def run_confluent(args: argparse.Namespace, report: Reporter) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({
+    config = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.client_id,
         "auto.offset.reset": "earliest", "enable.auto.commit": args.commit == "auto",
-        "auto.commit.interval.ms": args.auto_commit_interval_ms,
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": args.heartbeat_interval_ms,
-        "partition.assignment.strategy": args.assignor, "fetch.wait.max.ms": 200,
-    })
+        "auto.commit.interval.ms": args.auto_commit_interval_ms, "fetch.wait.max.ms": 200,
+    }
+    if args.group_protocol == "consumer":
+        # KIP-848: the coordinator assigns and times sessions; the classic knobs are refused.
+        config.update({"group.protocol": "consumer", "group.remote.assignor": args.assignor})
+    else:
+        config.update({"session.timeout.ms": args.session_timeout_ms,
+                       "heartbeat.interval.ms": args.heartbeat_interval_ms,
+                       "partition.assignment.strategy": args.assignor})
+    consumer = Consumer(config)
 
     def on_assign(c, partitions):
         report("assigned", partitions=sorted(tp.partition for tp in partitions))
@@ -275,7 +280,10 @@ def main() -> None:
     ap.add_argument("--max-poll-records", type=int, default=50)
     ap.add_argument("--pause-at", type=int, default=None)
     ap.add_argument("--hold-after-autocommit", action="store_true")
+    ap.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
     args = ap.parse_args()
+    if args.group_protocol == "consumer" and args.client != "confluent":
+        ap.error("--group-protocol consumer: only confluent-kafka (librdkafka) speaks KIP-848 here")
     if args.hold_after_autocommit and args.client != "confluent":
         ap.error("--hold-after-autocommit needs confluent-kafka's background auto-commit")
     # The libraries' own account of joins and assignments, on stderr, for reading a failure.

@@ -51,6 +51,9 @@ GROUP_BROKER = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "offsets.topic.num.partitions": "6",
+    # KIP-848 groups: the coordinator sets the heartbeat pace and detects dead members.
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
 }
 GROUP_CONTROLLER = dict(FAST_CONTROLLER)
 # A group with no answer (its coordinator moving or loading) is reported as None soon,
@@ -208,7 +211,8 @@ class ConsumerProcess:
                  client_id: str, assignor: str = "range", commit: str = "manual",
                  session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 300,
                  auto_commit_interval_ms: int = 200, max_poll_records: int = 50,
-                 pause_at: int | None = None, hold_after_autocommit: bool = False) -> None:
+                 pause_at: int | None = None, hold_after_autocommit: bool = False,
+                 group_protocol: str = "classic") -> None:
         self.client = client
         self.client_id = client_id
         self.out = os.path.join(workdir, f"{client_id}.jsonl")
@@ -237,6 +241,7 @@ class ConsumerProcess:
                 argv += ["--pause-at", str(pause_at)]
             if hold_after_autocommit:
                 argv.append("--hold-after-autocommit")
+            argv += ["--group-protocol", group_protocol]
             stdout = subprocess.DEVNULL
             stdin = subprocess.PIPE
         env = dict(os.environ)
