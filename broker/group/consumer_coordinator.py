@@ -13,12 +13,14 @@ once (so the next request sees them, as Kafka's timeline does) and they are appe
 answer waits for the append. If an append fails, the group is rebuilt from the acknowledged
 records plus the appends still in flight, which is what the log will hold.
 
-Online migration (``group.consumer.migration.policy``): a ConsumerGroupHeartbeat joining a
-classic group whose members all use the ``consumer`` protocol type converts it (upgrade);
-its classic members then keep using JoinGroup/SyncGroup/Heartbeat against the consumer
-group. Not implemented: the downgrade back to a classic group when the last
-consumer-protocol member leaves (the remaining classic members stay, served as above), and
-KIP-848's client-side assignors (ConsumerGroupHeartbeat v0-1 carry none).
+Online migration (``group.consumer.migration.policy``, bidirectional by default as in
+Kafka 4): a ConsumerGroupHeartbeat joining a classic group whose members all use the
+``consumer`` protocol type converts it (upgrade); its classic members then keep using
+JoinGroup/SyncGroup/Heartbeat against the consumer group. When the last member speaking
+the consumer protocol leaves (or is fenced) and classic members remain, the group turns
+back into a classic group that rebalances at once (downgrade). Not implemented: KIP-848's
+client-side assignors (ConsumerGroupHeartbeat v0-1 carry none) and a static member's
+replacement triggering the downgrade.
 """
 from __future__ import annotations
 
@@ -376,6 +378,9 @@ class ConsumerGroupProtocol:
                                            previous_member_epoch=member.member_epoch)
                 records.append(current_assignment_record(gid, left))
             else:
+                if self._downgrades(group, member_id):
+                    return self._convert_to_classic_group(group, member_id, now_ms) + [
+                        Completion(token, R(member_id=member_id, member_epoch=epoch))]
                 records += self._fence_records(group, member_id)
             response = R(member_id=member_id, member_epoch=epoch, heartbeat_interval_ms=0)
             return self._answer_after(group, records, 0, token, response, now_ms)
@@ -753,8 +758,22 @@ class ConsumerGroupProtocol:
                     group.session_deadline.pop(member_id, None)
                     group.rebalance_deadline.pop(member_id, None)
                     continue
+                if self._downgrades(group, member_id):
+                    effects += self._convert_to_classic_group(group, member_id, now_ms)
+                    break
                 effects += self._write(group, self._fence_records(group, member_id), 0, now_ms,
                                        _ignore)
+
+    def _downgrades(self, group: ConsumerGroup, leaving: str) -> bool:
+        """Whether ``leaving`` is the last consumer-protocol member of a group whose other
+        members all speak the classic protocol (Kafka's validateOnlineDowngrade)."""
+        rest = [m for m in group.members.values() if m.member_id != leaving]
+        return (self.config.consumer_group_migration_policy in ("downgrade", "bidirectional")
+                and bool(rest) and group.members.get(leaving) is not None
+                and group.members[leaving].classic is None
+                and all(m.classic is not None for m in rest)
+                and len(rest) <= self.config.group_max_size
+                and _common_protocol(rest))
 
     def _consumer_deadlines(self) -> Iterable[int]:
         for group in self._consumer_groups.values():
@@ -762,6 +781,10 @@ class ConsumerGroupProtocol:
             yield from group.rebalance_deadline.values()
 
     def _abandon_classic_group(self, classic: "ClassicGroup", now_ms: int) -> None:
+        raise NotImplementedError   # GroupCoordinator provides it
+
+    def _convert_to_classic_group(self, group: ConsumerGroup, leaving: str,
+                                  now_ms: int) -> list:
         raise NotImplementedError   # GroupCoordinator provides it
 
 
@@ -772,6 +795,16 @@ def _preferred_assignor(members: Iterable[ConsumerGroupMember], default: str) ->
         if m.server_assignor:
             votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
     return max(sorted(votes), key=lambda a: votes[a]) if votes else default
+
+
+def _common_protocol(members: Iterable[ConsumerGroupMember]) -> bool:
+    """Whether the classic members share an assignor (a classic group needs one)."""
+    common: set[str] | None = None
+    for m in members:
+        assert m.classic is not None
+        names = {name for name, _ in m.classic.protocols}
+        common = names if common is None else common & names
+    return bool(common)
 
 
 def _member_epoch_error(member: ConsumerGroupMember, epoch: int) -> ErrorCode:

@@ -84,6 +84,10 @@ from broker.group.consumer_coordinator import (
     CONSUMER_PROTOCOL_TYPE, GROUP_TYPE_CONSUMER, ConsumerGroupProtocol,
 )
 from broker.group.consumer_group import ConsumerGroup, TopicsView
+from broker.group.consumer_group import group_tombstones as consumer_group_tombstones
+from broker.group.consumer_group import member_tombstones as consumer_group_member_tombstones
+from clients._core.assignors import Assignment, encode_assignment
+from clients.types import TopicPartition
 from broker.group.offsets import (
     commit_append_error, commit_value, expired_offsets, offset_delete_eligibility,
     offset_fetch_response, offsets_for, validate_offset_commit,
@@ -324,6 +328,43 @@ class GroupCoordinator(ConsumerGroupProtocol):
         for append_id in self._pending_order.get(self.partition_for(group_id), ()):
             out += [r for r in self._pending[append_id].records if r.key.group_id == group_id]
         return out
+
+    def _convert_to_classic_group(self, group: ConsumerGroup, leaving: str,
+                                  now_ms: int) -> list[Effect]:
+        """The downgrade (Kafka's ClassicGroup.fromConsumerGroup): the last member speaking
+        the consumer protocol left, the others are classic members. They become a Stable
+        classic group at the group epoch, each keeping its assignment, and a rebalance
+        starts at once so that they rejoin under the classic protocol."""
+        gid = group.group_id
+        names = {tid: n for n, (tid, _) in self._topics.items()}
+        classic = ClassicGroup(gid, now_ms)
+        classic.generation_id = group.group_epoch
+        classic.protocol_type = CONSUMER_PROTOCOL_TYPE
+        for m in group.members.values():
+            if m.member_id == leaving or m.classic is None:
+                continue
+            classic.add_member(Member(
+                m.member_id, m.instance_id, m.client_id, m.client_host,
+                m.rebalance_timeout_ms, m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE,
+                m.classic.protocols, assignment=encode_assignment(Assignment(tuple(
+                    TopicPartition(names[t], p) for t, ps in sorted(m.assigned.items())
+                    if t in names for p in sorted(ps)))),
+                heartbeat_deadline_ms=now_ms + m.classic.session_timeout_ms))
+        classic.leader_id = next(iter(classic.members))
+        classic.protocol_name = classic.select_protocol()
+        classic.state = S.STABLE          # as a loaded group: not a transition
+        classic.subscribed_topics = classic.compute_subscribed_topics()
+        records = [r for member_id in sorted(group.members)
+                   for r in consumer_group_member_tombstones(gid, member_id)]
+        records += consumer_group_tombstones(gid)
+        records.append(self._group_record(classic))
+        del self._consumer_groups[gid]
+        self._groups[gid] = classic
+        # A lost snapshot leaves the log with the consumer group, which a new coordinator
+        # loads; its classic members then rejoin it as they do here. Nothing is lost.
+        effects: list[Effect] = [self._append(gid, records, now_ms, _ignore_append_result)]
+        self._prepare_rebalance(classic, now_ms, effects)
+        return effects
 
     def _abandon_classic_group(self, classic: ClassicGroup, now_ms: int) -> None:
         """A classic group converted to a consumer group: waiting members rejoin."""

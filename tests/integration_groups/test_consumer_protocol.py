@@ -7,7 +7,9 @@
 - Online upgrade: a classic group (librdkafka and kafka-python members, eager range) is
   joined by a consumer-protocol member; the group becomes a consumer group without
   stopping, the classic members keep their JoinGroup/SyncGroup/Heartbeat, all three end up
-  with disjoint partitions covering the topic, and every record is processed.
+  with disjoint partitions covering the topic, and every record is processed; when the
+  consumer-protocol member leaves, the group turns classic again (downgrade) and its
+  members rebalance over the whole topic.
 """
 from __future__ import annotations
 
@@ -77,5 +79,16 @@ def test_a_classic_group_is_upgraded_online(cluster, consumers) -> None:
     d = describe_group(cluster, group, topic)
     assert d is not None and d.state == "Stable"
     for c in everyone:
+        assert c.alive(), c.stderr_tail()
+
+    # The consumer-protocol member leaves: the group turns classic again (downgrade) and
+    # the classic members rebalance over the whole topic.
+    assert modern.close() == 0
+    wait_for_assignment(cluster, group, topic, {"classic-rd", "classic-py"}, PARTITIONS,
+                        timeout_s=60)
+    assert group_type(cluster, group) == "classic"
+    last = produce(cluster.spec.bootstrap_servers, topic, 10, PARTITIONS, "c")
+    wait_until(lambda: consumed(classic, last), 60, "records after the downgrade processed")
+    for c in classic:
         assert c.alive(), c.stderr_tail()
         assert c.close() == 0

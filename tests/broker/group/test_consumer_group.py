@@ -334,6 +334,22 @@ def test_a_consumer_protocol_member_upgrades_a_classic_group_online() -> None:
     d = h.describe(["g"]).groups[0]
     assert d.group_state in ("Assigning", "Reconciling", "Stable") and d.protocol_type == "consumer"
     assert {m.member_id for m in d.members} == {c2, "new"}
+    # The last consumer-protocol member leaves: back to a classic group, rebalancing.
+    h.cg_heartbeat(member_id="new", epoch=n2.member_epoch, owned=None)
+    assert h.cg_heartbeat(member_id="new", epoch=-1).error_code == 0
+    assert h.coordinator.consumer_group("g") is None
+    classic = h.group("g")
+    assert classic.state.value == "PreparingRebalance" and set(classic.members) == {c2}
+    assert h.heartbeat("g", c2, classic.generation_id) == E.REBALANCE_IN_PROGRESS
+    j = h.join("g", member_id=c2, topics=["t"])
+    h.settle()
+    r = h.response(j)
+    assert r.error_code == 0 and r.leader == c2 and r.generation_id == classic.generation_id
+    s = h.sync("g", c2, r.generation_id, {c2: assignment({"t": [0, 1, 2, 3]})})
+    assert h.response(s).error_code == 0 and classic.state.value == "Stable"
+    p = h.coordinator.partition_for("g")
+    image = h.log.load(p).image
+    assert "g" not in image.consumer_groups and image.groups["g"].members
 
 
 def test_a_classic_group_of_another_protocol_type_is_not_upgraded() -> None:
