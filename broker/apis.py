@@ -14,6 +14,7 @@ Every version advertised here can be decoded: the codec covers each spec's full 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import shutil
 import time
@@ -73,6 +74,42 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 }
 
 _REQUEST_NAMES = {int(k): request_name(k) for k in ApiKey}
+
+# Never throttled by request time (Kafka's exemptions: a client must always learn the
+# versions; brokers' own requests are cluster actions, follower fetches among them).
+_REQUEST_QUOTA_EXEMPT = {ApiKey.API_VERSIONS}
+
+
+class BusyTime:
+    """Awaits a coroutine and measures the time spent *running* it (each step between two
+    suspensions), not the time it waits: the request-handler time Kafka's request quota
+    counts."""
+
+    __slots__ = ("_coro", "ms")
+
+    def __init__(self, coro: Any) -> None:
+        self._coro = coro
+        self.ms = 0.0
+
+    def __await__(self):
+        it = self._coro.__await__()
+        send: Any = None
+        error: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                suspended = it.send(send) if error is None else it.throw(error)
+            except StopIteration as done:
+                self.ms += (time.perf_counter() - started) * 1000
+                return done.value
+            except BaseException:
+                self.ms += (time.perf_counter() - started) * 1000
+                raise
+            self.ms += (time.perf_counter() - started) * 1000
+            try:
+                send, error = (yield suspended), None
+            except BaseException as e:      # cancellation and the like reach the handler
+                send, error = None, e
 
 
 def _quorum_leader(resp: messages.DescribeQuorumResponse) -> int:
@@ -143,9 +180,14 @@ class KafkaApis:
                                            f"version {version} is not supported")
         started = time.perf_counter()
         if api_key in _FORWARDED:
-            answer = await self.forward(api_key, version, request.body)
+            handling = self.forward(api_key, version, request.body)
         else:
-            answer = await self._handlers[api_key](request.body, version, client)
+            handling = self._handlers[api_key](request.body, version, client)
+        busy = BusyTime(handling)
+        answer = await busy
+        if answer is not None and api_key not in _REQUEST_QUOTA_EXEMPT and not (
+                api_key == ApiKey.FETCH and request.body.replica_id >= 0):
+            answer = self._request_quota(answer, client, busy.ms)
         if api_key == ApiKey.FETCH:
             name = "FetchFollower" if request.body.replica_id >= 0 else "FetchConsumer"
         else:
@@ -154,6 +196,17 @@ class KafkaApis:
         if answer is None:
             return None
         return version, answer
+
+    def _request_quota(self, answer: Any, client: ClientInfo, busy_ms: float) -> Any:
+        """Count the request's handling time against the client's request_percentage;
+        a throttle rides on the response (the larger of it and a byte-rate throttle), and
+        the network server mutes the connection for it (KIP-219)."""
+        throttle_ms = self.quotas.request.record(
+            self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "", busy_ms,
+            self.replicas.now_ms())
+        if throttle_ms > getattr(answer, "throttle_time_ms", throttle_ms):
+            answer = dataclasses.replace(answer, throttle_time_ms=throttle_ms)
+        return answer
 
     def handle_unsupported(self, request: UnsupportedRequest) -> tuple[int, Any] | None:
         if request.api_key == ApiKey.API_VERSIONS:

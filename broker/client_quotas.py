@@ -14,8 +14,13 @@ quota.window.size.seconds = 1), measured over at least ``samples - 1`` windows. 
 that takes the rate above the bound is still served; its response carries
 ``throttle_time_ms`` = (rate - bound) / bound x the measured window, as Kafka computes it,
 and the network server mutes the connection for that long (KIP-219: the client waits too).
-request_percentage and controller_mutation_rate are stored and described but not enforced
-(their time and mutation accounting is not built; said where it would be).
+
+``request_percentage`` (KIP-124) bounds the time the broker spends on a client's requests,
+as a percentage of one thread: the broker counts the milliseconds its event loop spends
+running each request's handler (waits in purgatory, for replication or for fetch data,
+excluded, as Kafka counts request-handler thread time), a rate of ms per second that
+``scale`` turns into percent. controller_mutation_rate (KIP-599) is stored and described but
+not enforced (its mutation accounting on the controller is not built).
 
 Pure: time is ``now_ms``.
 """
@@ -77,6 +82,7 @@ class ClientQuotaManager:
     window_ms: int = 1000        # quota.window.size.seconds
     samples: int = 11            # quota.window.num
     max_throttle_ms: int = 30_000
+    scale: float = 1.0           # the measured rate per second -> the quota's unit
     _rates: dict[tuple[str, str], _Rate] = field(default_factory=dict)
 
     def record(self, quotas: ClientQuotasImage, user: str, client_id: str, amount: float,
@@ -91,6 +97,7 @@ class ClientQuotaManager:
             rate = self._rates[(user, client_id)] = _Rate()
         rate.record(amount, now_ms, self.window_ms, self.samples)
         observed, window = rate.measure(now_ms, self.window_ms, self.samples)
+        observed *= self.scale
         if observed <= bound:
             return 0
         return min(self.max_throttle_ms, round((observed - bound) / bound * window))
@@ -128,6 +135,9 @@ def describe_quotas(quotas: ClientQuotasImage,
 
 @dataclass(slots=True)
 class ClientQuotas:
-    """The broker's byte-rate quotas: produce (request bytes) and fetch (response bytes)."""
+    """The broker's quotas: produce (request bytes), fetch (response bytes), and request
+    time (ms of handling per second; 1000 ms/s is 100% of one thread)."""
     produce: ClientQuotaManager = field(default_factory=lambda: ClientQuotaManager("producer_byte_rate"))
     fetch: ClientQuotaManager = field(default_factory=lambda: ClientQuotaManager("consumer_byte_rate"))
+    request: ClientQuotaManager = field(
+        default_factory=lambda: ClientQuotaManager("request_percentage", scale=0.1))

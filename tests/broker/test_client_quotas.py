@@ -51,3 +51,59 @@ def test_describe_filters_by_exact_default_and_any_matches() -> None:
     assert len(everything) == 3
     assert describe_quotas(quotas, [("client-id", 0, None)], False)[0]
     assert describe_quotas(quotas, [("user", 2, None), ("user", 2, None)], False)[0]
+
+
+def test_request_percentage_is_handling_time_as_a_share_of_one_thread() -> None:
+    quotas = ClientQuotasImage({quota_entity((("client-id", "busy"),)): {"request_percentage": 10.0}})
+    m = ClientQuotaManager("request_percentage", window_ms=1000, samples=11, scale=0.1)
+    # 1,000 ms of handling over the 10 s measured: 100 ms/s = 10% of a thread, the bound.
+    assert m.record(quotas, ANONYMOUS, "busy", 1000, 0) == 0
+    # 2,000 ms: 20%, twice the bound -> throttled the whole window.
+    assert m.record(quotas, ANONYMOUS, "busy", 1000, 100) == 10_000
+
+
+def test_busy_time_counts_running_not_waiting() -> None:
+    import asyncio
+    import time
+
+    from broker.apis import BusyTime
+
+    async def handler() -> str:
+        end = time.perf_counter() + 0.03
+        while time.perf_counter() < end:
+            pass                                   # 30 ms of work
+        await asyncio.sleep(0.2)                   # 200 ms in "purgatory"
+        return "done"
+
+    async def main() -> tuple[str, float]:
+        busy = BusyTime(handler())
+        return await busy, busy.ms
+
+    answer, ms = asyncio.run(main())
+    assert answer == "done" and 30 <= ms < 150, ms
+
+
+def test_busy_time_passes_cancellation_to_the_handler() -> None:
+    import asyncio
+
+    from broker.apis import BusyTime
+
+    cleaned = []
+
+    async def handler() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            cleaned.append(True)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(BusyTime(handler()))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(main())
+    assert cleaned == [True]

@@ -262,6 +262,26 @@ def test_a_produce_quota_throttles_its_client_id_and_no_other(cluster) -> None:
     assert _produce_as(cluster, "slow", 100_000) == 0
 
 
+def _metadata_as(cluster, client_id: str) -> int:
+    from clients import connection
+
+    resp = connection.roundtrip("127.0.0.1", _port(cluster), ApiKey.METADATA, 12,
+                                messages.MetadataRequest(topics=None), client_id=client_id)
+    return resp.throttle_time_ms
+
+
+def test_a_request_percentage_quota_throttles_by_handling_time(cluster) -> None:
+    # 0.01% of a thread: 0.1 ms of handling per second, 1 ms over the measured 10 s window.
+    assert _alter_quotas(cluster, "chatty", "request_percentage", 0.01).entries[0].error_code == 0
+    wait_until(lambda: _described(cluster, "chatty") == {"request_percentage": 0.01}, 30,
+               "the quota in the broker's image")
+    throttles = [_metadata_as(cluster, "chatty") for _ in range(20)]
+    assert throttles[-1] > 0, throttles
+    assert all(_metadata_as(cluster, "quiet") == 0 for _ in range(20))
+    _alter_quotas(cluster, "chatty", "request_percentage", 0, remove=True)
+    wait_until(lambda: _described(cluster, "chatty") == {}, 30, "the quota removed")
+
+
 def _ketch(cluster, *args: str, rc: int = 0):
     import os
     import subprocess
