@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import shutil
 import time
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Generator, Mapping
 
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
@@ -87,11 +87,11 @@ class BusyTime:
 
     __slots__ = ("_coro", "ms")
 
-    def __init__(self, coro: Any) -> None:
+    def __init__(self, coro: Awaitable[Any]) -> None:
         self._coro = coro
         self.ms = 0.0
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, Any, Any]:
         it = self._coro.__await__()
         send: Any = None
         error: BaseException | None = None
@@ -179,6 +179,7 @@ class KafkaApis:
             return version, error_response(api_key, request.body, ErrorCode.UNSUPPORTED_VERSION,
                                            f"version {version} is not supported")
         started = time.perf_counter()
+        handling: Awaitable[Any]
         if api_key in _FORWARDED:
             handling = self.forward(api_key, version, request.body)
         else:
