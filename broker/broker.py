@@ -54,6 +54,21 @@ __all__ = ["Broker"]
 META_PROPERTIES = "meta.properties"
 
 
+def _server_assignors(value: str) -> tuple[str, ...]:
+    """group.consumer.assignors: short names, or Kafka's class names for the same ones."""
+    names = []
+    for item in (v.strip() for v in value.split(",") if v.strip()):
+        name = {"UniformAssignor": "uniform", "RangeAssignor": "range"}.get(
+            item.rsplit(".", 1)[-1], item)
+        if name not in ("uniform", "range"):
+            raise SystemExit(f"group.consumer.assignors: unknown assignor {item!r} "
+                             "(Ketch has uniform and range)")
+        names.append(name)
+    if not names:
+        raise SystemExit("group.consumer.assignors is empty")
+    return tuple(names)
+
+
 def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
     def num(key: str, default: int) -> int:
         try:
@@ -70,9 +85,8 @@ def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
         consumer_group_session_timeout_ms=num("group.consumer.session.timeout.ms", 45_000),
         consumer_group_heartbeat_interval_ms=num("group.consumer.heartbeat.interval.ms", 5_000),
         consumer_group_max_size=num("group.consumer.max.size", 2**31 - 1),
-        consumer_group_assignors=tuple(
-            a.strip() for a in props.get("group.consumer.assignors", "uniform,range").split(",")
-            if a.strip()),
+        consumer_group_assignors=_server_assignors(props.get("group.consumer.assignors",
+                                                             "uniform,range")),
         consumer_group_migration_policy=props.get(
             "group.consumer.migration.policy", "bidirectional").lower(),
     )
@@ -119,7 +133,8 @@ class Broker:
                          config.advertised_port, config.rack, config.heartbeat_interval_ms),
             self.heartbeat_channel,
             metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
-            on_registered=self._schedule_apply)
+            on_registered=self._on_registered,
+            previous_broker_epoch=self.logs.previous_broker_epoch)
         self.core = ReplicaManager(config.node_id, self.logs, properties, config.replica_lag_time_max_ms,
                                    rack_aware_reads=config.rack_aware_reads)
         self.replicas = ReplicaDriver(self.core, self.controller, now_ms,
@@ -216,6 +231,11 @@ class Broker:
         return {"cluster_id": self.cluster_id, "broker_epoch": self.lifecycle.broker_epoch,
                 "fenced": self.lifecycle.fenced, "caught_up": self._caught_up,
                 "rack": self.config.rack}
+
+    def _on_registered(self) -> None:
+        # The clean-shutdown marker will carry this epoch (KIP-966's previous broker epoch).
+        self.logs.broker_epoch = self.lifecycle.broker_epoch
+        self._schedule_apply()
 
     def _schedule_apply(self) -> None:
         # Coalesce: a fetch response can hold many batches; apply the image once.

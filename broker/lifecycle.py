@@ -39,14 +39,17 @@ class Registration:
 
 class BrokerLifecycleManager:
     def __init__(self, registration: Registration, controller: ControllerChannel,
-                 metadata_offset: Callable[[], int], on_registered: Callable[[], None]) -> None:
-        """``on_registered()``: called each time the controller gives a new broker epoch."""
+                 metadata_offset: Callable[[], int], on_registered: Callable[[], None],
+                 previous_broker_epoch: int = -1) -> None:
+        """``on_registered()``: called each time the controller gives a new broker epoch;
+        ``previous_broker_epoch``: the epoch a clean shutdown left (-1: none; KIP-966)."""
         self.registration = registration
         self.controller = controller
         self.metadata_offset = metadata_offset
         self.on_registered = on_registered
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
+        self.previous_broker_epoch = previous_broker_epoch
         self.fenced = True
         self._stopping = False
         self._heartbeat_now = asyncio.Event()
@@ -60,7 +63,8 @@ class BrokerLifecycleManager:
                                           security_protocol=SECURITY_PROTOCOL_PLAINTEXT)],
                   features=[cls.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
                             for name, (lo, hi) in sorted(SUPPORTED_FEATURES.items())],
-                  rack=r.rack, previous_broker_epoch=self.broker_epoch)
+                  rack=r.rack, previous_broker_epoch=(self.broker_epoch if self.broker_epoch != -1
+                                                      else self.previous_broker_epoch))
         while not self._stopping:
             try:
                 _, resp = await self.controller.request(ApiKey.BROKER_REGISTRATION, (0, 4), req, timeout_s=10)

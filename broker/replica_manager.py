@@ -72,8 +72,9 @@ from clients.protocol.errors import ErrorCode
 from clients.records import RecordError, iter_batches
 from clients.types import TopicPartition
 from metadata_log.config_layers import ConfigLayers
+from metadata_log.features import elr_enabled
 from metadata_log.delta import (
-    ConfigChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange,
+    ConfigChange, ElrChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange,
     PartitionCreated, ReplicasChange, TopicDeleted,
 )
 from metadata_log.image import (
@@ -102,7 +103,9 @@ _PAUSE_ERRORS = frozenset({ErrorCode.FENCED_LEADER_EPOCH})
 _RETRY_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 # Partition-level changes this broker acts on (config changes are handled apart).
-_PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange, LeaderRecoveryChange)
+# ElrChange too: it bumps the partition epoch, which the leader's next AlterPartition names.
+_PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange, LeaderRecoveryChange,
+                      ElrChange)
 
 
 # ---------------------------------------------------------------- effects
@@ -320,6 +323,7 @@ class ReplicaManager:
             hosted.log.update_config(config)
         topic_config = self.topic_config(hosted.tp.topic)
         hosted.replica.min_insync_replicas = self.min_insync_replicas(hosted.tp.topic)
+        hosted.replica.elr_enabled = elr_enabled(self.image)
         hosted.leader_throttled = throttled_here(topic_config.get("leader.replication.throttled.replicas"),
                                                  hosted.tp.partition, self.broker_id)
         hosted.follower_throttled = throttled_here(topic_config.get("follower.replication.throttled.replicas"),
@@ -358,6 +362,9 @@ class ReplicaManager:
         if image.configs is not self.image.configs:
             self.config_layers = ConfigLayers(image.configs, self.broker_id, self.static_properties)
             self.apply_broker_configs()
+        if elr_enabled(image) != elr_enabled(self.image):
+            for each in self.partitions.values():
+                each.replica.elr_enabled = elr_enabled(image)
         self.image = image
         if changes is None:
             touched = {TopicPartition(t.name, i) for t, i, reg in image.topics.iter_partitions()

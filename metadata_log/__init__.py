@@ -12,7 +12,7 @@ Not here: networking, Raft, or any decision about what to append (that is `quoru
 """
 from metadata_log.delta import (
     BatchOutcome, BrokerControlledShutdown, BrokerFenced, BrokerRegistered, BrokerUnfenced,
-    BrokerUnregistered, ConfigChange, FeatureLevelChange, IsrChange, LeaderChange,
+    BrokerUnregistered, ConfigChange, ElrChange, FeatureLevelChange, IsrChange, LeaderChange,
     LeaderRecoveryChange, MetadataChange, MetadataDelta, MetadataReplayError, PartitionCreated,
     ProducerIdsAllocated, ReplicasChange, TopicCreated, TopicDeleted, replay_batch,
 )
@@ -34,7 +34,7 @@ __all__ = [
     "BatchOutcome", "BrokerControlledShutdown", "BrokerFeatureRange", "BrokerFenced",
     "BrokerRegistered", "BrokerRegistration", "BrokerUnfenced", "BrokerUnregistered",
     "ClusterImage", "ConfigChange", "ConfigResource", "ConfigResourceType", "ConfigsImage",
-    "CorruptSnapshotError", "EMPTY_IMAGE", "EMPTY_PROVENANCE", "Endpoint",
+    "CorruptSnapshotError", "EMPTY_IMAGE", "EMPTY_PROVENANCE", "ElrChange", "Endpoint",
     "FeatureLevelChange", "FeaturesImage", "IsrChange", "LEADER_UNCHANGED", "LeaderChange",
     "LeaderRecoveryChange", "LeaderRecoveryState", "MetadataChange", "MetadataDelta",
     "MetadataImage", "MetadataRecordType", "MetadataReplayError", "NO_LEADER",

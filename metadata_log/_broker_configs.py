@@ -208,8 +208,9 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "effect in Ketch: Ketch's metadata log is pysyncobj's journal, compacted by "
               "metadata.log.max.record.bytes.between.snapshots only", applied=False),
     ConfigDef("eligible.leader.replicas.enable", T.BOOLEAN, "false", None,
-              "Whether the controller tracks eligible leader replicas (KIP-966). Accepted; no "
-              "effect in Ketch: Ketch's controller keeps no eligible leader replicas",
+              "Kafka 3.x's switch for eligible leader replicas (KIP-966). Accepted; no effect "
+              "in Ketch, which (as Kafka 4) follows the eligible.leader.replicas.version "
+              "feature, finalized at 1 when a cluster is created",
               applied=False),
     ConfigDef("unstable.api.versions.enable", T.BOOLEAN, "false", None,
               "Advertise API versions still under development (Kafka internal). Accepted; no "
@@ -585,15 +586,14 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Longest session timeout a member may ask for"),
     ConfigDef("group.max.size", T.INT, str(INT32_MAX), at_least(1),
               "Most members one classic group may have"),
-    ConfigDef("group.coordinator.rebalance.protocols", T.LIST, "classic",
+    ConfigDef("group.coordinator.rebalance.protocols", T.LIST, "classic,consumer",
               list_of("consumer", "classic", "share", "unknown"),
               "Group protocols the coordinator accepts (classic, consumer, share). Accepted; no "
-              "effect in Ketch: Ketch's group coordinator speaks the classic protocol only (no "
-              "KIP-848 consumer groups)", applied=False),
-    ConfigDef("group.coordinator.new.enable", T.BOOLEAN, "false", None,
+              "effect in Ketch: its group coordinator always serves classic and KIP-848 "
+              "consumer groups (no share groups)", applied=False),
+    ConfigDef("group.coordinator.new.enable", T.BOOLEAN, "true", None,
               "Whether the KIP-848 group coordinator runs (Kafka internal). Accepted; no effect "
-              "in Ketch: Ketch's group coordinator speaks the classic protocol only (no KIP-848 "
-              "consumer groups)", applied=False),
+              "in Ketch: its one group coordinator serves both protocols", applied=False),
     ConfigDef("group.coordinator.threads", T.INT, "1", at_least(1),
               "Threads of the group coordinator. Accepted; no effect in Ketch: each Ketch process "
               "serves requests on one asyncio event loop, with no such thread pool",
@@ -601,46 +601,32 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("group.coordinator.append.linger.ms", T.INT, "10", at_least(0),
               "How long the group coordinator waits to batch its log writes. Accepted; no effect "
               "in Ketch: not read yet", applied=False),
-    ConfigDef("group.consumer.assignors", T.LIST,
-              ("org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
-               "org.apache.kafka.coordinator.group.assignor.RangeAssignor"),
-              None,
-              "Server-side assignors for consumer groups. Accepted; no effect in Ketch: Ketch's "
-              "group coordinator speaks the classic protocol only (no KIP-848 consumer groups)",
-              applied=False),
+    ConfigDef("group.consumer.assignors", T.LIST, "uniform,range", None,
+              "Server-side assignors of KIP-848 consumer groups, the first the default: uniform "
+              "and range (or Kafka's class names UniformAssignor and RangeAssignor)"),
     ConfigDef("group.consumer.heartbeat.interval.ms", T.INT, "5000", at_least(1),
-              "Heartbeat interval of consumer group members. Accepted; no effect in Ketch: "
-              "Ketch's group coordinator speaks the classic protocol only (no KIP-848 consumer "
-              "groups)", applied=False),
+              "The heartbeat interval the coordinator gives KIP-848 consumer group members"),
     ConfigDef("group.consumer.min.heartbeat.interval.ms", T.INT, "5000", at_least(1),
               "Shortest heartbeat interval a consumer group may set. Accepted; no effect in "
-              "Ketch: Ketch's group coordinator speaks the classic protocol only (no KIP-848 "
-              "consumer groups)", applied=False),
+              "Ketch: no per-group overrides (group configs) yet", applied=False),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", T.INT, "15000", at_least(1),
-              "Longest heartbeat interval a consumer group may set. Accepted; no effect in Ketch: "
-              "Ketch's group coordinator speaks the classic protocol only (no KIP-848 consumer "
-              "groups)", applied=False),
+              "Longest heartbeat interval a consumer group may set. Accepted; no effect in "
+              "Ketch: no per-group overrides (group configs) yet", applied=False),
     ConfigDef("group.consumer.session.timeout.ms", T.INT, "45000", at_least(1),
-              "Session timeout of consumer group members. Accepted; no effect in Ketch: Ketch's "
-              "group coordinator speaks the classic protocol only (no KIP-848 consumer groups)",
-              applied=False),
+              "How long a KIP-848 consumer group member may go without heartbeating"),
     ConfigDef("group.consumer.min.session.timeout.ms", T.INT, "45000", at_least(1),
               "Shortest session timeout a consumer group may set. Accepted; no effect in Ketch: "
-              "Ketch's group coordinator speaks the classic protocol only (no KIP-848 consumer "
-              "groups)", applied=False),
+              "no per-group overrides (group configs) yet", applied=False),
     ConfigDef("group.consumer.max.session.timeout.ms", T.INT, "60000", at_least(1),
               "Longest session timeout a consumer group may set. Accepted; no effect in Ketch: "
-              "Ketch's group coordinator speaks the classic protocol only (no KIP-848 consumer "
-              "groups)", applied=False),
+              "no per-group overrides (group configs) yet", applied=False),
     ConfigDef("group.consumer.max.size", T.INT, str(INT32_MAX), at_least(1),
-              "Most members one consumer group may have. Accepted; no effect in Ketch: Ketch's "
-              "group coordinator speaks the classic protocol only (no KIP-848 consumer groups)",
-              applied=False),
-    ConfigDef("group.consumer.migration.policy", T.STRING, "disabled",
+              "Most members one KIP-848 consumer group may have"),
+    ConfigDef("group.consumer.migration.policy", T.STRING, "bidirectional",
               one_of_ignore_case('DISABLED', 'DOWNGRADE', 'UPGRADE', 'BIDIRECTIONAL'),
-              "Whether groups may convert between classic and consumer protocols (Kafka "
-              "internal). Accepted; no effect in Ketch: Ketch's group coordinator speaks the "
-              "classic protocol only (no KIP-848 consumer groups)", applied=False),
+              "Online migration between classic and KIP-848 consumer groups: upgrade when a "
+              "consumer-protocol member joins a classic group, downgrade when the last one "
+              "leaves"),
     ConfigDef("offsets.topic.num.partitions", T.INT, "50", at_least(1),
               "Partitions of __consumer_offsets (set before it is created)"),
     ConfigDef("offsets.topic.replication.factor", T.SHORT, "3", at_least(1),

@@ -46,7 +46,8 @@ from metadata_log.image import (
 
 __all__ = [
     "BatchOutcome", "BrokerControlledShutdown", "BrokerFenced", "BrokerRegistered",
-    "BrokerUnfenced", "BrokerUnregistered", "ConfigChange", "FeatureLevelChange", "IsrChange",
+    "BrokerUnfenced", "BrokerUnregistered", "ConfigChange", "ElrChange", "FeatureLevelChange",
+    "IsrChange",
     "LeaderChange", "LeaderRecoveryChange", "MetadataChange", "MetadataDelta",
     "MetadataReplayError", "PartitionCreated", "ProducerIdsAllocated", "ReplicasChange",
     "TopicCreated", "TopicDeleted", "replay_batch",
@@ -163,6 +164,16 @@ class ProducerIdsAllocated:
 
 
 @dataclass(frozen=True, slots=True)
+class ElrChange:
+    """KIP-966: the eligible leader replicas or the last known ones changed."""
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    eligible_leader_replicas: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FeatureLevelChange:
     name: str
     level: int               # 0: the feature was removed
@@ -171,8 +182,8 @@ class FeatureLevelChange:
 MetadataChange = Union[
     BrokerRegistered, BrokerUnregistered, BrokerFenced, BrokerUnfenced,
     BrokerControlledShutdown, TopicCreated, TopicDeleted, PartitionCreated, LeaderChange,
-    IsrChange, ReplicasChange, LeaderRecoveryChange, ConfigChange, ProducerIdsAllocated,
-    FeatureLevelChange,
+    IsrChange, ReplicasChange, LeaderRecoveryChange, ElrChange, ConfigChange,
+    ProducerIdsAllocated, FeatureLevelChange,
 ]
 
 
@@ -200,7 +211,9 @@ def _check_partition(p: PartitionRegistration, what: Callable[[], str]) -> None:
     replicas, isr = p.replicas, p.isr
     replica_set = set(replicas)
     isr_set = set(isr)
-    if (not replicas or len(replica_set) != len(replicas) or not isr
+    # An empty ISR only with no leader: KIP-966's ISR after its last member left, the
+    # eligible leader replicas then holding the committed records.
+    if (not replicas or len(replica_set) != len(replicas) or (not isr and p.leader != NO_LEADER)
             or len(isr_set) != len(isr) or not isr_set <= replica_set
             or (p.leader != NO_LEADER and p.leader not in isr_set)
             or p.leader_epoch < 0 or p.partition_epoch < 0):
@@ -468,6 +481,10 @@ class MetadataDelta:
         if new.leader_recovery_state != old.leader_recovery_state:
             self.changes.append(LeaderRecoveryChange(name, tid, index,
                                                      new.leader_recovery_state))
+        if (new.eligible_leader_replicas or (), new.last_known_elr or ()) != (
+                old.eligible_leader_replicas or (), old.last_known_elr or ()):
+            self.changes.append(ElrChange(name, tid, index, new.eligible_leader_replicas or (),
+                                          new.last_known_elr or ()))
 
     def _replay_remove_topic(self, r: Any) -> None:
         td = self._topic(r.topic_id)

@@ -157,8 +157,8 @@ class PartitionRegistration:
     # Bumped on every change at all: the compare-and-set version of AlterPartition.
     partition_epoch: int
     directories: tuple[uuid.UUID, ...] = ()
-    # KIP-966 eligible leader replicas: carried so records round-trip; Ketch's controller
-    # does not elect from them (None means "not set", as in the record).
+    # KIP-966 eligible leader replicas (quorum/controller/election.py); None means "not
+    # set", as in the record.
     eligible_leader_replicas: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
 

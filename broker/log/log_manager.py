@@ -10,7 +10,10 @@ files of its own, as Kafka's `LogManager` keeps them:
   may lag the logs' real recovery points (that only costs recovery time), never lead
   them: it is written after the fsyncs it reports.
 * `.kafka_cleanshutdown`: written last by a clean shutdown, removed right after loading,
-  so a crash at any later time leads to recovery at the next start.
+  so a crash at any later time leads to recovery at the next start. It holds the broker
+  epoch the broker had (KIP-966: `{"version":0,"broker_epoch":N}`), which the next start
+  registers as its previous broker epoch: the controller then knows the shutdown was
+  clean and keeps the broker among the eligible leader replicas.
 
 (Unlike Kafka, a log start offset that DeleteRecords moved inside a segment is kept by
 the partition itself, written before its leader epoch checkpoint is, so the two never
@@ -30,6 +33,7 @@ One `FileStorage` (one LRU of file descriptors) serves every partition.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping
@@ -116,6 +120,10 @@ class LogManager:
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
         self.closed = False
+        # The broker's epoch, kept for the clean-shutdown marker (set by the broker), and
+        # the one the marker found at start (-1: none, or an unclean stop before).
+        self.broker_epoch = -1
+        self.previous_broker_epoch = -1
 
     @classmethod
     def open(
@@ -133,6 +141,9 @@ class LogManager:
         storage.make_dirs(manager.data_dir)
         marker = manager._path(CLEAN_SHUTDOWN_MARKER)
         clean = storage.exists(marker)
+        if clean:
+            manager.previous_broker_epoch = _marker_broker_epoch(
+                storage.read(marker, 0, storage.size(marker)))
         recovery_points = manager._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         reports: dict[Key, RecoveryReport] = {}
         for name in storage.list_dir(manager.data_dir):
@@ -271,6 +282,18 @@ class LogManager:
         # fsyncs per partition; only then may the checkpoint and marker say "clean".
         self.storage.sync_all()
         self.checkpoint_recovery_points()
-        self.storage.write_atomically(self._path(CLEAN_SHUTDOWN_MARKER), b"")
+        self.storage.write_atomically(
+            self._path(CLEAN_SHUTDOWN_MARKER),
+            json.dumps({"version": 0, "broker_epoch": self.broker_epoch}).encode())
         self.storage.close()
         self.closed = True
+
+
+def _marker_broker_epoch(data: bytes) -> int:
+    """The broker epoch a clean-shutdown marker holds; -1 for an empty (older) or
+    unreadable one: the controller then treats the stop as unclean, the safe side."""
+    try:
+        value = json.loads(data.decode()).get("broker_epoch", -1)
+    except (ValueError, AttributeError):
+        return -1
+    return value if isinstance(value, int) else -1

@@ -23,7 +23,11 @@ ISR. A follower is caught up at time T if at T it had fetched up to the leader's
 to the LEO the leader had at its previous fetch (Kafka's ``Replica.updateFetchState``). A
 follower whose last caught-up time is older than ``replica.lag.time.max.ms`` is dropped
 from the ISR; a follower outside the ISR whose LEO reaches both the HW and the start of
-the current leader epoch is added back. Either change is only *proposed* (an
+the current leader epoch is added back. With eligible leader replicas (KIP-966,
+``elr_enabled``) the HW moves only while the committed ISR holds at least the effective
+``min.insync.replicas`` (min of it and the replica count): a replica dropped while the ISR
+is below that then holds every committed record and may lead (the controller's ELR).
+Either change is only *proposed* (an
 ``AlterIsr`` effect for the controller); the leader acts on the committed result
 (``apply_committed``), and proposes nothing while one change is in flight.
 
@@ -99,6 +103,7 @@ class PartitionReplica:
         self.local_broker_id = local_broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.min_insync_replicas = min_insync_replicas
+        self.elr_enabled = False               # the cluster's eligible.leader.replicas.version
         self.role = Role.NONE
         self.leader_id = -1
         self.leader_epoch = -1                 # Invariant: never decreases
@@ -340,6 +345,8 @@ class PartitionReplica:
     def _maybe_advance_hw(self) -> list[ProduceCompletion]:
         if self.role is not Role.LEADER:
             return []
+        if self.elr_enabled and len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
+            return []     # KIP-966: nothing is committed while the ISR is under min ISR
         new_hw = self.log_end_offset
         for r in self.maximal_isr:
             if r == self.local_broker_id:

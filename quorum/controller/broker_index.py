@@ -14,6 +14,8 @@ preferred-leader election); this is Ketch's version:
     leaders[b]    partitions b leads                 (Invariant: a subset of isr[b])
     leaderless    partitions with leader NO_LEADER
     imbalanced    partitions led by a replica other than the preferred one (replicas[0])
+    elr[b]        partitions whose eligible or last known eligible leader replicas hold b
+                  (KIP-966: a broker back from an unclean stop leaves them)
     preferred[b]  how many partitions prefer b as leader (placement's BrokerLoad)
 
 Callers see a partition as ``(topic_id, partition_index)``; inside, the topic id is
@@ -36,7 +38,7 @@ from collections import Counter
 from typing import Iterable
 
 from metadata_log.delta import (
-    IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange, PartitionCreated,
+    ElrChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange, PartitionCreated,
     ReplicasChange, TopicDeleted,
 )
 from metadata_log.image import NO_LEADER, MetadataImage, PartitionRegistration
@@ -51,18 +53,19 @@ PartitionKey = tuple[uuid.UUID, int]
 _Key = tuple[int, int]
 
 _PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange,
-                      LeaderRecoveryChange)
+                      LeaderRecoveryChange, ElrChange)
 
 
 class BrokersToPartitions:
     __slots__ = ("_replicas", "_isr", "_leaders", "_leaderless", "_imbalanced", "_preferred",
-                 "_topic_ids")
+                 "_topic_ids", "_elr")
 
     def __init__(self) -> None:
         self._replicas: dict[int, set[_Key]] = {}
         self._isr: dict[int, set[_Key]] = {}
         self._leaders: dict[int, set[_Key]] = {}     # Invariant: _leaders[b] <= _isr[b]
         self._leaderless: set[_Key] = set()
+        self._elr: dict[int, set[_Key]] = {}
         self._imbalanced: set[_Key] = set()
         self._preferred: Counter = Counter()
         # Topic id by its int, for the topics with partitions in the index.
@@ -119,6 +122,8 @@ class BrokersToPartitions:
             self._replicas.setdefault(b, set()).add(key)
         for b in p.isr:
             self._isr.setdefault(b, set()).add(key)
+        for b in _elr_members(p):
+            self._elr.setdefault(b, set()).add(key)
         if p.leader == NO_LEADER:
             self._leaderless.add(key)
         else:
@@ -133,6 +138,8 @@ class BrokersToPartitions:
             _discard(self._replicas, b, key)
         for b in p.isr:
             _discard(self._isr, b, key)
+        for b in _elr_members(p):
+            _discard(self._elr, b, key)
         if p.leader == NO_LEADER:
             self._leaderless.remove(key)
         else:
@@ -159,6 +166,14 @@ class BrokersToPartitions:
             led.update(self._leaders.get(b, ()))
             keys.update(self._isr.get(b, ()))
         return self._keys(led) + self._keys(keys - led)
+
+    def eligible_in(self, brokers: Iterable[int]) -> list[PartitionKey]:
+        """Partitions whose eligible or last known eligible leader replicas hold one of
+        ``brokers``."""
+        keys: set[_Key] = set()
+        for b in brokers:
+            keys.update(self._elr.get(b, ()))
+        return self._keys(keys)
 
     def hosted_by(self, broker_id: int) -> list[PartitionKey]:
         return self._keys(self._replicas.get(broker_id, ()))
@@ -206,3 +221,7 @@ def _discard(d: dict[int, set[_Key]], broker_id: int, key: _Key) -> None:
     s.remove(key)          # KeyError here is a bug: the index drifted from the image
     if not s:
         del d[broker_id]
+
+
+def _elr_members(p: PartitionRegistration) -> set[int]:
+    return set(p.eligible_leader_replicas or ()) | set(p.last_known_elr or ())

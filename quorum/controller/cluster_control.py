@@ -170,9 +170,14 @@ def register_broker(image: MetadataImage, request: messages.BrokerRegistrationRe
         broker_epoch = max(broker_epoch, existing.broker_epoch + 1)
     records: list[Any] = [_registration_record(request, broker_epoch)]
     if existing is not None:
+        # KIP-966: a broker that does not name the epoch it had stopped uncleanly (its
+        # unflushed records may be gone): it is no longer an eligible leader replica.
+        unclean = [] if request.previous_broker_epoch == existing.broker_epoch \
+            else [request.broker_id]
         records += changes_for_leaving_brokers(
             image, [request.broker_id],
-            active_predicate(image, inactive=[request.broker_id]), config, index)
+            active_predicate(image, inactive=[request.broker_id]), config, index,
+            unclean_shutdown=unclean)
     return ControllerResult(tuple(records), Response(error_code=0, broker_epoch=broker_epoch))
 
 

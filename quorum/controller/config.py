@@ -36,6 +36,9 @@ class ControllerConfig:
     partitions_per_request_max: int = 1_000_000
     producer_id_block_size: int = 1000      # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
     metadata_version: int = METADATA_VERSION
+    # eligible.leader.replicas.version finalized when the log is bootstrapped (KIP-966):
+    # 1 as Kafka 4.1's new clusters; 0 keeps Kafka 3.x's elections (UpdateFeatures moves it).
+    eligible_leader_replicas_version: int = 1
 
     def __post_init__(self) -> None:
         assert self.broker_session_timeout_ms > 0
@@ -46,3 +49,4 @@ class ControllerConfig:
         assert self.partitions_per_request_max > 0
         assert self.elections_per_poll_max > 0 and self.producer_id_block_size > 0
         assert self.controlled_shutdown_records_max > 0
+        assert self.eligible_leader_replicas_version in (0, 1)

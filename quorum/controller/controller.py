@@ -59,6 +59,7 @@ import random
 from typing import Any, Iterable, Sequence
 
 from clients.protocol import CorruptFrameError, messages
+from metadata_log.features import ELR_FEATURE
 from metadata_log.delta import BatchOutcome, ConfigChange, MetadataReplayError, replay_batch
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
@@ -305,6 +306,9 @@ class QuorumController:
             # An empty log: finalize the metadata version first, as Kafka's bootstrap does.
             records.append(messages.FeatureLevelRecord(name="metadata.version",
                                                        feature_level=config.metadata_version))
+            if config.eligible_leader_replicas_version:
+                records.append(messages.FeatureLevelRecord(
+                    name=ELR_FEATURE, feature_level=config.eligible_leader_replicas_version))
         assert self._next_election_scan_ms is not None
         next_due_ms = self._next_election_scan_ms
         expired = []

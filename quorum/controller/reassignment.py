@@ -60,7 +60,7 @@ from metadata_log.delta import IsrChange, MetadataChange, ReplicasChange
 from metadata_log.image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, PartitionRegistration
 from quorum.controller.election import Election, build_partition_change
 from quorum.controller.replication_control import (
-    IsActive, _check_manual_replicas, active_predicate,
+    IsActive, _check_manual_replicas, active_predicate, elr_for_topic,
 )
 from quorum.controller.result import ControllerResult
 
@@ -81,11 +81,12 @@ PartitionKey = tuple[uuid.UUID, int]
 def _elect_one(image: MetadataImage, topic_id: uuid.UUID, index: int,
                p: PartitionRegistration, election_type: int,
                is_active: IsActive) -> tuple[ErrorCode, str | None, Any]:
+    elr = elr_for_topic(image, image.topics.by_id[topic_id].name)
     if election_type == ELECTION_TYPE_PREFERRED:
         if p.leader == p.replicas[0]:
             return ErrorCode.ELECTION_NOT_NEEDED, None, None
         record = build_partition_change(topic_id, index, p, is_active=is_active,
-                                        election=Election.PREFERRED)
+                                        election=Election.PREFERRED, elr=elr)
         if record is None or record.leader != p.replicas[0]:
             # Only a move to the preferred replica answers a preferred election; a
             # leaderless partition is the leaderless scan's (or an unclean election's).
@@ -96,7 +97,7 @@ def _elect_one(image: MetadataImage, topic_id: uuid.UUID, index: int,
     if p.leader != NO_LEADER:
         return ErrorCode.ELECTION_NOT_NEEDED, None, None
     record = build_partition_change(topic_id, index, p, is_active=is_active,
-                                    election=Election.UNCLEAN)
+                                    election=Election.UNCLEAN, elr=elr)
     if record is None or record.leader in (NO_LEADER, LEADER_UNCHANGED):
         return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                 f"Failed to elect leader for partition: none of the replicas "
@@ -196,6 +197,10 @@ def _change(topic_id: uuid.UUID, index: int, p: PartitionRegistration, *,
 def revert_reassignment(topic_id: uuid.UUID, index: int, p: PartitionRegistration,
                         is_active: IsActive) -> messages.PartitionChangeRecord | None:
     """The change that cancels a moving partition (module docstring)."""
+    if not p.isr:
+        # KIP-966: no ISR, the eligible leader replicas hold the data; the cancellation
+        # waits until one of them leads again (ELR members must stay replicas until then).
+        return None
     original = _original_replicas(p)
     isr = tuple(r for r in p.isr if r in original) or p.isr
     if not set(isr) <= set(original):
@@ -382,8 +387,9 @@ def follow_up_changes(image: MetadataImage, keys: Iterable[PartitionKey], *,
         if record is None and preferred and not is_reassigning(p) \
                 and p.leader != NO_LEADER and p.leader != p.replicas[0] \
                 and p.replicas[0] in p.isr and is_active(p.replicas[0]):
-            record = build_partition_change(topic_id, index, p, is_active=is_active,
-                                            election=Election.PREFERRED)
+            record = build_partition_change(
+                topic_id, index, p, is_active=is_active, election=Election.PREFERRED,
+                elr=elr_for_topic(image, image.topics.by_id[topic_id].name))
         if record is not None:
             records.append(record)
     return records, left

@@ -45,7 +45,8 @@ from quorum.controller.broker_index import BrokersToPartitions
 from quorum.controller.config import ControllerConfig
 from metadata_log.config_defs import TOPIC_CONFIGS, parse_bool, validate_value
 from metadata_log.config_layers import ConfigLayers, ConfigSource
-from quorum.controller.election import Election, build_partition_change, remove_from_isr
+from metadata_log.features import elr_enabled
+from quorum.controller.election import Election, Elr, build_partition_change, remove_from_isr
 from quorum.controller.placement import BrokerLoad, PlacementBroker, place_partitions
 from quorum.controller.result import ControllerResult
 
@@ -93,6 +94,24 @@ def unclean_election_enabled(image: MetadataImage, topic: str,
             if parsed is not None:
                 return parsed
     return config.unclean_leader_election_enable
+
+
+def elr_for_topic(image: MetadataImage, topic: str,
+                  unclean_shutdown: Iterable[int] = ()) -> Elr | None:
+    """Eligible leader replicas for ``topic``'s changes, if the cluster has them on; the
+    topic's min.insync.replicas (topic config, then cluster default, then Kafka's 1)."""
+    if not elr_enabled(image):
+        return None
+    min_isr = 1
+    for source in (image.configs.topic(topic), image.configs.cluster_default()):
+        value = source.get("min.insync.replicas")
+        if value is not None:
+            try:
+                min_isr = max(1, int(value))
+            except ValueError:
+                continue
+            break
+    return Elr(min_isr, frozenset(unclean_shutdown))
 
 
 def election_for_topic(image: MetadataImage, topic: str, config: ControllerConfig) -> Election:
@@ -518,7 +537,7 @@ def _alter_partition_one(image: MetadataImage, request: Any, topic: TopicImage,
             return error(ErrorCode.INELIGIBLE_REPLICA)
     record = build_partition_change(
         topic.topic_id, index, p, is_active=active_predicate(image), target_isr=new_isr,
-        target_leader_recovery_state=lrs)
+        target_leader_recovery_state=lrs, elr=elr_for_topic(image, topic.name))
     if record is None:
         return state(p, p.partition_epoch), None
     # The leader is in new_isr and active, so the builder kept it: only ISR/LRS changed.
@@ -576,15 +595,24 @@ def alter_partition(image: MetadataImage,
 def changes_for_leaving_brokers(image: MetadataImage, leaving: Sequence[int],
                                 is_active: IsActive, config: ControllerConfig,
                                 index: BrokersToPartitions | None = None,
-                                limit: int | None = None) -> list[Any]:
+                                limit: int | None = None,
+                                unclean_shutdown: Sequence[int] = ()) -> list[Any]:
     """Remove ``leaving`` brokers (being fenced, shutting down or re-registering) from
     every ISR and move their leaderships, electing uncleanly only where allowed. Looks
     only at the partitions the leaving brokers lead or are in the ISR of (``index``),
-    the led ones first; at most ``limit`` records (the rest: call again after commit)."""
+    the led ones first; at most ``limit`` records (the rest: call again after commit).
+    ``unclean_shutdown``: brokers back from an unclean stop, which also leave every
+    eligible leader replica set (KIP-966)."""
     records: list[Any] = []
     elections: dict[uuid.UUID, Election] = {}
+    elrs: dict[uuid.UUID, Elr | None] = {}
     topic_id_seen: uuid.UUID | None = None
-    for topic_id, index_ in _index(image, index).partitions_of(leaving):
+    partitions = _index(image, index)
+    keys = partitions.partitions_of(leaving)
+    if unclean_shutdown and elr_enabled(image):
+        seen = set(keys)
+        keys += [k for k in partitions.eligible_in(unclean_shutdown) if k not in seen]
+    for topic_id, index_ in keys:
         if topic_id is not topic_id_seen:
             # Keys come grouped by topic (sharing one UUID object): look the topic up
             # once per run of its partitions, not once per partition.
@@ -592,11 +620,14 @@ def changes_for_leaving_brokers(image: MetadataImage, leaving: Sequence[int],
             t = image.topics.by_id[topic_id]
             if topic_id not in elections:
                 elections[topic_id] = election_for_topic(image, t.name, config)
+                elrs[topic_id] = elr_for_topic(image, t.name, unclean_shutdown)
             election = elections[topic_id]
+            elr = elrs[topic_id]
         p = t.partitions[index_]
         record = build_partition_change(
             topic_id, index_, p, is_active=is_active,
-            target_isr=remove_from_isr(p.isr, leaving), election=election)
+            target_isr=remove_from_isr(p.isr, leaving, allow_empty=elr is not None),
+            election=election, elr=elr)
         if record is not None:
             records.append(record)
             if limit is not None and len(records) >= limit:
@@ -619,7 +650,7 @@ def changes_for_leaderless_partitions(image: MetadataImage, is_active: IsActive,
         if election is None:
             election = elections[topic_id] = election_for_topic(image, t.name, config)
         record = build_partition_change(topic_id, i, p, is_active=is_active,
-                                        election=election)
+                                        election=election, elr=elr_for_topic(image, t.name))
         if record is not None:
             records.append(record)
             if limit is not None and len(records) >= limit:
@@ -640,7 +671,8 @@ def changes_for_preferred_leaders(image: MetadataImage, is_active: IsActive, lim
         if preferred not in p.isr or not is_active(preferred):
             continue
         record = build_partition_change(topic_id, i, p, is_active=is_active,
-                                        election=Election.PREFERRED)
+                                        election=Election.PREFERRED,
+                                        elr=elr_for_topic(image, image.topics.by_id[topic_id].name))
         if record is not None:
             records.append(record)
             if len(records) >= limit:

@@ -163,3 +163,33 @@ def test_an_unclean_leader_marks_itself_recovered_before_growing_the_isr() -> No
     assert not p.recovering
     _, expand = p.on_follower_fetch(2, 10, now_ms=3)
     assert expand == [AlterIsr(TP, 5, 8, (1, 2))]
+
+
+def test_with_elr_the_hw_waits_while_the_isr_is_under_min_isr() -> None:
+    # KIP-966: acks=1 records appended while the ISR is below min ISR stay invisible, so a
+    # replica that left the ISR meanwhile (an eligible leader replica) lacks nothing committed.
+    p = leader(isr=(1, 2), min_isr=2)
+    p.elr_enabled = True
+    p.on_local_append(5)
+    p.on_follower_fetch(2, 5, now_ms=1)
+    assert p.high_watermark == 5
+    p.apply_committed(leader_epoch=5, partition_epoch=8, isr=(1,), replicas=(1, 2, 3), now_ms=2)
+    p.on_local_append(9)
+    assert p.high_watermark == 5
+    # Back at min ISR: the HW moves on.
+    p.apply_committed(leader_epoch=5, partition_epoch=9, isr=(1, 3), replicas=(1, 2, 3), now_ms=3)
+    p.on_follower_fetch(3, 9, now_ms=4)
+    assert p.high_watermark == 9
+    # Without ELR (Kafka 3.x) the lone leader moves the HW itself.
+    q = leader(isr=(1,), min_isr=2)
+    q.on_local_append(4)
+    assert q.high_watermark == 4
+
+
+def test_min_isr_above_the_replica_count_does_not_stop_the_hw() -> None:
+    p = PartitionReplica(TP, 1, replica_lag_time_max_ms=LAG_MS, min_insync_replicas=2)
+    p.elr_enabled = True
+    p.become_leader(leader_epoch=1, partition_epoch=1, replicas=(1,), isr=(1,),
+                    log_start_offset=0, log_end_offset=0, high_watermark=0, now_ms=0)
+    p.on_local_append(3)
+    assert p.high_watermark == 3

@@ -170,8 +170,9 @@ def test_unfencing_elects_leaders_for_partitions_that_had_none() -> None:
     h.heartbeat(1, want_fence=True)
     h.heartbeat(2, want_fence=True)
     for p in h.topic("t").partitions.values():
-        assert p.leader == -1 and len(p.isr) == 1
-    last_isr = {i: p.isr[0] for i, p in h.topic("t").partitions.items()}
+        # KIP-966: the ISR empties; its last member is the one eligible leader replica.
+        assert p.leader == -1 and p.isr == () and len(p.eligible_leader_replicas) == 1
+    last_isr = {i: p.eligible_leader_replicas[0] for i, p in h.topic("t").partitions.items()}
     returning = last_isr[0]
     result = h.controller.handle_broker_heartbeat(M.BrokerHeartbeatRequest(
         broker_id=returning, broker_epoch=h.image.cluster.get(returning).broker_epoch,
@@ -196,7 +197,8 @@ def test_controlled_shutdown_moves_leadership_first_then_lets_the_broker_go() ->
     for p in h.topic("t").partitions.values():
         assert p.leader != 1 and 1 not in p.isr
     solo = h.partition("solo")
-    assert (solo.leader, solo.isr) == (-1, (1,))     # nobody else can take it
+    # Nobody else can take it; the broker stays its eligible leader replica (KIP-966).
+    assert (solo.leader, solo.isr, solo.eligible_leader_replicas) == (-1, (), (1,))
     second = h.heartbeat(1, want_shut_down=True)
     assert (second.should_shut_down, second.is_fenced) == (True, True)
     assert h.image.cluster.get(1).fenced

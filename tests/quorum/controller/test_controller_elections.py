@@ -86,7 +86,7 @@ def test_a_fenced_follower_leaves_the_isr_without_a_leader_epoch_bump() -> None:
 
 
 def test_when_the_last_isr_member_is_fenced_it_stays_and_the_partition_has_no_leader() -> None:
-    h = Harness()
+    h = Harness(ControllerConfig(eligible_leader_replicas_version=0))     # Kafka 3.x rules
     h.start_brokers({1: None, 2: None})
     h.create_topic("t", assignments=[[1, 2]])
     h.heartbeat(2, want_fence=True)
@@ -125,7 +125,7 @@ def unclean_scenario(config: ControllerConfig | None = None,
 def test_unclean_election_is_off_by_default() -> None:
     h = unclean_scenario()
     p = h.partition("t")
-    assert (p.leader, p.isr) == (-1, (1,))
+    assert (p.leader, p.isr, p.eligible_leader_replicas) == (-1, (), (1,))
     h.run_for(2 * h.config.leader_imbalance_check_interval_ms, heartbeating=[2])
     assert h.partition("t").leader == -1
 

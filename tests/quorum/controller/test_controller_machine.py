@@ -151,13 +151,19 @@ class ControllerMachine(RuleBasedStateMachine):
     def partitions_are_consistent(self) -> None:
         cluster = self.h.image.cluster
         for t, index, p in self.h.image.topics.iter_partitions():
-            assert p.isr and set(p.isr) <= set(p.replicas) and len(set(p.isr)) == len(p.isr)
+            # KIP-966 (on in new clusters): the ISR may be empty, then with no leader, and
+            # the eligible leader replicas hold the committed records.
+            assert p.isr or p.leader == -1, p
+            assert set(p.isr) <= set(p.replicas) and len(set(p.isr)) == len(p.isr)
+            elr = set(p.eligible_leader_replicas or ())
+            assert elr <= set(p.replicas) and not elr & set(p.isr), p
+            assert not elr or len(p.isr) < len(p.replicas), p     # min ISR 1 here: only
+            assert not elr or not p.isr, p                         # an empty ISR has an ELR
             assert p.leader == -1 or (p.leader in p.isr and cluster.is_active(p.leader)), p
-            inactive_in_isr = [b for b in p.isr if not cluster.is_active(b)]
-            # An inactive broker stays in an ISR only as its last member (KRaft rule).
-            assert not inactive_in_isr or (p.isr == tuple(inactive_in_isr) and len(p.isr) == 1)
+            # An inactive broker leaves the ISR (with ELR even its last member does).
+            assert all(cluster.is_active(b) for b in p.isr), p
             if p.leader == -1:
-                assert not any(cluster.is_active(b) for b in p.isr)
+                assert not p.isr and not any(cluster.is_active(b) for b in elr), p
             key = (t.topic_id, index)
             last = self.epochs.get(key, (-1, -1))
             assert p.leader_epoch >= last[0] and p.partition_epoch >= last[1]

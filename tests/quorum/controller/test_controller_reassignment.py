@@ -79,7 +79,7 @@ def test_unclean_election_only_for_leaderless_partitions() -> None:
     h.start_brokers({1: None, 2: None})
     h.create_topic("t", assignments=[[1, 2], [2, 1]])
     h.alter_partition("t", 0, [1])
-    h.heartbeat(1, want_fence=True)             # partition 0: ISR [1], no leader
+    h.heartbeat(1, want_fence=True)             # partition 0: ELR [1], no ISR, no leader
     assert h.partition("t", 0).leader == -1
     assert elect(h, 1, {"t": [0, 1]}) == {("t", 0): ErrorCode.NONE,
                                            ("t", 1): ErrorCode.ELECTION_NOT_NEEDED}

@@ -79,8 +79,13 @@ def test_an_empty_log_is_bootstrapped_once_with_metadata_version() -> None:
     controller = QuorumController(ControllerConfig(), random.Random(0))
     controller.activate(0)
     result, _ = controller.poll(0)
-    assert [(r.name, r.feature_level) for r in result.records] == [("metadata.version", 21)]
+    # Eligible leader replicas on, as in Kafka 4.1's new clusters (KIP-966).
+    assert [(r.name, r.feature_level) for r in result.records] == [
+        ("metadata.version", 21), ("eligible.leader.replicas.version", 1)]
     controller.replay(result.records, 0)
     result, _ = controller.poll(1)
     assert result.records == ()
     assert controller.image.features.metadata_version == 21
+    without = QuorumController(ControllerConfig(eligible_leader_replicas_version=0), random.Random(0))
+    without.activate(0)
+    assert [r.name for r in without.poll(0)[0].records] == ["metadata.version"]
