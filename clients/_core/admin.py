@@ -144,8 +144,9 @@ class NewPartitions:
 
 @dataclass(frozen=True, slots=True)
 class ConfigResource:
-    """A topic (its name), a broker (its id as a string) or the cluster-wide broker
-    default (``ConfigResource(ConfigResourceType.BROKER, "")``)."""
+    """A topic (its name), a broker (its id as a string), the cluster-wide broker
+    default (``ConfigResource(ConfigResourceType.BROKER, "")``) or a client-metrics
+    subscription (its name)."""
     type: ConfigResourceType
     name: str
 
@@ -156,6 +157,11 @@ class ConfigResource:
     @classmethod
     def broker(cls, broker_id: int | str = "") -> "ConfigResource":
         return cls(ConfigResourceType.BROKER, str(broker_id))
+
+    @classmethod
+    def client_metrics(cls, subscription: str) -> "ConfigResource":
+        """A client-metrics subscription (KIP-714): keys ``metrics``, ``interval.ms``, ``match``."""
+        return cls(ConfigResourceType.CLIENT_METRICS, subscription)
 
     def __str__(self) -> str:
         if self.type == ConfigResourceType.BROKER and self.name == "":
