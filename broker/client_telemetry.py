@@ -246,8 +246,8 @@ class ClientTelemetryManager:
             if s.matches(selectable):
                 metrics.update(s.metrics)
                 interval_ms = min(interval_ms, s.interval_ms)
-        # "*" (or an empty prefix) alone says every metric; Kafka sends just "*".
-        wanted = (ALL_METRICS,) if ALL_METRICS in metrics or "" in metrics else tuple(sorted(metrics))
+        # "*" alone says every metric; Kafka sends just "*".
+        wanted = (ALL_METRICS,) if ALL_METRICS in metrics else tuple(sorted(metrics))
         return ClientInstance(instance_id, attributes, subscriptions,
                               _subscription_id(wanted, interval_ms, instance_id), wanted,
                               interval_ms, now_ms)

@@ -5,7 +5,7 @@ A subscription is a named config resource (ConfigRecord with resource type 16, t
 chosen by the operator) holding Kafka's three keys (``ClientMetricsConfigs``):
 
 - ``metrics``: comma-separated metric name prefixes a matching client should push; ``*``
-  (or an empty prefix) means every metric;
+  means every metric, an empty list none;
 - ``interval.ms``: how often a matching client pushes, 100 ms .. 1 hour, default 5 minutes;
 - ``match``: comma-separated ``selector=regex`` pairs, every one of which a client must
   match in full (a Java ``Pattern.matches``, so Python's ``fullmatch``); selectors are
