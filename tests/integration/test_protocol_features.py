@@ -1,6 +1,7 @@
 """Protocol features of issue 20 against a real broker, on the wire and through real clients:
-incremental fetch sessions (KIP-227; kafka-python opens sessions by default) and the
-authorized operations of Metadata, DescribeCluster and DescribeGroups (KIP-430).
+incremental fetch sessions (KIP-227; kafka-python opens sessions by default), the
+authorized operations of Metadata, DescribeCluster and DescribeGroups (KIP-430), and
+finalized features moved by UpdateFeatures (KIP-584, KIP-778).
 
 One broker, so that it leads every partition: each fetch below goes to the leader."""
 from __future__ import annotations
@@ -217,6 +218,42 @@ def test_api_versions_reports_supported_and_finalized_features(cluster) -> None:
     assert resp.finalized_features_epoch > 0
     served = {k.api_key for k in resp.api_keys}
     assert {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TOPIC_PARTITIONS} <= served
+
+
+def test_update_features_moves_the_finalized_level_that_api_versions_reports(cluster) -> None:
+    """UpdateFeatures through Ketch's admin client (forwarded by the broker to the active
+    controller): a refused downgrade changes nothing, a safe one and the upgrade back are
+    seen in the broker's ApiVersions with a later finalized features epoch."""
+    from clients.admin import FeatureUpdate, UpgradeType
+    from clients.errors import KafkaApiError
+    from metadata_log.features import METADATA_VERSION
+
+    admin = admin_for(cluster)
+
+    def finalized_at(level: int):
+        def probe():
+            resp = roundtrip(_port(cluster), ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
+                client_software_name="ketch-it", client_software_version="1"))
+            levels = {f.name: f.max_version_level for f in resp.finalized_features}
+            return resp if levels == {"metadata.version": level} else None
+        return wait_until(probe, 15, f"ApiVersions reports metadata.version {level}")
+
+    before = admin.describe_features()
+    assert before.finalized_features == {"metadata.version": METADATA_VERSION}
+    with pytest.raises(KafkaApiError, match="might delete metadata information") as refused:
+        admin.update_features({"metadata.version": FeatureUpdate(16, UpgradeType.SAFE_DOWNGRADE)})
+    assert refused.value.error_code == ErrorCode.INVALID_UPDATE_VERSION
+    admin.update_features({"metadata.version": FeatureUpdate(18, UpgradeType.SAFE_DOWNGRADE)},
+                          validate_only=True)
+    assert admin.describe_features().finalized_features == {"metadata.version": METADATA_VERSION}
+    try:
+        admin.update_features({"metadata.version": FeatureUpdate(18, UpgradeType.SAFE_DOWNGRADE)})
+        down = finalized_at(18)
+        assert down.finalized_features_epoch > before.finalized_features_epoch
+    finally:
+        admin.update_features({"metadata.version": FeatureUpdate(METADATA_VERSION)})
+    up = finalized_at(METADATA_VERSION)
+    assert up.finalized_features_epoch > down.finalized_features_epoch
 
 
 def _alter_quotas(cluster, client_id: str, key: str, value: float, remove: bool = False):
