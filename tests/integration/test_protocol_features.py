@@ -335,3 +335,30 @@ def test_quotas_through_the_admin_client_and_the_cli(cluster) -> None:
     _ketch(cluster, "quota", "delete", "--client-id", "cli-app", "producer_byte_rate")
     wait_until(lambda: json.loads(_ketch(cluster, "quota", "get", "--client-id", "cli-app",
                                          "--output", "json").stdout) == [], 30, "the quota removed")
+
+
+def test_features_and_client_metrics_subscriptions_through_the_cli(cluster) -> None:
+    import json
+
+    from metadata_log.features import METADATA_VERSION
+
+    rows = json.loads(_ketch(cluster, "feature", "describe", "--output", "json").stdout)
+    assert [(r["feature"], r["supported_min"], r["supported_max"], r["finalized"]) for r in rows] \
+        == [("metadata.version", 1, METADATA_VERSION, METADATA_VERSION)]
+    refused = _ketch(cluster, "feature", "downgrade", "metadata.version=16", "--dry-run", rc=1)
+    assert "might delete metadata information" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    _ketch(cluster, "config", "set", "--client-metrics", "cli-subscription", "metrics=*",
+           "interval.ms=60000")
+    def described():
+        try:     # until the broker's image has it, `get` says there is no such subscription
+            return json.loads(_ketch(cluster, "config", "get", "--client-metrics",
+                                     "cli-subscription", "--output", "json").stdout)
+        except AssertionError:
+            return None
+    rows = wait_until(described, 30, "the subscription described")
+    assert [(r["name"], r["value"], r["source"]) for r in rows] == [
+        ("interval.ms", "60000", "client_metrics"), ("metrics", "*", "client_metrics")]
+    bad = _ketch(cluster, "config", "set", "--client-metrics", "cli-subscription",
+                 "match=colour=red", rc=1)
+    assert "Illegal client matching pattern" in bad.stderr
