@@ -48,7 +48,6 @@ import random
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
 
 import crc32c
 
@@ -268,6 +267,3 @@ class ClientTelemetryManager:
         """Instances whose metric series should go (expired, evicted, terminated), once."""
         removed, self._removed = self._removed, []
         return removed
-
-    def describe(self) -> Mapping[uuid.UUID, Any]:
-        return self.instances
