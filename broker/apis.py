@@ -26,7 +26,9 @@ from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ANONYMOUS, ClientQuotas, describe_quotas
 from broker.fetch_session import FetchSessionCache, PartitionAsked
 from broker.metrics import BrokerMetrics, request_name
+from broker.client_telemetry import ClientAttributes
 from broker.producer_ids import ProducerIdManager
+from broker.telemetry_driver import ClientTelemetryDriver
 from broker.replica_driver import ReplicaDriver
 from clients.types import TopicPartition
 from metadata_log.features import SUPPORTED_FEATURES
@@ -35,6 +37,7 @@ from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from clients.protocol.types import ZERO_UUID
+from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
 from quorum.network import ClientInfo
@@ -71,6 +74,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.UPDATE_FEATURES: (0, 2),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+    ApiKey.PUSH_TELEMETRY: (0, 0),
 }
 
 _REQUEST_NAMES = {int(k): request_name(k) for k in ApiKey}
@@ -120,6 +126,7 @@ _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIO
               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
               ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
               ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
+              ApiKey.UPDATE_FEATURES,
               # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
               # leader answers, as it is the one tracking its voters' positions.
               ApiKey.DESCRIBE_QUORUM}
@@ -131,7 +138,8 @@ class KafkaApis:
                  controller: ControllerChannel, topic_creation: AutoTopicCreationManager,
                  producer_ids: ProducerIdManager, broker_epoch: Callable[[], int],
                  metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]],
-                 fetch_sessions: FetchSessionCache, quotas: ClientQuotas) -> None:
+                 fetch_sessions: FetchSessionCache, quotas: ClientQuotas,
+                 telemetry: ClientTelemetryDriver) -> None:
         """``coordinator_apis``: the APIs other components serve (the group coordinator),
         each with its handler and (min, max) versions."""
         self.config = config
@@ -144,6 +152,7 @@ class KafkaApis:
         self.metrics = metrics
         self.fetch_sessions = fetch_sessions
         self.quotas = quotas
+        self.telemetry = telemetry
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
         self._handlers: dict[int, Handler] = {k: h for k, (h, _) in coordinator_apis.items()}
         self._handlers.update({
@@ -161,6 +170,8 @@ class KafkaApis:
             ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_describe_topic_partitions,
             ApiKey.DESCRIBE_CLIENT_QUOTAS: self.handle_describe_client_quotas,
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self.handle_get_telemetry_subscriptions,
+            ApiKey.PUSH_TELEMETRY: self.handle_push_telemetry,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -238,7 +249,27 @@ class KafkaApis:
 
     async def handle_api_versions(self, req: messages.ApiVersionsRequest, version: int,
                                   client: ClientInfo) -> messages.ApiVersionsResponse:
+        if version >= 3:
+            # KIP-511: kept for the connection; client-metrics subscriptions match on it.
+            client.client_software_name = req.client_software_name
+            client.client_software_version = req.client_software_version
         return self._api_versions_body(ErrorCode.NONE)
+
+    # ------------------------------------------------------------ client telemetry (KIP-714)
+
+    @staticmethod
+    def _client_attributes(client: ClientInfo) -> ClientAttributes:
+        return ClientAttributes(client.client_id, client.client_software_name,
+                                client.client_software_version, client.host, client.port)
+
+    async def handle_get_telemetry_subscriptions(
+            self, req: messages.GetTelemetrySubscriptionsRequest, version: int,
+            client: ClientInfo) -> messages.GetTelemetrySubscriptionsResponse:
+        return self.telemetry.get_subscriptions(req, self._client_attributes(client))
+
+    async def handle_push_telemetry(self, req: messages.PushTelemetryRequest, version: int,
+                                    client: ClientInfo) -> messages.PushTelemetryResponse:
+        return self.telemetry.push(req, self._client_attributes(client))
 
     async def handle_metadata(self, req: messages.MetadataRequest, version: int,
                               client: ClientInfo) -> messages.MetadataResponse:
@@ -626,6 +657,27 @@ class KafkaApis:
                                           f"Unexpected broker id, expected {node} or empty "
                                           f"string, but received {r.resource_name}"))
                     continue
+            elif r.resource_type == ConfigResourceType.CLIENT_METRICS:
+                # A subscription (KIP-714): the keys that were set, nothing defaulted, as
+                # Kafka's ConfigHelper answers; an unknown name has no keys.
+                if r.resource_name == "":
+                    results.append(failed(ErrorCode.INVALID_REQUEST,
+                                          "Client metrics subscription name must not be empty"))
+                    continue
+                values = self.replicas.image.configs.get(ConfigResourceType.CLIENT_METRICS,
+                                                         r.resource_name)
+                wanted = None if not r.configuration_keys else set(r.configuration_keys)
+                results.append(cls.DescribeConfigsResult(
+                    error_code=ErrorCode.NONE, resource_type=r.resource_type,
+                    resource_name=r.resource_name, configs=[
+                        cls.DescribeConfigsResourceResult(
+                            name=k, value=v, read_only=False, is_default=False,
+                            config_source=int(ConfigSource.CLIENT_METRICS_CONFIG),
+                            is_sensitive=False, synonyms=[],
+                            config_type=CLIENT_METRICS_CONFIGS[k].type.wire
+                            if k in CLIENT_METRICS_CONFIGS else 0)
+                        for k, v in sorted(values.items()) if wanted is None or k in wanted]))
+                continue
             else:
                 results.append(failed(ErrorCode.INVALID_REQUEST,
                                       f"Unsupported resource type {r.resource_type} for "

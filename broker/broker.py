@@ -36,7 +36,10 @@ from broker.lifecycle import BrokerLifecycleManager, Registration
 from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from broker.group_lag import GroupLagMonitor
-from broker.metrics import BrokerMetrics, BrokerStateCollector
+from broker.client_metrics_export import ClientMetricsExport
+from broker.client_telemetry import ClientTelemetryManager
+from broker.metrics import BrokerMetrics, BrokerStateCollector, ClientMetricsCollector
+from broker.telemetry_driver import ClientTelemetryDriver
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ReplicaManager
@@ -151,12 +154,16 @@ class Broker:
             _group_config(config, properties), self.replicas, self.topic_creation,
             config.listener_name, config.offsets_topic_replication_factor, config.request_timeout_ms,
             now_ms, rng)
+        self.client_metrics = ClientMetricsExport()
+        self.telemetry = ClientTelemetryDriver(
+            ClientTelemetryManager(self._telemetry_max_bytes(), random.Random(rng.getrandbits(64))),
+            self.client_metrics, lambda: self.core.image.configs, now_ms)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,
                               ProducerIdManager(config.node_id, self.controller),
                               lambda: self.lifecycle.broker_epoch, self.metrics, self.groups.apis(),
                               FetchSessionCache(config.fetch_session_cache_slots,
                                                 rng=random.Random(rng.getrandbits(64))),
-                              ClientQuotas())
+                              ClientQuotas(), self.telemetry)
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes,
                                   use_sendfile=zero_copy)
@@ -170,6 +177,7 @@ class Broker:
             self.core, lambda: (self.replicas.produce_purgatory_size, self.replicas.fetch_purgatory_size),
             lambda: self.server.connection_count, lambda: self.core.image.provenance.offset,
             self.group_lag.snapshot))
+        self.metrics.registry.register(ClientMetricsCollector(self.client_metrics))
         self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state),
                                      self.admins, self.metrics.exposition, config.listener_host,
                                      config.http_port)
@@ -221,7 +229,8 @@ class Broker:
         self._tasks = [loop.create_task(self.observer.run(), name="metadata-observer"),
                        loop.create_task(self.lifecycle.run(), name="heartbeats"),
                        loop.create_task(self.cleaner.run(), name="log-cleaner"),
-                       loop.create_task(self.group_lag.run(), name="group-lag")]
+                       loop.create_task(self.group_lag.run(), name="group-lag"),
+                       loop.create_task(self.telemetry.run(), name="client-telemetry-expiry")]
 
     @property
     def port(self) -> int:
@@ -286,6 +295,13 @@ class Broker:
             backoff_ms=max(1, num("log.cleaner.backoff.ms", 15_000)),
             dedupe_buffer_size=max(1, num("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024))))
 
+    def _telemetry_max_bytes(self) -> int:
+        # Read-only in Kafka (server.properties); the catalogue validates it.
+        try:
+            return max(1, int(self.core.config_layers.broker_value("telemetry.max.bytes") or 1048576))
+        except ValueError:
+            raise SystemExit("telemetry.max.bytes must be an integer") from None
+
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         reg = self.core.image.cluster.get(broker_id)
         if reg is None or not reg.endpoints:
@@ -303,6 +319,7 @@ class Broker:
     async def stop(self) -> None:
         self.lifecycle.stop()
         self.cleaner.stop()
+        self.telemetry.stop()
         self.observer.close()   # its loop checks this: cancel() alone can be swallowed (3.11)
         for task in self._tasks:
             task.cancel()

@@ -23,13 +23,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.client_metrics_export import ClientMetricsExport
 from broker.replica.partition import Role
 from broker.replica_manager import ReplicaManager
 from clients.http_api.exposition import CONTENT_TYPE, text_exposition
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.protocol import ApiKey
 
-__all__ = ["BrokerMetrics", "BrokerStateCollector", "request_name"]
+__all__ = ["BrokerMetrics", "BrokerStateCollector", "ClientMetricsCollector", "request_name"]
 
 # Kafka's TotalTimeMs, as a histogram in milliseconds (p50/p99 by histogram_quantile).
 TOTAL_TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -220,3 +221,23 @@ class BrokerStateCollector(Collector):
         for group, total in sorted(totals.items()):
             lag_sum.add_metric([group], total)
         yield lag_sum
+
+
+class ClientMetricsCollector(Collector):
+    """What clients pushed (KIP-714, broker/client_metrics_export.py), read at scrape time,
+    and how many pushed points the series bound turned away."""
+
+    def __init__(self, export: ClientMetricsExport) -> None:
+        self.export = export
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self.export.families()
+        yield GaugeMetricFamily("kafka_server_clienttelemetry_series",
+                                "Series of client-pushed metrics this broker holds",
+                                value=self.export.series_count)
+        yield CounterMetricFamily("kafka_server_clienttelemetry_droppedpoints",
+                                  "Pushed data points not kept (series bound or type clash)",
+                                  value=self.export.dropped_points)

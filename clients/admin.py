@@ -20,7 +20,7 @@ from typing import Any, Coroutine, Iterable, Mapping, Sequence, TypeVar
 from clients._blocking import LoopThread
 from clients._core.admin import (
     ANY_NAME, AlterConfigOp, AlterConfigOpType, BrokerNode, ClientQuotaEntity, ClusterDescription,
-    ConfigEntry, client_quota_entity,
+    ConfigEntry, FeatureMetadata, FeatureUpdate, UpgradeType, client_quota_entity,
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetSpec, PartitionLag,
@@ -37,7 +37,8 @@ __all__ = [
     "ClientQuotaEntity", "client_quota_entity",
     "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
     "ConfigSource", "ConfigSynonym", "ConfigType", "ConsumerGroupDescription",
-    "ConsumerGroupListing", "CreateTopicResult", "ElectionType", "ListOffsetsResult",
+    "ConsumerGroupListing", "CreateTopicResult", "ElectionType", "FeatureMetadata",
+    "FeatureUpdate", "ListOffsetsResult", "UpgradeType",
     "MemberDescription", "PartitionReassignment",
     "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetReset", "OffsetSpec",
     "PartitionLag", "QuorumInfo", "QuorumReplica", "TopicDescription", "TopicListing",
@@ -152,6 +153,14 @@ class Admin:
 
     def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         return self._run(self._admin.describe_cluster(timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_features(self, *, timeout_ms: int | None = None) -> FeatureMetadata:
+        return self._run(self._admin.describe_features(timeout_ms=timeout_ms), timeout_ms)
+
+    def update_features(self, updates: Mapping[str, FeatureUpdate], *, validate_only: bool = False,
+                        timeout_ms: int | None = None) -> dict[str, None]:
+        return self._run(self._admin.update_features(
+            dict(updates), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
 
     def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumInfo:
         return self._run(self._admin.describe_quorum(timeout_ms=timeout_ms), timeout_ms)

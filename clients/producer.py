@@ -18,6 +18,10 @@ as Kafka's run on its I/O thread: keep them short.
 
 Back-pressure: records waiting for the loop count against `buffer.memory`; `send`
 blocks (up to `max.block.ms`) while they would exceed it.
+
+Not here: pushing client metrics to brokers (KIP-714, ``enable.metrics.push``). Ketch's
+brokers accept pushes from clients that make them (librdkafka, Kafka's Java clients);
+Ketch's own producer and consumer do not push.
 """
 from __future__ import annotations
 

@@ -341,8 +341,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer with "
               "client.rack to an in-sync replica in its rack; unset or LeaderSelector: the leader"),
     ConfigDef("telemetry.max.bytes", T.INT, "1048576", at_least(1),
-              "Largest client telemetry push a broker accepts. Accepted; no effect in Ketch: "
-              "Ketch does not serve client telemetry (KIP-714)", applied=False),
+              "Largest client telemetry push (KIP-714) a broker accepts; a larger one gets "
+              "TELEMETRY_TOO_LARGE"),
     # -------- socket server and quotas
     ConfigDef("socket.request.max.bytes", T.INT, "104857600", at_least(1),
               "Largest request a broker accepts; larger frames close the connection"),

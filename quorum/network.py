@@ -50,13 +50,17 @@ class ApiHandler(Protocol):
 
 
 class ClientInfo:
-    __slots__ = ("host", "port", "connection_id", "client_id")
+    __slots__ = ("host", "port", "connection_id", "client_id", "client_software_name",
+                 "client_software_version")
 
     def __init__(self, host: str, port: int, connection_id: int) -> None:
         self.host = host
         self.port = port
         self.connection_id = connection_id
         self.client_id: str | None = None   # of the request being handled
+        # What the client said in ApiVersions v3+ (KIP-511); None until then.
+        self.client_software_name: str | None = None
+        self.client_software_version: str | None = None
 
 
 class FileRegion:

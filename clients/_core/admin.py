@@ -36,11 +36,12 @@ from typing import Any, Mapping, Sequence
 from clients.protocol import CorruptFrameError, messages
 from clients.protocol._codec import decode_body
 from clients.protocol.configs import AlterConfigOpType, ConfigResourceType, ConfigSource, ConfigType
+from clients.protocol.features import UpgradeType
 from clients.types import TopicPartition
 
 __all__ = [
     "ANY_NAME", "AlterConfigOp", "AlterConfigOpType", "BrokerNode", "ClientQuotaEntity",
-    "ClusterDescription", "ConfigEntry",
+    "ClusterDescription", "ConfigEntry", "FeatureMetadata", "FeatureUpdate", "UpgradeType",
     "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType",
     "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult", "ListOffsetsResult",
     "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset", "OffsetResetKind",
@@ -144,8 +145,9 @@ class NewPartitions:
 
 @dataclass(frozen=True, slots=True)
 class ConfigResource:
-    """A topic (its name), a broker (its id as a string) or the cluster-wide broker
-    default (``ConfigResource(ConfigResourceType.BROKER, "")``)."""
+    """A topic (its name), a broker (its id as a string), the cluster-wide broker
+    default (``ConfigResource(ConfigResourceType.BROKER, "")``) or a client-metrics
+    subscription (its name)."""
     type: ConfigResourceType
     name: str
 
@@ -157,10 +159,32 @@ class ConfigResource:
     def broker(cls, broker_id: int | str = "") -> "ConfigResource":
         return cls(ConfigResourceType.BROKER, str(broker_id))
 
+    @classmethod
+    def client_metrics(cls, subscription: str) -> "ConfigResource":
+        """A client-metrics subscription (KIP-714): keys ``metrics``, ``interval.ms``, ``match``."""
+        return cls(ConfigResourceType.CLIENT_METRICS, subscription)
+
     def __str__(self) -> str:
         if self.type == ConfigResourceType.BROKER and self.name == "":
             return "the cluster-wide broker default"
         return f"{self.type.name.lower()} {self.name!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureUpdate:
+    """A finalized feature's new level (Kafka's FeatureUpdate); 0 with a downgrade type
+    removes the feature."""
+    max_version_level: int
+    upgrade_type: UpgradeType = UpgradeType.UPGRADE
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureMetadata:
+    """What a broker's ApiVersions (v3+) says about features (Kafka's FeatureMetadata):
+    the finalized levels, the metadata offset they are as of, and the broker's ranges."""
+    finalized_features: Mapping[str, int]
+    finalized_features_epoch: int
+    supported_features: Mapping[str, tuple[int, int]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,8 +31,12 @@ Leader elections and partition reassignment (``elect_leaders``,
 controller; ``clients.aio.controller_admin.ControllerAdmin`` runs every call of this class
 against the controllers directly (Kafka's ``bootstrap.controllers``, KIP-919).
 
-Not here: ACLs, log dir moves (AlterReplicaLogDirs), transactions, delegation tokens, SCRAM users and client
-metrics (Ketch's brokers serve none of them yet).
+Features (KIP-584): ``describe_features`` reads a broker's ApiVersions, ``update_features``
+sends UpdateFeatures to the active controller. Client-metrics subscriptions (KIP-714) are
+configs: ``ConfigResource.client_metrics(name)`` with the config calls.
+
+Not here: ACLs, log dir moves (AlterReplicaLogDirs), transactions, delegation tokens and SCRAM
+users (Ketch's brokers serve none of them yet).
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping, Sequen
 
 from clients._core.admin import (
     ANY_NAME, AlterConfigOp, AlterConfigOpType, BrokerNode, ClientQuotaEntity, ClusterDescription,
-    ConfigEntry, client_quota_entity,
+    ConfigEntry, FeatureMetadata, FeatureUpdate, UpgradeType, client_quota_entity,
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetResetKind, OffsetSpec,
@@ -62,7 +66,7 @@ from clients.types import OffsetAndMetadata, TopicPartition
 __all__ = [
     "Admin", "AlterConfigOp", "AlterConfigOpType", "BrokerNode", "ClusterDescription",
     "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym",
-    "ConfigType", "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult",
+    "ConfigType", "ConsumerGroupDescription", "FeatureMetadata", "FeatureUpdate", "UpgradeType", "ConsumerGroupListing", "CreateTopicResult",
     "ListOffsetsResult", "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset",
     "OffsetSpec", "PartitionLag", "QuorumInfo", "TopicDescription", "TopicListing",
     "TopicPartitionInfo", "ElectionType", "PartitionReassignment", "ReplicaLogDir",
@@ -594,6 +598,57 @@ class Admin:
         return _raise_first(await self._fan_out(
             "alter client quotas", [client_quota_entity(dict(e)) for e in alterations],
             timeout_ms, self._any, send))
+
+    async def describe_features(self, *, timeout_ms: int | None = None) -> FeatureMetadata:
+        """The finalized feature levels as a broker knows them, with their epoch (the
+        metadata offset it has applied) and that broker's supported ranges (ApiVersions v3+)."""
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.API_VERSIONS, messages.ApiVersionsRequest(
+                client_software_name="ketch", client_software_version="0"), (3, 4), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "ApiVersions")}
+            return {keys[0]: FeatureMetadata(
+                finalized_features={f.name: f.max_version_level for f in resp.finalized_features},
+                finalized_features_epoch=resp.finalized_features_epoch,
+                supported_features={f.name: (f.min_version, f.max_version)
+                                    for f in resp.supported_features})}
+
+        (result,) = _raise_first(await self._fan_out("describe features", ["features"],
+                                                     timeout_ms, self._any, send)).values()
+        return result
+
+    async def update_features(self, updates: Mapping[str, FeatureUpdate], *,
+                              validate_only: bool = False, timeout_ms: int | None = None
+                              ) -> dict[str, None]:
+        """Upgrade or downgrade finalized features (UpdateFeatures, decided by the active
+        controller): all or nothing. A refused update raises INVALID_UPDATE_VERSION with
+        the controller's reason; ``validate_only`` checks and changes nothing."""
+        U = messages.UpdateFeaturesRequest
+        names = list(updates)
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            body = U(timeout_ms=request_ms, validate_only=validate_only, feature_updates=[
+                U.FeatureUpdateKey(
+                    feature=n, max_version_level=updates[n].max_version_level,
+                    upgrade_type=int(updates[n].upgrade_type),
+                    # Read at v0 only, where it is the whole choice.
+                    allow_downgrade=updates[n].upgrade_type != UpgradeType.UPGRADE)
+                for n in names])
+            # v0 has no ValidateOnly: a broker that speaks only v0 must not apply the change.
+            _, resp = await self._request(node, ApiKey.UPDATE_FEATURES, body,
+                                          (1 if validate_only else 0, 2), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "UpdateFeatures", resp.error_message)}
+            for r in resp.results or ():
+                if r.error_code != ErrorCode.NONE:
+                    return {keys[0]: _error(r.error_code, f"UpdateFeatures {r.feature!r}",
+                                            r.error_message)}
+            return {keys[0]: None}
+
+        _raise_first(await self._fan_out(
+            "update features", ["features"], timeout_ms, self._controller, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
+        return {n: None for n in names}
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Live brokers (id, host, port, rack), the controller id brokers report and the

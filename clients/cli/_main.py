@@ -15,7 +15,8 @@ import sys
 
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
 VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign", "topic", "produce",
-                          "consume", "group", "config", "quota", "cluster", "dump_log", "metadata_shell")
+                          "consume", "group", "config", "quota", "feature", "cluster", "dump_log",
+                          "metadata_shell")
 
 
 EXAMPLES = """\

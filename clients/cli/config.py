@@ -1,10 +1,15 @@
-"""``ketch config get|set|delete`` for topics and brokers (kafka-configs).
+"""``ketch config get|set|delete`` for topics, brokers and client-metrics subscriptions
+(kafka-configs).
 
 ``get`` is DescribeConfigs: every config with its value and source (default, topic,
 broker, static_broker, ...); ``--name`` picks some. ``set`` and ``delete`` are
 IncrementalAlterConfigs (SET / DELETE), validated by the controller: a bad value is
 refused with Kafka's error code and changes nothing. A broker is ``--broker ID``, or
 ``--broker-defaults`` for the cluster-wide dynamic default (Kafka's ``--entity-default``).
+A client-metrics subscription (KIP-714) is ``--client-metrics NAME``, with Kafka's keys
+``metrics`` (prefixes, ``*`` for all), ``interval.ms`` and ``match``; deleting every key
+deletes the subscription. (Listing every subscription needs ListClientMetricsResources,
+which Ketch does not serve yet.)
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ EXAMPLES = """examples:
   ketch config delete --topic orders retention.ms
   ketch config get --broker 1 --name log.retention.ms --output json
   ketch config set --broker-defaults log.retention.ms=86400000
+  ketch config set --client-metrics producers metrics=org.apache.kafka.producer. interval.ms=60000
+  ketch config get --client-metrics producers
 """
 
 
@@ -28,6 +35,8 @@ def _resource_args(a: argparse.ArgumentParser) -> None:
     which.add_argument("--broker", metavar="ID", type=int)
     which.add_argument("--broker-defaults", action="store_true",
                        help="the dynamic default of every broker")
+    which.add_argument("--client-metrics", metavar="NAME",
+                       help="a client-metrics subscription (KIP-714)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +57,8 @@ def _resource(args: argparse.Namespace):
     from clients.admin import ConfigResource
     if args.topic is not None:
         return ConfigResource.topic(args.topic)
+    if args.client_metrics is not None:
+        return ConfigResource.client_metrics(args.client_metrics)
     return ConfigResource.broker("" if args.broker_defaults else args.broker)
 
 
@@ -76,6 +87,8 @@ def get(args: argparse.Namespace) -> int:
              "is_default": e.is_default, "read_only": e.read_only, "sensitive": e.sensitive}
             for e in sorted(entries.values(), key=lambda e: e.name)
             if not args.name or e.name in args.name]
+    if args.client_metrics is not None and not entries:
+        raise c.CliError(f"no client-metrics subscription {args.client_metrics!r}")
     c.emit(args, rows, ["name", "value", "source", "read_only"])
     return 0
 

@@ -16,7 +16,10 @@ naming the key; a read-only broker key ("Cannot update these configs dynamically
 per-broker-only key set as the cluster default, or a listener's security key without its
 listener prefix as INVALID_REQUEST, as Kafka answers them; a malformed request too.
 Topics must exist (UNKNOWN_TOPIC_OR_PARTITION); broker resources are named by a broker id
-or "" for the cluster-wide default. ``validate_only`` decides and writes nothing.
+or "" for the cluster-wide default. Client-metrics subscriptions (KIP-714, resource type
+CLIENT_METRICS) are named by the operator and checked as a whole once the operations are
+applied (``metadata_log.client_metrics``: Kafka's ClientMetricsConfigs.validate); deleting
+every key deletes the subscription. ``validate_only`` decides and writes nothing.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from typing import Any
 from clients.protocol import messages
 from clients.protocol.configs import AlterConfigOpType
 from clients.protocol.errors import ErrorCode
+from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS, validate_subscription
 from metadata_log.image import ConfigResourceType, MetadataImage
 from metadata_log.config_defs import (
     LISTENER_ONLY_SECURITY_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def, list_items,
@@ -55,6 +59,10 @@ def _resource(image: MetadataImage, resource: Any) -> tuple[ConfigResourceType, 
             return rtype, (ErrorCode.INVALID_REQUEST,
                            f"Broker resource name must be a broker id or empty, not {name!r}.")
         return rtype, None
+    if rtype == ConfigResourceType.CLIENT_METRICS:
+        if name == "":
+            return rtype, (ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+        return rtype, None
     return rtype, (ErrorCode.INVALID_REQUEST,
                    f"Unsupported resource type {resource.resource_type} for altering configs.")
 
@@ -66,6 +74,11 @@ def _definition(rtype: ConfigResourceType, resource_name: str, key: str
         defn = TOPIC_CONFIGS.get(key)
         if defn is None:
             return None, (ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        return defn, None
+    if rtype == ConfigResourceType.CLIENT_METRICS:
+        defn = CLIENT_METRICS_CONFIGS.get(key)
+        if defn is None:
+            return None, (ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {key}")
         return defn, None
     defn = broker_config_def(key)
     if defn is None:
@@ -101,8 +114,14 @@ def _check_set(rtype: ConfigResourceType, resource_name: str, key: str, value: s
 
 
 def _records(rtype: ConfigResourceType, name: str, current: dict[str, str],
-             new: dict[str, str]) -> list[Any]:
-    return [messages.ConfigRecord(resource_type=int(rtype), resource_name=name, name=key,
+             new: dict[str, str]) -> tuple[Problem | None, list[Any]]:
+    """The ConfigRecords taking the resource from ``current`` to ``new``, or why ``new``
+    may not be its set (a subscription is judged whole)."""
+    if rtype == ConfigResourceType.CLIENT_METRICS:
+        problem = validate_subscription(name, new)
+        if problem is not None:
+            return problem, []
+    return None, [messages.ConfigRecord(resource_type=int(rtype), resource_name=name, name=key,
                                   value=new.get(key))
             for key in sorted(set(current) | set(new)) if current.get(key) != new.get(key)]
 
@@ -149,7 +168,7 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
         if problem is not None:
             return problem, []
         new[c.name] = value
-    return None, _records(rtype, name, current, new)
+    return _records(rtype, name, current, new)
 
 
 def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | None, list[Any]]:
@@ -166,7 +185,7 @@ def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | Non
         if problem is not None:
             return problem, []
         new[c.name] = c.value
-    return None, _records(rtype, name, dict(image.configs.get(rtype, name)), new)
+    return _records(rtype, name, dict(image.configs.get(rtype, name)), new)
 
 
 def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, entry_type: Any

@@ -63,8 +63,10 @@ from metadata_log.features import ELR_FEATURE
 from metadata_log.delta import BatchOutcome, ConfigChange, MetadataReplayError, replay_batch
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
+from metadata_log.features import SUPPORTED_FEATURES
 from quorum.controller import (
-    cluster_control, config_control, quota_control, reassignment, replication_control,
+    cluster_control, config_control, feature_control, quota_control, reassignment,
+    replication_control,
 )
 from quorum.controller.broker_index import BrokersToPartitions
 from quorum.controller.cluster_control import HeartbeatTracker
@@ -282,6 +284,10 @@ class QuorumController:
     def handle_alter_client_quotas(self, request: messages.AlterClientQuotasRequest, now_ms: int
                                    ) -> ControllerResult[messages.AlterClientQuotasResponse]:
         return quota_control.alter_client_quotas(self._image, request)
+
+    def handle_update_features(self, request: messages.UpdateFeaturesRequest, now_ms: int
+                               ) -> ControllerResult[messages.UpdateFeaturesResponse]:
+        return feature_control.update_features(self._image, request, SUPPORTED_FEATURES)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int
                               ) -> ControllerResult[messages.AllocateProducerIdsResponse]:

@@ -1,6 +1,7 @@
 """Protocol features of issue 20 against a real broker, on the wire and through real clients:
-incremental fetch sessions (KIP-227; kafka-python opens sessions by default) and the
-authorized operations of Metadata, DescribeCluster and DescribeGroups (KIP-430).
+incremental fetch sessions (KIP-227; kafka-python opens sessions by default), the
+authorized operations of Metadata, DescribeCluster and DescribeGroups (KIP-430), and
+finalized features moved by UpdateFeatures (KIP-584, KIP-778).
 
 One broker, so that it leads every partition: each fetch below goes to the leader."""
 from __future__ import annotations
@@ -219,6 +220,42 @@ def test_api_versions_reports_supported_and_finalized_features(cluster) -> None:
     assert {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TOPIC_PARTITIONS} <= served
 
 
+def test_update_features_moves_the_finalized_level_that_api_versions_reports(cluster) -> None:
+    """UpdateFeatures through Ketch's admin client (forwarded by the broker to the active
+    controller): a refused downgrade changes nothing, a safe one and the upgrade back are
+    seen in the broker's ApiVersions with a later finalized features epoch."""
+    from clients.admin import FeatureUpdate, UpgradeType
+    from clients.errors import KafkaApiError
+    from metadata_log.features import METADATA_VERSION
+
+    admin = admin_for(cluster)
+
+    def finalized_at(level: int):
+        def probe():
+            resp = roundtrip(_port(cluster), ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
+                client_software_name="ketch-it", client_software_version="1"))
+            levels = {f.name: f.max_version_level for f in resp.finalized_features}
+            return resp if levels == {"metadata.version": level} else None
+        return wait_until(probe, 15, f"ApiVersions reports metadata.version {level}")
+
+    before = admin.describe_features()
+    assert before.finalized_features == {"metadata.version": METADATA_VERSION}
+    with pytest.raises(KafkaApiError, match="might delete metadata information") as refused:
+        admin.update_features({"metadata.version": FeatureUpdate(16, UpgradeType.SAFE_DOWNGRADE)})
+    assert refused.value.error_code == ErrorCode.INVALID_UPDATE_VERSION
+    admin.update_features({"metadata.version": FeatureUpdate(18, UpgradeType.SAFE_DOWNGRADE)},
+                          validate_only=True)
+    assert admin.describe_features().finalized_features == {"metadata.version": METADATA_VERSION}
+    try:
+        admin.update_features({"metadata.version": FeatureUpdate(18, UpgradeType.SAFE_DOWNGRADE)})
+        down = finalized_at(18)
+        assert down.finalized_features_epoch > before.finalized_features_epoch
+    finally:
+        admin.update_features({"metadata.version": FeatureUpdate(METADATA_VERSION)})
+    up = finalized_at(METADATA_VERSION)
+    assert up.finalized_features_epoch > down.finalized_features_epoch
+
+
 def _alter_quotas(cluster, client_id: str, key: str, value: float, remove: bool = False):
     A = messages.AlterClientQuotasRequest
     return roundtrip(_port(cluster), ApiKey.ALTER_CLIENT_QUOTAS, 1, A(entries=[A.EntryData(
@@ -318,3 +355,30 @@ def test_quotas_through_the_admin_client_and_the_cli(cluster) -> None:
     _ketch(cluster, "quota", "delete", "--client-id", "cli-app", "producer_byte_rate")
     wait_until(lambda: json.loads(_ketch(cluster, "quota", "get", "--client-id", "cli-app",
                                          "--output", "json").stdout) == [], 30, "the quota removed")
+
+
+def test_features_and_client_metrics_subscriptions_through_the_cli(cluster) -> None:
+    import json
+
+    from metadata_log.features import METADATA_VERSION
+
+    rows = json.loads(_ketch(cluster, "feature", "describe", "--output", "json").stdout)
+    assert [(r["feature"], r["supported_min"], r["supported_max"], r["finalized"]) for r in rows] \
+        == [("metadata.version", 1, METADATA_VERSION, METADATA_VERSION)]
+    refused = _ketch(cluster, "feature", "downgrade", "metadata.version=16", "--dry-run", rc=1)
+    assert "might delete metadata information" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    _ketch(cluster, "config", "set", "--client-metrics", "cli-subscription", "metrics=*",
+           "interval.ms=60000")
+    def described():
+        try:     # until the broker's image has it, `get` says there is no such subscription
+            return json.loads(_ketch(cluster, "config", "get", "--client-metrics",
+                                     "cli-subscription", "--output", "json").stdout)
+        except AssertionError:
+            return None
+    rows = wait_until(described, 30, "the subscription described")
+    assert [(r["name"], r["value"], r["source"]) for r in rows] == [
+        ("interval.ms", "60000", "client_metrics"), ("metrics", "*", "client_metrics")]
+    bad = _ketch(cluster, "config", "set", "--client-metrics", "cli-subscription",
+                 "match=colour=red", rc=1)
+    assert "Illegal client matching pattern" in bad.stderr

@@ -228,3 +228,61 @@ def test_legacy_validate_only_writes_nothing() -> None:
     response, records = legacy(h, 2, "t", {"segment.bytes": "4096"}, validate_only=True)
     assert response.error_code == 0 and records == ()
     assert dict(h.image.configs.topic("t")) == {"retention.ms": "100"}
+
+
+# ------------------------------------------------------------ client-metrics subscriptions (KIP-714)
+
+CLIENT_METRICS = int(ConfigResourceType.CLIENT_METRICS)
+
+
+def test_a_subscription_is_stored_listed_altered_and_deleted_as_config_records() -> None:
+    h = setup()
+    response, records = alter(h, CLIENT_METRICS, "producers",
+                              ("metrics", SET, "org.apache.kafka.producer."),
+                              ("interval.ms", SET, "1000"),
+                              ("match", SET, "client_software_name=librdkafka,client_id=app-.*"))
+    assert response.error_code == 0
+    assert {(r.resource_type, r.resource_name) for r in records} == {(CLIENT_METRICS, "producers")}
+    assert dict(h.image.configs.get(ConfigResourceType.CLIENT_METRICS, "producers")) == {
+        "metrics": "org.apache.kafka.producer.", "interval.ms": "1000",
+        "match": "client_software_name=librdkafka,client_id=app-.*"}
+    alter(h, CLIENT_METRICS, "producers", ("metrics", APPEND, "org.apache.kafka.consumer."))
+    assert h.image.configs.get(ConfigResourceType.CLIENT_METRICS, "producers")["metrics"] == \
+        "org.apache.kafka.producer.,org.apache.kafka.consumer."
+    # Deleting every key deletes the subscription.
+    alter(h, CLIENT_METRICS, "producers", ("metrics", DELETE, None), ("interval.ms", DELETE, None),
+          ("match", DELETE, None))
+    assert dict(h.image.configs.get(ConfigResourceType.CLIENT_METRICS, "producers")) == {}
+
+
+@pytest.mark.parametrize("name, ops, code, says", [
+    ("s", [("interval.ms", SET, "99")], ErrorCode.INVALID_REQUEST, "between 100 and 3600000"),
+    ("s", [("interval.ms", SET, "3600001")], ErrorCode.INVALID_REQUEST, "between 100 and 3600000"),
+    ("s", [("interval.ms", SET, "soon")], ErrorCode.INVALID_CONFIG, "interval.ms"),
+    ("s", [("metric", SET, "*")], ErrorCode.INVALID_REQUEST, "Unknown client metrics configuration: metric"),
+    ("s", [("match", SET, "client_colour=red")], ErrorCode.INVALID_CONFIG, "Illegal client matching pattern"),
+    ("s", [("match", SET, "client_id")], ErrorCode.INVALID_CONFIG, "Illegal client matching pattern"),
+    ("s", [("match", SET, "client_id=a=b")], ErrorCode.INVALID_CONFIG, "Illegal client matching pattern"),
+    ("s", [("match", SET, "client_id=[unclosed")], ErrorCode.INVALID_CONFIG, "Illegal client matching pattern"),
+    ("", [("metrics", SET, "*")], ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"),
+])
+def test_bad_subscriptions_are_refused_as_kafka_refuses_them(name, ops, code, says) -> None:
+    h = setup()
+    response, records = alter(h, CLIENT_METRICS, name, ("metrics", SET, "*"), *ops) if name else \
+        alter(h, CLIENT_METRICS, name, *ops)
+    assert response.error_code == code and says in response.error_message
+    assert records == ()
+    assert dict(h.image.configs.get(ConfigResourceType.CLIENT_METRICS, name)) == {}
+
+
+def test_a_subscription_is_judged_whole_after_the_operations() -> None:
+    h = setup()
+    alter(h, CLIENT_METRICS, "s", ("metrics", SET, "*"), ("match", SET, "client_id=a"))
+    # APPENDing a malformed pattern to a valid list is refused; the subscription stays.
+    response, _ = alter(h, CLIENT_METRICS, "s", ("match", APPEND, "nonsense"))
+    assert response.error_code == ErrorCode.INVALID_CONFIG
+    assert h.image.configs.get(ConfigResourceType.CLIENT_METRICS, "s")["match"] == "client_id=a"
+    response, _ = legacy(h, CLIENT_METRICS, "s", {"interval.ms": "50"})
+    assert response.error_code == ErrorCode.INVALID_REQUEST
+    assert dict(h.image.configs.get(ConfigResourceType.CLIENT_METRICS, "s")) == {
+        "metrics": "*", "match": "client_id=a"}
