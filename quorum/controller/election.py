@@ -138,24 +138,22 @@ def build_partition_change(
     elr: Elr | None = None,
 ) -> messages.PartitionChangeRecord | None:
     """The one record taking ``p`` to ``target_isr`` with a leader chosen by ``election``,
-    or None. ``elr``: eligible leader replicas are on (None: the ELR fields are left as
-    they are and the ISR is never emptied)."""
+    or None. ``elr``: eligible leader replicas are on (None: off; the ISR is then never
+    emptied by the callers, and what an earlier ELR left is cleared or used to recover)."""
     isr = p.isr if target_isr is None else target_isr
-    assert isr or elr is not None, "an ISR is empty only with eligible leader replicas"
     eligible = p.eligible_leader_replicas or ()
     last_known = p.last_known_elr or ()
     if elr is not None:
         eligible = target_elr(p, isr, elr)
     # Kafka's balanced recovery: the last known ELR holds just the last leader.
-    last_leader = last_known[0] if elr is not None and len(last_known) == 1 else None
+    last_leader = last_known[0] if len(last_known) == 1 else None
     leader, unclean = elect_leader(p, isr, is_active, election, eligible, last_leader)
     lrs = p.leader_recovery_state if target_leader_recovery_state is None \
         else target_leader_recovery_state
     if unclean:
         isr = (leader,)
         lrs = LeaderRecoveryState.RECOVERING
-        if elr is not None:
-            eligible = ()
+        eligible = ()
     elif leader != NO_LEADER and leader in eligible:
         # Elected from the ELR: it holds every committed record; it is the ISR now.
         isr = (leader,)
@@ -167,8 +165,12 @@ def build_partition_change(
             last_known = (p.leader,)
         elif leader != NO_LEADER:
             last_known = ()
-    elr_changed = elr is not None and (
-        eligible != (p.eligible_leader_replicas or ()) or last_known != (p.last_known_elr or ()))
+    elif isr:
+        # ELR switched off (UpdateFeatures to 0): a partition with an ISR sheds its ELR
+        # fields; one still without an ISR keeps them until an eligible replica leads.
+        eligible, last_known = (), ()
+    elr_changed = (eligible != (p.eligible_leader_replicas or ())
+                   or last_known != (p.last_known_elr or ()))
     if isr == p.isr and leader == p.leader and lrs == p.leader_recovery_state \
             and not elr_changed:
         return None
@@ -178,7 +180,6 @@ def build_partition_change(
         isr=list(isr) if isr != p.isr else None,
         leader=leader if leader != p.leader else LEADER_UNCHANGED,
         leader_recovery_state=int(lrs) if lrs != p.leader_recovery_state else -1,
-        eligible_leader_replicas=(list(eligible) if elr is not None
-                                  and eligible != (p.eligible_leader_replicas or ()) else None),
-        last_known_elr=(list(last_known) if elr is not None
-                        and last_known != (p.last_known_elr or ()) else None))
+        eligible_leader_replicas=(list(eligible) if eligible != (p.eligible_leader_replicas or ())
+                                  else None),
+        last_known_elr=list(last_known) if last_known != (p.last_known_elr or ()) else None)

@@ -13,7 +13,7 @@ import pytest
 from metadata_log.image import LeaderRecoveryState, PartitionRegistration
 from quorum.controller import ControllerConfig
 from quorum.controller.election import Election, Elr, build_partition_change, target_elr
-from harness import Harness
+from harness import Harness, M
 
 T = uuid.UUID(int=7)
 
@@ -156,3 +156,13 @@ def test_every_eligible_replica_back_uncleanly_the_last_known_leader_recovers() 
     p = h.partition("solo")
     assert (p.leader, p.isr, p.leader_recovery_state, p.last_known_elr) == \
         (1, (1,), LeaderRecoveryState.RECOVERING, ())
+
+
+def test_switching_elr_off_keeps_a_partition_without_isr_recoverable() -> None:
+    from quorum.controller import ControllerResult
+    h = story()
+    h.commit(ControllerResult((M.FeatureLevelRecord(
+        name="eligible.leader.replicas.version", feature_level=0),), None))
+    h.heartbeat(2)
+    p = h.partition("t")
+    assert (p.leader, p.isr, p.eligible_leader_replicas, p.last_known_elr) == (2, (2,), (), ())
