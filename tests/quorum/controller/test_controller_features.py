@@ -29,7 +29,7 @@ def setup(brokers: int = 2) -> Harness:
     h = Harness()
     for b in range(1, brokers + 1):
         h.start_broker(b)
-    assert h.image.features.levels == {MV: 21}
+    assert h.image.features.levels == {MV: 21, "eligible.leader.replicas.version": 1}
     return h
 
 
@@ -68,7 +68,7 @@ def test_refused_updates_are_invalid_update_version_and_write_nothing(name, leve
         "The update failed for all features since the following feature had an error: "
         f"Invalid update version {level} for feature {name}. ")
     assert says in response.error_message
-    assert records == () and h.image.features.levels == {MV: 21}
+    assert records == () and h.image.features.levels[MV] == 21
 
 
 def test_an_upgrade_type_that_goes_the_wrong_way_is_refused() -> None:
@@ -118,7 +118,7 @@ def test_one_bad_update_fails_the_whole_request() -> None:
         (MV, ErrorCode.INVALID_UPDATE_VERSION), ("group.version", ErrorCode.INVALID_UPDATE_VERSION)]
     response, _ = update(h, (MV, 18, UpgradeType.SAFE_DOWNGRADE), (MV, 19, UpgradeType.SAFE_DOWNGRADE))
     assert response.error_code == ErrorCode.INVALID_REQUEST
-    assert h.image.features.levels == {MV: 21}
+    assert h.image.features.levels == {MV: 21, "eligible.leader.replicas.version": 1}
 
 
 def test_removing_an_unknown_feature_is_a_no_op() -> None:
