@@ -336,6 +336,27 @@ class ChaosCluster:
                                                   tuple(p.isr_nodes))
                 for p in t.partitions}
 
+    def eligible_leader_replicas(self, topic: str, partition: int,
+                                 broker_id: int | None = None) -> tuple[int, ...]:
+        """KIP-966's ELR of a partition as a live broker describes it
+        (DescribeTopicPartitions)."""
+        R = messages.DescribeTopicPartitionsRequest
+        ids = [broker_id] if broker_id is not None else self.alive_brokers()
+        last: BaseException | None = None
+        for b in ids:
+            try:
+                resp = roundtrip(self.port(b), ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, R(
+                    topics=[R.TopicRequest(name=topic)], response_partition_limit=2000))
+            except OSError as e:
+                last = e
+                continue
+            (t,) = resp.topics
+            for p in t.partitions:
+                if p.partition_index == partition:
+                    return tuple(p.eligible_leader_replicas or ())
+            raise ValueError(f"{topic}-{partition}: not described")
+        raise ConnectionError(f"no broker answered DescribeTopicPartitions: {last!r}")
+
     def partition(self, topic: str, partition: int, broker_id: int | None = None) -> PartitionState:
         return self.partition_states(topic, broker_id)[partition]
 

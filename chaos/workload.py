@@ -323,7 +323,8 @@ class KetchProducer:
     async def _refresh_metadata(self, suspect: int | None = None) -> None:
         """Ask the brokers in turn, the one that just failed us (``suspect``) last."""
         ids = [b for b in self.cluster.broker_ids if b not in (self.pin_broker, suspect)]
-        ids += [b for b in (suspect, self.pin_broker) if b is not None and b not in ids]
+        # A partition long without a leader leaves suspect = -1 (NO_LEADER): not a broker.
+        ids += [b for b in (suspect, self.pin_broker) if b is not None and b >= 0 and b not in ids]
         for b in ids:
             try:
                 conn = await self._conn(b)

@@ -272,11 +272,19 @@ def l6(ctx: Context) -> None:
     t_out = time.monotonic()
     wait_until(lambda: ctx.history.errors().get("NOT_ENOUGH_REPLICAS", 0) >= 3, 30,
                "writes refused with NOT_ENOUGH_REPLICAS")
-    acked_so_far = {a.value for a in ctx.history.snapshot() if a.outcome == ACKED}
+    acked_so_far = [a for a in ctx.history.snapshot() if a.outcome == ACKED]
     read = read_partition(c, topic, 0)
     values = {r.value for r in read.records}
+    # KIP-966: with the ISR under min.insync.replicas the HW does not move, so the new
+    # leader's HW may stop short of the last records acknowledged before the second kill
+    # (its follower HW lagged the old leader's by a fetch). Those lie above the HW and are
+    # read after the restart (read_back: lost=0); everything below the HW reads now.
+    below = [a for a in acked_so_far if a.offset < read.high_watermark]
+    above = len(acked_so_far) - len(below)
     ctx.check(f"reads up to the HW work with 1 of 3 brokers ({len(read.records)} records)",
-              acked_so_far <= values, f"{len(acked_so_far - values)} acked records not read")
+              bool(read.records) and {a.value for a in below} <= values,
+              f"{sum(1 for a in below if a.value not in values)} acked records below the HW not read")
+    ctx.note(f"{above} acked records above the HW while broker 3 led alone (KIP-966)")
     t_restart = time.monotonic()
     ctx.inject(c, Restart(1))
     ctx.inject(c, Restart(2))

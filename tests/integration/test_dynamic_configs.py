@@ -918,11 +918,13 @@ def test_enabling_unclean_election_elects_the_stale_replica_at_once(cluster) -> 
     finally:
         cluster.signal_node(stale, signal.SIGCONT)
     try:
-        # The only ISR member is down; the stale replica is up and registered, unelected.
+        # The only ISR member is down (with KIP-966's eligible leader replicas the ISR
+        # empties and the leader is its one eligible replica); the stale replica is up and
+        # registered, unelected.
         def offline() -> bool:
             s = partition_states(cluster, topic, port=sp)[0]
-            return s.leader == -1 and s.isr == (leader,)
-        wait_until(offline, 30, "the partition offline with ISR [leader]")
+            return s.leader == -1 and s.isr in ((leader,), ())
+        wait_until(offline, 30, "the partition offline, its ISR [leader] or empty")
         assert partition_states(cluster, topic, port=sp)[0].leader == -1
         alter_ok(sp, TOPIC, topic, {"unclean.leader.election.enable": (SET, "true")})
         state = wait_until(lambda: (s := partition_states(cluster, topic, port=sp)[0]).leader == stale and s,
