@@ -24,13 +24,14 @@ from clients._core.admin import (
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetSpec, PartitionLag,
-    QuorumInfo, QuorumReplica, TopicDescription, TopicListing, TopicPartitionInfo,
+    QuorumInfo, QuorumReplica, ReplicaLogDir, ReplicaLogDirInfo, TopicDescription, TopicListing,
+    TopicPartitionInfo,
 )
 from clients._core.config import ClientConfig
 from clients._core.reassignment import ElectionType, PartitionReassignment
 from clients.aio.admin import Admin as AsyncAdmin
 from clients.errors import ClientClosedError, KafkaApiError
-from clients.types import OffsetAndMetadata, TopicPartition
+from clients.types import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
 __all__ = [
     "ANY_NAME", "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
@@ -40,8 +41,9 @@ __all__ = [
     "ConsumerGroupListing", "CreateTopicResult", "ElectionType", "ListOffsetsResult",
     "MemberDescription", "PartitionReassignment",
     "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetReset", "OffsetSpec",
-    "PartitionLag", "QuorumInfo", "QuorumReplica", "TopicDescription", "TopicListing",
-    "TopicPartition", "TopicPartitionInfo",
+    "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "ReplicaLogDirInfo",
+    "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
+    "TopicPartitionReplica",
 ]
 
 T = TypeVar("T")
@@ -182,6 +184,24 @@ class Admin:
             timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
         return self._run(self._admin.list_partition_reassignments(
             None if partitions is None else list(partitions), timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ log directories
+
+    def describe_log_dirs(self, partitions: Iterable[TopicPartition], *,
+                          timeout_ms: int | None = None) -> dict[TopicPartition, ReplicaLogDir]:
+        return self._run(self._admin.describe_log_dirs(list(partitions), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def describe_replica_log_dirs(self, replicas: Iterable[TopicPartitionReplica], *,
+                                  timeout_ms: int | None = None
+                                  ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        return self._run(self._admin.describe_replica_log_dirs(list(replicas), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def alter_replica_log_dirs(self, assignments: Mapping[TopicPartitionReplica, str], *,
+                               timeout_ms: int | None = None) -> dict[TopicPartitionReplica, None]:
+        return self._run(self._admin.alter_replica_log_dirs(dict(assignments), timeout_ms=timeout_ms),
+                         timeout_ms)
 
     # ------------------------------------------------------------ consumer groups
 

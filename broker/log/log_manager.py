@@ -505,7 +505,9 @@ class LogManager:
         current_dir = self.log_dir_of_log(current)
         # Retire the current log first: a crash after this leaves only the future log,
         # which the next load promotes; the other order could leave two current logs.
-        current.close(fsync=False)
+        # Closed with its own fsyncs, not staged for a later sync_all: its directory is
+        # about to be renamed and removed, and a staged write there would fail then.
+        current.close()
         current.layout_version += 1     # a cleaning pass built on it must not commit
         unique_id = posixpath.basename(future.dir_path).rsplit(".", 1)[1][: -len(FUTURE_SUFFIX)]
         retired = f"{current.dir_path}.{unique_id}{DELETE_SUFFIX}"

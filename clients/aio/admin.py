@@ -31,7 +31,11 @@ Leader elections and partition reassignment (``elect_leaders``,
 controller; ``clients.aio.controller_admin.ControllerAdmin`` runs every call of this class
 against the controllers directly (Kafka's ``bootstrap.controllers``, KIP-919).
 
-Not here: ACLs, log dir moves (AlterReplicaLogDirs), transactions, delegation tokens, SCRAM users and client
+Log directories: ``describe_log_dirs`` (each partition's log on its leader),
+``describe_replica_log_dirs`` and ``alter_replica_log_dirs`` (one replica on one broker:
+where its log is, and moving it to another of that broker's log dirs, KIP-113).
+
+Not here: ACLs, transactions, delegation tokens, SCRAM users and client
 metrics (Ketch's brokers serve none of them yet).
 """
 from __future__ import annotations
@@ -45,7 +49,7 @@ from clients._core.admin import (
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetResetKind, OffsetSpec,
-    PartitionLag, QuorumInfo, ReplicaLogDir, TopicDescription, TopicListing, TopicPartitionInfo,
+    PartitionLag, QuorumInfo, ReplicaLogDir, ReplicaLogDirInfo, TopicDescription, TopicListing, TopicPartitionInfo,
     ZERO_TOPIC_ID, decode_assignment, decode_subscription, group_lag, leader_log_end,
     plan_offset_reset, quorum_replicas,
 )
@@ -57,7 +61,7 @@ from clients.errors import (
     for_code,
 )
 from clients.protocol import ApiKey, messages
-from clients.types import OffsetAndMetadata, TopicPartition
+from clients.types import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
 __all__ = [
     "Admin", "AlterConfigOp", "AlterConfigOpType", "BrokerNode", "ClusterDescription",
@@ -66,6 +70,7 @@ __all__ = [
     "ListOffsetsResult", "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset",
     "OffsetSpec", "PartitionLag", "QuorumInfo", "TopicDescription", "TopicListing",
     "TopicPartitionInfo", "ElectionType", "PartitionReassignment", "ReplicaLogDir",
+    "ReplicaLogDirInfo", "TopicPartitionReplica",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -816,6 +821,78 @@ class Admin:
 
         return _raise_first(await self._fan_out("describe log dir of", partitions, timeout_ms,
                                                 self._leader, send, on_retry=self._refresh_topic))
+
+    async def alter_replica_log_dirs(self, assignments: Mapping[TopicPartitionReplica, str], *,
+                                     timeout_ms: int | None = None) -> dict[TopicPartitionReplica, None]:
+        """Move each replica's log to the named log directory of its broker
+        (AlterReplicaLogDirs to that broker). The broker copies the log in the background
+        and swaps it in once caught up; ``describe_replica_log_dirs`` shows the progress.
+        A partition's error (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE:
+        the replica is not on that broker yet, which then creates it in that directory) is
+        that replica's outcome, not retried, as Kafka's admin client does."""
+        A = messages.AlterReplicaLogDirsRequest
+        wanted = dict(assignments)
+
+        async def route(replica: TopicPartitionReplica, _remaining_ms: int) -> int:
+            return replica.broker_id
+
+        async def send(node: int | None, replicas: list[TopicPartitionReplica], request_ms: int) -> dict:
+            by_dir: dict[str, dict[str, list[int]]] = {}
+            for r in replicas:
+                by_dir.setdefault(wanted[r], {}).setdefault(r.topic, []).append(r.partition)
+            body = A(dirs=[A.AlterReplicaLogDir(path=path, topics=[
+                A.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()])
+                for path, topics in by_dir.items()])
+            _, resp = await self._request(node, ApiKey.ALTER_REPLICA_LOG_DIRS, body, (1, 2), request_ms)
+            codes = {(t.topic_name, p.partition_index): p.error_code
+                     for t in resp.results for p in t.partitions}
+            out: dict[TopicPartitionReplica, Any] = {}
+            for r in replicas:
+                code = codes.get((r.topic, r.partition), ErrorCode.UNKNOWN_SERVER_ERROR)
+                out[r] = None if code == ErrorCode.NONE else _error(code, f"replica {r}")
+            return out
+
+        return _raise_first(await self._fan_out("alter log dir of", wanted, timeout_ms, route, send,
+                                                retriable=lambda e: False))
+
+    async def describe_replica_log_dirs(self, replicas: Iterable[TopicPartitionReplica], *,
+                                        timeout_ms: int | None = None
+                                        ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """Where each replica's log is on its broker, and where it is moving to
+        (DescribeLogDirs to that broker; Kafka's describeReplicaLogDirs). A replica the
+        broker does not have has no directories (None, -1)."""
+        D = messages.DescribeLogDirsRequest
+
+        async def route(replica: TopicPartitionReplica, _remaining_ms: int) -> int:
+            return replica.broker_id
+
+        async def send(node: int | None, asked: list[TopicPartitionReplica], request_ms: int) -> dict:
+            by_topic: dict[str, list[int]] = {}
+            for r in asked:
+                by_topic.setdefault(r.topic, []).append(r.partition)
+            body = D(topics=[D.DescribableLogDirTopic(topic=t, partitions=ps)
+                             for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.DESCRIBE_LOG_DIRS, body, (1, 4), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {r: _error(resp.error_code, f"log dirs of broker {node}") for r in asked}
+            current: dict[tuple[str, int], tuple[str, int]] = {}
+            future: dict[tuple[str, int], tuple[str, int]] = {}
+            for d in resp.results:
+                if d.error_code != ErrorCode.NONE:
+                    continue        # an offline dir lists nothing
+                for t in d.topics:
+                    for p in t.partitions:
+                        (future if p.is_future_key else current)[(t.name, p.partition_index)] = (
+                            d.log_dir, p.offset_lag)
+            out: dict[TopicPartitionReplica, Any] = {}
+            for r in asked:
+                cur = current.get((r.topic, r.partition), (None, -1))
+                fut = future.get((r.topic, r.partition), (None, -1))
+                out[r] = ReplicaLogDirInfo(cur[0], cur[1], fut[0], fut[1])
+            return out
+
+        return _raise_first(await self._fan_out("describe log dirs of", replicas, timeout_ms,
+                                                route, send))
 
     # ------------------------------------------------------------ consumer groups
 

@@ -113,6 +113,8 @@ def test_a_moved_log_keeps_every_record_appended_during_the_move(tmp_path) -> No
     assert core.partitions[tp].log.leader_epoch_cache.latest_epoch == 3
     result = core.append(tp, batch(1, 105), acks=1, now_ms=5)
     assert result.error_code == ErrorCode.NONE and result.base_offset == 105
+    core.shutdown()     # nothing of the retired log is left to write: both dirs stop clean
+    assert all(os.path.exists(os.path.join(d, ".kafka_cleanshutdown")) for d in dirs)
 
 
 def test_alter_replica_log_dir_errors(tmp_path) -> None:
@@ -180,3 +182,24 @@ def test_a_failed_dir_takes_its_replicas_offline_and_they_answer_storage_errors(
     assert not d1.online and d2.online
     assert core.alter_replica_log_dir(healthy, dirs[0], 6) == ErrorCode.KAFKA_STORAGE_ERROR
     core.shutdown()     # skips the offline dir, does not raise
+
+
+def test_a_swap_leaves_nothing_of_the_retired_log_to_write_at_shutdown(tmp_path) -> None:
+    """The retired log's unwritten epoch checkpoint must not wait for the shutdown's
+    sync: its directory is gone by then (found by the process test: no dir stopped clean)."""
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    logs, _ = LogManager.open(FileStorage(), dirs, now_ms=0)
+    current = logs.get_or_create_log("t", 0, 0)
+    for epoch in range(3):      # new epochs from a leader leave the checkpoint dirty
+        current.append_as_follower(build_batch([Record(epoch, 0, None, b"x")], base_offset=epoch,
+                                               partition_leader_epoch=epoch), 1)
+    future = logs.create_future_log("t", 0, dirs[1], 2)
+    future.append_as_follower(current.read_records_bytes(current.read(0, 1 << 20, 3).records), 3)
+    logs.replace_current_with_future("t", 0, 4)
+    logs.shutdown()
+    assert all(os.path.exists(os.path.join(d, ".kafka_cleanshutdown")) for d in dirs)
+    again, _ = LogManager.open(FileStorage(), dirs, now_ms=5)
+    assert again.log_dir_of("t", 0) == dirs[1]
+    assert [(e.epoch, e.start_offset) for e in again.get_log("t", 0).leader_epoch_cache.entries()] == \
+        [(0, 0), (1, 1), (2, 2)]
+    again.shutdown()
