@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from kafka.admin import KafkaAdminClient
 
 from clients.cli.launcher import broker_log_dirs
 from clients.errors import KafkaApiError
@@ -74,7 +75,17 @@ def test_a_replica_moves_between_log_dirs_while_producing(jbod) -> None:
         with pytest.raises(KafkaApiError) as missing:
             admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 5, leader): targets[replicas[0]]})
         assert missing.value.error_code == ErrorCode.REPLICA_NOT_AVAILABLE
-        admin.alter_replica_log_dirs(targets)
+        # The leader's replica moves with Ketch's admin client, the follower's with
+        # kafka-python's (the wire format as another client writes and reads it).
+        admin.alter_replica_log_dirs({replicas[0]: targets[replicas[0]]})
+        other = KafkaAdminClient(bootstrap_servers=jbod.spec.bootstrap_servers, request_timeout_ms=30000)
+        try:
+            answer = other.alter_replica_log_dirs({replicas[1]: targets[replicas[1]]})
+            assert [e.errno for e in answer.values()] == [ErrorCode.NONE], answer
+            described = other.describe_log_dirs(topic_partitions={topic: [0]}, brokers=[follower])
+        finally:
+            other.close()
+        assert sorted(str(described).count(d) > 0 for d in dirs_of(jbod, follower)) == [True, True]
         wait_until(lambda: all((i.current_replica_log_dir, i.future_replica_log_dir) == (targets[r], None)
                                for r, i in admin.describe_replica_log_dirs(replicas).items()),
                    60, "both replicas in their new log dirs")

@@ -203,3 +203,29 @@ def test_a_swap_leaves_nothing_of_the_retired_log_to_write_at_shutdown(tmp_path)
     assert [(e.epoch, e.start_offset) for e in again.get_log("t", 0).leader_epoch_cache.entries()] == \
         [(0, 0), (1, 1), (2, 2)]
     again.shutdown()
+
+
+@pytest.mark.parametrize("storage_kind", ["file", "sim"])
+def test_a_log_moved_away_and_back_reads_and_appends_its_own_files(tmp_path, storage_kind) -> None:
+    """Moving back reuses the first directory's paths: no handle or slice of the retired
+    files may reach the new ones (the storage forgets a renamed tree)."""
+    from broker.log import SimStorage
+    storage = FileStorage() if storage_kind == "file" else SimStorage()
+    base = str(tmp_path) if storage_kind == "file" else "/data"
+    dirs = [f"{base}/d1", f"{base}/d2"]
+    logs, _ = LogManager.open(storage, dirs, now_ms=0)
+    log0 = logs.get_or_create_log("t", 0, 0)
+    offset = 0
+    for round_trip, dest in enumerate([dirs[1], dirs[0], dirs[1]]):
+        for _ in range(3):
+            log0.append_as_follower(build_batch([Record(offset, 0, None, b"v%d" % offset)],
+                                                base_offset=offset, partition_leader_epoch=0), 1)
+            offset += 1
+        future = logs.create_future_log("t", 0, dest, 2 + round_trip)
+        future.append_as_follower(log0.read_records_bytes(log0.read(0, 1 << 20, offset).records), 3)
+        log0 = logs.replace_current_with_future("t", 0, 4)
+        assert logs.log_dir_of("t", 0) == dest
+        data = log0.read_records_bytes(log0.read(0, 1 << 20, offset).records)
+        assert [r.value for b in decode_batches(data) for r in b.records] == \
+            [b"v%d" % i for i in range(offset)]
+    logs.shutdown()
