@@ -4,7 +4,8 @@ Lifecycle (KRaft's broker lifecycle, simplified):
 
 1. identify storage: ``meta.properties`` in each log dir names the cluster id, the node id
    and the directory's own ``directory.id`` (KIP-858; written on first start from
-   ``ketch.cluster.id``; a mismatch refuses to start; an unreadable directory is offline);
+   ``ketch.cluster.id``; a mismatch refuses to start, and so does an unusable directory:
+   see 7);
 2. open the log manager over every log dir (recovering after an unclean stop);
 3. register with the active controller (BrokerRegistration: incarnation id, listener,
    rack) and get a broker epoch; start following the metadata log as an observer;
@@ -21,7 +22,9 @@ Lifecycle (KRaft's broker lifecycle, simplified):
    broker). Not done yet: KIP-858's way, which keeps the broker up with its healthy
    dirs: BrokerRegistration LogDirs, BrokerHeartbeat OfflineLogDirs, the controller
    tracking each replica's directory (PartitionRecord Directories, AssignReplicasToDirs)
-   and moving leadership off the replicas of an offline dir only.
+   and moving leadership off the replicas of an offline dir only. For the same reason a
+   broker does not start while a log dir is unusable: remove it from ``log.dirs``, and
+   its replicas (out of every ISR since the controlled shutdown) copy their data again.
 """
 from __future__ import annotations
 
@@ -112,8 +115,15 @@ class Broker:
         self.logs, reports = LogManager.open(self.storage, config.log_dirs, now_ms=now_ms(),
                                              default_config=default_log_config,
                                              offline_dirs=offline_dirs)
-        if len(self.logs.offline_dirs) == len(config.log_dirs):
-            raise SystemExit(f"no log directory is usable: {', '.join(config.log_dirs)}")
+        if self.logs.offline_dirs:
+            # The interim of step 7 at start-up: the controller cannot be told which
+            # replicas are unusable here (KIP-858's OfflineLogDirs), so it could make this
+            # broker lead one it cannot serve. Kafka before 3.7 would not run either.
+            self.logs.shutdown()
+            raise SystemExit(f"log director{'ies' if len(self.logs.offline_dirs) > 1 else 'y'} "
+                             f"{', '.join(sorted(self.logs.offline_dirs))} unusable (see the "
+                             "log): repair it, or remove it from log.dirs (its replicas then "
+                             "copy their data from the other replicas again)")
         # Set when a log dir fails: the process entry point then shuts down (step 7).
         self.log_dir_failed = asyncio.Event()
         for key, report in reports.items():
@@ -185,7 +195,7 @@ class Broker:
 
     def _identify_storage(self) -> tuple[str, list[str]]:
         """The cluster id every log dir agrees on, and the dirs that could not be read
-        (offline from the start, as Kafka starts without them). Each dir's
+        (the broker then refuses to start: step 7). Each dir's
         meta.properties is Kafka's version 1 with ``directory.id`` (KIP-858)."""
         wanted = self.properties.get("ketch.cluster.id")
         found: dict[str, dict[str, str]] = {}

@@ -302,6 +302,7 @@ class ReplicaManager:
         # re-created elsewhere from the metadata (that would be an empty log, and as a
         # leader it would lose acknowledged records); KAFKA_STORAGE_ERROR to requests.
         self.offline_partitions: set[TopicPartition] = set()
+        self._applied_once = False
         self.image = MetadataImage()
         # Every config this broker applies or describes resolves through these layers.
         self.config_layers = ConfigLayers(self.image.configs, broker_id, self.static_properties)
@@ -411,8 +412,11 @@ class ReplicaManager:
                 if isinstance(c, TopicDeleted):
                     touched.update(tp for tp in self.partitions if tp.topic == c.topic)
             reconfigured = self._topics_reconfigured(changes)
+        # Replicas this delta places here; at the first apply (start-up) none is new.
+        new_here = self._replicas_new_here(changes) if self._applied_once else set()
+        self._applied_once = True
         for tp in sorted(touched):
-            self._apply_partition(tp, now_ms)
+            self._apply_partition(tp, now_ms, tp in new_here)
         # Configs: every hosted partition when a broker default changed, else only those
         # of the reconfigured topics (a delta costs what it changes, not what is hosted).
         if reconfigured is None:
@@ -426,7 +430,16 @@ class ReplicaManager:
             if hosted is not None and tp not in touched:
                 self._apply_topic_config(hosted)
 
-    def _apply_partition(self, tp: TopicPartition, now_ms: int) -> None:
+    def _replicas_new_here(self, changes: Sequence[MetadataChange] | None) -> set[TopicPartition]:
+        """Partitions the changes create with a replica here, or reassign to this broker."""
+        new: set[TopicPartition] = set()
+        for c in changes or ():
+            if ((isinstance(c, PartitionCreated) and self.broker_id in c.registration.replicas)
+                    or (isinstance(c, ReplicasChange) and self.broker_id in c.adding_replicas)):
+                new.add(TopicPartition(c.topic, c.partition))
+        return new
+
+    def _apply_partition(self, tp: TopicPartition, now_ms: int, new_here: bool = False) -> None:
         topic = self.image.topics.get(tp.topic)
         reg = None if topic is None else topic.partitions.get(tp.partition)
         hosted = self.partitions.get(tp)
@@ -443,9 +456,22 @@ class ReplicaManager:
             self._stop_partition(tp, delete=True)
             hosted = None
         if hosted is None:
+            if (self.logs.offline_dirs and not new_here
+                    and self.logs.get_log(tp.topic, tp.partition) is None):
+                # Kafka's rule (LogManager.getOrCreateLog with isNew=false): an existing
+                # replica whose log is not found while a log dir is offline may have its
+                # log there. An empty log in another dir could be elected leader and lose
+                # acknowledged records: the replica is offline instead.
+                log.error("%s: no log in the online log dirs and %s offline: replica offline",
+                          tp, ", ".join(sorted(self.logs.offline_dirs)))
+                self.offline_partitions.add(tp)
+                return
             try:
                 hosted = self._create_partition(tp, topic.topic_id, now_ms)
-            except LogDirOfflineError as e:
+            except OSError as e:
+                existing = self.logs.get_log(tp.topic, tp.partition)
+                if existing is not None:
+                    self._log_io_failed(existing, e)    # reading it failed (producer state)
                 log.error("%s: no log directory can hold it: %s", tp, e)
                 self.offline_partitions.add(tp)
                 return

@@ -123,3 +123,7 @@ def test_a_failed_log_dir_moves_leadership_away_and_loses_nothing(jbod) -> None:
     with open(jbod.spec.node(leader).log) as f:
         text = f.read()
     assert f"log directory {failing} is offline" in text and "Traceback" not in text
+    # Repaired (renamed back), the broker starts again and its replica catches up.
+    jbod.start_node(leader)
+    wait_until(lambda: (s := partition_states(jbod, topic)) and leader in s[0].isr, 60,
+               f"broker {leader} back in the ISR of {topic}-0")

@@ -229,3 +229,24 @@ def test_a_log_moved_away_and_back_reads_and_appends_its_own_files(tmp_path, sto
         assert [r.value for b in decode_batches(data) for r in b.records] == \
             [b"v%d" % i for i in range(offset)]
     logs.shutdown()
+
+
+def test_a_restart_with_a_dir_offline_does_not_recreate_its_replicas_elsewhere(tmp_path) -> None:
+    core, dirs, meta = open_core(tmp_path)
+    lost = {tp for tp in core.partitions if core.logs.log_dir_of(tp.topic, tp.partition) == dirs[0]}
+    for tp in core.partitions:
+        core.append(tp, batch(2), acks=1, now_ms=1)
+    core.shutdown()
+    logs, _ = LogManager.open(FileStorage(), dirs, now_ms=0, offline_dirs=[dirs[0]])
+    core = ReplicaManager(1, logs, {}, replica_lag_time_max_ms=10_000)
+    core.apply_metadata(meta.image, None, 0)
+    assert core.offline_partitions == lost
+    assert all(core.logs.log_dir_of(tp.topic, tp.partition) == dirs[1] for tp in core.partitions)
+    for tp in lost:
+        assert core.append(tp, batch(1), acks=1, now_ms=1).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    # A partition created now is new here: it goes to the online dir.
+    core.apply_metadata(*meta.commit(M.PartitionRecord(
+        partition_id=9, topic_id=TOPIC_ID, replicas=[1], isr=[1], leader=1, leader_epoch=0,
+        partition_epoch=0)), 2)
+    assert core.logs.log_dir_of("t", 9) == dirs[1]
+    core.shutdown()
