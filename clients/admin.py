@@ -24,7 +24,8 @@ from clients._core.admin import (
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetSpec, PartitionLag,
-    QuorumInfo, QuorumReplica, ReplicaLogDir, ReplicaLogDirInfo, TopicDescription, TopicListing,
+    LogDirDescription, QuorumInfo, QuorumReplica, ReplicaInfo, ReplicaLogDir, ReplicaLogDirInfo,
+    TopicDescription, TopicListing,
     TopicPartitionInfo,
 )
 from clients._core.config import ClientConfig
@@ -41,7 +42,8 @@ __all__ = [
     "ConsumerGroupListing", "CreateTopicResult", "ElectionType", "ListOffsetsResult",
     "MemberDescription", "PartitionReassignment",
     "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetReset", "OffsetSpec",
-    "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "ReplicaLogDirInfo",
+    "LogDirDescription", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaInfo",
+    "ReplicaLogDir", "ReplicaLogDirInfo",
     "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
     "TopicPartitionReplica",
 ]
@@ -191,6 +193,14 @@ class Admin:
                           timeout_ms: int | None = None) -> dict[TopicPartition, ReplicaLogDir]:
         return self._run(self._admin.describe_log_dirs(list(partitions), timeout_ms=timeout_ms),
                          timeout_ms)
+
+    def describe_broker_log_dirs(self, broker_ids: Iterable[int],
+                                 partitions: Iterable[TopicPartition] | None = None, *,
+                                 timeout_ms: int | None = None
+                                 ) -> dict[int, tuple[LogDirDescription, ...]]:
+        return self._run(self._admin.describe_broker_log_dirs(
+            list(broker_ids), None if partitions is None else list(partitions),
+            timeout_ms=timeout_ms), timeout_ms)
 
     def describe_replica_log_dirs(self, replicas: Iterable[TopicPartitionReplica], *,
                                   timeout_ms: int | None = None

@@ -44,7 +44,8 @@ __all__ = [
     "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType",
     "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult", "ListOffsetsResult",
     "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset", "OffsetResetKind",
-    "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "ReplicaLogDirInfo", "TopicDescription",
+    "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "ReplicaLogDirInfo", "LogDirDescription", "ReplicaInfo",
+    "TopicDescription",
     "TopicListing", "TopicPartitionInfo", "ZERO_TOPIC_ID", "decode_assignment",
     "client_quota_entity", "decode_subscription", "group_lag", "leader_log_end",
     "plan_offset_reset", "quorum_replicas",
@@ -214,6 +215,25 @@ class ReplicaLogDir:
     log_dir: str
     size_bytes: int
     offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One log in a broker's log directory (DescribeLogDirs): Kafka's ReplicaInfo."""
+    size_bytes: int
+    offset_lag: int
+    is_future: bool             # a log being moved into this directory (AlterReplicaLogDirs)
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of a broker: Kafka's LogDirDescription. An offline directory has
+    ``error_code`` KAFKA_STORAGE_ERROR, no replicas and sizes of -1."""
+    log_dir: str
+    error_code: int
+    total_bytes: int
+    usable_bytes: int
+    replicas: tuple[tuple[TopicPartition, ReplicaInfo], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import os
 import sys
 
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
-VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign", "topic", "produce",
+VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign", "log_dirs", "topic", "produce",
                           "consume", "group", "config", "quota", "cluster", "dump_log", "metadata_shell")
 
 
