@@ -18,7 +18,8 @@ hands it typed inputs and carries out what it asks for, in the spirit of etcd's
     read(...)  (consumers and followers)          PartitionsChanged(partitions)
     follower_work(leader) / handle_epoch_answers  LeadershipChanged(partition, leader)
       / handle_fetched / handle_leader_unreachable   FetchFromLeader(leader_id)
-    handle_alter_partition_response(...)
+    handle_alter_partition_response(...)         LogDirFailed(log_dir, partitions)
+    alter_replica_log_dir(...)
     poll(now_ms) -> ms until due
 
 Queries (``read``, ``list_offset``, ``end_offset_for_epoch``, ``append``'s result) are
@@ -43,6 +44,18 @@ brings the committed state. (Falling back on a lost answer lost acknowledged wri
 expansion committed, the leader acked with the smaller ISR, and the new member was then
 elected cleanly without them; found by the chaos suite, reproduced by the simulator.)
 
+Log directories (JBOD). The logs live in several directories (``broker.log.log_manager``
+places them). ``alter_replica_log_dir`` starts a move (KIP-113): a future log in the
+target directory, which ``poll`` fills from the current log, at most
+``LOG_DIR_MOVE_BYTES_PER_POLL`` a poll, and swaps in once it holds the same offsets; the
+copy and the swap run between inputs, so no append can fall between them, and a
+truncation of the current log truncates the future log alike. An I/O error in a log
+takes its directory offline (Kafka's LogDirFailureChannel): its replicas stop, join
+``offline_partitions`` (KAFKA_STORAGE_ERROR to every request, never re-created elsewhere
+from the metadata) and a ``LogDirFailed`` effect tells the shell, whose answer for now is
+a controlled shutdown (``broker.broker``, step 7). A move whose future log fails is
+dropped; the current log goes on serving.
+
 Following. ``follower_work(leader)`` plans one round for a leader: OffsetForLeaderEpoch
 questions for partitions still truncating, fetch positions for the rest. Answers come
 back through ``handle_epoch_answers`` / ``handle_fetched`` with the work they answer, so
@@ -58,7 +71,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
@@ -1149,7 +1162,7 @@ class ReplicaManager:
                       ", ".join(str(tp) for tp in sorted(lost)[:20]))
             self._effects.append(LogDirFailed(log_dir, lost))
 
-    def _on_future_log(self, future: PartitionLog, action: Any) -> bool:
+    def _on_future_log(self, future: PartitionLog, action: Callable[[], object]) -> bool:
         """Run an I/O ``action`` on a future log; an error takes its directory offline
         (the move is then dropped, the current log keeps serving). False on error."""
         try:
@@ -1274,6 +1287,9 @@ class ReplicaManager:
         self._apply_topic_config(hosted)
         log.info("%s: log moved from %s to %s", tp, source, self.logs.log_dir_of_log(promoted))
         self._changed.add(tp)
+        # The partition's HW now belongs in the new dir's checkpoint (the old dir's entry
+        # is ignored at load, as its log is not there).
+        self.checkpoint_high_watermarks()
 
     def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
         """DescribeLogDirs: every log directory, online or not, with the current and

@@ -300,14 +300,16 @@ class FileStorage:
         """A file or a directory. For a directory, the handles of the files in both trees
         are forgotten: they are keyed by path, and a file later created at an old path
         (a log moved back to its first directory) must not reach the moved inode."""
+        tree = os.path.isdir(src)       # files are renamed often (segment retirement): no scan
         with self._lock:
             for path in (src, dst):
                 self._forget_locked(path)
                 self._generations.bump(path)
-                prefix = path.rstrip("/") + "/"
-                for held in [h for h in self._handles if h.startswith(prefix)]:
-                    self._forget_locked(held)
-                self._generations.bump_tree(path)
+                if tree:
+                    prefix = path.rstrip("/") + "/"
+                    for held in [h for h in self._handles if h.startswith(prefix)]:
+                        self._forget_locked(held)
+                    self._generations.bump_tree(path)
         os.replace(src, dst)
 
     def delete(self, path: str) -> None:
