@@ -129,13 +129,13 @@ def test_a_failed_log_dir_moves_leadership_away_and_loses_nothing(jbod) -> None:
                f"broker {leader} back in the ISR of {topic}-0")
 
 
-def test_ketch_log_dirs_describes_and_moves(jbod) -> None:
+def test_ketch_log_dirs_describes_and_moves(jbod, tmp_path) -> None:
     import json
     import subprocess
     import sys
 
-    def ketch(*args: str, rc: int = 0) -> str:
-        proc = subprocess.run([sys.executable, "-m", "clients.cli", "log-dirs", *args,
+    def ketch(*args: str, rc: int = 0, verb: str = "log-dirs") -> str:
+        proc = subprocess.run([sys.executable, "-m", "clients.cli", verb, *args,
                                "--bootstrap", jbod.spec.bootstrap_servers],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == rc, proc.stderr
@@ -163,3 +163,13 @@ def test_ketch_log_dirs_describes_and_moves(jbod) -> None:
     out = ketch("alter", "--topic", topic, "--partition", "0", "--broker", str(broker),
                 "--log-dir", "/not/a/log/dir", rc=1)
     assert "LOG_DIR_NOT_FOUND" in out
+    # kafka-reassign-partitions' way: a plan whose log_dirs names a directory moves it back.
+    replicas = partition_states(jbod, topic)[0].replicas
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{
+        "topic": topic, "partition": 0, "replicas": list(replicas),
+        "log_dirs": [source if b == broker else "any" for b in replicas]}]}))
+    ketch("execute", "--reassignment-json-file", str(plan), verb="reassign")
+    wait_until(lambda: "to its log dir is completed" in ketch(
+        "verify", "--reassignment-json-file", str(plan), verb="reassign"), 30, "the plan's log dir move")
+    assert where() == {target: [], source: [f"{topic}-0"]}
