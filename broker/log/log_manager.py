@@ -182,7 +182,8 @@ class LogManager:
         self.default_config = default_config
         self.manager_config = manager_config
         self._logs: dict[Key, PartitionLog] = {}
-        # Invariant: a future log's key is also a current log's key, in another directory.
+        # Invariant (once loaded): a future log's key is also a current log's key, in
+        # another directory.
         self._future_logs: dict[Key, PartitionLog] = {}
         # AlterReplicaLogDirs for a partition not hosted yet: where to create it.
         self._preferred_dirs: dict[Key, str] = {}
@@ -192,11 +193,6 @@ class LogManager:
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
         self.closed = False
-
-    @property
-    def data_dir(self) -> str:
-        """The first log directory (for callers that know one directory only)."""
-        return self.log_dirs[0]
 
     @classmethod
     def open(
