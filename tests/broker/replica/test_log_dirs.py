@@ -170,6 +170,11 @@ def test_a_failed_dir_takes_its_replicas_offline_and_they_answer_storage_errors(
     effects = core.take_effects()
     assert LogDirFailed(dirs[0], frozenset(lost)) in effects
     assert set(core.offline_partitions) == lost
+    from broker.metrics import BrokerStateCollector
+    gauges = {m.name: m.samples[0].value for m in BrokerStateCollector(
+        core, lambda: (0, 0), lambda: 0, lambda: 0, lambda: {}).collect() if len(m.samples) == 1}
+    assert gauges["kafka_server_replicamanager_offlinereplicacount"] == len(lost)
+    assert gauges["kafka_log_logmanager_offlinelogdirectorycount"] == 1
     for tp in lost:
         assert core.read(tp, 0, 1 << 20, -1, -1, 3, True).error_code == ErrorCode.KAFKA_STORAGE_ERROR
         assert core.append(tp, batch(1), acks=1, now_ms=3).error_code == ErrorCode.KAFKA_STORAGE_ERROR
