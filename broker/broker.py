@@ -93,6 +93,12 @@ def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
     )
 
 
+def _directory_id(log_dir: str) -> uuid.UUID:
+    """The ``directory.id`` a log dir's meta.properties holds, as a UUID."""
+    text = load_properties(os.path.join(log_dir, META_PROPERTIES))["directory.id"]
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, properties: dict[str, str], clock: Clock = SYSTEM_CLOCK,
                  rng: random.Random | None = None) -> None:
@@ -108,6 +114,7 @@ class Broker:
         now_ms = clock.now_ms
         self.metrics = BrokerMetrics(enabled=config.metrics_enable)
         self.cluster_id, offline_dirs = self._identify_storage()
+        self.directory_ids = tuple(_directory_id(d) for d in config.log_dirs if d not in offline_dirs)
         self.storage = FileStorage()
         # Until the metadata image arrives, logs open with the static topic defaults.
         static_layers = ConfigLayers(EMPTY_IMAGE.configs, config.node_id, properties)
@@ -143,7 +150,8 @@ class Broker:
                                          fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
         self.lifecycle = BrokerLifecycleManager(
             Registration(config.node_id, self.cluster_id, config.listener_name, config.advertised_host,
-                         config.advertised_port, config.rack, config.heartbeat_interval_ms),
+                         config.advertised_port, config.rack, config.heartbeat_interval_ms,
+                         self.directory_ids),
             self.heartbeat_channel,
             metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
             on_registered=self._schedule_apply)
@@ -227,9 +235,10 @@ class Broker:
         cluster_id = cluster_ids.pop()
         assert cluster_id is not None
         for log_dir in self.config.log_dirs:
-            if log_dir in found or log_dir in offline:
+            if log_dir in offline or "directory.id" in found.get(log_dir, {}):
                 continue
             try:
+                # New, or formatted before KIP-858 (no directory.id): Kafka adds one too.
                 self._format_dir(log_dir, cluster_id)
             except OSError as e:
                 log.error("log directory %s is offline: formatting failed: %s", log_dir, e)
