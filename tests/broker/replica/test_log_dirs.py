@@ -255,3 +255,45 @@ def test_a_restart_with_a_dir_offline_does_not_recreate_its_replicas_elsewhere(t
         partition_epoch=0)), 2)
     assert core.logs.log_dir_of("t", 9) == dirs[1]
     core.shutdown()
+
+
+def test_a_follower_truncated_during_a_move_truncates_the_copy_too(tmp_path) -> None:
+    """The copy must never keep records its source cut: a new leader's records at the same
+    offsets would otherwise be swapped out for the old ones (Kafka truncates the future
+    log with the current one, too)."""
+    from broker.replica_manager import EpochAnswer, FetchedPartition
+
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    logs, _ = LogManager.open(FileStorage(), dirs, now_ms=0)
+    core = ReplicaManager(2, logs, {}, replica_lag_time_max_ms=10_000)
+    meta = Metadata()
+    core.apply_metadata(*meta.commit(
+        *[M.RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b), broker_epoch=10 + b,
+                                 fenced=False) for b in (1, 2)],
+        M.TopicRecord(name="t", topic_id=TOPIC_ID),
+        M.PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1,
+                          leader_epoch=3, partition_epoch=0)), 0)
+    tp = TopicPartition("t", 0)
+
+    def records(start: int, n: int, epoch: int, tag: bytes) -> bytes:
+        return bytes(build_batch([Record(start + i, 0, None, tag + b"%d" % (start + i)) for i in range(n)],
+                                 base_offset=start, partition_leader_epoch=epoch))
+    work = core.follower_work(1, 0)
+    core.handle_fetched(work, [FetchedPartition(tp, ErrorCode.NONE, 0, 0,
+                                                records(0, 2, 3, b"old") + records(2, 3, 3, b"old"))], 1)
+    assert core.alter_replica_log_dir(tp, dirs[1], 2) == ErrorCode.NONE
+    # The copy has everything so far (an earlier poll copied it) ...
+    current, future = core.partitions[tp].log, core.logs.future_log("t", 0)
+    future.append_as_follower(current.read_records_bytes(current.read(0, 1 << 20, 5).records), 3)
+    # ... when a new leader (epoch 4) that has only offsets 0-1 makes this follower truncate,
+    core.apply_metadata(*meta.commit(M.PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, leader=1)), 4)
+    work = core.follower_work(1, 5)
+    core.handle_epoch_answers(work, [EpochAnswer(tp, ErrorCode.NONE, 3, 2)], 6)
+    assert current.log_end_offset == 2 and future.log_end_offset == 2
+    # and then fetch the new leader's records at the same offsets.
+    work = core.follower_work(1, 7)
+    core.handle_fetched(work, [FetchedPartition(tp, ErrorCode.NONE, 0, 0, records(2, 3, 4, b"new"))], 8)
+    core.poll(9)
+    assert core.logs.log_dir_of("t", 0) == dirs[1]
+    assert values(core, tp) == [b"old0", b"old1", b"new2", b"new3", b"new4"]
+    core.shutdown()
