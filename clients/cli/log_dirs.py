@@ -39,7 +39,10 @@ def _ids(text: str | None, what: str) -> list[int] | None:
 
 
 def _code_name(code: int) -> str:
-    return ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 def describe(args: argparse.Namespace) -> int:
