@@ -121,7 +121,7 @@ _RETRY_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_L
                            ErrorCode.KAFKA_STORAGE_ERROR})
 # A log directory move copies at most this much per poll (all moves together), so a
 # large move never holds the event loop for long.
-LOG_DIR_MOVE_BYTES_PER_POLL = 4 * 1024 * 1024
+LOG_DIR_MOVE_BYTES_PER_POLL = 1024 * 1024
 # How soon to poll again while a move has more to copy.
 LOG_DIR_MOVE_POLL_MS = 10
 # Partition-level changes this broker acts on (config changes are handled apart).
@@ -1287,9 +1287,9 @@ class ReplicaManager:
         self._apply_topic_config(hosted)
         log.info("%s: log moved from %s to %s", tp, source, self.logs.log_dir_of_log(promoted))
         self._changed.add(tp)
-        # The partition's HW now belongs in the new dir's checkpoint (the old dir's entry
-        # is ignored at load, as its log is not there).
-        self.checkpoint_high_watermarks()
+        # The partition's HW reaches the new dir's replication-offset-checkpoint with the
+        # next periodic write; a crash before that only costs the HW, which a leader
+        # learns again from its followers (the old dir's entry is ignored at load).
 
     def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
         """DescribeLogDirs: every log directory, online or not, with the current and

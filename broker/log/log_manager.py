@@ -190,6 +190,7 @@ class LogManager:
         self._offline: set[str] = set()
         self._newly_offline: list[str] = []
         self._unique_ids = 0
+        self._retired: list[str] = []       # retired logs' directories, still to remove
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
         self.closed = False
@@ -496,15 +497,13 @@ class LogManager:
         # Epochs a leader assigned at its election start beyond the last batch: carry
         # them over, so OffsetForLeaderEpoch answers stay the same after the swap.
         future.adopt_leader_epochs(current.leader_epoch_cache)
-        future.flush(now_ms)
-        future.close()
+        future.close()      # fsyncs its active segment, indexes and epoch checkpoint
         current_dir = self.log_dir_of_log(current)
         # Retire the current log first: a crash after this leaves only the future log,
         # which the next load promotes; the other order could leave two current logs.
-        # Closed with its own fsyncs, not staged for a later sync_all: its directory is
-        # about to be renamed and removed, and a staged write there would fail then.
-        current.close()
-        current.layout_version += 1     # a cleaning pass built on it must not commit
+        # Nothing more is written to it (a write staged for the shutdown's sync_all
+        # would fail in its removed directory: found by the process test).
+        current.abandon()
         unique_id = posixpath.basename(future.dir_path).rsplit(".", 1)[1][: -len(FUTURE_SUFFIX)]
         retired = f"{current.dir_path}.{unique_id}{DELETE_SUFFIX}"
         self.storage.rename(current.dir_path, retired)
@@ -513,8 +512,13 @@ class LogManager:
         del self._logs[key]
         promoted = self._promote(key, future, now_ms)
         self._logs[key] = promoted
-        self._guarded(current_dir, lambda: self.storage.remove_dir(retired))
-        self.checkpoint_recovery_points()
+        # Removed by `poll`, a file at a time (unlinking a large segment takes a while);
+        # the next load removes what a crash leaves.
+        self._retired.append(retired)
+        # The promoted log is durable up to its end: say so in its directory's checkpoint
+        # (the old directory's entry is ignored at load, its log is not there).
+        log_dir = self.log_dir_of_log(promoted)
+        self._guarded(log_dir, lambda: self._checkpoint_dir(log_dir))
         return promoted
 
     def _promote(self, key: Key, future: PartitionLog, now_ms: int) -> PartitionLog:
@@ -558,7 +562,31 @@ class LogManager:
                 now_ms + self.manager_config.flush_offset_checkpoint_interval_ms)
         for due in (self._next_retention_ms, self._next_recovery_checkpoint_ms):
             next_due = min(next_due, max(0, due - now_ms))
+        if self._retired:
+            self._remove_retired_file()
+            if self._retired:
+                next_due = 0
         return next_due
+
+    def _remove_retired_file(self) -> None:
+        """One file of the first retired log directory, or the directory once empty."""
+        path = self._retired[0]
+        log_dir = posixpath.dirname(path)
+        if log_dir in self._offline:
+            self._retired.pop(0)
+            return
+        try:
+            names = self.storage.list_dir(path)
+            if names:
+                self.storage.delete(f"{path}/{names[0]}")
+            else:
+                self.storage.remove_dir(path)
+                self._retired.pop(0)
+        except FileNotFoundError:
+            self._retired.pop(0)
+        except OSError as e:
+            self._retired.pop(0)
+            self.mark_offline(log_dir, e)
 
     def run_retention(
         self, now_ms: int, high_watermark_of: Callable[[str, int], int] | None = None

@@ -94,7 +94,9 @@ def test_a_replica_moves_between_log_dirs_while_producing(jbod) -> None:
     check_every_acked_record(jbod, producer)
     for r in replicas:
         old = next(d for d in dirs_of(jbod, r.broker_id) if d != targets[r])
-        assert not [n for n in os.listdir(old) if n.startswith(f"{topic}-0")], "the old log is gone"
+        # (retired as <topic>-0.<id>-delete, removed a file a poll)
+        wait_until(lambda: not [n for n in os.listdir(old) if n.startswith(f"{topic}-0")], 10,
+                   f"the old log of {r} removed")
     assert admin.describe_log_dirs([tp])[tp].log_dir == targets[replicas[0]]
 
 

@@ -108,7 +108,11 @@ def test_a_moved_log_keeps_every_record_appended_during_the_move(tmp_path) -> No
     assert core.logs.future_log("t", 0) is None
     assert core.logs.log_dir_of("t", 0) == dirs[1]
     assert [n for n in os.listdir(dirs[1]) if n.startswith("t-0")] == ["t-0"]
-    assert not any(n.startswith("t-0") for n in os.listdir(dirs[0]))     # retired and removed
+    [retired] = [n for n in os.listdir(dirs[0]) if n.startswith("t-0")]
+    assert retired.endswith(DELETE_SUFFIX)
+    for now in range(5, 15):        # removed a file a poll
+        core.poll(now)
+    assert not any(n.startswith("t-0") for n in os.listdir(dirs[0]))
     assert values(core, tp) == [b"v%d" % i for i in range(105)]
     assert core.partitions[tp].log.leader_epoch_cache.latest_epoch == 3
     result = core.append(tp, batch(1, 105), acks=1, now_ms=5)
