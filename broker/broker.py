@@ -18,13 +18,15 @@ Lifecycle (KRaft's broker lifecycle, simplified):
 7. on a log directory failure (an I/O error in a log dir): the replicas there stop and
    answer KAFKA_STORAGE_ERROR, and the broker shuts down in a controlled way, so the
    controller moves their leaderships to in-sync replicas elsewhere before it stops.
-   This is the interim, Kafka's KRaft behaviour before 3.7 (a failed log dir stopped the
-   broker). Not done yet: KIP-858's way, which keeps the broker up with its healthy
-   dirs: BrokerRegistration LogDirs, BrokerHeartbeat OfflineLogDirs, the controller
-   tracking each replica's directory (PartitionRecord Directories, AssignReplicasToDirs)
-   and moving leadership off the replicas of an offline dir only. For the same reason a
-   broker does not start while a log dir is unusable: remove it from ``log.dirs``, and
-   its replicas (out of every ISR since the controlled shutdown) copy their data again.
+   This is the interim, after Kafka's KRaft brokers before 3.7, which had one log dir
+   and stopped when it failed. Done of KIP-858: the registration carries the dirs' ids
+   (BrokerRegistration LogDirs). Not done: the rest, which keeps the broker up with its
+   healthy dirs: BrokerHeartbeat OfflineLogDirs, the controller tracking each replica's
+   directory (PartitionRecord Directories, AssignReplicasToDirs) and moving leadership
+   off the replicas of an offline dir only. For the same reason a broker does not start
+   while a log dir is unusable: repair it or remove it from ``log.dirs``; its replicas
+   (out of every ISR since the controlled shutdown) copy their data again. A missing dir
+   is created and formatted, as Kafka does, with the same consequence.
 """
 from __future__ import annotations
 
@@ -125,7 +127,7 @@ class Broker:
         if self.logs.offline_dirs:
             # The interim of step 7 at start-up: the controller cannot be told which
             # replicas are unusable here (KIP-858's OfflineLogDirs), so it could make this
-            # broker lead one it cannot serve. Kafka before 3.7 would not run either.
+            # broker lead one it cannot serve.
             self.logs.shutdown()
             raise SystemExit(f"log director{'ies' if len(self.logs.offline_dirs) > 1 else 'y'} "
                              f"{', '.join(sorted(self.logs.offline_dirs))} unusable (see the "
