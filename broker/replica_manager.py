@@ -47,7 +47,7 @@ elected cleanly without them; found by the chaos suite, reproduced by the simula
 Log directories (JBOD). The logs live in several directories (``broker.log.log_manager``
 places them). ``alter_replica_log_dir`` starts a move (KIP-113): a future log in the
 target directory, which ``poll`` fills from the current log, at most
-``LOG_DIR_MOVE_BYTES_PER_POLL`` a poll, and swaps in once it holds the same offsets; the
+``log_dir_move_bytes_per_poll`` a poll, and swaps in once it holds the same offsets; the
 copy and the swap run between inputs, so no append can fall between them, and a
 truncation of the current log truncates the future log alike. An I/O error in a log
 takes its directory offline (Kafka's LogDirFailureChannel): its replicas stop, join
@@ -119,8 +119,8 @@ _RETRY_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_L
                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
                            # the leader's log directory failed: leadership moves soon
                            ErrorCode.KAFKA_STORAGE_ERROR})
-# A log directory move copies at most this much per poll (all moves together), so a
-# large move never holds the event loop for long.
+# By default a log directory move copies at most this much per poll (all moves together),
+# so a large move never holds the event loop for long (about 1 ms a MiB from page cache).
 LOG_DIR_MOVE_BYTES_PER_POLL = 1024 * 1024
 # How soon to poll again while a move has more to copy.
 LOG_DIR_MOVE_POLL_MS = 10
@@ -301,8 +301,11 @@ class _IsrProposalState:
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, static_properties: Mapping[str, str],
                  replica_lag_time_max_ms: int = 30_000, replica_fetch_backoff_ms: int = 200,
-                 rack_aware_reads: bool = False) -> None:
+                 rack_aware_reads: bool = False,
+                 log_dir_move_bytes_per_poll: int = LOG_DIR_MOVE_BYTES_PER_POLL) -> None:
+        assert log_dir_move_bytes_per_poll > 0, log_dir_move_bytes_per_poll
         self.broker_id = broker_id
+        self.log_dir_move_bytes_per_poll = log_dir_move_bytes_per_poll
         # replica.selector.class = RackAwareReplicaSelector (KIP-392): a consumer that names
         # its rack is sent to an in-sync replica in that rack.
         self.rack_aware_reads = rack_aware_reads
@@ -1210,11 +1213,11 @@ class ReplicaManager:
 
     def _move_logs(self, now_ms: int) -> bool:
         """Copy current logs into their future logs, at most
-        ``LOG_DIR_MOVE_BYTES_PER_POLL`` in all, and swap each that caught up (Kafka's
+        ``log_dir_move_bytes_per_poll`` in all, and swap each that caught up (Kafka's
         ReplicaAlterLogDirsThread, without the thread: the copy and the swap run between
         inputs, so nothing is appended between the last copy and the swap). True while
         some move has more to copy."""
-        budget = LOG_DIR_MOVE_BYTES_PER_POLL
+        budget = self.log_dir_move_bytes_per_poll
         behind = False
         for (topic, index), future in self.logs.future_logs():
             hosted = self.partitions.get(TopicPartition(topic, index))

@@ -276,9 +276,17 @@ class LogManager:
     def finish_loading(self, now_ms: int) -> None:
         """After every directory loaded: a future log without a current log is the
         survivor of a swap a crash interrupted (the current was retired first): it becomes
-        the current log. Other future logs wait for the replica layer to resume copying."""
+        the current log. Other future logs, cut back to their current log's end, wait for
+        the replica layer to resume copying."""
         for key, future in list(self._future_logs.items()):
-            if key in self._logs:
+            current = self._logs.get(key)
+            if current is not None:
+                if future.log_end_offset > current.log_end_offset:
+                    # A crash cut the current log's unflushed tail but not the copy's:
+                    # the copy must not keep records its source lost (new ones will
+                    # take their offsets).
+                    self._guarded(self.log_dir_of_log(future), lambda: future.truncate_to(
+                        current.log_end_offset, now_ms))
                 continue
             if self._offline:
                 # The current log may be on the offline directory: promoting a partial
