@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ketch broker: {e}", file=sys.stderr)
         return 2
     try:
-        lock_data_dir(config.log_dir)   # before any log is opened (Kafka's log.dirs/.lock)
+        for log_dir in config.log_dirs:     # before any log is opened (Kafka's log.dirs/.lock)
+            lock_data_dir(log_dir)
     except (DataDirInUseError, OSError) as e:
         print(f"ketch broker: {e}", file=sys.stderr)
         return 1
@@ -63,7 +64,14 @@ async def _run(config, props) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    await stop.wait()
+    signalled = loop.create_task(stop.wait())
+    failed = loop.create_task(broker.log_dir_failed.wait())
+    await asyncio.wait({signalled, failed}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (signalled, failed):
+        task.cancel()
+    # A failed log dir stops the broker (the interim before KIP-858; broker.broker, step 7):
+    # a controlled shutdown, then exit 1 so that a supervisor sees the failure.
+    exit_code = 1 if broker.log_dir_failed.is_set() else 0
     shutdown = loop.create_task(broker.controlled_shutdown())
     while not shutdown.done():
         stop.clear()
@@ -75,7 +83,7 @@ async def _run(config, props) -> int:
             await broker.stop()
             break
         waiter.cancel()
-    return 0
+    return exit_code
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import shutil
 import time
 from typing import Any, Awaitable, Callable, Generator, Mapping
@@ -62,6 +63,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),     # Kafka 4 serves 1-2 (v0 deprecated)
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_CONFIGS: (0, 2),
@@ -166,6 +168,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.DESCRIBE_LOG_DIRS: self.handle_describe_log_dirs,
+            ApiKey.ALTER_REPLICA_LOG_DIRS: self.handle_alter_replica_log_dirs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle_describe_topic_partitions,
@@ -713,18 +716,47 @@ class KafkaApis:
 
     async def handle_describe_log_dirs(self, req: messages.DescribeLogDirsRequest, version: int,
                                        client: ClientInfo) -> messages.DescribeLogDirsResponse:
+        """Every log dir of this broker, with its current and future (moving) logs; an
+        offline dir answers KAFKA_STORAGE_ERROR and no partitions, as Kafka's does."""
         cls = messages.DescribeLogDirsResponse
         wanted = None if req.topics is None else {
-            (t.topic, p) for t in req.topics for p in t.partitions}
-        by_topic: dict[str, list] = {}
-        for tp, hosted in sorted(self.replicas.core.partitions.items()):
-            if wanted is not None and (tp.topic, tp.partition) not in wanted:
+            TopicPartition(t.topic, p) for t in req.topics for p in t.partitions}
+        results = []
+        for described in self.replicas.core.describe_log_dirs(wanted):
+            if not described.online:
+                results.append(cls.DescribeLogDirsResult(
+                    error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=described.log_dir, topics=[],
+                    total_bytes=-1, usable_bytes=-1))
                 continue
-            lag = max(0, hosted.replica.high_watermark - hosted.log.log_end_offset)
-            by_topic.setdefault(tp.topic, []).append(cls.DescribeLogDirsPartition(
-                partition_index=tp.partition, partition_size=hosted.log.size_bytes, offset_lag=lag))
-        usage = shutil.disk_usage(self.config.log_dir)
-        return cls(error_code=ErrorCode.NONE, results=[cls.DescribeLogDirsResult(
-            error_code=ErrorCode.NONE, log_dir=self.config.log_dir,
-            topics=[cls.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in by_topic.items()],
-            total_bytes=usage.total, usable_bytes=usage.free)])
+            by_topic: dict[str, list] = {}
+            for r in described.replicas:
+                by_topic.setdefault(r.partition.topic, []).append(cls.DescribeLogDirsPartition(
+                    partition_index=r.partition.partition, partition_size=r.size_bytes,
+                    offset_lag=r.offset_lag, is_future_key=r.is_future))
+            try:
+                usage = shutil.disk_usage(described.log_dir)
+                total, usable = usage.total, usage.free
+            except OSError:
+                total = usable = -1     # the dir just failed; the next request says so
+            results.append(cls.DescribeLogDirsResult(
+                error_code=ErrorCode.NONE, log_dir=described.log_dir,
+                topics=[cls.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in by_topic.items()],
+                total_bytes=total, usable_bytes=usable))
+        return cls(error_code=ErrorCode.NONE, results=results)
+
+    async def handle_alter_replica_log_dirs(self, req: messages.AlterReplicaLogDirsRequest,
+                                            version: int, client: ClientInfo
+                                            ) -> messages.AlterReplicaLogDirsResponse:
+        """Move replicas of this broker between its log dirs (KIP-113); each partition's
+        answer is its own (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE)."""
+        cls = messages.AlterReplicaLogDirsResponse
+        by_topic: dict[str, list] = {}
+        for d in req.dirs:
+            for t in d.topics:
+                for index in t.partitions:
+                    tp = TopicPartition(t.name, index)
+                    code = self.replicas.alter_replica_log_dir(tp, os.path.normpath(d.path))
+                    by_topic.setdefault(t.name, []).append(cls.AlterReplicaLogDirPartitionResult(
+                        partition_index=index, error_code=code))
+        return cls(throttle_time_ms=0, results=[
+            cls.AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps) for n, ps in by_topic.items()])

@@ -2,9 +2,11 @@
 
 Lifecycle (KRaft's broker lifecycle, simplified):
 
-1. identify storage: ``meta.properties`` in the log dir names the cluster id and node id
-   (written on first start from ``ketch.cluster.id``; a mismatch refuses to start);
-2. open the log manager (recovering after an unclean stop);
+1. identify storage: ``meta.properties`` in each log dir names the cluster id, the node id
+   and the directory's own ``directory.id`` (KIP-858; written on first start from
+   ``ketch.cluster.id``; a mismatch refuses to start, and so does an unusable directory:
+   see 7);
+2. open the log manager over every log dir (recovering after an unclean stop);
 3. register with the active controller (BrokerRegistration: incarnation id, listener,
    rack) and get a broker epoch; start following the metadata log as an observer;
 4. heartbeat every ``broker.heartbeat.interval.ms`` with the metadata offset reached; the
@@ -13,13 +15,27 @@ Lifecycle (KRaft's broker lifecycle, simplified):
 6. on SIGTERM: controlled shutdown: heartbeat ``want_shut_down`` until the controller has
    moved every leadership away and answers ``should_shut_down``, then stop cleanly (flush,
    checkpoints, clean-shutdown marker).
+7. on a log directory failure (an I/O error in a log dir): the replicas there stop and
+   answer KAFKA_STORAGE_ERROR, and the broker shuts down in a controlled way, so the
+   controller moves their leaderships to in-sync replicas elsewhere before it stops.
+   This is the interim, after Kafka's KRaft brokers before 3.7, which had one log dir
+   and stopped when it failed. Done of KIP-858: the registration carries the dirs' ids
+   (BrokerRegistration LogDirs). Not done: the rest, which keeps the broker up with its
+   healthy dirs: BrokerHeartbeat OfflineLogDirs, the controller tracking each replica's
+   directory (PartitionRecord Directories, AssignReplicasToDirs) and moving leadership
+   off the replicas of an offline dir only. For the same reason a broker does not start
+   while a log dir is unusable: repair it or remove it from ``log.dirs``; its replicas
+   (out of every ISR since the controlled shutdown) copy their data again. A missing dir
+   is created and formatted, as Kafka does, with the same consequence.
 """
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import random
+import uuid
 
 from broker.admin_http import BrokerView
 from broker.apis import KafkaApis
@@ -72,6 +88,15 @@ def _server_assignors(value: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def new_directory_id() -> str:
+    """A random directory id in Kafka's Uuid text form (url-safe base64, no padding).
+    Kafka reserves ids whose first 8 bytes are zero (UNASSIGNED, LOST, MIGRATING, ...)."""
+    while True:
+        raw = uuid.uuid4().bytes
+        if raw[:8] != bytes(8):
+            return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
 def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
     def num(key: str, default: int) -> int:
         try:
@@ -95,6 +120,12 @@ def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
     )
 
 
+def _directory_id(log_dir: str) -> uuid.UUID:
+    """The ``directory.id`` a log dir's meta.properties holds, as a UUID."""
+    text = load_properties(os.path.join(log_dir, META_PROPERTIES))["directory.id"]
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, properties: dict[str, str], clock: Clock = SYSTEM_CLOCK,
                  rng: random.Random | None = None) -> None:
@@ -109,13 +140,26 @@ class Broker:
             rng = random.Random(seed)
         now_ms = clock.now_ms
         self.metrics = BrokerMetrics(enabled=config.metrics_enable)
-        self.cluster_id = self._identify_storage()
+        self.cluster_id, offline_dirs = self._identify_storage()
+        self.directory_ids = tuple(_directory_id(d) for d in config.log_dirs if d not in offline_dirs)
         self.storage = FileStorage()
         # Until the metadata image arrives, logs open with the static topic defaults.
         static_layers = ConfigLayers(EMPTY_IMAGE.configs, config.node_id, properties)
         default_log_config = LogConfig.from_properties(static_layers.topic_config(""))
-        self.logs, reports = LogManager.open(self.storage, config.log_dir, now_ms=now_ms(),
-                                             default_config=default_log_config)
+        self.logs, reports = LogManager.open(self.storage, config.log_dirs, now_ms=now_ms(),
+                                             default_config=default_log_config,
+                                             offline_dirs=offline_dirs)
+        if self.logs.offline_dirs:
+            # The interim of step 7 at start-up: the controller cannot be told which
+            # replicas are unusable here (KIP-858's OfflineLogDirs), so it could make this
+            # broker lead one it cannot serve.
+            self.logs.shutdown()
+            raise SystemExit(f"log director{'ies' if len(self.logs.offline_dirs) > 1 else 'y'} "
+                             f"{', '.join(sorted(self.logs.offline_dirs))} unusable (see the "
+                             "log): repair it, or remove it from log.dirs (its replicas then "
+                             "copy their data from the other replicas again)")
+        # Set when a log dir fails: the process entry point then shuts down (step 7).
+        self.log_dir_failed = asyncio.Event()
         for key, report in reports.items():
             if report.dropped_anything:
                 log.warning("%s-%d: recovery dropped %d bytes", key[0], key[1], report.truncated_bytes)
@@ -133,7 +177,8 @@ class Broker:
                                          fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
         self.lifecycle = BrokerLifecycleManager(
             Registration(config.node_id, self.cluster_id, config.listener_name, config.advertised_host,
-                         config.advertised_port, config.rack, config.heartbeat_interval_ms),
+                         config.advertised_port, config.rack, config.heartbeat_interval_ms,
+                         self.directory_ids),
             self.heartbeat_channel,
             metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
             on_registered=self._on_registered,
@@ -142,7 +187,8 @@ class Broker:
                                    rack_aware_reads=config.rack_aware_reads)
         self.replicas = ReplicaDriver(self.core, self.controller, now_ms,
                                       broker_epoch=lambda: self.lifecycle.broker_epoch,
-                                      use_sendfile=zero_copy)
+                                      use_sendfile=zero_copy,
+                                      on_log_dir_failure=self._on_log_dir_failure)
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
         self.cleaner = CleanerDriver(self.logs, self.storage, self.core.high_watermark_of, now_ms)
@@ -188,30 +234,60 @@ class Broker:
 
     # ------------------------------------------------------------ storage identity
 
-    def _identify_storage(self) -> str:
-        os.makedirs(self.config.log_dir, exist_ok=True)
-        path = os.path.join(self.config.log_dir, META_PROPERTIES)
+    def _identify_storage(self) -> tuple[str, list[str]]:
+        """The cluster id every log dir agrees on, and the dirs that could not be read
+        (the broker then refuses to start: step 7). Each dir's
+        meta.properties is Kafka's version 1 with ``directory.id`` (KIP-858)."""
         wanted = self.properties.get("ketch.cluster.id")
-        if os.path.exists(path):
-            meta = load_properties(path)
+        found: dict[str, dict[str, str]] = {}
+        offline: list[str] = []
+        for log_dir in self.config.log_dirs:
+            path = os.path.join(log_dir, META_PROPERTIES)
+            try:
+                os.makedirs(log_dir, exist_ok=True)
+                if os.path.exists(path):
+                    found[log_dir] = load_properties(path)
+            except OSError as e:
+                log.error("log directory %s is offline: %s", log_dir, e)
+                offline.append(log_dir)
+        cluster_ids = {meta.get("cluster.id") for meta in found.values()}
+        if wanted:
+            cluster_ids.add(wanted)
+        for log_dir, meta in found.items():
+            path = os.path.join(log_dir, META_PROPERTIES)
             if int(meta.get("node.id", "-1")) != self.config.node_id:
                 raise SystemExit(f"{path}: node.id {meta.get('node.id')} is not this broker's "
                                  f"{self.config.node_id}; refusing to start on another node's data")
-            if wanted and meta.get("cluster.id") != wanted:
+            if len(cluster_ids) > 1:
                 raise SystemExit(f"{path}: cluster.id {meta.get('cluster.id')} differs from "
-                                 f"ketch.cluster.id {wanted}; refusing to start")
-            return meta["cluster.id"]
-        if not wanted:
-            raise SystemExit(f"{path} is missing and ketch.cluster.id is not set: "
-                             "format the storage first (ketch up does it)")
+                                 f"{'ketch.cluster.id ' + wanted if wanted else 'another log dir'}; "
+                                 "refusing to start")
+        if not cluster_ids:
+            raise SystemExit(f"{', '.join(self.config.log_dirs)}: no meta.properties and "
+                             "ketch.cluster.id is not set: format the storage first (ketch up does it)")
+        cluster_id = cluster_ids.pop()
+        assert cluster_id is not None
+        for log_dir in self.config.log_dirs:
+            if log_dir in offline or "directory.id" in found.get(log_dir, {}):
+                continue
+            try:
+                # New, or formatted before KIP-858 (no directory.id): Kafka adds one too.
+                self._format_dir(log_dir, cluster_id)
+            except OSError as e:
+                log.error("log directory %s is offline: formatting failed: %s", log_dir, e)
+                offline.append(log_dir)
+        return cluster_id, offline
+
+    def _format_dir(self, log_dir: str, cluster_id: str) -> None:
+        path = os.path.join(log_dir, META_PROPERTIES)
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            f.write(format_properties({"version": "1", "cluster.id": wanted,
-                                       "node.id": str(self.config.node_id)}))
+            f.write(format_properties({"version": "1", "cluster.id": cluster_id,
+                                       "node.id": str(self.config.node_id),
+                                       "directory.id": new_directory_id()}))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        return wanted
 
     # ------------------------------------------------------------ running
 
@@ -310,6 +386,13 @@ class Broker:
         return endpoint.host, endpoint.port
 
     # ------------------------------------------------------------ stopping
+
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        # The interim of step 7: the entry point answers with a controlled shutdown.
+        log.error("broker %d: log directory %s failed; shutting down in a controlled way so "
+                  "that leadership moves to the other replicas (KIP-858 would keep the "
+                  "broker up; not done yet)", self.config.node_id, log_dir)
+        self.log_dir_failed.set()
 
     async def controlled_shutdown(self, timeout_s: float = 30.0) -> None:
         """Ask the controller to move leadership away, then stop (SIGTERM)."""

@@ -5,6 +5,8 @@
     listeners=PLAINTEXT://127.0.0.1:9092
     advertised.listeners=PLAINTEXT://127.0.0.1:9092      (defaults to listeners)
     log.dirs=/var/ketch/broker-101   broker.rack=r1
+        (several directories, comma-separated: JBOD; each gets its own meta.properties
+        with a directory.id, and new partitions go to the one with the fewest)
     broker.heartbeat.interval.ms=2000  broker.session.timeout.ms=9000 (the controller's)
     replica.lag.time.max.ms=30000      socket.request.max.bytes=104857600
     auto.create.topics.enable=true     num.partitions=1   default.replication.factor=1
@@ -29,6 +31,7 @@ defaults are also checked as the logs will apply them. Bad configuration raises
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -58,7 +61,7 @@ class BrokerConfig:
     listener_port: int
     advertised_host: str
     advertised_port: int
-    log_dir: str
+    log_dirs: tuple[str, ...]               # log.dirs, in order; at least one
     rack: str | None
     heartbeat_interval_ms: int
     replica_lag_time_max_ms: int
@@ -121,13 +124,16 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
     adv_host, adv_port = advertised.get(name, (host, port))
     if adv_host in ("0.0.0.0", ""):
         raise ConfigError("advertised.listeners must name a host clients can reach")
-    log_dir = props.get("log.dirs", props.get("log.dir", "")).split(",")[0].strip()
-    if not log_dir:
+    log_dirs = tuple(os.path.normpath(d.strip()) for d in
+                     props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip())
+    if not log_dirs:
         raise ConfigError("log.dirs is required")
+    if len(set(log_dirs)) != len(log_dirs):
+        raise ConfigError(f"log.dirs names a directory twice: {','.join(log_dirs)}")
     config = BrokerConfig(
         node_id=node_id, controller_voters=voters, listener_name=name,
         listener_host=host, listener_port=port, advertised_host=adv_host,
-        advertised_port=adv_port, log_dir=log_dir, rack=node.get_str("broker.rack") or None,
+        advertised_port=adv_port, log_dirs=log_dirs, rack=node.get_str("broker.rack") or None,
         heartbeat_interval_ms=node.get_int("broker.heartbeat.interval.ms"),
         replica_lag_time_max_ms=node.get_int("replica.lag.time.max.ms"),
         socket_request_max_bytes=node.get_int("socket.request.max.bytes"),

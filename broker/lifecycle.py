@@ -35,6 +35,9 @@ class Registration:
     advertised_port: int
     rack: str | None
     heartbeat_interval_ms: int
+    # The directory.id of each log dir (KIP-858's BrokerRegistration LogDirs; the
+    # controller records them, nothing assigns replicas to them yet).
+    log_dirs: tuple[uuid.UUID, ...] = ()
 
 
 class BrokerLifecycleManager:
@@ -64,7 +67,8 @@ class BrokerLifecycleManager:
                   features=[cls.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
                             for name, (lo, hi) in sorted(SUPPORTED_FEATURES.items())],
                   rack=r.rack, previous_broker_epoch=(self.broker_epoch if self.broker_epoch != -1
-                                                      else self.previous_broker_epoch))
+                                                      else self.previous_broker_epoch),
+                  log_dirs=list(r.log_dirs))
         while not self._stopping:
             try:
                 _, resp = await self.controller.request(ApiKey.BROKER_REGISTRATION, (0, 4), req, timeout_s=10)

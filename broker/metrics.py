@@ -180,6 +180,12 @@ class BrokerStateCollector(Collector):
         yield GaugeMetricFamily(rm + "underminisrpartitioncount",
                                 "Partitions led here whose ISR is below min.insync.replicas",
                                 value=under_min)
+        yield GaugeMetricFamily(rm + "offlinereplicacount",
+                                "Replicas here whose log directory failed (KAFKA_STORAGE_ERROR)",
+                                value=len(core.offline_partitions))
+        yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
+                                "Log directories of this broker taken offline by an I/O error",
+                                value=len(core.logs.offline_dirs))
         yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks committed for partitions led here",
                                   value=core.isr_shrinks)
         yield CounterMetricFamily(rm + "isrexpands", "ISR expansions committed for partitions led here",

@@ -8,7 +8,9 @@ single place effects are carried out:
 - ``SendAlterPartition``: one AlterPartition round trip to the active controller, its
   answer (or ``None`` when it was lost) handed back to the core;
 - ``FetchFromLeader``: start or wake the replica fetcher for that leader;
-- ``LeadershipChanged``: tell the subscribers (the group coordinator).
+- ``LeadershipChanged``: tell the subscribers (the group coordinator);
+- ``LogDirFailed``: wake waiters on the lost partitions and tell the broker
+  (``on_log_dir_failure``), which decides what the process does about it.
 
 A timer task calls ``core.poll`` when the core says something is due, and checkpoints
 high watermarks every few seconds. Record bytes leave as zero-copy file regions
@@ -24,7 +26,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 from broker.log import PartitionLog, StaleFileSliceError
 from broker.replica_manager import (
-    AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, PartitionsChanged,
+    AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed, PartitionsChanged,
     ProduceCompletion, ProduceResult, ReadResult, ReplicaManager, SendAlterPartition,
 )
 from clients.protocol import ApiKey, messages
@@ -44,12 +46,14 @@ ALTER_PARTITION_TIMEOUT_S = 5.0
 
 class ReplicaDriver:
     def __init__(self, core: ReplicaManager, controller: ControllerChannel, now_ms: Callable[[], int],
-                 broker_epoch: Callable[[], int], use_sendfile: bool = True) -> None:
+                 broker_epoch: Callable[[], int], use_sendfile: bool = True,
+                 on_log_dir_failure: Callable[[str], None] = lambda log_dir: None) -> None:
         self.core = core
         self.controller = controller
         self.now_ms = now_ms
         self.broker_epoch = broker_epoch
         self.use_sendfile = use_sendfile
+        self.on_log_dir_failure = on_log_dir_failure
         # Set once by the broker before start(): where FetchFromLeader goes.
         self._fetch_from: Callable[[int], None] | None = None
         self._leadership_subscribers: list[Callable[[TopicPartition, bool], None]] = []
@@ -113,6 +117,8 @@ class ReplicaDriver:
         elif isinstance(effect, LeadershipChanged):
             for callback in self._leadership_subscribers:
                 callback(effect.partition, effect.leader)
+        elif isinstance(effect, LogDirFailed):
+            self.on_log_dir_failure(effect.log_dir)
         else:
             raise AssertionError(f"unknown effect {effect!r}")
 
@@ -167,6 +173,11 @@ class ReplicaDriver:
         except asyncio.TimeoutError:
             self._produce_waiters.pop(token, None)
             return ErrorCode.REQUEST_TIMED_OUT
+
+    def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> int:
+        """AlterReplicaLogDirs for one replica; the error code."""
+        now = self.now_ms()
+        return self.run(lambda core: core.alter_replica_log_dir(tp, log_dir, now))
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
         return self.run(lambda core: core.delete_records(tp, offset))

@@ -18,7 +18,8 @@ hands it typed inputs and carries out what it asks for, in the spirit of etcd's
     read(...)  (consumers and followers)          PartitionsChanged(partitions)
     follower_work(leader) / handle_epoch_answers  LeadershipChanged(partition, leader)
       / handle_fetched / handle_leader_unreachable   FetchFromLeader(leader_id)
-    handle_alter_partition_response(...)
+    handle_alter_partition_response(...)         LogDirFailed(log_dir, partitions)
+    alter_replica_log_dir(...)
     poll(now_ms) -> ms until due
 
 Queries (``read``, ``list_offset``, ``end_offset_for_epoch``, ``append``'s result) are
@@ -43,6 +44,18 @@ brings the committed state. (Falling back on a lost answer lost acknowledged wri
 expansion committed, the leader acked with the smaller ISR, and the new member was then
 elected cleanly without them; found by the chaos suite, reproduced by the simulator.)
 
+Log directories (JBOD). The logs live in several directories (``broker.log.log_manager``
+places them). ``alter_replica_log_dir`` starts a move (KIP-113): a future log in the
+target directory, which ``poll`` fills from the current log, at most
+``log_dir_move_bytes_per_poll`` a poll, and swaps in once it holds the same offsets; the
+copy and the swap run between inputs, so no append can fall between them, and a
+truncation of the current log truncates the future log alike. An I/O error in a log
+takes its directory offline (Kafka's LogDirFailureChannel): its replicas stop, join
+``offline_partitions`` (KAFKA_STORAGE_ERROR to every request, never re-created elsewhere
+from the metadata) and a ``LogDirFailed`` effect tells the shell, whose answer for now is
+a controlled shutdown (``broker.broker``, step 7). A move whose future log fails is
+dropped; the current log goes on serving.
+
 Following. ``follower_work(leader)`` plans one round for a leader: OffsetForLeaderEpoch
 questions for partitions still truncating, fetch positions for the rest. Answers come
 back through ``handle_epoch_answers`` / ``handle_fetched`` with the work they answer, so
@@ -58,12 +71,14 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
 )
-from broker.log.log_manager import decode_offset_checkpoint, encode_offset_checkpoint
+from broker.log.log_manager import (
+    LogDirOfflineError, decode_offset_checkpoint, encode_offset_checkpoint, normalize_dir,
+)
 from broker.producer_state import ActiveProducer, ProducerStateTable
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
@@ -86,7 +101,8 @@ log = logging.getLogger(__name__)
 __all__ = [
     "ALTER_PARTITION_RETRY_MS", "AlterPartitionAnswer", "Effect", "EpochAnswer", "EpochQuery",
     "FetchFromLeader", "FetchPosition", "FetchedPartition", "FollowerWork", "HostedPartition",
-    "LeadershipChanged", "PartitionsChanged", "ProduceCompletion", "ProduceResult", "ReadResult",
+    "LeadershipChanged", "LogDirDescription", "LogDirFailed", "PartitionsChanged",
+    "ReplicaLogDirState", "ProduceCompletion", "ProduceResult", "ReadResult",
     "ReplicaManager", "SendAlterPartition",
 ]
 
@@ -101,7 +117,14 @@ ALTER_PARTITION_NOT_APPLIED = frozenset({
 _PAUSE_ERRORS = frozenset({ErrorCode.FENCED_LEADER_EPOCH})
 # ... or the leader's is behind ours (try again after the backoff).
 _RETRY_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
-                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                           # the leader's log directory failed: leadership moves soon
+                           ErrorCode.KAFKA_STORAGE_ERROR})
+# By default a log directory move copies at most this much per poll (all moves together),
+# so a large move never holds the event loop for long (about 1 ms a MiB from page cache).
+LOG_DIR_MOVE_BYTES_PER_POLL = 1024 * 1024
+# How soon to poll again while a move has more to copy.
+LOG_DIR_MOVE_POLL_MS = 10
 # Partition-level changes this broker acts on (config changes are handled apart).
 # ElrChange too: it bumps the partition epoch, which the leader's next AlterPartition names.
 _PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange, LeaderRecoveryChange,
@@ -139,8 +162,17 @@ class FetchFromLeader:
     leader_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class LogDirFailed:
+    """Effect: an I/O error took ``log_dir`` offline; ``partitions`` (this broker's
+    replicas there) stopped and answer KAFKA_STORAGE_ERROR until the process restarts.
+    The shell must get leadership moved off them (``broker.broker``)."""
+    log_dir: str
+    partitions: frozenset[TopicPartition]
+
+
 Effect = Union[ProduceCompletion, SendAlterPartition, PartitionsChanged, LeadershipChanged,
-               FetchFromLeader]
+               FetchFromLeader, LogDirFailed]
 
 
 # ---------------------------------------------------------------- follower plans and answers
@@ -227,6 +259,23 @@ class ReadResult:
         return 0 if self.records is None else self.records.length_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaLogDirState:
+    """One log of a partition in a log directory (DescribeLogDirs)."""
+    partition: TopicPartition
+    size_bytes: int
+    # current log: how far its LEO is below the HW; future log: below the current LEO
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    log_dir: str
+    online: bool
+    replicas: tuple[ReplicaLogDirState, ...]
+
+
 # ---------------------------------------------------------------- hosted partitions
 
 @dataclass(slots=True)
@@ -255,8 +304,11 @@ class _IsrProposalState:
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, static_properties: Mapping[str, str],
                  replica_lag_time_max_ms: int = 30_000, replica_fetch_backoff_ms: int = 200,
-                 rack_aware_reads: bool = False) -> None:
+                 rack_aware_reads: bool = False,
+                 log_dir_move_bytes_per_poll: int = LOG_DIR_MOVE_BYTES_PER_POLL) -> None:
+        assert log_dir_move_bytes_per_poll > 0, log_dir_move_bytes_per_poll
         self.broker_id = broker_id
+        self.log_dir_move_bytes_per_poll = log_dir_move_bytes_per_poll
         # replica.selector.class = RackAwareReplicaSelector (KIP-392): a consumer that names
         # its rack is sent to an in-sync replica in that rack.
         self.rack_aware_reads = rack_aware_reads
@@ -265,6 +317,11 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
         self.partitions: dict[TopicPartition, HostedPartition] = {}
+        # Replicas whose log directory failed (Kafka's HostedPartition.Offline): never
+        # re-created elsewhere from the metadata (that would be an empty log, and as a
+        # leader it would lose acknowledged records); KAFKA_STORAGE_ERROR to requests.
+        self.offline_partitions: set[TopicPartition] = set()
+        self._applied_once = False
         self.image = MetadataImage()
         # Every config this broker applies or describes resolves through these layers.
         self.config_layers = ConfigLayers(self.image.configs, broker_id, self.static_properties)
@@ -285,6 +342,7 @@ class ReplicaManager:
 
     def take_effects(self) -> list[Effect]:
         """What the shell must carry out, in order, since the last call."""
+        self._handle_offline_dirs()
         if self._changed:
             self._effects.append(PartitionsChanged(frozenset(self._changed)))
             self._changed = set()
@@ -377,8 +435,11 @@ class ReplicaManager:
                 if isinstance(c, TopicDeleted):
                     touched.update(tp for tp in self.partitions if tp.topic == c.topic)
             reconfigured = self._topics_reconfigured(changes)
+        # Replicas this delta places here; at the first apply (start-up) none is new.
+        new_here = self._replicas_new_here(changes) if self._applied_once else set()
+        self._applied_once = True
         for tp in sorted(touched):
-            self._apply_partition(tp, now_ms)
+            self._apply_partition(tp, now_ms, tp in new_here)
         # Configs: every hosted partition when a broker default changed, else only those
         # of the reconfigured topics (a delta costs what it changes, not what is hosted).
         if reconfigured is None:
@@ -392,13 +453,25 @@ class ReplicaManager:
             if hosted is not None and tp not in touched:
                 self._apply_topic_config(hosted)
 
-    def _apply_partition(self, tp: TopicPartition, now_ms: int) -> None:
+    def _replicas_new_here(self, changes: Sequence[MetadataChange] | None) -> set[TopicPartition]:
+        """Partitions the changes create with a replica here, or reassign to this broker."""
+        new: set[TopicPartition] = set()
+        for c in changes or ():
+            if ((isinstance(c, PartitionCreated) and self.broker_id in c.registration.replicas)
+                    or (isinstance(c, ReplicasChange) and self.broker_id in c.adding_replicas)):
+                new.add(TopicPartition(c.topic, c.partition))
+        return new
+
+    def _apply_partition(self, tp: TopicPartition, now_ms: int, new_here: bool = False) -> None:
         topic = self.image.topics.get(tp.topic)
         reg = None if topic is None else topic.partitions.get(tp.partition)
         hosted = self.partitions.get(tp)
         if reg is None or self.broker_id not in reg.replicas:
             if hosted is not None:
                 self._stop_partition(tp, delete=True)
+            self.offline_partitions.discard(tp)     # its files stay on the failed disk
+            return
+        if tp in self.offline_partitions:
             return
         assert topic is not None        # a registration exists only within its topic
         if hosted is not None and hosted.topic_id != topic.topic_id:
@@ -406,7 +479,25 @@ class ReplicaManager:
             self._stop_partition(tp, delete=True)
             hosted = None
         if hosted is None:
-            hosted = self._create_partition(tp, topic.topic_id, now_ms)
+            if (self.logs.offline_dirs and not new_here
+                    and self.logs.get_log(tp.topic, tp.partition) is None):
+                # Kafka's rule (LogManager.getOrCreateLog with isNew=false): an existing
+                # replica whose log is not found while a log dir is offline may have its
+                # log there. An empty log in another dir could be elected leader and lose
+                # acknowledged records: the replica is offline instead.
+                log.error("%s: no log in the online log dirs and %s offline: replica offline",
+                          tp, ", ".join(sorted(self.logs.offline_dirs)))
+                self.offline_partitions.add(tp)
+                return
+            try:
+                hosted = self._create_partition(tp, topic.topic_id, now_ms)
+            except OSError as e:
+                existing = self.logs.get_log(tp.topic, tp.partition)
+                if existing is not None:
+                    self._log_io_failed(existing, e)    # reading it failed (producer state)
+                log.error("%s: no log directory can hold it: %s", tp, e)
+                self.offline_partitions.add(tp)
+                return
         # A log opened at start-up has the static defaults: configure it now.
         self._apply_topic_config(hosted)
         if hosted.registration != reg:
@@ -511,6 +602,8 @@ class ReplicaManager:
     # ------------------------------------------------------------ produce
 
     def _unknown_code(self, tp: TopicPartition) -> int:
+        if tp in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         topic = self.image.topics.get(tp.topic)
         if topic is not None and tp.partition in topic.partitions:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -549,7 +642,11 @@ class ReplicaManager:
                                  log_start_offset=hosted.log.log_start_offset,
                                  required_offset=duplicate.last_offset + 1 if acks == -1 else None)
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms)
+        try:
+            result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms)
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
         if result.error_code != ErrorCode.NONE:
             return ProduceResult(result.error_code, error_message=result.error_message,
                                  log_start_offset=hosted.log.log_start_offset,
@@ -582,7 +679,11 @@ class ReplicaManager:
         if hosted is None or hosted.replica.role is not Role.LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         hw = hosted.replica.high_watermark
-        code = hosted.log.maybe_increment_log_start_offset(hw if offset == -1 else offset, hw)
+        try:
+            code = hosted.log.maybe_increment_log_start_offset(hw if offset == -1 else offset, hw)
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
         hosted.replica.on_log_start_offset(hosted.log.log_start_offset)
         return code, hosted.log.log_start_offset
 
@@ -643,7 +744,11 @@ class ReplicaManager:
             # KIP-73: a throttled follower gets no data this round (its position counted).
             return ReadResult(ErrorCode.NONE, replica.high_watermark, hosted.log.log_start_offset,
                               hosted.log.log_end_offset, None, hosted.log)
-        result = hosted.log.read(fetch_offset, max_bytes, upper, min_one_batch)
+        try:
+            result = hosted.log.read(fetch_offset, max_bytes, upper, min_one_batch)
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR)
         records = None
         if result.error_code == ErrorCode.NONE and not result.records.is_empty:
             records = result.records
@@ -673,7 +778,11 @@ class ReplicaManager:
         code = self.check_leader_epoch(hosted, current_leader_epoch)
         if code != ErrorCode.NONE:
             return ReadResult(code)
-        result = hosted.log.read(fetch_offset, max_bytes, replica.high_watermark, min_one_batch)
+        try:
+            result = hosted.log.read(fetch_offset, max_bytes, replica.high_watermark, min_one_batch)
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR)
         records = None
         if result.error_code == ErrorCode.NONE and not result.records.is_empty:
             records = result.records
@@ -892,7 +1001,11 @@ class ReplicaManager:
             if decision.truncate_to < plog.log_end_offset:
                 log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)", a.partition,
                          plog.log_end_offset, decision.truncate_to, a.leader_epoch, a.end_offset)
-                plog.truncate_to(decision.truncate_to, now_ms)
+                try:
+                    self._truncate_to(hosted, decision.truncate_to, now_ms)
+                except OSError as e:
+                    self._log_io_failed(plog, e)
+                    continue
                 hosted.producers.truncate_to(decision.truncate_to)
             if decision.done:
                 f.state = FetchState.FETCHING
@@ -907,13 +1020,19 @@ class ReplicaManager:
             if f.state is not FetchState.FETCHING or f.fetch_offset != position.fetch_offset:
                 continue        # an answer to an older plan
             if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                self._handle_out_of_range(hosted, f, p.log_start_offset, now_ms)
+                try:
+                    self._handle_out_of_range(hosted, f, p.log_start_offset, now_ms)
+                except OSError as e:
+                    self._log_io_failed(hosted.log, e)
             elif p.error_code != ErrorCode.NONE:
                 if p.error_code not in _PAUSE_ERRORS and p.error_code not in _RETRY_ERRORS:
                     log.info("%s: fetch from %d failed: %s", p.partition, work.leader_id, p.error_code)
                 self._on_follower_error(f, p.error_code, now_ms)
             else:
-                self._append_fetched(hosted, f, p, now_ms)
+                try:
+                    self._append_fetched(hosted, f, p, now_ms)
+                except OSError as e:
+                    self._log_io_failed(hosted.log, e)
 
     def _append_fetched(self, hosted: HostedPartition, f: FollowerPartition, p: FetchedPartition,
                         now_ms: int) -> None:
@@ -956,6 +1075,10 @@ class ReplicaManager:
             log.info("%s: behind the leader's log start %d; restarting there", hosted.tp,
                      leader_log_start)
             plog.truncate_fully_and_start_at(leader_log_start, now_ms)
+            future = self.logs.future_log(hosted.tp.topic, hosted.tp.partition)
+            if future is not None:
+                self._on_future_log(future, lambda: future.truncate_fully_and_start_at(
+                    leader_log_start, now_ms))
             hosted.producers.clear()
             f.fetch_offset = leader_log_start
             return
@@ -981,6 +1104,9 @@ class ReplicaManager:
                 if state.wanted is not None:
                     next_ms = min(next_ms, max(1, state.resend_at_ms - now_ms))
         next_ms = min(next_ms, self.logs.poll(now_ms, self.high_watermark_of))
+        self._handle_offline_dirs()
+        if self._move_logs(now_ms):
+            next_ms = min(next_ms, LOG_DIR_MOVE_POLL_MS)
         return max(1, next_ms)
 
     def high_watermark_of(self, topic: str, partition: int) -> int:
@@ -988,22 +1114,219 @@ class ReplicaManager:
         return 0 if hosted is None else hosted.replica.high_watermark
 
     def checkpoint_high_watermarks(self) -> None:
+        """Each online log directory's replication-offset-checkpoint, for the partitions
+        whose logs it holds (Kafka keeps one per directory, too)."""
         offsets = {(tp.topic, tp.partition): h.replica.high_watermark
                    for tp, h in self.partitions.items() if h.replica.role is not Role.NONE}
         self._hw_checkpoint.update(offsets)
-        self.logs.storage.write_atomically(f"{self.logs.data_dir}/{HW_CHECKPOINT}",
-                                           encode_offset_checkpoint(self._hw_checkpoint))
+        by_dir: dict[str, dict[tuple[str, int], int]] = {d: {} for d in self.logs.log_dirs}
+        for key, hw in self._hw_checkpoint.items():
+            log_dir = self.logs.log_dir_of(*key)
+            if log_dir is not None:
+                by_dir[log_dir][key] = hw
+        for log_dir, dir_offsets in by_dir.items():
+            if not self.logs.is_online(log_dir):
+                continue
+            try:
+                self.logs.storage.write_atomically(f"{log_dir}/{HW_CHECKPOINT}",
+                                                   encode_offset_checkpoint(dir_offsets))
+            except OSError as e:
+                self.logs.mark_offline(log_dir, e)
+        self._handle_offline_dirs()
 
     def _read_hw_checkpoint(self) -> dict[tuple[str, int], int]:
-        path = f"{self.logs.data_dir}/{HW_CHECKPOINT}"
-        if not self.logs.storage.exists(path):
-            return {}
+        out: dict[tuple[str, int], int] = {}
+        for log_dir in self.logs.log_dirs:
+            path = f"{log_dir}/{HW_CHECKPOINT}"
+            if not self.logs.is_online(log_dir) or not self.logs.storage.exists(path):
+                continue
+            try:
+                data = self.logs.storage.read(path, 0, self.logs.storage.size(path))
+                dir_offsets = decode_offset_checkpoint(data)
+            except Exception as e:  # a torn checkpoint: start from 0, the leader catches us up
+                log.warning("ignoring unreadable %s: %s", path, e)
+                continue
+            # Only the partitions whose logs are there (a moved log's old entry is stale).
+            out.update({k: hw for k, hw in dir_offsets.items() if self.logs.log_dir_of(*k) == log_dir})
+        return out
+
+    # ------------------------------------------------------------ log directories
+
+    def _log_io_failed(self, partition_log: PartitionLog, error: OSError) -> None:
+        """An I/O error in a log: its directory goes offline (Kafka's LogDirFailureChannel)."""
+        log_dir = self.logs.log_dir_of_log(partition_log)
+        if self.logs.is_online(log_dir):
+            self.logs.mark_offline(log_dir, error)
+        self._handle_offline_dirs()
+
+    def _handle_offline_dirs(self) -> None:
+        """Stop every replica whose log was in a directory that went offline (without
+        touching its files) and report each directory once."""
+        for log_dir in self.logs.take_newly_offline():
+            lost = frozenset(tp for tp, hosted in self.partitions.items()
+                             if self.logs.log_dir_of_log(hosted.log) == log_dir)
+            for tp in sorted(lost):
+                self._stop_partition(tp, delete=False)
+                self.offline_partitions.add(tp)
+            log.error("log directory %s failed: %d replicas offline: %s", log_dir, len(lost),
+                      ", ".join(str(tp) for tp in sorted(lost)[:20]))
+            self._effects.append(LogDirFailed(log_dir, lost))
+
+    def _on_future_log(self, future: PartitionLog, action: Callable[[], object]) -> bool:
+        """Run an I/O ``action`` on a future log; an error takes its directory offline
+        (the move is then dropped, the current log keeps serving). False on error."""
         try:
-            data = self.logs.storage.read(path, 0, self.logs.storage.size(path))
-            return decode_offset_checkpoint(data)
-        except Exception as e:  # a torn checkpoint: start from 0, the leader catches us up
-            log.warning("ignoring unreadable %s: %s", path, e)
-            return {}
+            action()
+            return True
+        except OSError as e:
+            self._log_io_failed(future, e)
+            return False
+
+    def _truncate_to(self, hosted: HostedPartition, offset: int, now_ms: int) -> None:
+        """Truncate the current log, and a future log being copied from it the same way
+        (its copy of the cut records must not survive the swap)."""
+        hosted.log.truncate_to(offset, now_ms)
+        future = self.logs.future_log(hosted.tp.topic, hosted.tp.partition)
+        if future is not None and future.log_end_offset > offset:
+            self._on_future_log(future, lambda: future.truncate_to(offset, now_ms))
+
+    def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str, now_ms: int) -> int:
+        """AlterReplicaLogDirs for one replica (KIP-113): start moving its log to
+        ``log_dir`` (a future log copied in the background by ``poll``, then swapped in).
+        Moving to where it already is cancels a move under way. For a replica not hosted
+        yet the directory is remembered for its creation (REPLICA_NOT_AVAILABLE, as Kafka)."""
+        log_dir = normalize_dir(log_dir)
+        if log_dir not in self.logs.log_dirs:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if not self.logs.is_online(log_dir) or tp in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            self.logs.set_preferred_log_dir(tp.topic, tp.partition, log_dir)
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        future = self.logs.future_log(tp.topic, tp.partition)
+        if future is not None:
+            if self.logs.log_dir_of_log(future) == log_dir:
+                return ErrorCode.NONE
+            self.logs.abort_future_log(tp.topic, tp.partition)
+        if self.logs.log_dir_of_log(hosted.log) == log_dir:
+            return ErrorCode.NONE
+        try:
+            self.logs.create_future_log(tp.topic, tp.partition, log_dir, now_ms)
+        except LogDirOfflineError:
+            self._handle_offline_dirs()
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def _move_logs(self, now_ms: int) -> bool:
+        """Copy current logs into their future logs, at most
+        ``log_dir_move_bytes_per_poll`` in all, and swap each that caught up (Kafka's
+        ReplicaAlterLogDirsThread, without the thread: the copy and the swap run between
+        inputs, so nothing is appended between the last copy and the swap). True while
+        some move has more to copy."""
+        budget = self.log_dir_move_bytes_per_poll
+        behind = False
+        for (topic, index), future in self.logs.future_logs():
+            hosted = self.partitions.get(TopicPartition(topic, index))
+            if hosted is None:
+                continue        # not applied from the metadata yet (a restart): wait
+            if budget <= 0:
+                behind = True
+                break
+            copied = self._copy_to_future(hosted, future, budget, now_ms)
+            if copied is None:
+                continue
+            budget -= copied
+            current = hosted.log
+            if (future.log_end_offset == current.log_end_offset
+                    and future.log_start_offset == current.log_start_offset):
+                self._swap_in_future(hosted, now_ms)
+            else:
+                behind = True
+        return behind
+
+    def _copy_to_future(self, hosted: HostedPartition, future: PartitionLog, budget: int,
+                        now_ms: int) -> int | None:
+        """Bytes copied from the current log to the future one; None if either failed."""
+        current = hosted.log
+        start = current.log_start_offset
+        if future.log_end_offset < start:
+            # Retention or DeleteRecords passed everything copied so far: start over there.
+            if not self._on_future_log(future, lambda: future.truncate_fully_and_start_at(start, now_ms)):
+                return None
+        elif future.log_start_offset < start:
+            if not self._on_future_log(future, lambda: future.maybe_increment_log_start_offset(
+                    start, future.log_end_offset)):
+                return None
+        if future.log_end_offset >= current.log_end_offset:
+            return 0
+        try:
+            result = current.read(future.log_end_offset, budget, current.log_end_offset, True)
+            data = b"" if result.records.is_empty else current.read_records_bytes(result.records)
+        except OSError as e:
+            self._log_io_failed(current, e)
+            return None
+        if result.error_code != ErrorCode.NONE or not data:
+            return 0
+        appended = self._on_future_log(future, lambda: self._append_to_future(hosted, future, data, now_ms))
+        return len(data) if appended else None
+
+    def _append_to_future(self, hosted: HostedPartition, future: PartitionLog, data: bytes,
+                          now_ms: int) -> None:
+        result = future.append_as_follower(data, now_ms)
+        if result.error_code != ErrorCode.NONE:
+            # The copy disagrees with its source: a bug, not a disk error. Start over.
+            log.error("%s: log directory move copy failed (%s); starting the copy over",
+                      hosted.tp, result.error_message)
+            future.truncate_fully_and_start_at(hosted.log.log_start_offset, now_ms)
+
+    def _swap_in_future(self, hosted: HostedPartition, now_ms: int) -> None:
+        tp = hosted.tp
+        source = self.logs.log_dir_of_log(hosted.log)
+        try:
+            promoted = self.logs.replace_current_with_future(tp.topic, tp.partition, now_ms)
+        except OSError as e:
+            # Which side failed is not known: both directories are suspect, and the
+            # partition's log may be half renamed. Take the source offline (its replica
+            # stops); the destination follows if it errs too.
+            log.error("%s: log directory swap failed: %s", tp, e)
+            self.logs.mark_offline(source, e)
+            self._handle_offline_dirs()
+            return
+        hosted.log = promoted
+        self._apply_topic_config(hosted)
+        log.info("%s: log moved from %s to %s", tp, source, self.logs.log_dir_of_log(promoted))
+        self._changed.add(tp)
+        # The partition's HW reaches the new dir's replication-offset-checkpoint with the
+        # next periodic write; a crash before that only costs the HW, which a leader
+        # learns again from its followers (the old dir's entry is ignored at load).
+
+    def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
+        """DescribeLogDirs: every log directory, online or not, with the current and
+        future logs it holds (``wanted``: only these partitions; None: all)."""
+        out = []
+        for log_dir in self.logs.log_dirs:
+            if not self.logs.is_online(log_dir):
+                out.append(LogDirDescription(log_dir, False, ()))
+                continue
+            states = []
+            for (topic, index), partition_log in self.logs.logs_in(log_dir):
+                tp = TopicPartition(topic, index)
+                hosted = self.partitions.get(tp)
+                if hosted is None or (wanted is not None and tp not in wanted):
+                    continue
+                lag = max(0, hosted.replica.high_watermark - partition_log.log_end_offset)
+                states.append(ReplicaLogDirState(tp, partition_log.size_bytes, lag, False))
+            for (topic, index), future in self.logs.future_logs_in(log_dir):
+                tp = TopicPartition(topic, index)
+                hosted = self.partitions.get(tp)
+                if hosted is None or (wanted is not None and tp not in wanted):
+                    continue
+                lag = max(0, hosted.log.log_end_offset - future.log_end_offset)
+                states.append(ReplicaLogDirState(tp, future.size_bytes, lag, True))
+            out.append(LogDirDescription(log_dir, True, tuple(sorted(
+                states, key=lambda r: (r.partition, r.is_future)))))
+        return out
 
     def shutdown(self) -> None:
         for hosted in self.partitions.values():

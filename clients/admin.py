@@ -24,13 +24,15 @@ from clients._core.admin import (
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetSpec, PartitionLag,
-    QuorumInfo, QuorumReplica, TopicDescription, TopicListing, TopicPartitionInfo,
+    LogDirDescription, QuorumInfo, QuorumReplica, ReplicaInfo, ReplicaLogDir, ReplicaLogDirInfo,
+    TopicDescription, TopicListing,
+    TopicPartitionInfo,
 )
 from clients._core.config import ClientConfig
 from clients._core.reassignment import ElectionType, PartitionReassignment
 from clients.aio.admin import Admin as AsyncAdmin
 from clients.errors import ClientClosedError, KafkaApiError
-from clients.types import OffsetAndMetadata, TopicPartition
+from clients.types import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
 __all__ = [
     "ANY_NAME", "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
@@ -41,8 +43,10 @@ __all__ = [
     "FeatureUpdate", "ListOffsetsResult", "UpgradeType",
     "MemberDescription", "PartitionReassignment",
     "NewPartitions", "NewTopic", "OffsetAndMetadata", "OffsetReset", "OffsetSpec",
-    "PartitionLag", "QuorumInfo", "QuorumReplica", "TopicDescription", "TopicListing",
-    "TopicPartition", "TopicPartitionInfo",
+    "LogDirDescription", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaInfo",
+    "ReplicaLogDir", "ReplicaLogDirInfo",
+    "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
+    "TopicPartitionReplica",
 ]
 
 T = TypeVar("T")
@@ -191,6 +195,32 @@ class Admin:
             timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
         return self._run(self._admin.list_partition_reassignments(
             None if partitions is None else list(partitions), timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ log directories
+
+    def describe_log_dirs(self, partitions: Iterable[TopicPartition], *,
+                          timeout_ms: int | None = None) -> dict[TopicPartition, ReplicaLogDir]:
+        return self._run(self._admin.describe_log_dirs(list(partitions), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def describe_broker_log_dirs(self, broker_ids: Iterable[int],
+                                 partitions: Iterable[TopicPartition] | None = None, *,
+                                 timeout_ms: int | None = None
+                                 ) -> dict[int, tuple[LogDirDescription, ...]]:
+        return self._run(self._admin.describe_broker_log_dirs(
+            list(broker_ids), None if partitions is None else list(partitions),
+            timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_replica_log_dirs(self, replicas: Iterable[TopicPartitionReplica], *,
+                                  timeout_ms: int | None = None
+                                  ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        return self._run(self._admin.describe_replica_log_dirs(list(replicas), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def alter_replica_log_dirs(self, assignments: Mapping[TopicPartitionReplica, str], *,
+                               timeout_ms: int | None = None) -> dict[TopicPartitionReplica, None]:
+        return self._run(self._admin.alter_replica_log_dirs(dict(assignments), timeout_ms=timeout_ms),
+                         timeout_ms)
 
     # ------------------------------------------------------------ consumer groups
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from clients.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, TimestampType
 
 __all__ = [
-    "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata",
+    "TopicPartition", "TopicPartitionReplica", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata",
     "ConsumerRecord", "Header", "NO_TIMESTAMP", "TimestampType", "NO_LEADER_EPOCH",
 ]
 
@@ -33,6 +33,17 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+class TopicPartitionReplica(NamedTuple):
+    """A partition's replica on one broker (Kafka's TopicPartitionReplica): what
+    AlterReplicaLogDirs moves between that broker's log directories."""
+    topic: str
+    partition: int
+    broker_id: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition} on broker {self.broker_id}"
 
 
 class OffsetAndMetadata(NamedTuple):

@@ -915,6 +915,26 @@ class PartitionLog:
             self._recovery_point = self._log_end_offset
         self.closed = True
 
+    def abandon(self) -> None:
+        """Stop using this log without writing anything more: its directory is about to
+        be removed (a log dir move retired it). Unlike ``close(fsync=False)``, nothing is
+        staged for a later ``sync_all`` in a directory that will be gone."""
+        self._pending_deletes = []
+        self.layout_version += 1        # a cleaning pass built on it must not commit
+        self.closed = True
+
+    def adopt_leader_epochs(self, source: LeaderEpochCache) -> None:
+        """A copy of another log (a log directory move) takes the epochs `source` knows
+        beyond this log's last batch: a leader's epoch starts at its LEO at election,
+        before any batch of it exists. Written at once, as the swap follows."""
+        assert source.latest_epoch >= self.leader_epoch_cache.latest_epoch
+        changed = False
+        for entry in source.entries():
+            if entry.epoch > self.leader_epoch_cache.latest_epoch:
+                changed |= self.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+        if changed:
+            self._write_epoch_checkpoint()
+
     def delete(self) -> None:
         """Remove the partition's directory (the partition was deleted or reassigned)."""
         self.closed = True

@@ -136,6 +136,12 @@ class _Generations:
         self._counter += 1
         self._by_path[path] = self._counter
 
+    def bump_tree(self, directory: str) -> None:
+        """Every known path under ``directory`` (it was renamed: its files moved)."""
+        prefix = directory.rstrip("/") + "/"
+        for path in [p for p in self._by_path if p.startswith(prefix)]:
+            self.bump(path)
+
 
 class _Handle:
     __slots__ = ("fd", "pins", "doomed")
@@ -291,11 +297,19 @@ class FileStorage:
             os.close(fd)
 
     def rename(self, src: str, dst: str) -> None:
+        """A file or a directory. For a directory, the handles of the files in both trees
+        are forgotten: they are keyed by path, and a file later created at an old path
+        (a log moved back to its first directory) must not reach the moved inode."""
+        tree = os.path.isdir(src)       # files are renamed often (segment retirement): no scan
         with self._lock:
-            self._forget_locked(src)
-            self._forget_locked(dst)
-            self._generations.bump(src)
-            self._generations.bump(dst)
+            for path in (src, dst):
+                self._forget_locked(path)
+                self._generations.bump(path)
+                if tree:
+                    prefix = path.rstrip("/") + "/"
+                    for held in [h for h in self._handles if h.startswith(prefix)]:
+                        self._forget_locked(held)
+                    self._generations.bump_tree(path)
         os.replace(src, dst)
 
     def delete(self, path: str) -> None:
@@ -459,6 +473,18 @@ class SimStorage:
         pass  # directory operations are durable at once in this model
 
     def rename(self, src: str, dst: str) -> None:
+        """A file or a directory (with everything under it)."""
+        if src in self._dirs:
+            src_prefix, dst_prefix = src.rstrip("/") + "/", dst.rstrip("/") + "/"
+            for path in [p for p in self._files if p.startswith(src_prefix)]:
+                self._files[dst_prefix + path[len(src_prefix):]] = self._files.pop(path)
+            moved = {d for d in self._dirs if d == src or d.startswith(src_prefix)}
+            self._dirs -= moved
+            self._dirs |= {dst + d[len(src):] for d in moved}
+            for path in (src, dst):
+                self._generations.bump(path)
+                self._generations.bump_tree(path)
+            return
         self._files[dst] = self._file(src)
         del self._files[src]
         self._generations.bump(src)

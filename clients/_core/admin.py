@@ -45,7 +45,8 @@ __all__ = [
     "ConfigResource", "ConfigResourceType", "ConfigSource", "ConfigSynonym", "ConfigType",
     "ConsumerGroupDescription", "ConsumerGroupListing", "CreateTopicResult", "ListOffsetsResult",
     "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset", "OffsetResetKind",
-    "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "TopicDescription",
+    "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "ReplicaLogDirInfo", "LogDirDescription", "ReplicaInfo",
+    "TopicDescription",
     "TopicListing", "TopicPartitionInfo", "ZERO_TOPIC_ID", "decode_assignment",
     "client_quota_entity", "decode_subscription", "group_lag", "leader_log_end",
     "plan_offset_reset", "quorum_replicas",
@@ -238,6 +239,37 @@ class ReplicaLogDir:
     log_dir: str
     size_bytes: int
     offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One log in a broker's log directory (DescribeLogDirs): Kafka's ReplicaInfo."""
+    size_bytes: int
+    offset_lag: int
+    is_future: bool             # a log being moved into this directory (AlterReplicaLogDirs)
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log directory of a broker: Kafka's LogDirDescription. An offline directory has
+    ``error_code`` KAFKA_STORAGE_ERROR, no replicas and sizes of -1."""
+    log_dir: str
+    error_code: int
+    total_bytes: int
+    usable_bytes: int
+    replicas: tuple[tuple[TopicPartition, ReplicaInfo], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogDirInfo:
+    """Where one replica's log lives on its broker, and where it is moving
+    (AlterReplicaLogDirs): Kafka's DescribeReplicaLogDirsResult.ReplicaLogDirInfo. The
+    current log's lag is how far its end is below the high watermark; the future log's,
+    how far it is below the current log's end. None and -1 when there is no such log."""
+    current_replica_log_dir: str | None
+    current_replica_offset_lag: int
+    future_replica_log_dir: str | None
+    future_replica_offset_lag: int
 
 
 @dataclass(frozen=True, slots=True)

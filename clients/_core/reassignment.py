@@ -15,9 +15,11 @@ Theory of operation
           {"topic": "orders", "partition": 0, "replicas": [2, 3], "log_dirs": ["any", "any"]}]}
 
 ``parse_plan`` checks a plan the way Kafka's tool does before anything is sent (version 1,
-no partition twice, replicas non-empty and without duplicates, ``log_dirs`` absent or
-``"any"`` of the same length: Ketch brokers have one log directory) and raises
-``PlanError`` with one readable line otherwise.
+no partition twice, replicas non-empty and without duplicates, ``log_dirs`` absent or one
+entry per replica, each ``"any"`` or an absolute path) and raises ``PlanError`` with one
+readable line otherwise. ``plan_log_dirs`` gives the replicas a plan places in a named log
+directory of their broker (JBOD): ``execute`` moves them there with AlterReplicaLogDirs,
+``verify`` checks where their logs are (``log_dir_status``).
 
 ``propose_assignment`` is the ``generate`` step: for each partition of the chosen topics,
 replicas drawn from the given brokers, keeping the replication factor, spreading leaders
@@ -37,12 +39,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable, Mapping, Sequence
 
-from clients.types import TopicPartition
+from clients.types import TopicPartition, TopicPartitionReplica
 
 __all__ = [
     "ElectionType", "PartitionReassignment", "PlanError", "ReassignmentState", "format_plan",
-    "parse_plan", "parse_topics_to_move", "plan_decommission", "propose_assignment",
-    "verify_status",
+    "log_dir_status", "parse_plan", "parse_topics_to_move", "plan_decommission", "plan_log_dirs",
+    "propose_assignment", "verify_status",
 ]
 
 PLAN_VERSION = 1
@@ -91,12 +93,23 @@ def _int_list(value: Any, what: str) -> tuple[int, ...]:
 
 
 def parse_plan(text: str) -> dict[TopicPartition, tuple[int, ...]]:
+    return _parse_plan(text)[0]
+
+
+def plan_log_dirs(text: str) -> dict[TopicPartitionReplica, str]:
+    """The replicas a (valid) plan puts in a named log directory, with that directory."""
+    return _parse_plan(text)[1]
+
+
+def _parse_plan(text: str) -> tuple[dict[TopicPartition, tuple[int, ...]],
+                                    dict[TopicPartitionReplica, str]]:
     data = _load(text, "the reassignment plan")
     if not isinstance(data, dict) or not isinstance(data.get("partitions"), list):
         raise PlanError('the reassignment plan must be {"version": 1, "partitions": [...]}')
     if data.get("version", PLAN_VERSION) != PLAN_VERSION:
         raise PlanError(f"unsupported plan version {data.get('version')!r} (only 1 is known)")
     plan: dict[TopicPartition, tuple[int, ...]] = {}
+    log_dirs: dict[TopicPartitionReplica, str] = {}
     for i, entry in enumerate(data["partitions"]):
         where = f"partitions[{i}]"
         if not isinstance(entry, dict):
@@ -116,16 +129,37 @@ def parse_plan(text: str) -> dict[TopicPartition, tuple[int, ...]]:
         if dirs is not None:
             if not isinstance(dirs, list) or len(dirs) != len(replicas):
                 raise PlanError(f"{where}: 'log_dirs' must have one entry per replica")
-            if any(d != ANY_LOG_DIR for d in dirs):
-                raise PlanError(f"{where}: Ketch brokers have one log directory; "
-                                f"'log_dirs' may only hold \"any\"")
+            if not all(isinstance(d, str) and (d == ANY_LOG_DIR or d.startswith("/")) for d in dirs):
+                raise PlanError(f"{where}: each of 'log_dirs' must be \"any\" or an absolute path")
+            log_dirs.update({TopicPartitionReplica(topic, partition, b): d
+                             for b, d in zip(replicas, dirs) if d != ANY_LOG_DIR})
         tp = TopicPartition(topic, partition)
         if tp in plan:
             raise PlanError(f"{where} appears twice in the plan")
         plan[tp] = replicas
     if not plan:
         raise PlanError("the reassignment plan names no partition")
-    return plan
+    return plan, log_dirs
+
+
+def log_dir_status(wanted: Mapping[TopicPartitionReplica, str],
+                   current_dirs: Mapping[TopicPartitionReplica, str | None],
+                   future_dirs: Mapping[TopicPartitionReplica, str | None],
+                   moving: Iterable[TopicPartition]) -> dict[TopicPartitionReplica, ReassignmentState]:
+    """Per replica the plan places in a log dir: ``complete`` (its log is there and no move
+    is under way), ``in_progress`` (a future log is being copied there, or its partition
+    is still being reassigned, so the broker creates the replica there when it gets it),
+    or ``failed`` (neither: the log is elsewhere and nothing moves it)."""
+    moving = set(moving)
+    out = {}
+    for r, target in wanted.items():
+        if current_dirs.get(r) == target and future_dirs.get(r) is None:
+            out[r] = ReassignmentState.COMPLETE
+        elif future_dirs.get(r) == target or TopicPartition(r.topic, r.partition) in moving:
+            out[r] = ReassignmentState.IN_PROGRESS
+        else:
+            out[r] = ReassignmentState.FAILED
+    return out
 
 
 def format_plan(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:

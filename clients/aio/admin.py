@@ -35,8 +35,13 @@ Features (KIP-584): ``describe_features`` reads a broker's ApiVersions, ``update
 sends UpdateFeatures to the active controller. Client-metrics subscriptions (KIP-714) are
 configs: ``ConfigResource.client_metrics(name)`` with the config calls.
 
-Not here: ACLs, log dir moves (AlterReplicaLogDirs), transactions, delegation tokens and SCRAM
-users (Ketch's brokers serve none of them yet).
+Log directories: ``describe_log_dirs`` (each partition's log on its leader),
+``describe_broker_log_dirs`` (every log dir of some brokers, Kafka's describeLogDirs),
+``describe_replica_log_dirs`` and ``alter_replica_log_dirs`` (one replica on one broker:
+where its log is, and moving it to another of that broker's log dirs, KIP-113).
+
+Not here: ACLs, transactions, delegation tokens and SCRAM users (Ketch's brokers serve none
+of them yet).
 """
 from __future__ import annotations
 
@@ -49,7 +54,8 @@ from clients._core.admin import (
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetResetKind, OffsetSpec,
-    PartitionLag, QuorumInfo, ReplicaLogDir, TopicDescription, TopicListing, TopicPartitionInfo,
+    LogDirDescription, PartitionLag, QuorumInfo, ReplicaInfo, ReplicaLogDir, ReplicaLogDirInfo,
+    TopicDescription, TopicListing, TopicPartitionInfo,
     ZERO_TOPIC_ID, decode_assignment, decode_subscription, group_lag, leader_log_end,
     plan_offset_reset, quorum_replicas,
 )
@@ -61,7 +67,7 @@ from clients.errors import (
     for_code,
 )
 from clients.protocol import ApiKey, messages
-from clients.types import OffsetAndMetadata, TopicPartition
+from clients.types import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
 __all__ = [
     "Admin", "AlterConfigOp", "AlterConfigOpType", "BrokerNode", "ClusterDescription",
@@ -70,6 +76,7 @@ __all__ = [
     "ListOffsetsResult", "MemberDescription", "NewPartitions", "NewTopic", "OffsetReset",
     "OffsetSpec", "PartitionLag", "QuorumInfo", "TopicDescription", "TopicListing",
     "TopicPartitionInfo", "ElectionType", "PartitionReassignment", "ReplicaLogDir",
+    "ReplicaLogDirInfo", "TopicPartitionReplica", "LogDirDescription", "ReplicaInfo",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -871,6 +878,98 @@ class Admin:
 
         return _raise_first(await self._fan_out("describe log dir of", partitions, timeout_ms,
                                                 self._leader, send, on_retry=self._refresh_topic))
+
+    async def alter_replica_log_dirs(self, assignments: Mapping[TopicPartitionReplica, str], *,
+                                     timeout_ms: int | None = None) -> dict[TopicPartitionReplica, None]:
+        """Move each replica's log to the named log directory of its broker
+        (AlterReplicaLogDirs to that broker). The broker copies the log in the background
+        and swaps it in once caught up; ``describe_replica_log_dirs`` shows the progress.
+        A partition's error (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE:
+        the replica is not on that broker yet, which then creates it in that directory) is
+        that replica's outcome, not retried, as Kafka's admin client does."""
+        A = messages.AlterReplicaLogDirsRequest
+        wanted = dict(assignments)
+
+        async def route(replica: TopicPartitionReplica, _remaining_ms: int) -> int:
+            return replica.broker_id
+
+        async def send(node: int | None, replicas: list[TopicPartitionReplica], request_ms: int) -> dict:
+            by_dir: dict[str, dict[str, list[int]]] = {}
+            for r in replicas:
+                by_dir.setdefault(wanted[r], {}).setdefault(r.topic, []).append(r.partition)
+            body = A(dirs=[A.AlterReplicaLogDir(path=path, topics=[
+                A.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()])
+                for path, topics in by_dir.items()])
+            _, resp = await self._request(node, ApiKey.ALTER_REPLICA_LOG_DIRS, body, (1, 2), request_ms)
+            codes = {(t.topic_name, p.partition_index): p.error_code
+                     for t in resp.results for p in t.partitions}
+            out: dict[TopicPartitionReplica, Any] = {}
+            for r in replicas:
+                code = codes.get((r.topic, r.partition), ErrorCode.UNKNOWN_SERVER_ERROR)
+                out[r] = None if code == ErrorCode.NONE else _error(code, f"replica {r}")
+            return out
+
+        return _raise_first(await self._fan_out("alter log dir of", wanted, timeout_ms, route, send,
+                                                retriable=lambda e: False))
+
+    async def describe_broker_log_dirs(self, broker_ids: Iterable[int],
+                                       partitions: Iterable[TopicPartition] | None = None, *,
+                                       timeout_ms: int | None = None
+                                       ) -> dict[int, tuple[LogDirDescription, ...]]:
+        """Every log directory of each broker, with the logs it holds (DescribeLogDirs
+        to that broker; Kafka's describeLogDirs(brokers)): current logs and the future
+        logs of moves under way; ``partitions`` limits the logs listed (None: all)."""
+        D = messages.DescribeLogDirsRequest
+        wanted = None if partitions is None else list(partitions)
+
+        async def route(broker_id: int, _remaining_ms: int) -> int:
+            return broker_id
+
+        async def send(node: int | None, brokers: list[int], request_ms: int) -> dict:
+            by_topic: dict[str, list[int]] = {}
+            for tp in wanted or ():
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            body = D(topics=None if wanted is None else [
+                D.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.DESCRIBE_LOG_DIRS, body, (1, 4), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {b: _error(resp.error_code, f"log dirs of broker {b}") for b in brokers}
+            dirs = tuple(LogDirDescription(
+                log_dir=d.log_dir, error_code=d.error_code, total_bytes=d.total_bytes,
+                usable_bytes=d.usable_bytes,
+                replicas=tuple((TopicPartition(t.name, p.partition_index),
+                                ReplicaInfo(p.partition_size, p.offset_lag, p.is_future_key))
+                               for t in d.topics for p in t.partitions))
+                for d in resp.results)
+            return {b: dirs for b in brokers}
+
+        return _raise_first(await self._fan_out("describe log dirs of broker", broker_ids,
+                                                timeout_ms, route, send))
+
+    async def describe_replica_log_dirs(self, replicas: Iterable[TopicPartitionReplica], *,
+                                        timeout_ms: int | None = None
+                                        ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """Where each replica's log is on its broker, and where it is moving to
+        (Kafka's describeReplicaLogDirs). A replica the broker does not have has no
+        directories (None, -1); an offline directory lists nothing."""
+        asked = list(dict.fromkeys(replicas))
+        described = await self.describe_broker_log_dirs(
+            {r.broker_id for r in asked}, {TopicPartition(r.topic, r.partition) for r in asked},
+            timeout_ms=timeout_ms)
+        out: dict[TopicPartitionReplica, ReplicaLogDirInfo] = {}
+        for r in asked:
+            tp = TopicPartition(r.topic, r.partition)
+            current: tuple[str | None, int] = (None, -1)
+            future: tuple[str | None, int] = (None, -1)
+            for d in described[r.broker_id]:
+                for logged, info in d.replicas:
+                    if logged == tp and d.error_code == ErrorCode.NONE:
+                        if info.is_future:
+                            future = (d.log_dir, info.offset_lag)
+                        else:
+                            current = (d.log_dir, info.offset_lag)
+            out[r] = ReplicaLogDirInfo(current[0], current[1], future[0], future[1])
+        return out
 
     # ------------------------------------------------------------ consumer groups
 

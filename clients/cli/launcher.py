@@ -49,7 +49,7 @@ from clients.data_dir_lock import DataDirInUseError, DataDirLock, holder, lock_d
 from clients.properties import format_properties, parse_properties
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
 
-__all__ = ["ClusterInUseError", "ClusterSizeError", "ClusterSpec", "LocalCluster", "NodeSpec",
+__all__ = ["ClusterInUseError", "ClusterSizeError", "ClusterSpec", "LocalCluster", "NodeSpec", "broker_log_dirs",
            "free_ports"]
 
 CONTROLLER_ID_BASE = 1000
@@ -166,8 +166,12 @@ class LocalCluster:
     def __init__(self, directory: str, controllers: int | None = None, brokers: int | None = None,
                  broker_props: dict[str, str] | None = None,
                  controller_props: dict[str, str] | None = None,
-                 broker_racks: dict[int, str] | None = None) -> None:
+                 broker_racks: dict[int, str] | None = None, broker_log_dirs: int = 1) -> None:
+        """``broker_log_dirs``: log directories per new broker (JBOD): its data dir, then
+        ``data-2``, ``data-3``... beside it."""
+        assert broker_log_dirs >= 1, broker_log_dirs
         self.dir = os.path.abspath(directory)
+        self.broker_log_dirs = broker_log_dirs
         self.broker_props = broker_props or {}
         # broker.rack of new brokers, by node id (a formatted cluster keeps its files' own).
         self.broker_racks = broker_racks or {}
@@ -381,7 +385,7 @@ class LocalCluster:
         else:
             props.update({
                 "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-                "log.dirs": node.data_dir,
+                "log.dirs": ",".join(broker_log_dirs(node, self.broker_log_dirs)),
                 "default.replication.factor": replication,
                 "offsets.topic.replication.factor": replication,
                 "min.insync.replicas": "1",
@@ -503,6 +507,11 @@ class LocalCluster:
 
 PROMETHEUS_DIR = "prometheus"
 SCRAPE_INTERVAL_S = 5
+
+
+def broker_log_dirs(node: NodeSpec, count: int) -> list[str]:
+    """A broker's log directories: its data dir, then ``data-2``... beside it."""
+    return [node.data_dir] + [f"{node.data_dir}-{i}" for i in range(2, count + 1)]
 
 
 def write_prometheus_files(spec: ClusterSpec) -> tuple[str, str]:

@@ -11,9 +11,13 @@ brokers, with ``kafka-reassign-partitions``' JSON plans (clients/_core/reassignm
   broker involved, and the topics' ``leader.replication.throttled.replicas`` (the current
   replicas) / ``follower.replication.throttled.replicas`` (the new ones), through
   IncrementalAlterConfigs.
+  A plan's ``log_dirs`` may name, per replica, an absolute log directory of its broker
+  (JBOD) instead of ``"any"``: those replicas are moved there first (AlterReplicaLogDirs;
+  a replica the broker does not have yet is created there when the reassignment adds it).
 - ``verify --reassignment-json-file PLAN`` says, per partition, whether the move is
-  complete, in progress or failed; once all are complete it removes the throttle configs
-  (unless ``--preserve-throttles``). Exit code 1 if a partition failed.
+  complete, in progress or failed, and the same for each replica the plan puts in a log
+  directory; once all are complete it removes the throttle configs (unless
+  ``--preserve-throttles``). Exit code 1 if a partition or a replica's move failed.
 - ``cancel --reassignment-json-file PLAN`` stops the moves still in progress and returns
   those partitions to their original replicas.
 
@@ -30,11 +34,12 @@ from typing import Any, Mapping, Sequence
 from clients.cli import _admin_cli as cli
 from clients._core.admin import AlterConfigOp, AlterConfigOpType, ConfigResource
 from clients._core.reassignment import (
-    ReassignmentState, format_plan, parse_plan, parse_topics_to_move, propose_assignment,
-    verify_status,
+    ReassignmentState, format_plan, log_dir_status, parse_plan, parse_topics_to_move,
+    plan_log_dirs, propose_assignment, verify_status,
 )
 from clients.aio.admin import Admin
-from clients.types import TopicPartition
+from clients.errors import ErrorCode, KafkaApiError
+from clients.types import TopicPartition, TopicPartitionReplica
 
 EXAMPLES = """examples:
   echo '{"version":1,"topics":[{"topic":"orders"}]}' > move.json
@@ -121,8 +126,25 @@ def run_generate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- execute
 
+async def _move_log_dirs(admin: Admin, log_dirs: dict[TopicPartitionReplica, str]) -> None:
+    """AlterReplicaLogDirs for the plan's placed replicas, before the reassignment starts.
+    REPLICA_NOT_AVAILABLE is expected for a replica the reassignment will add: its broker
+    remembers the directory and creates the replica there (Kafka's tool retries instead)."""
+    if not log_dirs:
+        return
+    try:
+        await admin.alter_replica_log_dirs(log_dirs)
+    except KafkaApiError as e:
+        outcomes = getattr(e, "results", None) or {r: e for r in log_dirs}
+        refused = [f"{r}: {err}" for r, err in outcomes.items()
+                   if err is not None and getattr(err, "error_code", None) != ErrorCode.REPLICA_NOT_AVAILABLE]
+        if refused:
+            raise cli.CliError("log dir moves refused: " + "; ".join(refused)) from None
+
+
 async def _execute(args: argparse.Namespace) -> dict[str, Any]:
-    plan = parse_plan(_read(args.reassignment_json_file))
+    text = _read(args.reassignment_json_file)
+    plan, log_dirs = parse_plan(text), plan_log_dirs(text)
     if args.throttle is not None and args.throttle < 0:
         raise cli.CliError("--throttle takes bytes per second, 0 or more")
     async with cli.broker_admin(args) as admin, cli.quorum_admin(args) as controller:
@@ -154,6 +176,7 @@ async def _execute(args: argparse.Namespace) -> dict[str, Any]:
             if changes:
                 await admin.incremental_alter_configs(changes)
             throttle = {"rate": args.throttle, "brokers": sorted(brokers), "topics": topics}
+        await _move_log_dirs(admin, log_dirs)
         await controller.alter_partition_reassignments(dict(plan))
     return {"current": {tp: current[tp] for tp in plan}, "started": sorted(plan, key=lambda tp: (tp.topic, tp.partition)),
             "throttle": throttle}
@@ -186,13 +209,22 @@ def run_execute(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- verify, cancel
 
 async def _verify(args: argparse.Namespace) -> dict[str, Any]:
-    plan = parse_plan(_read(args.reassignment_json_file))
+    text = _read(args.reassignment_json_file)
+    plan, log_dirs = parse_plan(text), plan_log_dirs(text)
     async with cli.broker_admin(args) as admin, cli.quorum_admin(args) as controller:
         ongoing = await controller.list_partition_reassignments(list(plan))
         current = await current_assignment(admin, sorted({tp.topic for tp in plan}))
         states = verify_status(plan, current, ongoing)
+        dir_states: dict[TopicPartitionReplica, ReassignmentState] = {}
+        if log_dirs:
+            where = await admin.describe_replica_log_dirs(list(log_dirs))
+            dir_states = log_dir_status(
+                log_dirs, {r: i.current_replica_log_dir for r, i in where.items()},
+                {r: i.future_replica_log_dir for r, i in where.items()},
+                [tp for tp, s in states.items() if s is not ReassignmentState.COMPLETE])
         cleared: dict[str, Any] | None = None
-        if all(s is ReassignmentState.COMPLETE for s in states.values()) and not args.preserve_throttles:
+        if (all(s is ReassignmentState.COMPLETE for s in (*states.values(), *dir_states.values()))
+                and not args.preserve_throttles):
             # Kafka's verify clears the throttle of every broker and of the plan's topics.
             brokers = sorted(b.node_id for b in (await admin.describe_cluster()).brokers)
             topics = sorted({tp.topic for tp in plan})
@@ -202,16 +234,20 @@ async def _verify(args: argparse.Namespace) -> dict[str, Any]:
                                                       for k in TOPIC_THROTTLED_REPLICAS] for t in topics})
             await admin.incremental_alter_configs(changes)
             cleared = {"brokers": brokers, "topics": topics}
-    return {"states": states, "throttle_cleared": cleared}
+    return {"states": states, "dir_states": dir_states, "throttle_cleared": cleared}
 
 
 def run_verify(args: argparse.Namespace) -> int:
     out = asyncio.run(_verify(args))
     states = sorted(out["states"].items(), key=lambda kv: (kv[0].topic, kv[0].partition))
+    dir_states = sorted(out["dir_states"].items())
+    every = [s for _, s in (*states, *dir_states)]
     if args.output == "json":
         cli.print_json({"partitions": [{"topic": tp.topic, "partition": tp.partition,
                                         "state": s.value} for tp, s in states],
-                        "complete": all(s is ReassignmentState.COMPLETE for _, s in states),
+                        "replicas": [{"topic": r.topic, "partition": r.partition,
+                                      "broker": r.broker_id, "state": s.value} for r, s in dir_states],
+                        "complete": all(s is ReassignmentState.COMPLETE for s in every),
                         "throttle_cleared": out["throttle_cleared"]})
     else:
         print("Status of partition reassignment:")
@@ -220,12 +256,16 @@ def run_verify(args: argparse.Namespace) -> int:
                  ReassignmentState.FAILED: "failed (not moving, and not at the plan's replicas)."}
         for tp, s in states:
             print(f"Reassignment of partition {tp.topic}-{tp.partition} {words[s]}")
+        dir_words = {**words, ReassignmentState.FAILED: "failed (its log is elsewhere, not moving)."}
+        for r, s in dir_states:
+            print(f"Reassignment of replica {r.topic}-{r.partition} on broker {r.broker_id} "
+                  f"to its log dir {dir_words[s]}")
         cleared = out["throttle_cleared"]
         if cleared is not None:
             print(f"Clearing broker-level throttles on brokers {','.join(map(str, cleared['brokers']))}")
             for t in cleared["topics"]:
                 print(f"Clearing topic-level throttles on topic {t}")
-    return 1 if any(s is ReassignmentState.FAILED for _, s in states) else 0
+    return 1 if any(s is ReassignmentState.FAILED for s in every) else 0
 
 
 async def _cancel(args: argparse.Namespace) -> list[TopicPartition]:

@@ -9,12 +9,12 @@ from hypothesis import given, strategies as st
 
 from clients._core.admin import QuorumInfo, QuorumReplica
 from clients._core.reassignment import (
-    PartitionReassignment, PlanError, ReassignmentState, format_plan, parse_plan,
-    parse_topics_to_move, propose_assignment, verify_status,
+    PartitionReassignment, PlanError, ReassignmentState, format_plan, log_dir_status, parse_plan,
+    parse_topics_to_move, plan_log_dirs, propose_assignment, verify_status,
 )
 from clients.cli.quorum import replication_view, status_view
 from clients.cli.reassign import throttle_configs
-from clients.types import TopicPartition
+from clients.types import TopicPartition, TopicPartitionReplica
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -35,7 +35,9 @@ def test_a_plan_round_trips_through_kafkas_format() -> None:
     ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}', "twice"),
     ('{"partitions": [{"topic": "t", "partition": -1, "replicas": [1]}]}', "non-negative"),
     ('{"partitions": [{"topic": "t", "partition": 0, "replicas": ["1"]}]}', "broker ids"),
-    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]}', "any"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["d"]}]}', "absolute"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d"]}]}',
+     "one entry per replica"),
     ('{"partitions": [{"topic": "t", "partition": 0, "replicas": [1]},'
      ' {"topic": "t", "partition": 0, "replicas": [2]}]}', "appears twice"),
 ])
@@ -122,3 +124,17 @@ def test_decommission_without_a_spare_broker_is_refused() -> None:
     from clients._core.reassignment import plan_decommission
     with pytest.raises(PlanError, match="no other broker"):
         plan_decommission({TopicPartition("t", 0): (1, 2)}, 2, [1, 2])
+
+
+def test_a_plan_may_place_replicas_in_log_dirs() -> None:
+    text = json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/disk2/ketch", "any"]},
+        {"topic": "t", "partition": 1, "replicas": [2, 3]}]})
+    assert parse_plan(text) == {TP0: (1, 2), TP1: (2, 3)}
+    r1, r2 = TopicPartitionReplica("t", 0, 1), TopicPartitionReplica("t", 0, 2)
+    assert plan_log_dirs(text) == {r1: "/disk2/ketch"}
+    wanted = {r1: "/a", r2: "/b", TopicPartitionReplica("t", 1, 3): "/c"}
+    assert log_dir_status(wanted, {r1: "/a", r2: "/x"}, {r2: "/b"}, [TP1]) == {
+        r1: ReassignmentState.COMPLETE, r2: ReassignmentState.IN_PROGRESS,
+        TopicPartitionReplica("t", 1, 3): ReassignmentState.IN_PROGRESS}
+    assert log_dir_status({r1: "/a"}, {r1: "/x"}, {}, []) == {r1: ReassignmentState.FAILED}

@@ -63,7 +63,8 @@ def start_cluster(tmp_path_factory, name: str = "ketch",
                   broker_props: dict[str, str] | None = None,
                   controller_props: dict[str, str] | None = None,
                   controllers: int = 3, brokers: int = 3, attempts: int = 3,
-                  broker_racks: dict[int, str] | None = None) -> LocalCluster:
+                  broker_racks: dict[int, str] | None = None,
+                  broker_log_dirs: int = 1) -> LocalCluster:
     """A started cluster, formatted in a fresh directory.
 
     LocalCluster picks free ports before it starts the nodes, so a port can be taken in
@@ -74,7 +75,7 @@ def start_cluster(tmp_path_factory, name: str = "ketch",
         c = LocalCluster(str(tmp_path_factory.mktemp(name)), controllers=controllers, brokers=brokers,
                          broker_props={**FAST_BROKER, **(broker_props or {})},
                          controller_props={**FAST_CONTROLLER, **(controller_props or {})},
-                         broker_racks=broker_racks)
+                         broker_racks=broker_racks, broker_log_dirs=broker_log_dirs)
         try:
             c.start(timeout_s=90)
             return c
