@@ -122,7 +122,8 @@ def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
 
 def _directory_id(log_dir: str) -> uuid.UUID:
     """The ``directory.id`` a log dir's meta.properties holds, as a UUID."""
-    text = load_properties(os.path.join(log_dir, META_PROPERTIES))["directory.id"]
+    meta = load_properties(os.path.join(log_dir, META_PROPERTIES))   # not a config
+    text = meta["directory.id"]
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
