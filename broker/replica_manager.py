@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
-    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
+    EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import decode_offset_checkpoint, encode_offset_checkpoint
 from broker.producer_state import ActiveProducer, ProducerStateTable
@@ -155,6 +155,7 @@ class FetchPosition:
     current_leader_epoch: int
     fetch_offset: int
     log_start_offset: int
+    topic_id: uuid.UUID         # what Fetch v13+ names the topic by (KIP-516)
 
 
 @dataclass(frozen=True, slots=True)
@@ -696,9 +697,13 @@ class ReplicaManager:
         hw = hosted.replica.high_watermark
         if timestamp == LATEST_TIMESTAMP:
             return ErrorCode.NONE, -1, hw, hosted.replica.leader_epoch
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            # Without tiered storage the local log starts where the log does (Kafka's
+            # UnifiedLog when remote storage is off).
             start = hosted.log.log_start_offset
             return ErrorCode.NONE, -1, start, hosted.log.leader_epoch_cache.epoch_for_offset(start)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return ErrorCode.NONE, -1, -1, -1          # nothing is tiered (KIP-1005)
         found = hosted.log.offset_for_timestamp(timestamp)
         if found is None or found.offset >= hw:
             return ErrorCode.NONE, -1, -1, -1
@@ -818,7 +823,7 @@ class ReplicaManager:
                 wait_ms = min(wait_ms, self.follower_quota.sample_ms)
             else:
                 fetches.append(FetchPosition(tp, f.leader_epoch, f.fetch_offset,
-                                             hosted.log.log_start_offset))
+                                             hosted.log.log_start_offset, hosted.topic_id))
         if not any_following:
             return None
         return FollowerWork(leader_id, tuple(queries), tuple(fetches), wait_ms)

@@ -5,10 +5,13 @@ authorized operations of Metadata, DescribeCluster and DescribeGroups (KIP-430).
 One broker, so that it leads every partition: each fetch below goes to the leader."""
 from __future__ import annotations
 
+import dataclasses
+import uuid
+
 import pytest
 
 from clients.admin import NewTopic
-from clients.protocol import ApiKey, messages
+from clients.protocol import ApiKey, _schemas, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch
 from integration_helpers import STOP_TIMEOUT_S, admin_for, roundtrip, start_cluster, wait_until
@@ -298,3 +301,105 @@ def test_quotas_through_the_admin_client_and_the_cli(cluster) -> None:
     _ketch(cluster, "quota", "delete", "--client-id", "cli-app", "producer_byte_rate")
     wait_until(lambda: json.loads(_ketch(cluster, "quota", "get", "--client-id", "cli-app",
                                          "--output", "json").stdout) == [], 30, "the quota removed")
+
+
+# ---------------------------------------------------------------- Fetch v13-v17, ApiVersions
+
+def _topic_id(cluster) -> uuid.UUID:
+    M = messages.MetadataRequest
+    (topic,) = roundtrip(_port(cluster), ApiKey.METADATA, 12,
+                         M(topics=[M.MetadataRequestTopic(name=TOPIC)])).topics
+    return topic.topic_id
+
+
+def _fetch_by_id(cluster, version: int, session_id: int, epoch: int,
+                 partitions: dict[uuid.UUID, dict[int, int]], replica_id: int = -1,
+                 forget: dict[uuid.UUID, list[int]] | None = None) -> messages.FetchResponse:
+    replica = (dict(replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=1))
+               if version >= 15 else dict(replica_id=replica_id))
+    req = F(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=session_id, session_epoch=epoch, **replica,
+            topics=[F.FetchTopic(topic_id=topic_id, partitions=[
+                F.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 16)
+                for p, o in ps.items()]) for topic_id, ps in partitions.items()],
+            forgotten_topics_data=[F.ForgottenTopic(topic_id=t, partitions=ps)
+                                   for t, ps in (forget or {}).items()])
+    return roundtrip(_port(cluster), ApiKey.FETCH, version, req)
+
+
+@pytest.mark.parametrize("version", [13, 14, 15, 16, 17])
+def test_fetch_names_topics_by_id_from_v13(cluster, version: int) -> None:
+    topic_id, unknown = _topic_id(cluster), uuid.uuid4()
+    _produce(cluster, 4, [b"by-id"])
+    resp = _fetch_by_id(cluster, version, 0, -1, {topic_id: {4: 0}, unknown: {0: 0, 1: 0}})
+    answered = {t.topic_id: {p.partition_index: p for p in t.partitions} for t in resp.responses}
+    assert set(answered) == {topic_id, unknown} and all(t.topic == "" for t in resp.responses)
+    assert answered[topic_id][4].error_code == 0 and answered[topic_id][4].records
+    assert {p: d.error_code for p, d in answered[unknown].items()} == \
+        {0: ErrorCode.UNKNOWN_TOPIC_ID, 1: ErrorCode.UNKNOWN_TOPIC_ID}
+
+
+def test_a_fetch_session_by_topic_id_answers_changes_and_refuses_a_fetch_by_name(cluster) -> None:
+    topic_id = _topic_id(cluster)
+    hw = {p: d.high_watermark for p, d in _answered(_full_fetch(cluster)).items()}
+    full = _fetch_by_id(cluster, 17, 0, 0, {topic_id: dict(hw)})
+    sid = full.session_id
+    assert sid > 0 and len(full.responses[0].partitions) == PARTITIONS
+    assert _answered(_fetch_by_id(cluster, 17, sid, 1, {})) == {}
+    _produce(cluster, 9, [b"news"])
+    busy = _fetch_by_id(cluster, 17, sid, 2, {}, forget={topic_id: [3]})
+    assert [t.topic_id for t in busy.responses] == [topic_id] and list(_answered(busy)) == [9]
+    # Kafka's FETCH_SESSION_TOPIC_ID_ERROR: a v12 fetch cannot name this session's partitions.
+    assert _fetch(cluster, sid, 3, {}).error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    assert _fetch_by_id(cluster, 17, sid, 3, {}).error_code == 0
+
+
+def test_v15_reads_the_follower_from_replica_state_and_v16_names_the_leader(cluster) -> None:
+    topic_id = _topic_id(cluster)
+    # Broker 99 is no replica of the partition: a follower fetch from it is refused, which
+    # shows that v15's ReplicaState (not the v14 ReplicaId it replaces) named the fetcher.
+    v15 = _fetch_by_id(cluster, 15, 0, -1, {topic_id: {0: 0}}, replica_id=99)
+    assert _answered(v15)[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert _answered(v15)[0].current_leader.leader_id == -1 and v15.node_endpoints == []
+    # KIP-951 (v16): the answer names the current leader and how to reach it.
+    v16 = _fetch_by_id(cluster, 16, 0, -1, {topic_id: {0: 0}}, replica_id=99)
+    leader = _answered(v16)[0].current_leader
+    broker = cluster.spec.brokers[0]
+    assert (leader.leader_id, leader.leader_epoch >= 0) == (1, True)
+    assert [(n.node_id, n.port) for n in v16.node_endpoints] == [(1, broker.port)]
+
+
+def _default_body(api_key: int, version: int):
+    (name,) = [n for n, entry in _schemas.SCHEMAS.items() if entry[:2] == (api_key, "request")]
+    body = getattr(messages, name)()
+    if api_key == ApiKey.PRODUCE:
+        return dataclasses.replace(body, acks=1)          # acks=0 is answered by silence
+    if api_key == ApiKey.API_VERSIONS and version >= 3:
+        return dataclasses.replace(body, client_software_name="ketch-it",
+                                   client_software_version="1")
+    return body
+
+
+def _error_codes(value) -> list[int]:
+    """Every error_code in a response, at any depth."""
+    if dataclasses.is_dataclass(value):
+        found = [value.error_code] if hasattr(value, "error_code") else []
+        return found + [c for f in dataclasses.fields(value) for c in _error_codes(getattr(value, f.name))]
+    if isinstance(value, list):
+        return [c for item in value for c in _error_codes(item)]
+    return []
+
+
+def test_every_advertised_version_is_answered(cluster) -> None:
+    """ApiVersions advertises exactly what is served: a request of every advertised
+    version is decoded and answered (no UNSUPPORTED_VERSION, no closed connection)."""
+    port = _port(cluster)
+    advertised = roundtrip(port, ApiKey.API_VERSIONS, 3, _default_body(ApiKey.API_VERSIONS, 3))
+    assert advertised.error_code == 0 and len(advertised.api_keys) > 30
+    refused = []
+    for entry in advertised.api_keys:
+        for version in range(entry.min_version, entry.max_version + 1):
+            resp = roundtrip(port, entry.api_key, version, _default_body(entry.api_key, version))
+            if ErrorCode.UNSUPPORTED_VERSION in _error_codes(resp):
+                refused.append((ApiKey(entry.api_key).name, version))
+    assert refused == []
