@@ -352,6 +352,7 @@ class KafkaApis:
         matters to KRaft's own fetches; a broker reads it and needs nothing from it."""
         cls = messages.FetchResponse
         replica_id = fetch_replica_id(req, version)
+        replica_epoch = req.replica_state.replica_epoch if version >= 15 else -1     # KIP-903
         by_id = version >= 13
         image = self.replicas.image
         loop = asyncio.get_running_loop()
@@ -390,7 +391,8 @@ class KafkaApis:
                 budget = max(0, req.max_bytes - total)
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, min_one_batch=(total == 0),
-                                            client_rack=req.rack_id if version >= 11 else None)
+                                            client_rack=req.rack_id if version >= 11 else None,
+                                            replica_epoch=replica_epoch)
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
                 results.append((key, tp, p, result))
