@@ -113,9 +113,11 @@ def _session_key(topic: Any, partition: int, by_id: bool) -> SessionPartition:
     return TopicIdPartition(topic.topic_id, partition) if by_id else TopicPartition(topic.topic, partition)
 
 
-# KIP-951: partition errors a Fetch v16+ answers with the current leader and its endpoint.
+# KIP-951: partition errors a Fetch v16+ answers with the current leader and its endpoint
+# (a Produce v10+ only NOT_LEADER_OR_FOLLOWER, as Kafka's KafkaApis).
 _LEADER_MOVED = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH}
 _NO_CURRENT_LEADER = messages.FetchResponse.LeaderIdAndEpoch()      # the tagged default: not sent
+_NO_PRODUCE_LEADER = messages.ProduceResponse.LeaderIdAndEpoch()
 
 
 def _quorum_leader(resp: messages.DescribeQuorumResponse) -> int:
@@ -330,15 +332,22 @@ class KafkaApis:
                 if code != ErrorCode.NONE:
                     results[key] = (code,) + results[key][1:]
         by_topic: dict[str, list] = {}
+        leaders: dict[int, Any] = {}
         for (name, index), (code, base, append_time, start, message, refused) in results.items():
+            # KIP-951 (v10+): a NOT_LEADER_OR_FOLLOWER names the current leader and its endpoint.
+            current_leader = (self._current_leader(cls, TopicPartition(name, index), leaders)
+                              if version >= 10 and code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                              else _NO_PRODUCE_LEADER)
             by_topic.setdefault(name, []).append(cls.PartitionProduceResponse(
                 index=index, error_code=code, base_offset=base if code == ErrorCode.NONE else -1,
                 log_append_time_ms=append_time, log_start_offset=start, error_message=message,
                 record_errors=[cls.PartitionProduceResponse.BatchIndexAndErrorMessage(
-                    batch_index=i, batch_index_error_message=m) for i, m in refused]))
+                    batch_index=i, batch_index_error_message=m) for i, m in refused],
+                current_leader=current_leader))
         return cls(throttle_time_ms=throttle_ms,
                    responses=[cls.TopicProduceResponse(name=n, partition_responses=ps)
-                              for n, ps in by_topic.items()])
+                              for n, ps in by_topic.items()],
+                   node_endpoints=list(leaders.values()))
 
     # ------------------------------------------------------------ Fetch
 
@@ -408,7 +417,7 @@ class KafkaApis:
                                    r.records is not None or r.preferred_read_replica >= 0,
                                    r.high_watermark, r.log_start_offset):
                 continue
-            current_leader = (self._current_leader(tp, leaders)
+            current_leader = (self._current_leader(cls, tp, leaders)
                               if version >= 16 and tp is not None and r.error_code in _LEADER_MOVED
                               else _NO_CURRENT_LEADER)
             data = cls.PartitionData(
@@ -430,10 +439,10 @@ class KafkaApis:
                        for t, ps in by_topic.items()],
                    node_endpoints=list(leaders.values()))
 
-    def _current_leader(self, tp: TopicPartition, endpoints: dict[int, Any]) -> Any:
+    def _current_leader(self, cls: Any, tp: TopicPartition, endpoints: dict[int, Any]) -> Any:
         """KIP-951: the partition's leader and epoch as this broker's metadata has them,
-        its endpoint on this listener added to ``endpoints`` (Kafka's getCurrentLeader)."""
-        cls = messages.FetchResponse
+        its endpoint on this listener added to ``endpoints`` (Kafka's getCurrentLeader),
+        as ``cls``'s (ProduceResponse's or FetchResponse's) structs."""
         image = self.replicas.image
         topic = image.topics.get(tp.topic)
         reg = None if topic is None else topic.partitions.get(tp.partition)
