@@ -425,7 +425,8 @@ class KafkaApis:
                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
                 current_leader=current_leader, preferred_read_replica=r.preferred_read_replica,
                 records=self.replicas.records_of(r))
-            by_topic.setdefault(key.topic_id if by_id else key.topic, []).append(data)
+            by_topic.setdefault(key.topic_id if isinstance(key, TopicIdPartition) else key.topic,
+                                []).append(data)
             if tp is not None:
                 self.metrics.record_fetch(tp.topic, r.error_code, r.size_in_bytes)
             fetched += r.size_in_bytes
