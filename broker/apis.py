@@ -394,8 +394,10 @@ class KafkaApis:
             results: list[tuple[SessionPartition, TopicPartition | None, CachedPartition, ReadResult]] = []
             for key, tp, p in wanted:
                 if tp is None:
+                    # As Kafka's: answered, but no reason to answer before max_wait_ms
+                    # unless nothing else is read.
                     results.append((key, tp, p, ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)))
-                    any_error = True
+                    any_error |= not readable
                     continue
                 budget = max(0, req.max_bytes - total)
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
