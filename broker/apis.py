@@ -17,6 +17,7 @@ import asyncio
 import logging
 import shutil
 import time
+import uuid
 from typing import Any, Awaitable, Callable, Mapping
 
 from broker.auto_topic_creation import AutoTopicCreationManager
@@ -97,6 +98,8 @@ KAFKA_4_1_MAX_EXCEPTIONS: dict[int, tuple[int, str]] = {
     ApiKey.DESCRIBE_CLUSTER: (2, "v2 is not in the reference schemas"),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (1, "v1 is not in the reference schemas"),
 }
+
+_ZERO_UUID = uuid.UUID(int=0)      # Kafka's Uuid.ZERO_UUID: no topic id
 
 _REQUEST_NAMES = {int(k): request_name(k) for k in ApiKey}
 
@@ -234,11 +237,26 @@ class KafkaApis:
     async def handle_metadata(self, req: messages.MetadataRequest, version: int,
                               client: ClientInfo) -> messages.MetadataResponse:
         image = self.replicas.image
+        cls = messages.MetadataResponse
+        unknown_ids: list[uuid.UUID] = []
         if req.topics is None or (version == 0 and not req.topics):
             names = sorted(image.topics.by_name)
             explicit = False
         else:
-            names = [t.name for t in req.topics if t.name is not None]
+            ids = [t.topic_id for t in req.topics if t.topic_id != _ZERO_UUID]
+            if version < 12 and (ids or any(t.name is None for t in req.topics)):
+                # As Kafka: names only before v12 (v10-11 have the fields, not the feature).
+                return cls(topics=[cls.MetadataResponseTopic(       # a name is not nullable here
+                    error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id)
+                    for t in req.topics])
+            if ids:
+                # v12: topics by id (names, if any, are then ignored, as Kafka's); an id
+                # this broker does not know is UNKNOWN_TOPIC_ID, with no name.
+                known = [image.topics.get_by_id(i) for i in ids]
+                names = [t.name for t in known if t is not None]
+                unknown_ids = [i for i, t in zip(ids, known) if t is None]
+            else:
+                names = [t.name for t in req.topics if t.name is not None]
             explicit = True
         allow_create = (req.allow_auto_topic_creation if version >= 4 else True) and \
             self.config.auto_create_topics_enable
@@ -247,8 +265,8 @@ class KafkaApis:
         if explicit and missing and allow_create:
             create_errors = await self.topic_creation.auto_create(missing)
             image = self.replicas.image
-        cls = messages.MetadataResponse
-        topics = []
+        topics = [cls.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                            topic_id=i) for i in unknown_ids]
         for name in names:
             topic = image.topics.get(name)
             if topic is None:

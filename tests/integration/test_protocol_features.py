@@ -403,3 +403,19 @@ def test_every_advertised_version_is_answered(cluster) -> None:
             if ErrorCode.UNSUPPORTED_VERSION in _error_codes(resp):
                 refused.append((ApiKey(entry.api_key).name, version))
     assert refused == []
+
+
+def test_metadata_v12_looks_topics_up_by_id(cluster) -> None:
+    M = messages.MetadataRequest
+    topic_id, unknown = _topic_id(cluster), uuid.uuid4()
+    resp = roundtrip(_port(cluster), ApiKey.METADATA, 12, M(topics=[
+        M.MetadataRequestTopic(topic_id=topic_id, name=None),
+        M.MetadataRequestTopic(topic_id=unknown, name=None)]))
+    by_id = {t.topic_id: t for t in resp.topics}
+    assert (by_id[topic_id].error_code, by_id[topic_id].name) == (0, TOPIC)
+    assert len(by_id[topic_id].partitions) == PARTITIONS
+    assert (by_id[unknown].error_code, by_id[unknown].name) == (ErrorCode.UNKNOWN_TOPIC_ID, None)
+    # Before v12 the fields exist but the feature does not: refused, as Kafka does.
+    (refused,) = roundtrip(_port(cluster), ApiKey.METADATA, 11, M(topics=[
+        M.MetadataRequestTopic(topic_id=topic_id, name=None)])).topics
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
