@@ -5,11 +5,12 @@ DescribeCluster) and the controller channel (admin requests are forwarded to the
 controller, as KRaft brokers do; a broker answers Metadata with its own id as the
 controller so that unmodified admin clients send their requests here).
 
-Advertised versions follow CLIENT-REQUIREMENTS.md ("Profile B"): every real client finds
-a version it speaks, aiokafka only non-flexible ones, and Produce is advertised from v0
-so that librdkafka 2.0.2 (kcat) turns compression on (KAFKA-18659); a Produce carrying
-magic 0/1 message sets is refused per partition (UNSUPPORTED_VERSION), never mis-parsed.
-Every version advertised here can be decoded: the codec covers each spec's full range.
+Advertised versions are Kafka 4.1's where the reference schemas have them (see
+SUPPORTED_VERSIONS for the exceptions and why): every real client finds a version it
+speaks, aiokafka only non-flexible ones, and Produce is advertised from v0 so that
+librdkafka 2.0.2 (kcat) turns compression on (KAFKA-18659); a Produce carrying magic 0/1
+message sets is refused per partition (UNSUPPORTED_VERSION), never mis-parsed. Every
+version advertised here is decoded and answered (tests/integration/test_protocol_features.py).
 """
 from __future__ import annotations
 
