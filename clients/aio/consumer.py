@@ -45,6 +45,7 @@ from clients.errors import (
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
+from clients._core.metadata import BrokerMetadata
 from clients.protocol.fetch_session import TOPIC_ID_FETCH_VERSION, ZERO_TOPIC_ID, FetchSessionHandler
 from clients.types import NO_LEADER_EPOCH, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -486,6 +487,7 @@ class Consumer:
             offsets = dict(plan.partitions)
             names = plan.topic_names() if version >= TOPIC_ID_FETCH_VERSION else None
             refresh: set[str] = set()
+            moved: dict[TopicPartition, tuple[int, int]] = {}      # KIP-951 (v16+)
             for topic in resp.responses:
                 name = topic.topic if names is None else names.get(topic.topic_id)
                 if name is None:
@@ -516,9 +518,17 @@ class Consumer:
                         else:
                             self._subs.request_reset(tp)
                     elif result.action in (FetchAction.REFRESH_METADATA, FetchAction.VALIDATE):
-                        refresh.add(tp.topic)
+                        if data.current_leader.leader_id >= 0:
+                            moved[tp] = (data.current_leader.leader_id, data.current_leader.leader_epoch)
+                        else:
+                            refresh.add(tp.topic)
                     else:
                         s.error = for_code(result.error_code)(f"Fetch of {tp}: {ErrorCode(result.error_code).name}")
+            if moved:
+                # The answer named the new leaders: fetch from them without waiting for a
+                # Metadata round trip (a refresh still follows where one was not named).
+                refresh |= self._cluster.update_leaders(moved, [
+                    BrokerMetadata(n.node_id, n.host, n.port, n.rack) for n in resp.node_endpoints])
             if refresh:
                 self._refresh_metadata_soon(refresh)
         except (ConnectionError, KafkaApiError) as e:
