@@ -5,11 +5,12 @@ DescribeCluster) and the controller channel (admin requests are forwarded to the
 controller, as KRaft brokers do; a broker answers Metadata with its own id as the
 controller so that unmodified admin clients send their requests here).
 
-Advertised versions follow CLIENT-REQUIREMENTS.md ("Profile B"): every real client finds
-a version it speaks, aiokafka only non-flexible ones, and Produce is advertised from v0
-so that librdkafka 2.0.2 (kcat) turns compression on (KAFKA-18659); a Produce carrying
-magic 0/1 message sets is refused per partition (UNSUPPORTED_VERSION), never mis-parsed.
-Every version advertised here can be decoded: the codec covers each spec's full range.
+Advertised versions are Kafka 4.1's where the reference schemas have them (see
+SUPPORTED_VERSIONS for the exceptions and why): every real client finds a version it
+speaks, aiokafka only non-flexible ones, and Produce is advertised from v0 so that
+librdkafka 2.0.2 (kcat) turns compression on (KAFKA-18659); a Produce carrying magic 0/1
+message sets is refused per partition (UNSUPPORTED_VERSION), never mis-parsed. Every
+version advertised here is decoded and answered (tests/integration/test_protocol_features.py).
 """
 from __future__ import annotations
 
@@ -19,25 +20,26 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from typing import Any, Awaitable, Callable, Generator, Mapping
 
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ANONYMOUS, ClientQuotas, describe_quotas
-from broker.fetch_session import FetchSessionCache, PartitionAsked
+from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
 from broker.metrics import BrokerMetrics, request_name
 from broker.client_telemetry import ClientAttributes
 from broker.producer_ids import ProducerIdManager
 from broker.telemetry_driver import ClientTelemetryDriver
 from broker.replica_driver import ReplicaDriver
-from clients.types import TopicPartition
+from broker.replica_manager import ReadResult
+from clients.types import TopicIdPartition, TopicPartition
 from metadata_log.features import SUPPORTED_FEATURES
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
 from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
-from clients.protocol.types import ZERO_UUID
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
@@ -47,13 +49,30 @@ Handler = Callable[[Any, int, ClientInfo], Awaitable[Any]]
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaApis", "SUPPORTED_VERSIONS"]
+__all__ = ["KafkaApis", "KAFKA_4_1_MAX_EXCEPTIONS", "SUPPORTED_VERSIONS", "fetch_replica_id"]
 
-# (min, max) per API key. Groups join in issue 6.
+# (min, max) per API key; the group coordinator's APIs are in broker/group/driver.py.
+#
+# Maxima: what Apache Kafka 4.1 serves, as far as the protocol schemas Ketch is generated
+# from (../shared/kafka-protocol, apache/kafka 1eb7644, 4.0.0-SNAPSHOT) define the
+# versions. Kafka 4.1 serves these newer versions, absent from those schemas, so neither
+# decoded nor advertised here (KAFKA_4_1_MAX_EXCEPTIONS, checked by
+# tests/broker/test_api_versions_served.py):
+#   Produce v12 (the same as v11 for Ketch; KIP-890's epoch bump) and v13 (topic ids),
+#   Fetch v18 (KIP-1166's HighWatermark), Metadata v13 (REBOOTSTRAP_REQUIRED, KIP-1102),
+#   DescribeCluster v2 (IncludeFencedBrokers, KIP-1073),
+#   AlterPartitionReassignments v1 (AllowReplicationFactorChange, KIP-860).
+#
+# Minima: Kafka 4.0's (KIP-896), which are also what every client the project tests
+# needs, with one exception kept as Kafka keeps it: Produce is advertised from v0 so that
+# librdkafka < 2.10 (kcat's 2.0.2 among them) turns compression on (KAFKA-18659); a
+# Produce v0-v2 carrying magic 0/1 message sets is refused per partition
+# (UNSUPPORTED_VERSION), never mis-parsed. kafka-python 3.0, aiokafka, librdkafka 2.16
+# and Ketch's own clients need nothing older (tests/integration, tests/clients).
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 11),
-    ApiKey.FETCH: (4, 12),
-    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 10),
     ApiKey.METADATA: (0, 12),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
@@ -80,6 +99,17 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
     ApiKey.PUSH_TELEMETRY: (0, 0),
 }
+
+# Kafka 4.1's maximum where it is above ours, and why (see above).
+KAFKA_4_1_MAX_EXCEPTIONS: dict[int, tuple[int, str]] = {
+    ApiKey.PRODUCE: (13, "v12-v13 are not in the reference schemas"),
+    ApiKey.FETCH: (18, "v18 is not in the reference schemas"),
+    ApiKey.METADATA: (13, "v13 is not in the reference schemas"),
+    ApiKey.DESCRIBE_CLUSTER: (2, "v2 is not in the reference schemas"),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (1, "v1 is not in the reference schemas"),
+}
+
+_ZERO_UUID = uuid.UUID(int=0)      # Kafka's Uuid.ZERO_UUID: no topic id
 
 _REQUEST_NAMES = {int(k): request_name(k) for k in ApiKey}
 
@@ -118,6 +148,25 @@ class BusyTime:
                 send, error = (yield suspended), None
             except BaseException as e:      # cancellation and the like reach the handler
                 send, error = None, e
+
+
+def fetch_replica_id(req: messages.FetchRequest, version: int) -> int:
+    """The fetching follower's broker id, -1 for a consumer: v15+ carry it in ReplicaState
+    (KIP-903), older versions in ReplicaId (Kafka's FetchRequest.replicaId())."""
+    return req.replica_state.replica_id if version >= 15 else req.replica_id
+
+
+def _session_key(topic: Any, partition: int, by_id: bool) -> SessionPartition:
+    """A Fetch request's topic (FetchTopic or ForgottenTopic) and partition as the fetch
+    session names it: by topic id from v13, by name before."""
+    return TopicIdPartition(topic.topic_id, partition) if by_id else TopicPartition(topic.topic, partition)
+
+
+# KIP-951: partition errors a Fetch v16+ answers with the current leader and its endpoint
+# (a Produce v10+ only NOT_LEADER_OR_FOLLOWER, as Kafka's KafkaApis).
+_LEADER_MOVED = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH}
+_NO_CURRENT_LEADER = messages.FetchResponse.LeaderIdAndEpoch()      # the tagged default: not sent
+_NO_PRODUCE_LEADER = messages.ProduceResponse.LeaderIdAndEpoch()
 
 
 def _quorum_leader(resp: messages.DescribeQuorumResponse) -> int:
@@ -201,10 +250,10 @@ class KafkaApis:
         busy = BusyTime(handling)
         answer = await busy
         if answer is not None and api_key not in _REQUEST_QUOTA_EXEMPT and not (
-                api_key == ApiKey.FETCH and request.body.replica_id >= 0):
+                api_key == ApiKey.FETCH and fetch_replica_id(request.body, version) >= 0):
             answer = self._request_quota(answer, client, busy.ms)
         if api_key == ApiKey.FETCH:
-            name = "FetchFollower" if request.body.replica_id >= 0 else "FetchConsumer"
+            name = "FetchFollower" if fetch_replica_id(request.body, version) >= 0 else "FetchConsumer"
         else:
             name = _REQUEST_NAMES[api_key]
         self.metrics.observe_request(name, started)
@@ -277,23 +326,27 @@ class KafkaApis:
     async def handle_metadata(self, req: messages.MetadataRequest, version: int,
                               client: ClientInfo) -> messages.MetadataResponse:
         image = self.replicas.image
+        cls = messages.MetadataResponse
+        unknown_ids: list[uuid.UUID] = []
         if req.topics is None or (version == 0 and not req.topics):
             names = sorted(image.topics.by_name)
             explicit = False
         else:
-            names = [t.name for t in req.topics if t.name is not None]
+            ids = [t.topic_id for t in req.topics if t.topic_id != _ZERO_UUID]
+            if version < 12 and (ids or any(t.name is None for t in req.topics)):
+                # As Kafka: names only before v12 (v10-11 have the fields, not the feature).
+                return cls(topics=[cls.MetadataResponseTopic(       # a name is not nullable here
+                    error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id)
+                    for t in req.topics])
+            if ids:
+                # v12: topics by id (names, if any, are then ignored, as Kafka's); an id
+                # this broker does not know is UNKNOWN_TOPIC_ID, with no name.
+                known = [image.topics.get_by_id(i) for i in ids]
+                names = [t.name for t in known if t is not None]
+                unknown_ids = [i for i, t in zip(ids, known) if t is None]
+            else:
+                names = [t.name for t in req.topics if t.name is not None]
             explicit = True
-        # v10+: topics asked for by id alone (KIP-516; KIP-848 consumers learn their
-        # assignment as topic ids). An unknown id is answered as such, never created.
-        unknown_ids = []
-        if version >= 10 and req.topics:
-            for t in req.topics:
-                if t.name is None and t.topic_id != ZERO_UUID:
-                    known = image.topics.get_by_id(t.topic_id)
-                    if known is None:
-                        unknown_ids.append(t.topic_id)
-                    else:
-                        names.append(known.name)
         allow_create = (req.allow_auto_topic_creation if version >= 4 else True) and \
             self.config.auto_create_topics_enable
         missing = [n for n in names if image.topics.get(n) is None]
@@ -301,9 +354,8 @@ class KafkaApis:
         if explicit and missing and allow_create:
             create_errors = await self.topic_creation.auto_create(missing)
             image = self.replicas.image
-        cls = messages.MetadataResponse
         topics = [cls.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
-                                            topic_id=topic_id) for topic_id in unknown_ids]
+                                            topic_id=i) for i in unknown_ids]
         for name in names:
             topic = image.topics.get(name)
             if topic is None:
@@ -387,72 +439,132 @@ class KafkaApis:
                 if code != ErrorCode.NONE:
                     results[key] = (code,) + results[key][1:]
         by_topic: dict[str, list] = {}
+        leaders: dict[int, Any] = {}
         for (name, index), (code, base, append_time, start, message, refused) in results.items():
+            # KIP-951 (v10+): a NOT_LEADER_OR_FOLLOWER names the current leader and its endpoint.
+            current_leader = (self._current_leader(cls, TopicPartition(name, index), leaders)
+                              if version >= 10 and code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                              else _NO_PRODUCE_LEADER)
             by_topic.setdefault(name, []).append(cls.PartitionProduceResponse(
                 index=index, error_code=code, base_offset=base if code == ErrorCode.NONE else -1,
                 log_append_time_ms=append_time, log_start_offset=start, error_message=message,
                 record_errors=[cls.PartitionProduceResponse.BatchIndexAndErrorMessage(
-                    batch_index=i, batch_index_error_message=m) for i, m in refused]))
+                    batch_index=i, batch_index_error_message=m) for i, m in refused],
+                current_leader=current_leader))
         return cls(throttle_time_ms=throttle_ms,
                    responses=[cls.TopicProduceResponse(name=n, partition_responses=ps)
-                              for n, ps in by_topic.items()])
+                              for n, ps in by_topic.items()],
+                   node_endpoints=list(leaders.values()))
 
     # ------------------------------------------------------------ Fetch
 
     async def handle_fetch(self, req: messages.FetchRequest, version: int,
                            client: ClientInfo) -> messages.FetchResponse:
+        """Fetch v4-v17. v13+ name topics by id (KIP-516): an id this broker's metadata
+        does not know is UNKNOWN_TOPIC_ID for its partitions, and the fetch session keys
+        partitions by id. v15+ carry the follower's id (and broker epoch, KIP-903) in
+        ReplicaState. v16+ answer NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with the
+        current leader and its endpoint (KIP-951). v17's ReplicaDirectoryId (KIP-853) only
+        matters to KRaft's own fetches; a broker reads it and needs nothing from it."""
         cls = messages.FetchResponse
-        replica_id = req.replica_id
+        replica_id = fetch_replica_id(req, version)
+        replica_epoch = req.replica_state.replica_epoch if version >= 15 else -1     # KIP-903
+        by_id = version >= 13
+        image = self.replicas.image
         loop = asyncio.get_running_loop()
         # KIP-227: which partitions this fetch reads (an incremental one: its session's),
         # and which of them the answer carries.
         session = self.fetch_sessions.context(
             req.session_id, req.session_epoch,
-            (PartitionAsked(TopicPartition(t.topic, p.partition), p.fetch_offset,
+            (PartitionAsked(_session_key(t, p.partition, by_id), p.fetch_offset,
                             p.partition_max_bytes, p.current_leader_epoch)
              for t in req.topics for p in t.partitions),
-            (TopicPartition(t.topic, p) for t in req.forgotten_topics_data for p in t.partitions),
-            privileged=replica_id >= 0, now_ms=self.replicas.now_ms())
+            (_session_key(t, p, by_id) for t in req.forgotten_topics_data for p in t.partitions),
+            privileged=replica_id >= 0, now_ms=self.replicas.now_ms(), uses_topic_ids=by_id)
         if session.error_code != ErrorCode.NONE:
             return cls(error_code=session.error_code, session_id=0)
+        # The session's partitions by name; by id, resolved against this broker's metadata
+        # on every fetch (a session may hold an id the metadata learns later).
+        wanted: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]] = []
+        for key, cached in session.partitions:
+            if isinstance(key, TopicIdPartition):
+                topic = image.topics.get_by_id(key.topic_id)
+                wanted.append((key, None if topic is None else TopicPartition(topic.name, key.partition),
+                               cached))
+            else:
+                wanted.append((key, key, cached))
+        readable = [tp for _, tp, _ in wanted if tp is not None]
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
-        wanted = session.partitions
         while True:
             total = 0
             any_error = redirected = False
-            results = []
-            for tp, p in wanted:
+            results: list[tuple[SessionPartition, TopicPartition | None, CachedPartition, ReadResult]] = []
+            for key, tp, p in wanted:
+                if tp is None:
+                    # As Kafka's: answered, but no reason to answer before max_wait_ms
+                    # unless nothing else is read.
+                    results.append((key, tp, p, ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)))
+                    any_error |= not readable
+                    continue
                 budget = max(0, req.max_bytes - total)
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, min_one_batch=(total == 0),
-                                            client_rack=req.rack_id if version >= 11 else None)
+                                            client_rack=req.rack_id if version >= 11 else None,
+                                            replica_epoch=replica_epoch)
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
-                results.append((tp, p, result))
+                results.append((key, tp, p, result))
                 redirected |= result.preferred_read_replica >= 0
             if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
-            await self.replicas.wait_for_data([tp for tp, _ in wanted], deadline - loop.time())
-        by_topic: dict[str, list] = {}
+            await self.replicas.wait_for_data(readable, deadline - loop.time())
+        by_topic: dict[Any, list] = {}
+        leaders: dict[int, Any] = {}
         fetched = 0
-        for tp, cached, r in results:
+        for key, tp, cached, r in results:
             if not session.include(cached, r.error_code,
                                    r.records is not None or r.preferred_read_replica >= 0,
                                    r.high_watermark, r.log_start_offset):
                 continue
-            by_topic.setdefault(tp.topic, []).append(cls.PartitionData(
-                partition_index=tp.partition, error_code=r.error_code, high_watermark=r.high_watermark,
+            current_leader = (self._current_leader(cls, tp, leaders)
+                              if version >= 16 and tp is not None and r.error_code in _LEADER_MOVED
+                              else _NO_CURRENT_LEADER)
+            data = cls.PartitionData(
+                partition_index=key.partition, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
-                preferred_read_replica=r.preferred_read_replica,
-                records=self.replicas.records_of(r)))
-            self.metrics.record_fetch(tp.topic, r.error_code, r.size_in_bytes)
+                current_leader=current_leader, preferred_read_replica=r.preferred_read_replica,
+                records=self.replicas.records_of(r))
+            by_topic.setdefault(key.topic_id if isinstance(key, TopicIdPartition) else key.topic,
+                                []).append(data)
+            if tp is not None:
+                self.metrics.record_fetch(tp.topic, r.error_code, r.size_in_bytes)
             fetched += r.size_in_bytes
         throttle_ms = 0 if replica_id >= 0 else self.quotas.fetch.record(
             self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "", fetched,
             self.replicas.now_ms())
         return cls(error_code=ErrorCode.NONE, session_id=session.session_id,
                    throttle_time_ms=throttle_ms, responses=[
-            cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
+                       cls.FetchableTopicResponse(topic_id=t, partitions=ps) if by_id
+                       else cls.FetchableTopicResponse(topic=t, partitions=ps)
+                       for t, ps in by_topic.items()],
+                   node_endpoints=list(leaders.values()))
+
+    def _current_leader(self, cls: Any, tp: TopicPartition, endpoints: dict[int, Any]) -> Any:
+        """KIP-951: the partition's leader and epoch as this broker's metadata has them,
+        its endpoint on this listener added to ``endpoints`` (Kafka's getCurrentLeader),
+        as ``cls``'s (ProduceResponse's or FetchResponse's) structs."""
+        image = self.replicas.image
+        topic = image.topics.get(tp.topic)
+        reg = None if topic is None else topic.partitions.get(tp.partition)
+        if reg is None:
+            return cls.LeaderIdAndEpoch(leader_id=NO_LEADER, leader_epoch=-1)
+        broker = image.cluster.brokers.get(reg.leader)
+        if broker is not None and not broker.fenced:
+            endpoint = broker.endpoint(self.config.listener_name)
+            if endpoint is not None:
+                endpoints[reg.leader] = cls.NodeEndpoint(node_id=reg.leader, host=endpoint.host,
+                                                         port=endpoint.port, rack=broker.rack)
+        return cls.LeaderIdAndEpoch(leader_id=reg.leader, leader_epoch=reg.leader_epoch)
 
     # ------------------------------------------------------------ offsets
 

@@ -191,6 +191,7 @@ class Broker:
                                       use_sendfile=zero_copy,
                                       on_log_dir_failure=self._on_log_dir_failure)
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
+                                              broker_epoch=lambda: self.lifecycle.broker_epoch,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
         self.cleaner = CleanerDriver(self.logs, self.storage, self.core.high_watermark_of, now_ms)
         self._apply_broker_configs()

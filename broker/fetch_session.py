@@ -21,6 +21,14 @@ only partitions with something new for the fetcher: records, an error, or a high
 watermark / log start offset other than the one it was last told. The session keeps, per
 partition, the position the fetcher asked for and what it was last told.
 
+Topic ids (KIP-516). From Fetch v13 a request names topics by id, and a session keeps its
+partitions under ``TopicIdPartition`` keys; before v13, under ``TopicPartition``. A session
+remembers which (Kafka's ``usesTopicIds``): an incremental fetch of the other kind is
+FETCH_SESSION_TOPIC_ID_ERROR, since its partitions could not be matched with the cached
+ones. Resolving an id to a topic (or answering UNKNOWN_TOPIC_ID) is the caller's, on every
+fetch, so that a session keeps partitions of a topic not yet in the metadata, as Kafka's
+does, and answers them once it is.
+
 The cache is bounded (``max.incremental.fetch.session.cache.slots``, counted in partitions
 as Kafka does). A new session that does not fit evicts the least recently used session that
 has been idle at least ``min.incremental.fetch.session.eviction.ms``, or, for a follower
@@ -34,25 +42,28 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Union
 
 from clients.protocol.errors import ErrorCode
-from clients.types import TopicPartition
+from clients.types import TopicIdPartition, TopicPartition
 
 __all__ = [
     "FINAL_EPOCH", "INITIAL_EPOCH", "CachedPartition", "FetchContext", "FetchSessionCache",
-    "PartitionAsked",
+    "PartitionAsked", "SessionPartition",
 ]
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 NO_SESSION = 0
 
+# How a session names a partition: by topic id from Fetch v13, by topic name before.
+SessionPartition = Union[TopicPartition, TopicIdPartition]
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionAsked:
     """One partition of a Fetch request, as the session needs it."""
-    tp: TopicPartition
+    tp: SessionPartition
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int
@@ -83,7 +94,8 @@ class CachedPartition:
 class FetchSession:
     session_id: int
     privileged: bool                     # a follower's
-    partitions: dict[TopicPartition, CachedPartition]
+    uses_topic_ids: bool                 # created by a Fetch v13+: keys are TopicIdPartitions
+    partitions: dict[SessionPartition, CachedPartition]
     next_epoch: int = 1
     last_used_ms: int = 0
 
@@ -93,7 +105,7 @@ class FetchContext:
     """What one Fetch reads and how its answer is shaped."""
     session_id: int                      # in the response; 0 without a session
     incremental: bool
-    partitions: list[tuple[TopicPartition, CachedPartition]]
+    partitions: list[tuple[SessionPartition, CachedPartition]]
     error_code: int = ErrorCode.NONE     # a request-level error: answer nothing else
 
     def include(self, cached: CachedPartition, error_code: int, has_records: bool,
@@ -113,15 +125,16 @@ class FetchSessionCache:
     evictions: int = 0
 
     def context(self, session_id: int, epoch: int, asked: Iterable[PartitionAsked],
-                forgotten: Iterable[TopicPartition], privileged: bool,
-                now_ms: int) -> FetchContext:
+                forgotten: Iterable[SessionPartition], privileged: bool,
+                now_ms: int, uses_topic_ids: bool = False) -> FetchContext:
+        """``uses_topic_ids``: the request is Fetch v13+, its partitions TopicIdPartitions."""
         asked = list(asked)
         if epoch == INITIAL_EPOCH or epoch == FINAL_EPOCH:
             if session_id != NO_SESSION:
                 self._remove(session_id)
             partitions = [(p.tp, _cached(p)) for p in asked]
             if epoch == INITIAL_EPOCH:
-                new = self._create(dict(partitions), privileged, now_ms)
+                new = self._create(dict(partitions), privileged, uses_topic_ids, now_ms)
                 if new is not None:
                     return FetchContext(new.session_id, False, list(new.partitions.items()))
             return FetchContext(NO_SESSION, False, partitions)
@@ -130,6 +143,9 @@ class FetchSessionCache:
             return FetchContext(NO_SESSION, False, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if epoch != session.next_epoch:
             return FetchContext(NO_SESSION, False, [], ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            # Names cannot be matched with ids (nor ids with names): the fetcher starts anew.
+            return FetchContext(NO_SESSION, False, [], ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         before = len(session.partitions)
         for tp in forgotten:
             session.partitions.pop(tp, None)
@@ -147,8 +163,8 @@ class FetchSessionCache:
         self.sessions.move_to_end(session_id)
         return FetchContext(session_id, True, list(session.partitions.items()))
 
-    def _create(self, partitions: dict[TopicPartition, CachedPartition], privileged: bool,
-                now_ms: int) -> FetchSession | None:
+    def _create(self, partitions: dict[SessionPartition, CachedPartition], privileged: bool,
+                uses_topic_ids: bool, now_ms: int) -> FetchSession | None:
         size = len(partitions)
         if size == 0 or size > self.max_partitions:
             return None
@@ -159,7 +175,7 @@ class FetchSessionCache:
             self._remove(victim)
             self.evictions += 1
         session_id = self._new_id()
-        session = FetchSession(session_id, privileged, partitions, last_used_ms=now_ms)
+        session = FetchSession(session_id, privileged, uses_topic_ids, partitions, last_used_ms=now_ms)
         self.sessions[session_id] = session
         self.cached_partitions += size
         return session

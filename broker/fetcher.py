@@ -20,11 +20,14 @@ from broker.replica_manager import EpochAnswer, FetchedPartition, FollowerWork
 from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from clients.protocol.fetch_session import (
-    FetchSessionHandler, SessionRequest, WantedPartition, request_topics,
+    TOPIC_ID_FETCH_VERSION, ZERO_TOPIC_ID, FetchSessionHandler, SessionRequest, WantedPartition,
+    request_topics,
 )
 from clients.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+FETCH_VERSION_MAX = 17          # what a follower speaks; the leader's maximum may be lower
 
 __all__ = ["ReplicaFetcherManager"]
 
@@ -32,11 +35,13 @@ __all__ = ["ReplicaFetcherManager"]
 class ReplicaFetcherManager:
     def __init__(self, driver: ReplicaDriver, broker_id: int,
                  endpoint_of: Callable[[int], tuple[str, int] | None],
+                 broker_epoch: Callable[[], int] = lambda: -1,
                  fetch_max_wait_ms: int = 500, fetch_max_bytes: int = 10 * 1024 * 1024,
                  partition_fetch_max_bytes: int = 1024 * 1024) -> None:
         self.driver = driver
         self.broker_id = broker_id
         self.endpoint_of = endpoint_of
+        self.broker_epoch = broker_epoch        # this broker's registration, for ReplicaState
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.partition_fetch_max_bytes = partition_fetch_max_bytes
@@ -134,16 +139,29 @@ class ReplicaFetcherManager:
 
     async def _fetch(self, conn: KafkaConnection, work: FollowerWork,
                      session: FetchSessionHandler) -> list[FetchedPartition]:
-        version = conn.pick_version(ApiKey.FETCH, 4, 12)
+        """One Fetch at the highest version both brokers speak: v13+ name topics by id
+        (a recreated topic's new log is never fed the old one's records), v15+ carry
+        this broker's id and epoch in ReplicaState (KIP-903)."""
+        by_id = all(f.topic_id != ZERO_TOPIC_ID for f in work.fetches)
+        version = conn.pick_version(ApiKey.FETCH, 4, FETCH_VERSION_MAX if by_id else TOPIC_ID_FETCH_VERSION - 1)
+        uses_topic_ids = version >= TOPIC_ID_FETCH_VERSION
         cls = messages.FetchRequest
         wanted = {f.partition: WantedPartition(f.fetch_offset, f.current_leader_epoch,
-                                               self.partition_fetch_max_bytes, f.log_start_offset)
+                                               self.partition_fetch_max_bytes, f.log_start_offset,
+                                               f.topic_id)
                   for f in work.fetches}
-        plan = session.build(wanted) if version >= 7 else SessionRequest(0, -1, tuple(wanted), ())
+        plan = (session.build(wanted, uses_topic_ids) if version >= 7
+                else SessionRequest(0, -1, tuple(wanted), ()))
         topics, forgotten = request_topics(plan, wanted)
-        req = cls(replica_id=self.broker_id, max_wait_ms=self.fetch_max_wait_ms, min_bytes=1,
+        if version >= 15:
+            replica = dict(replica_state=cls.ReplicaState(replica_id=self.broker_id,
+                                                          replica_epoch=self.broker_epoch()))
+        else:
+            replica = dict(replica_id=self.broker_id)
+        req = cls(max_wait_ms=self.fetch_max_wait_ms, min_bytes=1,
                   max_bytes=self.fetch_max_bytes, isolation_level=0, session_id=plan.session_id,
-                  session_epoch=plan.session_epoch, topics=topics, forgotten_topics_data=forgotten)
+                  session_epoch=plan.session_epoch, topics=topics, forgotten_topics_data=forgotten,
+                  **replica)
         try:
             resp = await conn.request(ApiKey.FETCH, version, req,
                                       timeout_s=self.fetch_max_wait_ms / 1000 + 30)
@@ -152,6 +170,9 @@ class ReplicaFetcherManager:
             raise
         if version >= 7 and not session.handle_response(resp.session_id, resp.error_code):
             return []           # the session is gone: the next fetch is a full one
-        return [FetchedPartition(TopicPartition(t.topic, p.partition_index), p.error_code,
+        names = {f.topic_id: f.partition.topic for f in work.fetches}
+        return [FetchedPartition(TopicPartition(name, p.partition_index), p.error_code,
                                  p.high_watermark, p.log_start_offset, p.records)
-                for t in resp.responses for p in t.partitions]
+                for t in resp.responses
+                if (name := names.get(t.topic_id) if uses_topic_ids else t.topic) is not None
+                for p in t.partitions]

@@ -185,10 +185,12 @@ class ReplicaDriver:
     # ------------------------------------------------------------ fetch
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
-             replica_id: int, min_one_batch: bool, client_rack: str | None = None) -> ReadResult:
+             replica_id: int, min_one_batch: bool, client_rack: str | None = None,
+             replica_epoch: int = -1) -> ReadResult:
         now = self.now_ms()
         return self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
-                                               replica_id, now, min_one_batch, client_rack))
+                                               replica_id, now, min_one_batch, client_rack,
+                                               replica_epoch))
 
     def records_of(self, result: ReadResult) -> Any:
         """The bytes to send for a read: a zero-copy file region, or a copy."""

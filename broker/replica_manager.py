@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
-    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
+    EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import (
     LogDirOfflineError, decode_offset_checkpoint, encode_offset_checkpoint, normalize_dir,
@@ -108,6 +108,8 @@ __all__ = [
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 ALTER_PARTITION_RETRY_MS = 500
+NO_BROKER_EPOCH = -1    # a Fetch before v15 names no broker epoch (KIP-903)
+
 # AlterPartition answers that prove the controller did not apply the proposal.
 ALTER_PARTITION_NOT_APPLIED = frozenset({
     ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INVALID_REQUEST,
@@ -190,6 +192,7 @@ class FetchPosition:
     current_leader_epoch: int
     fetch_offset: int
     log_start_offset: int
+    topic_id: uuid.UUID         # what Fetch v13+ names the topic by (KIP-516)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +331,8 @@ class ReplicaManager:
         self._hw_checkpoint = self._read_hw_checkpoint()
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
         self._leader_backoff_until: dict[int, int] = {}
+        # KIP-903: the broker epoch each follower named in its last Fetch (v15+).
+        self._follower_broker_epochs: dict[int, int] = {}
         self._effects: list[Effect] = []
         self._changed: set[TopicPartition] = set()
         self.leader_quota = ReplicationQuota()
@@ -701,7 +706,7 @@ class ReplicaManager:
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, min_one_batch: bool,
-             client_rack: str | None = None) -> ReadResult:
+             client_rack: str | None = None, replica_epoch: int = NO_BROKER_EPOCH) -> ReadResult:
         """Fetch from the leader: consumers read below the HW; a follower (``replica_id``
         >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule).
         KIP-392: a consumer whose Fetch carries client metadata (v11+: ``client_rack`` not
@@ -730,6 +735,7 @@ class ReplicaManager:
         if is_follower:
             if replica_id not in replica.replicas:
                 return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._follower_broker_epochs[replica_id] = replica_epoch
             if fetch_offset <= hosted.log.log_end_offset:
                 hw_before = replica.high_watermark
                 completions, proposals = replica.on_follower_fetch(replica_id, fetch_offset, now_ms)
@@ -812,9 +818,13 @@ class ReplicaManager:
         hw = hosted.replica.high_watermark
         if timestamp == LATEST_TIMESTAMP:
             return ErrorCode.NONE, -1, hw, hosted.replica.leader_epoch
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            # Without tiered storage the local log starts where the log does (Kafka's
+            # UnifiedLog when remote storage is off).
             start = hosted.log.log_start_offset
             return ErrorCode.NONE, -1, start, hosted.log.leader_epoch_cache.epoch_for_offset(start)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return ErrorCode.NONE, -1, -1, -1          # nothing is tiered (KIP-1005)
         found = hosted.log.offset_for_timestamp(timestamp)
         if found is None or found.offset >= hw:
             return ErrorCode.NONE, -1, -1, -1
@@ -839,10 +849,15 @@ class ReplicaManager:
     def _propose_isr(self, hosted: HostedPartition, proposal: AlterIsr, now_ms: int) -> None:
         # Kafka's leaders do not propose fenced or shutting-down replicas for the ISR (the
         # controller would refuse with INELIGIBLE_REPLICA, again on every fetch).
+        # KIP-903: nor one whose last Fetch named another broker epoch than its registration
+        # (a fetch from before the follower restarted with an empty disk, say); -1: a
+        # fetch before v15, which names none (Kafka's isBrokerEpochIsrEligible).
         cluster = self.image.cluster
         for broker_id in set(proposal.new_isr) - set(hosted.replica.isr):
             reg = cluster.get(broker_id)
-            if reg is None or reg.fenced or reg.in_controlled_shutdown:
+            fetched_epoch = self._follower_broker_epochs.get(broker_id, NO_BROKER_EPOCH)
+            if reg is None or reg.fenced or reg.in_controlled_shutdown or (
+                    fetched_epoch != NO_BROKER_EPOCH and fetched_epoch != reg.broker_epoch):
                 hosted.replica.abandon_pending_isr()    # never sent: nothing to undo
                 return
         state = self._isr_proposals.get(hosted.tp)
@@ -934,7 +949,7 @@ class ReplicaManager:
                 wait_ms = min(wait_ms, self.follower_quota.sample_ms)
             else:
                 fetches.append(FetchPosition(tp, f.leader_epoch, f.fetch_offset,
-                                             hosted.log.log_start_offset))
+                                             hosted.log.log_start_offset, hosted.topic_id))
         if not any_following:
             return None
         return FollowerWork(leader_id, tuple(queries), tuple(fetches), wait_ms)

@@ -11,13 +11,15 @@ Not here: cluster metadata views (`clients._core.metadata`), configuration
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from clients.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, TimestampType
 
 __all__ = [
-    "TopicPartition", "TopicPartitionReplica", "OffsetAndMetadata", "OffsetAndTimestamp", "RecordMetadata",
+    "TopicPartition", "TopicIdPartition", "TopicPartitionReplica", "OffsetAndMetadata",
+    "OffsetAndTimestamp", "RecordMetadata",
     "ConsumerRecord", "Header", "NO_TIMESTAMP", "TimestampType", "NO_LEADER_EPOCH",
 ]
 
@@ -44,6 +46,16 @@ class TopicPartitionReplica(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition} on broker {self.broker_id}"
+
+
+class TopicIdPartition(NamedTuple):
+    """A partition named by its topic's id (KIP-516), as Fetch v13+ names them: the id
+    outlives renames and tells a recreated topic from the old one."""
+    topic_id: uuid.UUID
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic_id}-{self.partition}"
 
 
 class OffsetAndMetadata(NamedTuple):

@@ -380,9 +380,16 @@ class ControllerDriver:
 # -- the Kafka APIs ---------------------------------------------------------------------------
 
 
+# Kafka 4.0 dropped the oldest versions of these (KIP-896); a controller serves the rest
+# of each schema's range.
+_KAFKA_4_MINIMA: dict[str, int] = {
+    "FetchRequest": 4, "CreateTopicsRequest": 2, "DeleteTopicsRequest": 1,
+}
+
+
 def _schema_range(name: str) -> tuple[int, int]:
     lo, hi = _schemas.SCHEMAS[name][2]
-    return lo, hi
+    return max(lo, _KAFKA_4_MINIMA.get(name, lo)), hi
 
 
 SERVED_APIS: dict[int, str] = {

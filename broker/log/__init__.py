@@ -44,6 +44,8 @@ from broker.log.partition_log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    EARLIEST_LOCAL_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     AppendOrigin,
     AppendResult,
     LogReadResult,
@@ -85,6 +87,8 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
     # leader epochs
     "LeaderEpochCache",
     "EpochEntry",

@@ -110,6 +110,8 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
 ]
 
 log = logging.getLogger("ketch.log")
@@ -122,6 +124,10 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+# ListOffsets v8+ (KIP-405) and v9+ (KIP-1005). Ketch keeps no tiered storage: the local
+# log is the whole log, and nothing is tiered.
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 _INT32_MAX = 2**31 - 1
 _NO_DEADLINE_MS = 2**31 - 1
 DELETED_SUFFIX = ".deleted"     # a retired segment file awaiting file.delete.delay.ms

@@ -30,6 +30,7 @@ turned into an action: refresh metadata (leader moved), reset the position
 from __future__ import annotations
 
 import heapq
+import uuid
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Mapping
@@ -37,7 +38,8 @@ from typing import Any, Callable, Iterable, Mapping
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.protocol.fetch_session import (
-    FetchSessionHandler, SessionRequest, WantedPartition, request_topics,
+    TOPIC_ID_FETCH_VERSION, ZERO_TOPIC_ID, FetchSessionHandler, SessionRequest, WantedPartition,
+    request_topics,
 )
 import crc32c
 
@@ -52,7 +54,8 @@ from clients.types import NO_LEADER_EPOCH, ConsumerRecord, TopicPartition
 __all__ = [
     "ResetStrategy", "PartitionState", "SubscriptionState", "FetchPlan", "PartitionFetchResult",
     "plan_fetches", "handle_partition_response", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
-    "READ_UNCOMMITTED", "READ_COMMITTED", "records_from_batches",
+    "READ_UNCOMMITTED", "READ_COMMITTED", "records_from_batches", "FETCH_VERSION_MIN",
+    "FETCH_VERSION_MAX",
 ]
 
 EARLIEST_TIMESTAMP = -2      # ListOffsets sentinels
@@ -168,24 +171,54 @@ class SubscriptionState:
                 and not s.awaiting_validation]
 
 
+# Fetch versions Ketch's consumer speaks: v4 (isolation level) to v17; v13+ name topics by
+# id, so a fetch naming a partition whose topic id is unknown stops at v12.
+FETCH_VERSION_MIN = 4
+FETCH_VERSION_MAX = 17
+FETCH_VERSION_MAX_BY_NAME = TOPIC_ID_FETCH_VERSION - 1
+
+
 @dataclass(frozen=True, slots=True)
 class FetchPlan:
+    """One Fetch to one node; the request itself is built for the version the connection
+    picks (``request(version)``), since v13+ name topics by id and the session must know."""
     node_id: int
-    request: Any
     partitions: tuple[tuple[TopicPartition, int], ...]       # (partition, fetch offset)
+    versions: tuple[int, int]
+    wanted: dict[TopicPartition, WantedPartition]
+    fields: dict[str, Any]                  # the request's other fields
+    session: FetchSessionHandler | None     # KIP-227: None fetches sessionless
+
+    def request(self, version: int) -> Any:
+        """The Fetch request at ``version`` (one of ``versions``); with a session, this is
+        the request the session's next ``handle_response`` answers."""
+        assert self.versions[0] <= version <= self.versions[1]
+        by_id = version >= TOPIC_ID_FETCH_VERSION
+        session = (self.session.build(self.wanted, by_id) if self.session is not None
+                   else SessionRequest(0, -1, tuple(self.wanted), (), by_id))
+        topics, forgotten = request_topics(session, self.wanted)
+        return messages.FetchRequest(session_id=session.session_id, session_epoch=session.session_epoch,
+                                     topics=topics, forgotten_topics_data=forgotten, **self.fields)
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        """How a v13+ answer's topic ids map back to the names this plan fetched."""
+        return {w.topic_id: tp.topic for tp, w in self.wanted.items()}
 
 
 def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple[int, int]],
                  skip: Callable[[TopicPartition], bool], *, max_wait_ms: int, min_bytes: int,
                  max_bytes: int, partition_max_bytes: int, isolation_level: int,
                  rack_id: str = "", busy_nodes: Iterable[int] = (),
-                 sessions: Mapping[int, FetchSessionHandler] | None = None) -> list[FetchPlan]:
+                 sessions: Mapping[int, FetchSessionHandler] | None = None,
+                 topic_ids: Mapping[str, uuid.UUID] | None = None) -> list[FetchPlan]:
     """One Fetch per leader for every fetchable partition that ``skip`` does not exclude
     (records still buffered) and whose leader is known and not busy. With ``sessions`` (a
-    handler per node, KIP-227) a request names only what changed since the last one."""
+    handler per node, KIP-227) a request names only what changed since the last one.
+    ``topic_ids`` (from the metadata): with an id for every topic of a plan, the plan
+    may use Fetch v13+; without, it stops at v12."""
     busy = set(busy_nodes)
+    ids = topic_ids or {}
     by_node: dict[int, dict[TopicPartition, WantedPartition]] = {}
-    F = messages.FetchRequest
     for tp in subs.fetchable():
         if skip(tp):
             continue
@@ -195,18 +228,17 @@ def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple
         node, epoch = leader
         position = subs.partitions[tp].position
         assert position is not None     # fetchable: its position is known
-        by_node.setdefault(node, {})[tp] = WantedPartition(position, epoch, partition_max_bytes)
+        by_node.setdefault(node, {})[tp] = WantedPartition(
+            position, epoch, partition_max_bytes, topic_id=ids.get(tp.topic, ZERO_TOPIC_ID))
+    fields = dict(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                  max_bytes=max_bytes, isolation_level=isolation_level, rack_id=rack_id)
     plans = []
     for node, wanted in by_node.items():
-        handler = sessions.get(node) if sessions is not None else None
-        session = (handler.build(wanted) if handler is not None
-                   else SessionRequest(0, -1, tuple(wanted), ()))
-        topics, forgotten = request_topics(session, wanted)
-        request = F(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                    max_bytes=max_bytes, isolation_level=isolation_level,
-                    session_id=session.session_id, session_epoch=session.session_epoch,
-                    topics=topics, forgotten_topics_data=forgotten, rack_id=rack_id)
-        plans.append(FetchPlan(node, request, tuple((tp, w.fetch_offset) for tp, w in wanted.items())))
+        by_id = all(w.topic_id != ZERO_TOPIC_ID for w in wanted.values())
+        versions = (FETCH_VERSION_MIN, FETCH_VERSION_MAX if by_id else FETCH_VERSION_MAX_BY_NAME)
+        plans.append(FetchPlan(node, tuple((tp, w.fetch_offset) for tp, w in wanted.items()),
+                               versions, wanted, fields,
+                               sessions.get(node) if sessions is not None else None))
     return plans
 
 

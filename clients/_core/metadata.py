@@ -141,6 +141,33 @@ class ClusterMetadata:
         return self._make(newer.cluster_id, newer.controller_id, dict(newer.brokers), topics,
                           newer.updated_ms)
 
+    def with_current_leaders(self, leaders: Mapping[TopicPartition, tuple[int, int]],
+                             endpoints: Iterable[BrokerMetadata]) -> ClusterMetadata:
+        """KIP-951: a Fetch v16+ (or Produce v10+) answer named each partition's current
+        (leader, leader epoch) and the leaders' endpoints; this view with them, so the
+        client goes to the new leader without a Metadata round trip. As the Java client's
+        ``Metadata.updatePartitionLeadership``: only a newer leader epoch replaces a
+        partition's, and only for a known partition whose new leader has an endpoint."""
+        brokers = dict(self.brokers)
+        for b in endpoints:
+            brokers.setdefault(b.node_id, b)
+        topics = dict(self.topics)
+        changed = False
+        for tp, (leader, epoch) in leaders.items():
+            t = topics.get(tp.topic)
+            p = None if t is None else t.partitions.get(tp.partition)
+            if t is None or p is None or leader not in brokers or epoch <= p.leader_epoch:
+                continue
+            parts = dict(t.partitions)
+            parts[tp.partition] = PartitionMetadata(p.topic, p.partition, leader, epoch, p.replicas,
+                                                    p.isr, p.offline_replicas, p.error_code)
+            topics[tp.topic] = TopicMetadata(t.name, t.topic_id, t.error_code, t.is_internal,
+                                             MappingProxyType(parts))
+            changed = True
+        if not changed:
+            return self
+        return self._make(self.cluster_id, self.controller_id, brokers, topics, self.updated_ms)
+
     # --- queries ---
 
     def broker(self, node_id: int) -> BrokerMetadata | None:

@@ -19,11 +19,11 @@ import asyncio
 import itertools
 import random
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from clients._core.config import ClientConfig
-from clients._core.metadata import ClusterMetadata
+from clients._core.metadata import BrokerMetadata, ClusterMetadata
 from clients.connection import CONNECT_VIA, KafkaConnection
 from clients.errors import (
     ClientClosedError, CoordinatorNotAvailableError, KafkaApiError, KafkaConnectionError, KafkaTimeoutError,
@@ -165,6 +165,15 @@ class Cluster:
     @property
     def metadata(self) -> ClusterMetadata:
         return self._metadata
+
+    def update_leaders(self, leaders: Mapping[TopicPartition, tuple[int, int]],
+                       endpoints: Iterable[BrokerMetadata]) -> set[str]:
+        """KIP-951: leaders a Fetch or Produce answer named, into the view; returns the
+        topics of the partitions the view did not take them for (not newer, no endpoint,
+        unknown): those still need a Metadata refresh."""
+        self._metadata = self._metadata.with_current_leaders(leaders, endpoints)
+        return {tp.topic for tp, leader in leaders.items()
+                if self._metadata.leader_for(tp) != leader}
 
     def add_topics(self, topics: Iterable[str]) -> None:
         """Topics the periodic refresh (metadata.max.age.ms) keeps in the view."""

@@ -45,15 +45,15 @@ from clients.errors import (
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
-from clients.protocol.fetch_session import FetchSessionHandler
+from clients._core.metadata import BrokerMetadata
+from clients.protocol.fetch_session import TOPIC_ID_FETCH_VERSION, ZERO_TOPIC_ID, FetchSessionHandler
 from clients.types import NO_LEADER_EPOCH, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRebalanceListener"]
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSIONS = (4, 12)             # v13+ name topics by id only; 4+: isolation level
-LIST_OFFSETS_VERSIONS = (1, 8)
+LIST_OFFSETS_VERSIONS = (1, 10)
 OFFSET_FETCH_VERSIONS = (1, 7)       # v8+ batch several groups
 OFFSET_COMMIT_VERSIONS = (2, 8)      # v9 is for the new (KIP-848) group protocol
 LEADER_WAIT_PER_ATTEMPT_MS = 500    # a few metadata refreshes per offsets lookup attempt
@@ -464,7 +464,8 @@ class Consumer:
                                  max_wait_ms=c["fetch.max.wait.ms"], min_bytes=c["fetch.min.bytes"],
                                  max_bytes=c["fetch.max.bytes"], partition_max_bytes=c["max.partition.fetch.bytes"],
                                  isolation_level=self._isolation, rack_id=c["client.rack"],
-                                 busy_nodes=self._fetching, sessions=self._fetch_sessions):
+                                 busy_nodes=self._fetching, sessions=self._fetch_sessions,
+                                 topic_ids=self._topic_ids(meta, {tp.topic for tp in leaders})):
             for tp, _ in plan.partitions:
                 self._subs.partitions[tp].fetch_in_flight = True
             task = asyncio.get_running_loop().create_task(self._fetch(plan))
@@ -472,11 +473,11 @@ class Consumer:
 
     async def _fetch(self, plan) -> None:
         try:
-            timeout_ms = self.config["request.timeout.ms"] + plan.request.max_wait_ms
+            timeout_ms = self.config["request.timeout.ms"] + plan.fields["max_wait_ms"]
             session = self._fetch_sessions[plan.node_id]
             try:
-                _, resp = await self._cluster.request(plan.node_id, ApiKey.FETCH, plan.request,
-                                                      versions=FETCH_VERSIONS, timeout_ms=timeout_ms)
+                version, resp = await self._cluster.request(plan.node_id, ApiKey.FETCH, plan.request,
+                                                            versions=plan.versions, timeout_ms=timeout_ms)
             except BaseException:
                 session.reset()         # the broker may or may not have moved the epoch on
                 raise
@@ -484,10 +485,15 @@ class Consumer:
             if resp.error_code != ErrorCode.NONE:
                 raise for_code(resp.error_code)(f"Fetch from node {plan.node_id}")
             offsets = dict(plan.partitions)
+            names = plan.topic_names() if version >= TOPIC_ID_FETCH_VERSION else None
             refresh: set[str] = set()
+            moved: dict[TopicPartition, tuple[int, int]] = {}      # KIP-951 (v16+)
             for topic in resp.responses:
+                name = topic.topic if names is None else names.get(topic.topic_id)
+                if name is None:
+                    continue                # an id this fetch did not name
                 for data in topic.partitions:
-                    tp = TopicPartition(topic.topic, data.partition_index)
+                    tp = TopicPartition(name, data.partition_index)
                     fetch_offset = offsets.get(tp)
                     s = self._subs.partitions.get(tp)
                     if s is None or fetch_offset is None or s.position != fetch_offset or tp in self._buffers:
@@ -512,9 +518,17 @@ class Consumer:
                         else:
                             self._subs.request_reset(tp)
                     elif result.action in (FetchAction.REFRESH_METADATA, FetchAction.VALIDATE):
-                        refresh.add(tp.topic)
+                        if data.current_leader.leader_id >= 0:
+                            moved[tp] = (data.current_leader.leader_id, data.current_leader.leader_epoch)
+                        else:
+                            refresh.add(tp.topic)
                     else:
                         s.error = for_code(result.error_code)(f"Fetch of {tp}: {ErrorCode(result.error_code).name}")
+            if moved:
+                # The answer named the new leaders: fetch from them without waiting for a
+                # Metadata round trip (a refresh still follows where one was not named).
+                refresh |= self._cluster.update_leaders(moved, [
+                    BrokerMetadata(n.node_id, n.host, n.port, n.rack) for n in resp.node_endpoints])
             if refresh:
                 self._refresh_metadata_soon(refresh)
         except (ConnectionError, KafkaApiError) as e:
@@ -579,6 +593,16 @@ class Consumer:
                                 error_code=ErrorCode.OFFSET_OUT_OF_RANGE)
         if self._data is not None:
             self._data.set()
+
+    @staticmethod
+    def _topic_ids(meta: Any, topics: set[str]) -> dict[str, Any]:
+        """The ids of ``topics`` the metadata knows (Fetch v13+ needs them)."""
+        out = {}
+        for name in topics:
+            t = meta.topic(name)
+            if t is not None and t.topic_id != ZERO_TOPIC_ID:
+                out[name] = t.topic_id
+        return out
 
     def _refresh_metadata_soon(self, topics: set[str]) -> None:
         if self._metadata_refresh is not None and not self._metadata_refresh.done():

@@ -12,6 +12,12 @@ partitions to send and the ones to forget:
   those with something new, so an idle consumer of many partitions sends and receives a
   few bytes.
 
+Topic ids (KIP-516): from Fetch v13 the request names topics by id, and a session is
+either by id or by name for its whole life, as the broker's is (FETCH_SESSION_TOPIC_ID_ERROR
+otherwise). ``build(wanted, uses_topic_ids)`` therefore starts a new session (a full fetch)
+when the kind changes, and, by id, a partition whose topic id changed (the topic was
+recreated) is forgotten under its old id and sent under its new one.
+
 ``handle_response`` takes the answer's session id and error: a full answer with a session
 id starts the session; an incremental one moves the epoch on; any error (the broker
 evicted the session, an epoch mismatch, a lost connection: ``reset``) makes the next fetch
@@ -22,16 +28,20 @@ replica fetcher (broker/fetcher.py).
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 
-__all__ = ["FetchSessionHandler", "SessionRequest", "WantedPartition", "request_topics"]
+__all__ = ["TOPIC_ID_FETCH_VERSION", "ZERO_TOPIC_ID", "FetchSessionHandler", "SessionRequest",
+           "WantedPartition", "request_topics"]
 
 INITIAL_EPOCH = 0
 EPOCH_MAX = 0x7FFFFFFF
+ZERO_TOPIC_ID = uuid.UUID(int=0)        # Kafka's Uuid.ZERO_UUID: no id known
+TOPIC_ID_FETCH_VERSION = 13             # Fetch names topics by id from v13 (KIP-516)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +50,7 @@ class WantedPartition:
     current_leader_epoch: int
     partition_max_bytes: int
     log_start_offset: int = -1
+    topic_id: uuid.UUID = ZERO_TOPIC_ID      # needed to fetch at v13+
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +58,9 @@ class SessionRequest:
     session_id: int
     session_epoch: int
     to_send: tuple[TopicPartition, ...]      # in the request's topics
-    forgotten: tuple[TopicPartition, ...]    # in its forgotten_topics_data
+    # In its forgotten_topics_data, each with the topic id it was fetched under.
+    forgotten: tuple[tuple[TopicPartition, uuid.UUID], ...]
+    uses_topic_ids: bool = False             # topics by id (Fetch v13+) or by name
 
 
 @dataclass(slots=True)
@@ -55,15 +68,26 @@ class FetchSessionHandler:
     session_id: int = 0
     epoch: int = INITIAL_EPOCH               # the epoch of the next request
     partitions: dict[TopicPartition, WantedPartition] = field(default_factory=dict)
+    uses_topic_ids: bool = False             # the session's kind (meaningful once it exists)
     _pending: dict[TopicPartition, WantedPartition] | None = None
+    _pending_uses_topic_ids: bool = False
 
-    def build(self, wanted: dict[TopicPartition, WantedPartition]) -> SessionRequest:
+    def build(self, wanted: dict[TopicPartition, WantedPartition],
+              uses_topic_ids: bool = False) -> SessionRequest:
+        """The next request's session fields and partitions; ``uses_topic_ids``: it will
+        be sent as Fetch v13+ (every wanted partition then has a topic id)."""
+        assert not uses_topic_ids or all(w.topic_id != ZERO_TOPIC_ID for w in wanted.values())
+        if self.epoch != INITIAL_EPOCH and uses_topic_ids != self.uses_topic_ids:
+            self.reset()            # a session is by id or by name for its whole life
         self._pending = dict(wanted)
+        self._pending_uses_topic_ids = uses_topic_ids
         if self.epoch == INITIAL_EPOCH:
-            return SessionRequest(self.session_id, INITIAL_EPOCH, tuple(wanted), ())
+            return SessionRequest(self.session_id, INITIAL_EPOCH, tuple(wanted), (), uses_topic_ids)
         to_send = tuple(tp for tp, w in wanted.items() if self.partitions.get(tp) != w)
-        forgotten = tuple(tp for tp in self.partitions if tp not in wanted)
-        return SessionRequest(self.session_id, self.epoch, to_send, forgotten)
+        forgotten = tuple((tp, w.topic_id) for tp, w in self.partitions.items()
+                          if tp not in wanted
+                          or (uses_topic_ids and wanted[tp].topic_id != w.topic_id))
+        return SessionRequest(self.session_id, self.epoch, to_send, forgotten, uses_topic_ids)
 
     def handle_response(self, session_id: int, error_code: int) -> bool:
         """The answer to the last ``build``; False (and a full fetch next) on an error."""
@@ -74,6 +98,7 @@ class FetchSessionHandler:
             # A full answer: a session if the broker gave one (0: it had no room; ask again).
             self.session_id = session_id
             self.epoch = 1 if session_id != 0 else INITIAL_EPOCH
+            self.uses_topic_ids = self._pending_uses_topic_ids
         else:
             self.epoch = self.epoch + 1 if self.epoch < EPOCH_MAX else 1
         self.partitions, self._pending = self._pending, None
@@ -90,17 +115,22 @@ def request_topics(session: SessionRequest, wanted: dict[TopicPartition, WantedP
                    ) -> tuple[list[messages.FetchRequest.FetchTopic],
                               list[messages.FetchRequest.ForgottenTopic]]:
     """The Fetch request's ``topics`` (what ``session`` sends) and
-    ``forgotten_topics_data``, grouped by topic."""
+    ``forgotten_topics_data``, grouped by topic: by topic id when the session uses ids
+    (the name rides along, unwritten at v13+), else by name."""
     F = messages.FetchRequest
-    topics: dict[str, list] = {}
+    topics: dict[object, tuple[str, uuid.UUID, list]] = {}
     for tp in session.to_send:
         w = wanted[tp]
-        topics.setdefault(tp.topic, []).append(F.FetchPartition(
+        key = w.topic_id if session.uses_topic_ids else tp.topic
+        topics.setdefault(key, (tp.topic, w.topic_id, []))[2].append(F.FetchPartition(
             partition=tp.partition, current_leader_epoch=w.current_leader_epoch,
             fetch_offset=w.fetch_offset, last_fetched_epoch=-1, log_start_offset=w.log_start_offset,
             partition_max_bytes=w.partition_max_bytes))
-    forgotten: dict[str, list[int]] = {}
-    for tp in session.forgotten:
-        forgotten.setdefault(tp.topic, []).append(tp.partition)
-    return ([F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            [F.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()])
+    forgotten: dict[object, tuple[str, uuid.UUID, list[int]]] = {}
+    for tp, topic_id in session.forgotten:
+        key = topic_id if session.uses_topic_ids else tp.topic
+        forgotten.setdefault(key, (tp.topic, topic_id, []))[2].append(tp.partition)
+    return ([F.FetchTopic(topic=name, topic_id=topic_id, partitions=ps)
+             for name, topic_id, ps in topics.values()],
+            [F.ForgottenTopic(topic=name, topic_id=topic_id, partitions=ps)
+             for name, topic_id, ps in forgotten.values()])

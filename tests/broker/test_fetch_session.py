@@ -89,3 +89,23 @@ def test_the_cache_is_bounded_and_evicts_idle_then_consumer_sessions_for_followe
 def test_no_slots_means_no_sessions() -> None:
     cache = FetchSessionCache(max_partitions=0)
     assert cache.context(0, 0, [asked(T0)], [], False, 0).session_id == 0
+
+
+def test_a_session_by_topic_id_keys_partitions_by_id_and_refuses_a_fetch_by_name() -> None:
+    import uuid
+    from clients.types import TopicIdPartition
+    cache = FetchSessionCache(rng=random.Random(3))
+    t0 = TopicIdPartition(uuid.UUID(int=1), 0)
+    recreated = TopicIdPartition(uuid.UUID(int=2), 0)
+    sid = cache.context(0, 0, [asked(t0)], [], False, 0, uses_topic_ids=True).session_id
+    assert sid > 0
+    # Kafka's FETCH_SESSION_TOPIC_ID_ERROR: a v12 fetch cannot name this session's partitions.
+    refused = cache.context(sid, 1, [], [], False, 1, uses_topic_ids=False)
+    assert refused.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    # By id, the same partition of a recreated topic is another partition of the session.
+    moved = cache.context(sid, 1, [asked(recreated, 7)], [t0], False, 2, uses_topic_ids=True)
+    assert [(key, c.fetch_offset) for key, c in moved.partitions] == [(recreated, 7)]
+    # A session by name refuses a fetch by id alike.
+    by_name = cache.context(0, 0, [asked(T0)], [], False, 3).session_id
+    assert cache.context(by_name, 1, [], [], False, 4, uses_topic_ids=True).error_code == \
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR

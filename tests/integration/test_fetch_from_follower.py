@@ -83,3 +83,38 @@ def test_librdkafka_with_client_rack_reads_from_the_follower_in_its_rack(cluster
         assert fetched_from == 2, stats[-1]["topics"][TOPIC]["partitions"]["0"]
     finally:
         consumer.close()
+
+
+def test_kip_951_a_follower_names_the_leader_and_its_endpoint(cluster) -> None:
+    """Produce v10+ and Fetch v16+ answer NOT_LEADER_OR_FOLLOWER with the current leader
+    and its endpoint, so a client need not refresh its metadata to find it."""
+    from clients.protocol.errors import ErrorCode
+
+    P = messages.ProduceRequest
+    leader = cluster.spec.node(1)
+    follower_port = cluster.spec.node(2).port
+    batch = build_batch([Record(0, 0, None, b"to-a-follower")])
+    produce = P(acks=1, timeout_ms=10_000, topic_data=[P.TopicProduceData(
+        name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=batch)])])
+    for version, named in ((9, False), (10, True), (11, True)):
+        resp = roundtrip(follower_port, ApiKey.PRODUCE, version, produce)
+        part = resp.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (part.current_leader.leader_id == 1) is named
+        assert [(n.node_id, n.host, n.port, n.rack) for n in resp.node_endpoints] == \
+            ([(1, "127.0.0.1", leader.port, "r1")] if named else [])
+    # A follower fetch (broker 3's, by topic id) sent to follower 2.
+    M = messages.MetadataRequest
+    (topic,) = roundtrip(follower_port, ApiKey.METADATA, 12,
+                         M(topics=[M.MetadataRequestTopic(name=TOPIC)])).topics
+    fetch = F(replica_state=F.ReplicaState(replica_id=3, replica_epoch=-1), max_wait_ms=0,
+              min_bytes=1, max_bytes=1 << 20, session_id=0, session_epoch=-1,
+              topics=[F.FetchTopic(topic_id=topic.topic_id, partitions=[
+                  F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    for version, named in ((15, False), (16, True), (17, True)):
+        resp = roundtrip(follower_port, ApiKey.FETCH, version, fetch)
+        (part,) = resp.responses[0].partitions
+        assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (part.current_leader.leader_id, part.current_leader.leader_epoch >= 0) == \
+            ((1, True) if named else (-1, False))
+        assert [n.node_id for n in resp.node_endpoints] == ([1] if named else [])

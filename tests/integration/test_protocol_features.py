@@ -6,10 +6,13 @@ finalized features moved by UpdateFeatures (KIP-584, KIP-778).
 One broker, so that it leads every partition: each fetch below goes to the leader."""
 from __future__ import annotations
 
+import dataclasses
+import uuid
+
 import pytest
 
 from clients.admin import NewTopic
-from clients.protocol import ApiKey, messages
+from clients.protocol import ApiKey, _schemas, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch
 from integration_helpers import STOP_TIMEOUT_S, admin_for, roundtrip, start_cluster, wait_until
@@ -212,9 +215,10 @@ def test_api_versions_reports_supported_and_finalized_features(cluster) -> None:
     resp = roundtrip(_port(cluster), ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
         client_software_name="ketch-it", client_software_version="1"))
     assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == \
-        [("metadata.version", 1, METADATA_VERSION)]
+        [("eligible.leader.replicas.version", 0, 1), ("metadata.version", 1, METADATA_VERSION)]
     assert [(f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features] == \
-        [("metadata.version", METADATA_VERSION, METADATA_VERSION)]
+        [("eligible.leader.replicas.version", 1, 1),
+         ("metadata.version", METADATA_VERSION, METADATA_VERSION)]
     assert resp.finalized_features_epoch > 0
     served = {k.api_key for k in resp.api_keys}
     assert {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TOPIC_PARTITIONS} <= served
@@ -235,17 +239,18 @@ def test_update_features_moves_the_finalized_level_that_api_versions_reports(clu
             resp = roundtrip(_port(cluster), ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
                 client_software_name="ketch-it", client_software_version="1"))
             levels = {f.name: f.max_version_level for f in resp.finalized_features}
-            return resp if levels == {"metadata.version": level} else None
+            return resp if levels.get("metadata.version") == level else None
         return wait_until(probe, 15, f"ApiVersions reports metadata.version {level}")
 
+    ELR = "eligible.leader.replicas.version"
     before = admin.describe_features()
-    assert before.finalized_features == {"metadata.version": METADATA_VERSION}
+    assert before.finalized_features == {"metadata.version": METADATA_VERSION, ELR: 1}
     with pytest.raises(KafkaApiError, match="might delete metadata information") as refused:
         admin.update_features({"metadata.version": FeatureUpdate(16, UpgradeType.SAFE_DOWNGRADE)})
     assert refused.value.error_code == ErrorCode.INVALID_UPDATE_VERSION
     admin.update_features({"metadata.version": FeatureUpdate(18, UpgradeType.SAFE_DOWNGRADE)},
                           validate_only=True)
-    assert admin.describe_features().finalized_features == {"metadata.version": METADATA_VERSION}
+    assert admin.describe_features().finalized_features["metadata.version"] == METADATA_VERSION
     try:
         admin.update_features({"metadata.version": FeatureUpdate(18, UpgradeType.SAFE_DOWNGRADE)})
         down = finalized_at(18)
@@ -254,6 +259,15 @@ def test_update_features_moves_the_finalized_level_that_api_versions_reports(clu
         admin.update_features({"metadata.version": FeatureUpdate(METADATA_VERSION)})
     up = finalized_at(METADATA_VERSION)
     assert up.finalized_features_epoch > down.finalized_features_epoch
+    # Eligible leader replicas (KIP-966) can be switched off and on again.
+    try:
+        admin.update_features({ELR: FeatureUpdate(0, UpgradeType.SAFE_DOWNGRADE)})
+        wait_until(lambda: ELR not in admin.describe_features().finalized_features, 15,
+                   "eligible leader replicas off")
+    finally:
+        admin.update_features({ELR: FeatureUpdate(1)})
+    wait_until(lambda: admin.describe_features().finalized_features.get(ELR) == 1, 15,
+               "eligible leader replicas on again")
 
 
 def _alter_quotas(cluster, client_id: str, key: str, value: float, remove: bool = False):
@@ -364,7 +378,8 @@ def test_features_and_client_metrics_subscriptions_through_the_cli(cluster) -> N
 
     rows = json.loads(_ketch(cluster, "feature", "describe", "--output", "json").stdout)
     assert [(r["feature"], r["supported_min"], r["supported_max"], r["finalized"]) for r in rows] \
-        == [("metadata.version", 1, METADATA_VERSION, METADATA_VERSION)]
+        == [("eligible.leader.replicas.version", 0, 1, 1),
+            ("metadata.version", 1, METADATA_VERSION, METADATA_VERSION)]
     refused = _ketch(cluster, "feature", "downgrade", "metadata.version=16", "--dry-run", rc=1)
     assert "might delete metadata information" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
@@ -382,3 +397,121 @@ def test_features_and_client_metrics_subscriptions_through_the_cli(cluster) -> N
     bad = _ketch(cluster, "config", "set", "--client-metrics", "cli-subscription",
                  "match=colour=red", rc=1)
     assert "Illegal client matching pattern" in bad.stderr
+
+
+# ---------------------------------------------------------------- Fetch v13-v17, ApiVersions
+
+def _topic_id(cluster) -> uuid.UUID:
+    M = messages.MetadataRequest
+    (topic,) = roundtrip(_port(cluster), ApiKey.METADATA, 12,
+                         M(topics=[M.MetadataRequestTopic(name=TOPIC)])).topics
+    return topic.topic_id
+
+
+def _fetch_by_id(cluster, version: int, session_id: int, epoch: int,
+                 partitions: dict[uuid.UUID, dict[int, int]], replica_id: int = -1,
+                 forget: dict[uuid.UUID, list[int]] | None = None) -> messages.FetchResponse:
+    replica = (dict(replica_state=F.ReplicaState(replica_id=replica_id, replica_epoch=1))
+               if version >= 15 else dict(replica_id=replica_id))
+    req = F(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=session_id, session_epoch=epoch, **replica,
+            topics=[F.FetchTopic(topic_id=topic_id, partitions=[
+                F.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 16)
+                for p, o in ps.items()]) for topic_id, ps in partitions.items()],
+            forgotten_topics_data=[F.ForgottenTopic(topic_id=t, partitions=ps)
+                                   for t, ps in (forget or {}).items()])
+    return roundtrip(_port(cluster), ApiKey.FETCH, version, req)
+
+
+@pytest.mark.parametrize("version", [13, 14, 15, 16, 17])
+def test_fetch_names_topics_by_id_from_v13(cluster, version: int) -> None:
+    topic_id, unknown = _topic_id(cluster), uuid.uuid4()
+    _produce(cluster, 4, [b"by-id"])
+    resp = _fetch_by_id(cluster, version, 0, -1, {topic_id: {4: 0}, unknown: {0: 0, 1: 0}})
+    answered = {t.topic_id: {p.partition_index: p for p in t.partitions} for t in resp.responses}
+    assert set(answered) == {topic_id, unknown} and all(t.topic == "" for t in resp.responses)
+    assert answered[topic_id][4].error_code == 0 and answered[topic_id][4].records
+    assert {p: d.error_code for p, d in answered[unknown].items()} == \
+        {0: ErrorCode.UNKNOWN_TOPIC_ID, 1: ErrorCode.UNKNOWN_TOPIC_ID}
+
+
+def test_a_fetch_session_by_topic_id_answers_changes_and_refuses_a_fetch_by_name(cluster) -> None:
+    topic_id = _topic_id(cluster)
+    hw = {p: d.high_watermark for p, d in _answered(_full_fetch(cluster)).items()}
+    full = _fetch_by_id(cluster, 17, 0, 0, {topic_id: dict(hw)})
+    sid = full.session_id
+    assert sid > 0 and len(full.responses[0].partitions) == PARTITIONS
+    assert _answered(_fetch_by_id(cluster, 17, sid, 1, {})) == {}
+    _produce(cluster, 9, [b"news"])
+    busy = _fetch_by_id(cluster, 17, sid, 2, {}, forget={topic_id: [3]})
+    assert [t.topic_id for t in busy.responses] == [topic_id] and list(_answered(busy)) == [9]
+    # Kafka's FETCH_SESSION_TOPIC_ID_ERROR: a v12 fetch cannot name this session's partitions.
+    assert _fetch(cluster, sid, 3, {}).error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    assert _fetch_by_id(cluster, 17, sid, 3, {}).error_code == 0
+
+
+def test_v15_reads_the_follower_from_replica_state_and_v16_names_the_leader(cluster) -> None:
+    topic_id = _topic_id(cluster)
+    # Broker 99 is no replica of the partition: a follower fetch from it is refused, which
+    # shows that v15's ReplicaState (not the v14 ReplicaId it replaces) named the fetcher.
+    v15 = _fetch_by_id(cluster, 15, 0, -1, {topic_id: {0: 0}}, replica_id=99)
+    assert _answered(v15)[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert _answered(v15)[0].current_leader.leader_id == -1 and v15.node_endpoints == []
+    # KIP-951 (v16): the answer names the current leader and how to reach it.
+    v16 = _fetch_by_id(cluster, 16, 0, -1, {topic_id: {0: 0}}, replica_id=99)
+    leader = _answered(v16)[0].current_leader
+    broker = cluster.spec.brokers[0]
+    assert (leader.leader_id, leader.leader_epoch >= 0) == (1, True)
+    assert [(n.node_id, n.port) for n in v16.node_endpoints] == [(1, broker.port)]
+
+
+def _default_body(api_key: int, version: int):
+    (name,) = [n for n, entry in _schemas.SCHEMAS.items() if entry[:2] == (api_key, "request")]
+    body = getattr(messages, name)()
+    if api_key == ApiKey.PRODUCE:
+        return dataclasses.replace(body, acks=1)          # acks=0 is answered by silence
+    if api_key == ApiKey.API_VERSIONS and version >= 3:
+        return dataclasses.replace(body, client_software_name="ketch-it",
+                                   client_software_version="1")
+    return body
+
+
+def _error_codes(value) -> list[int]:
+    """Every error_code in a response, at any depth."""
+    if dataclasses.is_dataclass(value):
+        found = [value.error_code] if hasattr(value, "error_code") else []
+        return found + [c for f in dataclasses.fields(value) for c in _error_codes(getattr(value, f.name))]
+    if isinstance(value, list):
+        return [c for item in value for c in _error_codes(item)]
+    return []
+
+
+def test_every_advertised_version_is_answered(cluster) -> None:
+    """ApiVersions advertises exactly what is served: a request of every advertised
+    version is decoded and answered (no UNSUPPORTED_VERSION, no closed connection)."""
+    port = _port(cluster)
+    advertised = roundtrip(port, ApiKey.API_VERSIONS, 3, _default_body(ApiKey.API_VERSIONS, 3))
+    assert advertised.error_code == 0 and len(advertised.api_keys) > 30
+    refused = []
+    for entry in advertised.api_keys:
+        for version in range(entry.min_version, entry.max_version + 1):
+            resp = roundtrip(port, entry.api_key, version, _default_body(entry.api_key, version))
+            if ErrorCode.UNSUPPORTED_VERSION in _error_codes(resp):
+                refused.append((ApiKey(entry.api_key).name, version))
+    assert refused == []
+
+
+def test_metadata_v12_looks_topics_up_by_id(cluster) -> None:
+    M = messages.MetadataRequest
+    topic_id, unknown = _topic_id(cluster), uuid.uuid4()
+    resp = roundtrip(_port(cluster), ApiKey.METADATA, 12, M(topics=[
+        M.MetadataRequestTopic(topic_id=topic_id, name=None),
+        M.MetadataRequestTopic(topic_id=unknown, name=None)]))
+    by_id = {t.topic_id: t for t in resp.topics}
+    assert (by_id[topic_id].error_code, by_id[topic_id].name) == (0, TOPIC)
+    assert len(by_id[topic_id].partitions) == PARTITIONS
+    assert (by_id[unknown].error_code, by_id[unknown].name) == (ErrorCode.UNKNOWN_TOPIC_ID, None)
+    # Before v12 the fields exist but the feature does not: refused, as Kafka does.
+    (refused,) = roundtrip(_port(cluster), ApiKey.METADATA, 11, M(topics=[
+        M.MetadataRequestTopic(topic_id=topic_id, name=None)])).topics
+    assert refused.error_code == ErrorCode.INVALID_REQUEST

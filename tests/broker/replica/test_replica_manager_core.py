@@ -263,3 +263,30 @@ def test_a_replica_added_in_the_same_leader_epoch_is_tracked_and_joins_the_isr(t
     core.read(TP, 0, 1 << 20, 5, replica_id=3, now_ms=2, min_one_batch=True)
     [send] = alter_sends(core.take_effects())
     assert send.proposal.new_isr == (1, 2, 3)
+
+
+def test_kip_903_a_follower_fetching_with_another_broker_epoch_does_not_join_the_isr(tmp_path) -> None:
+    core, _ = leader_with_isr(tmp_path, [1, 2])
+    core.append(TP, batch(3), acks=1, now_ms=1)
+    core.read(TP, 3, 1 << 20, 5, replica_id=2, now_ms=2, min_one_batch=True)
+    # Broker 3 is registered with epoch 13; a caught-up fetch naming epoch 12 (its previous
+    # incarnation's) is served, but does not put it in the ISR.
+    assert core.read(TP, 3, 1 << 20, 5, replica_id=3, now_ms=3, min_one_batch=True,
+                     replica_epoch=12).error_code == ErrorCode.NONE
+    assert not alter_sends(core.take_effects())
+    assert core.partitions[TP].replica.pending_isr is None
+    # Its registered epoch (or none, from a Fetch before v15) is eligible.
+    core.read(TP, 3, 1 << 20, 5, replica_id=3, now_ms=4, min_one_batch=True, replica_epoch=13)
+    [send] = alter_sends(core.take_effects())
+    assert send.proposal.new_isr == (1, 2, 3) and dict(send.new_isr_with_epochs)[3] == 13
+
+
+def test_list_offsets_v8_v9_sentinels_without_tiered_storage(tmp_path) -> None:
+    core, _ = leader_with_isr(tmp_path, [1])
+    core.append(TP, batch(4), acks=1, now_ms=1)
+    assert core.delete_records(TP, 2)[0] == ErrorCode.NONE
+    # EARLIEST_LOCAL_TIMESTAMP (-4): the local log is the whole log, it starts at the log start.
+    assert core.list_offset(TP, -4, -1, -1)[:3] == core.list_offset(TP, -2, -1, -1)[:3] == \
+        (ErrorCode.NONE, -1, 2)
+    # LATEST_TIERED_TIMESTAMP (-5): nothing is tiered, as Kafka answers with remote storage off.
+    assert core.list_offset(TP, -5, -1, -1) == (ErrorCode.NONE, -1, -1, -1)

@@ -126,10 +126,12 @@ def test_plan_fetches_groups_by_leader_and_skips_what_must_not_be_fetched() -> N
     by_node = {p.node_id: p for p in plans}
     assert set(by_node) == {1, 2}            # c-0 has no position; a-1 paused; b-1 in flight
     assert by_node[1].partitions == ((TP("a", 0), 0),) and by_node[2].partitions == ((TP("b", 0), 20),)
-    (topic,) = by_node[2].request.topics
+    assert by_node[2].versions == (4, 12)    # no topic ids known: names, so v12 at most
+    request = by_node[2].request(12)
+    (topic,) = request.topics
     (part,) = topic.partitions
     assert (topic.topic, part.partition, part.fetch_offset, part.current_leader_epoch) == ("b", 0, 20, 9)
-    assert by_node[2].request.isolation_level == READ_COMMITTED and by_node[2].request.replica_id == -1
+    assert request.isolation_level == READ_COMMITTED and request.replica_id == -1
     # records still buffered for a-0, node 2 busy: nothing
     assert plan_fetches(subs, leaders, lambda tp: tp == TP("a", 0), max_wait_ms=1, min_bytes=1, max_bytes=1,
                         partition_max_bytes=1, isolation_level=0, busy_nodes=[2]) == []
@@ -165,3 +167,20 @@ def test_leader_change_validates_the_position_and_detects_truncation() -> None:
     # a seek forgets the old leader: nothing to validate
     subs.seek(tp, 7)
     assert subs.maybe_validate(tp, 9) is False
+
+
+def test_plan_fetches_uses_topic_ids_when_every_topic_of_a_plan_has_one() -> None:
+    import uuid
+    subs = SubscriptionState(ResetStrategy.EARLIEST)
+    subs.assign([TP("a", 0), TP("b", 0)])
+    subs.seek(TP("a", 0), 3)
+    subs.seek(TP("b", 0), 4)
+    a_id = uuid.UUID(int=1)
+    leaders = {TP("a", 0): (1, 5), TP("b", 0): (2, 9)}
+    plans = {p.node_id: p for p in plan_fetches(
+        subs, leaders, lambda tp: False, max_wait_ms=100, min_bytes=1, max_bytes=1000,
+        partition_max_bytes=100, isolation_level=0, topic_ids={"a": a_id})}
+    assert plans[1].versions == (4, 17) and plans[2].versions == (4, 12)
+    (topic,) = plans[1].request(17).topics
+    assert topic.topic_id == a_id and topic.partitions[0].fetch_offset == 3
+    assert plans[1].topic_names() == {a_id: "a"}
