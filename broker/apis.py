@@ -109,6 +109,13 @@ KAFKA_4_1_MAX_EXCEPTIONS: dict[int, tuple[int, str]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (1, "v1 is not in the reference schemas"),
 }
 
+# Served where a default Kafka 4.1 broker advertises nothing, and why.
+KAFKA_4_1_ABSENT: dict[int, str] = {
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: "Kafka advertises KIP-714 only with a client telemetry "
+                                        "receiver plugged in; Ketch's is built in (/metrics)",
+    ApiKey.PUSH_TELEMETRY: "as GetTelemetrySubscriptions",
+}
+
 _ZERO_UUID = uuid.UUID(int=0)      # Kafka's Uuid.ZERO_UUID: no topic id
 
 _REQUEST_NAMES = {int(k): request_name(k) for k in ApiKey}
