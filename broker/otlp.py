@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterator
 
+from clients.protocol.types import CorruptFrameError, read_uvarint
+
 __all__ = ["MetricKind", "MetricPoint", "OtlpDecodeError", "decode_metrics_data"]
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -65,18 +67,11 @@ Field = tuple[int, int, "int | memoryview"]
 
 
 def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise OtlpDecodeError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise OtlpDecodeError("varint longer than 10 bytes")
+    # Protobuf varints are the LEB128 of Kafka's unsigned varints; 64-bit ones take 10 bytes.
+    try:
+        return read_uvarint(buf, pos, max_bytes=10)
+    except CorruptFrameError as e:
+        raise OtlpDecodeError(str(e)) from None
 
 
 def _fields(buf: memoryview) -> Iterator[Field]:
