@@ -98,6 +98,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.UPDATE_FEATURES: (0, 2),
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
     ApiKey.PUSH_TELEMETRY: (0, 0),
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
 }
 
 # Kafka 4.1's maximum where it is above ours, and why (see above).
@@ -107,6 +108,8 @@ KAFKA_4_1_MAX_EXCEPTIONS: dict[int, tuple[int, str]] = {
     ApiKey.METADATA: (13, "v13 is not in the reference schemas"),
     ApiKey.DESCRIBE_CLUSTER: (2, "v2 is not in the reference schemas"),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (1, "v1 is not in the reference schemas"),
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: (1, "v1 (KIP-1142's ListConfigResources) is not in "
+                                              "the reference schemas"),
 }
 
 # Served where a default Kafka 4.1 broker advertises nothing, and why.
@@ -231,6 +234,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_CLIENT_QUOTAS: self.handle_describe_client_quotas,
             ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self.handle_get_telemetry_subscriptions,
             ApiKey.PUSH_TELEMETRY: self.handle_push_telemetry,
+            ApiKey.LIST_CLIENT_METRICS_RESOURCES: self.handle_list_client_metrics_resources,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -628,6 +632,16 @@ class KafkaApis:
             if next_cursor is not None:
                 break
         return cls(topics=topics, next_cursor=next_cursor)
+
+    async def handle_list_client_metrics_resources(
+            self, req: messages.ListClientMetricsResourcesRequest, version: int,
+            client: ClientInfo) -> messages.ListClientMetricsResourcesResponse:
+        """The client-metrics subscriptions (KIP-714) this broker's metadata holds."""
+        cls = messages.ListClientMetricsResourcesResponse
+        names = sorted(r.name for r in self.replicas.image.configs.resources
+                       if r.type == ConfigResourceType.CLIENT_METRICS)
+        return cls(error_code=ErrorCode.NONE, client_metrics_resources=[
+            cls.ClientMetricsResource(name=n) for n in names])
 
     async def handle_describe_client_quotas(
             self, req: messages.DescribeClientQuotasRequest, version: int,

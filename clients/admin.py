@@ -139,6 +139,10 @@ class Admin:
         return self._run(self._admin.alter_configs(
             dict(configs), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
 
+    def list_client_metrics_resources(self, *, timeout_ms: int | None = None) -> list[str]:
+        return self._run(self._admin.list_client_metrics_resources(timeout_ms=timeout_ms),
+                         timeout_ms)
+
     # ------------------------------------------------------------ client quotas
 
     def describe_client_quotas(self, filter: Mapping[str, Any] | None = None, *,

@@ -551,6 +551,23 @@ class Admin:
 
     # ------------------------------------------------------------ cluster and quorum
 
+    async def list_client_metrics_resources(self, *, timeout_ms: int | None = None) -> list[str]:
+        """The names of the client-metrics subscriptions (ListClientMetricsResources,
+        KIP-714), sorted."""
+        L = messages.ListClientMetricsResourcesRequest
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.LIST_CLIENT_METRICS_RESOURCES, L(),
+                                          (0, 0), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "ListClientMetricsResources")}
+            return {keys[0]: sorted(r.name for r in resp.client_metrics_resources)}
+
+        (result,) = _raise_first(await self._fan_out("list client-metrics subscriptions",
+                                                     ["names"], timeout_ms, self._any,
+                                                     send)).values()
+        return result
+
     # ------------------------------------------------------------ client quotas
 
     async def describe_client_quotas(

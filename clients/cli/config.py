@@ -8,8 +8,8 @@ refused with Kafka's error code and changes nothing. A broker is ``--broker ID``
 ``--broker-defaults`` for the cluster-wide dynamic default (Kafka's ``--entity-default``).
 A client-metrics subscription (KIP-714) is ``--client-metrics NAME``, with Kafka's keys
 ``metrics`` (prefixes, ``*`` for all), ``interval.ms`` and ``match``; deleting every key
-deletes the subscription. (Listing every subscription needs ListClientMetricsResources,
-which Ketch does not serve yet.)
+deletes the subscription. (Brokers list every subscription with ListClientMetricsResources,
+``Admin.list_client_metrics_resources``; this CLI has no verb for it yet.)
 """
 from __future__ import annotations
 

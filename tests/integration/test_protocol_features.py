@@ -394,6 +394,8 @@ def test_features_and_client_metrics_subscriptions_through_the_cli(cluster) -> N
     rows = wait_until(described, 30, "the subscription described")
     assert [(r["name"], r["value"], r["source"]) for r in rows] == [
         ("interval.ms", "60000", "client_metrics"), ("metrics", "*", "client_metrics")]
+    # ListClientMetricsResources names it, through Ketch's admin client.
+    assert "cli-subscription" in admin_for(cluster).list_client_metrics_resources()
     bad = _ketch(cluster, "config", "set", "--client-metrics", "cli-subscription",
                  "match=colour=red", rc=1)
     assert "Illegal client matching pattern" in bad.stderr
