@@ -33,6 +33,7 @@ from clients._core.accumulator import (
     FAIL, IdempotenceState, ProducerBatch, RecordAccumulator, record_size_upper_bound,
 )
 from clients._core.config import ClientConfig, parse_config
+from clients._core.metadata import BrokerMetadata
 from clients._core.partitioner import StickyPartitioner, partition_for_key
 from clients.aio._cluster import Cluster
 from clients.clock import now_ms
@@ -781,16 +782,23 @@ class Producer:
             for p in topic_response.partition_responses:
                 answers[(topic_response.name, p.index)] = p
         with self._lock:
-            refresh = self._handle_answers(batches, answers)
+            refresh, moved = self._handle_answers(batches, answers)
+        if moved:
+            # KIP-951 (Produce v10+): the answer named the new leaders; retry there without
+            # waiting for Metadata (a refresh still follows where the view did not take one).
+            refresh |= self._cluster.update_leaders(moved, [
+                BrokerMetadata(n.node_id, n.host, n.port, n.rack) for n in response.node_endpoints])
         if refresh:
             self._request_refresh(refresh, self._now_ms())
 
     def _handle_answers(self, batches: list[ProducerBatch], answers: dict[tuple[str, int], Any]
-                ) -> set[str]:
-        """Each batch's answer: complete, split, retry or fail. Topics to refresh."""
+                        ) -> tuple[set[str], dict[TopicPartition, tuple[int, int]]]:
+        """Each batch's answer: complete, split, retry or fail. Topics to refresh, and the
+        new leaders the answers named (leader id, leader epoch)."""
         acc = self._accumulator
         now = self._now_ms()
         refresh: set[str] = set()
+        moved: dict[TopicPartition, tuple[int, int]] = {}
         for b in batches:
             p = answers.get((b.tp.topic, b.tp.partition))
             if p is None:
@@ -808,10 +816,14 @@ class Producer:
                 continue
             error = for_code(code)(self._describe(b, p))
             if error.invalid_metadata:
-                refresh.add(b.tp.topic)
+                leader = p.current_leader
+                if leader is not None and leader.leader_id >= 0:
+                    moved[b.tp] = (leader.leader_id, leader.leader_epoch)
+                else:
+                    refresh.add(b.tp.topic)
             lso = p.log_start_offset if p.log_start_offset is not None else -1
             self._retry_or_fail(b, code, lso, error, now, error.retriable)
-        return refresh
+        return refresh, moved
 
     @staticmethod
     def _describe(b: ProducerBatch, p: Any) -> str:
