@@ -28,6 +28,7 @@ from typing import Any, Callable, Protocol
 from clients.protocol import (
     NEED_DATA, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
 )
+from clients.protocol.acls import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class ApiHandler(Protocol):
 
 class ClientInfo:
     __slots__ = ("host", "port", "connection_id", "client_id", "client_software_name",
-                 "client_software_version")
+                 "client_software_version", "principal")
 
     def __init__(self, host: str, port: int, connection_id: int) -> None:
         self.host = host
@@ -61,6 +62,8 @@ class ClientInfo:
         # What the client said in ApiVersions v3+ (KIP-511); None until then.
         self.client_software_name: str | None = None
         self.client_software_version: str | None = None
+        # Who the listener authenticated (issue 16); ANONYMOUS on a plaintext listener.
+        self.principal: KafkaPrincipal = ANONYMOUS
 
 
 class FileRegion:

@@ -7,12 +7,34 @@ resource supports, which is what Kafka answers with no ``authorizer.class.name``
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-__all__ = ["AclOperation", "AclResourceType", "AUTHORIZED_OPERATIONS_OMITTED",
-           "SUPPORTED_OPERATIONS", "authorized_operations"]
+__all__ = ["AclOperation", "AclResourceType", "ANONYMOUS", "AUTHORIZED_OPERATIONS_OMITTED",
+           "KafkaPrincipal", "SUPPORTED_OPERATIONS", "authorized_operations"]
 
 # What the *_authorized_operations fields hold when the request did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaPrincipal:
+    """Who a connection is, as Kafka writes it in ACLs: ``User:alice``. The listener's
+    authentication decides it; a connection that has none is ``User:ANONYMOUS``."""
+    principal_type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> "KafkaPrincipal":
+        kind, sep, name = text.partition(":")
+        if not sep or not kind or not name:
+            raise ValueError(f"a principal is TYPE:NAME (e.g. User:alice), not {text!r}")
+        return cls(kind, name)
+
+
+ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
 
 
 class AclOperation(enum.IntEnum):
