@@ -9,5 +9,8 @@ from clients.aio._cluster import Cluster
 from clients.aio.admin import Admin
 from clients.aio.consumer import Consumer, ConsumerRebalanceListener
 from clients.aio.producer import Producer, RecordFuture
+from clients.aio.retry import RetryingConsumer
+from clients._core.retry import RetryPolicy
 
-__all__ = ["Admin", "Cluster", "Consumer", "ConsumerRebalanceListener", "Producer", "RecordFuture"]
+__all__ = ["Admin", "Cluster", "Consumer", "ConsumerRebalanceListener", "Producer", "RecordFuture",
+           "RetryPolicy", "RetryingConsumer"]
