@@ -40,6 +40,9 @@ from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messag
 from clients.protocol.acls import AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
+from clients.protocol.tag_filter import tag_filter_of
+from clients.protocol.types import CorruptFrameError
+from clients.records.tags import filter_batches
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
@@ -479,6 +482,12 @@ class KafkaApis:
         matters to KRaft's own fetches; a broker reads it and needs nothing from it."""
         cls = messages.FetchResponse
         replica_id = fetch_replica_id(req, version)
+        try:
+            # Ketch's tag filter (issue 18): consumers only, flexible versions only.
+            tag_filters = tag_filter_of(req.unknown_tagged_fields) if version >= 12 and replica_id < 0 else {}
+        except CorruptFrameError as e:
+            log.info("fetch from %s: %s", client.host, e)
+            return cls(error_code=ErrorCode.INVALID_REQUEST, session_id=0)
         replica_epoch = req.replica_state.replica_epoch if version >= 15 else -1     # KIP-903
         by_id = version >= 13
         image = self.replicas.image
@@ -544,7 +553,8 @@ class KafkaApis:
                 partition_index=key.partition, error_code=r.error_code, high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
                 current_leader=current_leader, preferred_read_replica=r.preferred_read_replica,
-                records=self.replicas.records_of(r))
+                records=(self.replicas.records_of(r) if tp is None or tp.topic not in tag_filters
+                         else filter_batches(self.replicas.records_bytes(r), tag_filters[tp.topic]).data))
             by_topic.setdefault(key.topic_id if isinstance(key, TopicIdPartition) else key.topic,
                                 []).append(data)
             if tp is not None:

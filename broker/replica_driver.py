@@ -192,6 +192,12 @@ class ReplicaDriver:
                                                replica_id, now, min_one_batch, client_rack,
                                                replica_epoch))
 
+    def records_bytes(self, result: ReadResult) -> bytes:
+        """A read's bytes, always copied (for answers that rewrite them: tag filters)."""
+        if result.records is None or result.log is None:
+            return b""
+        return bytes(result.log.read_records_bytes(result.records))
+
     def records_of(self, result: ReadResult) -> Any:
         """The bytes to send for a read: a zero-copy file region, or a copy."""
         if result.records is None or result.log is None:

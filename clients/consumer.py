@@ -152,6 +152,10 @@ class Consumer:
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         self._do(self._aio.seek_to_end, None if partitions is None else list(partitions))
 
+    def set_tag_filter(self, topic: str, tags: Iterable[str] | None) -> None:
+        """See ``clients.aio.Consumer.set_tag_filter``."""
+        self._do(self._aio.set_tag_filter, topic, None if tags is None else list(tags))
+
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         self._do(self._aio.pause, list(partitions))
 

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
+from clients.protocol.tag_filter import FETCH_TAG_FILTER, encode_tag_filter
 from clients.protocol.fetch_session import (
     TOPIC_ID_FETCH_VERSION, ZERO_TOPIC_ID, FetchSessionHandler, SessionRequest, WantedPartition,
     request_topics,
@@ -48,6 +49,7 @@ from clients.records import (
 )
 from clients.records.batch import ControlRecordType
 from clients.records.compression import compression_type_for
+from clients.records.tags import record_matches
 from clients.records.varint import read_varint, read_varlong
 from clients.types import NO_LEADER_EPOCH, ConsumerRecord, TopicPartition
 
@@ -210,12 +212,14 @@ def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple
                  max_bytes: int, partition_max_bytes: int, isolation_level: int,
                  rack_id: str = "", busy_nodes: Iterable[int] = (),
                  sessions: Mapping[int, FetchSessionHandler] | None = None,
-                 topic_ids: Mapping[str, uuid.UUID] | None = None) -> list[FetchPlan]:
+                 topic_ids: Mapping[str, uuid.UUID] | None = None,
+                 tag_filters: Mapping[str, frozenset[bytes]] | None = None) -> list[FetchPlan]:
     """One Fetch per leader for every fetchable partition that ``skip`` does not exclude
     (records still buffered) and whose leader is known and not busy. With ``sessions`` (a
     handler per node, KIP-227) a request names only what changed since the last one.
     ``topic_ids`` (from the metadata): with an id for every topic of a plan, the plan
-    may use Fetch v13+; without, it stops at v12."""
+    may use Fetch v13+; without, it stops at v12. ``tag_filters`` (topic -> wanted tags)
+    ride in Ketch's tagged field (clients/protocol/tag_filter.py)."""
     busy = set(busy_nodes)
     ids = topic_ids or {}
     by_node: dict[int, dict[TopicPartition, WantedPartition]] = {}
@@ -232,6 +236,8 @@ def plan_fetches(subs: SubscriptionState, leaders: Mapping[TopicPartition, tuple
             position, epoch, partition_max_bytes, topic_id=ids.get(tp.topic, ZERO_TOPIC_ID))
     fields = dict(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                   max_bytes=max_bytes, isolation_level=isolation_level, rack_id=rack_id)
+    if tag_filters:
+        fields["unknown_tagged_fields"] = ((FETCH_TAG_FILTER, encode_tag_filter(tag_filters)),)
     plans = []
     for node, wanted in by_node.items():
         by_id = all(w.topic_id != ZERO_TOPIC_ID for w in wanted.values())
@@ -269,8 +275,11 @@ _REFRESH = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITI
 
 
 def handle_partition_response(tp: TopicPartition, fetch_offset: int, data: Any, *, isolation_level: int,
-                              make_record: Callable[..., Any] | None = None, check_crcs: bool = True) -> PartitionFetchResult:
-    """What one partition of a Fetch response means (see the module docstring)."""
+                              make_record: Callable[..., Any] | None = None, check_crcs: bool = True,
+                              tags: frozenset[bytes] | None = None) -> PartitionFetchResult:
+    """What one partition of a Fetch response means (see the module docstring). With
+    ``tags`` only records carrying one of them are returned: a Ketch broker has dropped
+    the others already, any other broker has not."""
     code = data.error_code
     if code == ErrorCode.NONE:
         raw = data.records
@@ -281,6 +290,8 @@ def handle_partition_response(tp: TopicPartition, fetch_offset: int, data: Any, 
             aborted = [(a.first_offset, a.producer_id) for a in data.aborted_transactions]
             heapq.heapify(aborted)
         records, next_offset, epoch = records_from_batches(tp, raw, fetch_offset, make_record, aborted, check_crcs)
+        if tags is not None:
+            records = [r for r in records if record_matches(r.headers, tags)]
         return PartitionFetchResult(FetchAction.RECORDS, records, next_offset, epoch, bytes_read=len(raw))
     if code == ErrorCode.OFFSET_OUT_OF_RANGE:
         return PartitionFetchResult(FetchAction.RESET, error_code=code)

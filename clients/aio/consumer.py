@@ -121,6 +121,7 @@ class Consumer:
         self._membership: Membership | None = None
         self._buffers: dict[TopicPartition, _Buffered] = {}
         self._fetching: dict[int, asyncio.Task] = {}
+        self._tag_filters: dict[str, frozenset[bytes]] = {}     # topic -> wanted tags
         # A fetch session per broker (KIP-227): an idle fetch names no partition.
         self._fetch_sessions: dict[int, FetchSessionHandler] = {}
         self._data = asyncio.Event() if _has_loop() else None
@@ -314,6 +315,17 @@ class Consumer:
         assert s.position is not None
         return s.position
 
+    def set_tag_filter(self, topic: str, tags: Iterable[str] | None) -> None:
+        """Read only the records of ``topic`` tagged (``ketch.tag`` header) with one of
+        ``tags``; None reads everything again. A Ketch broker drops the others before
+        sending (clients/records/tags.py); with any other broker this consumer drops
+        them itself. Positions still move past the records left out. It applies to the
+        fetches sent after this call (records already buffered are handed out as fetched)."""
+        if tags is None:
+            self._tag_filters.pop(topic, None)
+        else:
+            self._tag_filters[topic] = frozenset(t.encode() if isinstance(t, str) else bytes(t) for t in tags)
+
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
             self._subs.state(TopicPartition(*tp)).paused = True
@@ -465,7 +477,8 @@ class Consumer:
                                  max_bytes=c["fetch.max.bytes"], partition_max_bytes=c["max.partition.fetch.bytes"],
                                  isolation_level=self._isolation, rack_id=c["client.rack"],
                                  busy_nodes=self._fetching, sessions=self._fetch_sessions,
-                                 topic_ids=self._topic_ids(meta, {tp.topic for tp in leaders})):
+                                 topic_ids=self._topic_ids(meta, {tp.topic for tp in leaders}),
+                                 tag_filters=self._tag_filters):
             for tp, _ in plan.partitions:
                 self._subs.partitions[tp].fetch_in_flight = True
             task = asyncio.get_running_loop().create_task(self._fetch(plan))
@@ -499,7 +512,8 @@ class Consumer:
                     if s is None or fetch_offset is None or s.position != fetch_offset or tp in self._buffers:
                         continue            # unassigned or sought meanwhile: stale
                     result = handle_partition_response(tp, fetch_offset, data, isolation_level=self._isolation,
-                                                       check_crcs=self.config["check.crcs"])
+                                                       check_crcs=self.config["check.crcs"],
+                                                       tags=self._tag_filters.get(tp.topic))
                     if data.error_code == ErrorCode.NONE:
                         s.high_watermark = data.high_watermark
                         s.last_stable_offset = data.last_stable_offset

@@ -97,6 +97,7 @@ __all__ = [
     "RecordBatchBuilder",
     "build_batch",
     "build_control_batch",
+    "filtered_batch",
     "control_record_key",
     "end_transaction_marker_value",
     "decode_end_transaction_marker",
@@ -732,6 +733,38 @@ _INT32_MAX = (1 << 31) - 1
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
+def _encode_record(out: bytearray, timestamp_delta: int, offset_delta: int, key: bytes | None,
+                   value: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> None:
+    """One record v2, length-prefixed, appended to ``out``."""
+    body = bytearray(1)  # attributes: unused, 0
+    write_varlong(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    if key is None:
+        body.append(1)  # zig-zag -1
+    else:
+        write_varint(body, len(key))
+        body += key
+    if value is None:
+        body.append(1)
+    else:
+        write_varint(body, len(value))
+        body += value
+    write_varint(body, len(headers))
+    for header_key, header_value in headers:
+        assert isinstance(header_key, str), type(header_key)
+        encoded = header_key.encode("utf-8")
+        write_varint(body, len(encoded))
+        body += encoded
+        if header_value is None:
+            body.append(1)
+        else:
+            assert isinstance(header_value, _BYTES_LIKE), type(header_value)
+            write_varint(body, len(header_value))
+            body += header_value
+    write_varint(out, len(body))
+    out += body
+
+
 class RecordBatchBuilder:
     """Accumulates records, then writes one batch v2 (compressed, CRC filled in).
 
@@ -814,33 +847,7 @@ class RecordBatchBuilder:
             self._max_timestamp = timestamp_ms
         elif timestamp_ms > self._max_timestamp:
             self._max_timestamp = timestamp_ms
-        body = bytearray(1)  # attributes: unused, 0
-        write_varlong(body, timestamp_ms - self._base_timestamp)
-        write_varint(body, offset_delta)
-        if key is None:
-            body.append(1)  # zig-zag -1
-        else:
-            write_varint(body, len(key))
-            body += key
-        if value is None:
-            body.append(1)
-        else:
-            write_varint(body, len(value))
-            body += value
-        write_varint(body, len(headers))
-        for header_key, header_value in headers:
-            assert isinstance(header_key, str), type(header_key)
-            encoded = header_key.encode("utf-8")
-            write_varint(body, len(encoded))
-            body += encoded
-            if header_value is None:
-                body.append(1)
-            else:
-                assert isinstance(header_value, _BYTES_LIKE), type(header_value)
-                write_varint(body, len(header_value))
-                body += header_value
-        write_varint(self._records, len(body))
-        self._records += body
+        _encode_record(self._records, timestamp_ms - self._base_timestamp, offset_delta, key, value, headers)
         self._count += 1
         self._last_offset_delta = offset_delta
         return offset_delta
@@ -921,6 +928,32 @@ def build_batch(
             offset_delta=record.offset - base_offset,
         )
     return builder.build()
+
+
+def filtered_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
+    """A copy of a batch holding only ``records``, a subsequence of its own records as
+    ``decode_batch`` gave them: the same base offset, last offset delta, timestamps,
+    producer fields, leader epoch, attributes and codec, so a reader's next offset is the
+    same as after the whole batch; the record count, length and CRC are recomputed. With
+    no records it is an empty batch, which readers step over (as over a batch that log
+    compaction emptied)."""
+    body = bytearray()
+    log_append_time = header.attributes & _TIMESTAMP_TYPE_BIT
+    for r in records:
+        # LogAppendTime readers take max_timestamp: the deltas are not read.
+        delta = 0 if log_append_time else r.timestamp - header.base_timestamp
+        _encode_record(body, delta, r.offset - header.base_offset, r.key, r.value, r.headers)
+    # An empty region has nothing to decompress: an empty batch is written uncompressed.
+    region = compress(header.compression, body) if records else b""
+    attributes = header.attributes if records else header.attributes & ~_COMPRESSION_MASK
+    out = bytearray(BATCH_HEADER_SIZE + len(region))
+    _HEADER.pack_into(out, 0, header.base_offset, len(out) - LOG_OVERHEAD, header.partition_leader_epoch,
+                      RECORD_BATCH_MAGIC, 0, attributes, header.last_offset_delta,
+                      header.base_timestamp, header.max_timestamp, header.producer_id,
+                      header.producer_epoch, header.base_sequence, len(records))
+    out[BATCH_HEADER_SIZE:] = region
+    _UINT32.pack_into(out, _CRC_OFFSET, _crc(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
 
 
 def build_control_batch(

@@ -1,0 +1,129 @@
+"""Benchmark: the "beyond Kafka" features of issue 18 on a local cluster.
+
+Built so far: **tag filtering**. A 1-partition topic of ``--records`` records of 100 bytes
+(confluent-kafka, linger 20 ms), 1% tagged ``vip``, the rest ``std`` or untagged. Read
+from offset 0 to the end twice, in the same run:
+
+1. Bytes the broker sends: a loop of raw Fetch v12 requests (8 MiB per request) with and
+   without Ketch's tag field; the ratio filtered / unfiltered (goal <= 0.05 for a 1% tag).
+2. Ketch's consumer reading the whole partition with and without ``set_tag_filter``:
+   seconds to reach the end, and records/s of the partition scanned (offsets passed per
+   second: the filtered reader passes the same offsets while receiving 1% of the records).
+
+Not built yet (issue 18): delayed delivery (lateness p50/p99), the tiered-storage archive.
+
+Usage: python bench/beyond.py [--records 200000]
+Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clients import Admin, Consumer  # noqa: E402
+from clients.admin import NewTopic  # noqa: E402
+from clients.cli.launcher import LocalCluster  # noqa: E402
+from clients.connection import roundtrip  # noqa: E402
+from clients.protocol import ApiKey, messages  # noqa: E402
+from clients.protocol.tag_filter import FETCH_TAG_FILTER, encode_tag_filter  # noqa: E402
+from clients.records import iter_batches  # noqa: E402
+from clients.records.tags import TAG_HEADER  # noqa: E402
+from clients.types import TopicPartition  # noqa: E402
+
+TOPIC = "tagged"
+
+
+def produce(bootstrap: str, records: int) -> int:
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    vip = 0
+    for i in range(records):
+        tag = b"vip" if i % 100 == 7 else (b"std" if i % 2 else None)
+        vip += tag == b"vip"
+        while True:
+            try:
+                producer.produce(TOPIC, value=b"%08d" % i + b"." * 92, partition=0,
+                                 headers=[(TAG_HEADER, tag)] if tag else None)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(120)
+    return vip
+
+
+def fetched_bytes(port: int, end: int, filtered: bool) -> int:
+    cls = messages.FetchRequest
+    extra = ((FETCH_TAG_FILTER, encode_tag_filter({TOPIC: frozenset({b"vip"})})),) if filtered else ()
+    offset = total = 0
+    while offset < end:
+        req = cls(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, isolation_level=0,
+                  session_id=0, session_epoch=-1, unknown_tagged_fields=extra,
+                  topics=[cls.FetchTopic(topic=TOPIC, partitions=[cls.FetchTopic.FetchPartition(
+                      partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                      partition_max_bytes=8 << 20)])])
+        data = bytes(roundtrip("127.0.0.1", port, ApiKey.FETCH, 12, req).responses[0].partitions[0].records)
+        total += len(data)
+        last = [h.last_offset for _, h in iter_batches(data, partial_tail_ok=True)]
+        offset = last[-1] + 1 if last else end
+    return total
+
+
+def read_through(bootstrap: str, end: int, filtered: bool) -> dict:
+    tp = TopicPartition(TOPIC, 0)
+    with Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": 50}) as c:
+        if filtered:
+            c.set_tag_filter(TOPIC, ["vip"])
+        c.assign([tp])
+        c.seek(tp, 0)
+        got = 0
+        start = time.perf_counter()
+        while c.position(tp) < end:
+            got += len(c.poll(200))
+        elapsed = time.perf_counter() - start
+    return {"records_received": got, "seconds": round(elapsed, 3), "offsets_per_s": round(end / elapsed)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    args = ap.parse_args()
+    result: dict = {"bench": "beyond", "cpus": os.cpu_count(), "records": args.records}
+    with tempfile.TemporaryDirectory(prefix="ketch-bench-beyond-") as d:
+        cluster = LocalCluster(d, controllers=1, brokers=1)
+        try:
+            cluster.start(timeout_s=120)
+            bootstrap = cluster.spec.bootstrap_servers
+            with Admin({"bootstrap.servers": bootstrap}) as admin:
+                admin.create_topics([NewTopic(TOPIC, 1, 1)])
+                vip = produce(bootstrap, args.records)
+                leader = admin.describe_topics([TOPIC])[TOPIC].partitions[0].leader
+            port = cluster.spec.node(leader).port
+            whole = fetched_bytes(port, args.records, False)
+            only = fetched_bytes(port, args.records, True)
+            plain = read_through(bootstrap, args.records, False)
+            tagged = read_through(bootstrap, args.records, True)
+        finally:
+            cluster.stop()
+    ratio = round(only / whole, 4)
+    print(f"tag filter, 1 tag of {vip} / {args.records} records ({vip / args.records:.1%}):")
+    print(f"  bytes sent: unfiltered {whole:,}, filtered {only:,} = {ratio} x (goal <= 0.05)")
+    print(f"  Ketch consumer to the end: unfiltered {plain['seconds']} s ({plain['offsets_per_s']:,} offsets/s, "
+          f"{plain['records_received']:,} records), filtered {tagged['seconds']} s "
+          f"({tagged['offsets_per_s']:,} offsets/s, {tagged['records_received']:,} records)")
+    result["tag_filter"] = {"tagged_records": vip, "bytes_unfiltered": whole, "bytes_filtered": only,
+                            "bytes_ratio": ratio, "consumer_unfiltered": plain, "consumer_filtered": tagged}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
