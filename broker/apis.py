@@ -189,8 +189,10 @@ def _transactional_batches(req: messages.ProduceRequest) -> dict[TopicPartition,
     out = {}
     for topic in req.topic_data:
         for p in topic.partition_data:
+            records = p.records
             try:
-                header = read_batch_header(p.records) if p.records else None
+                header = read_batch_header(records) \
+                    if isinstance(records, (bytes, bytearray, memoryview)) and records else None
             except (RecordError, ValueError, IndexError):
                 header = None    # the append refuses it with the right error
             if header is not None and header.is_transactional and not header.is_control:

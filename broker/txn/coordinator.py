@@ -617,11 +617,10 @@ class TransactionCoordinator:
         for tid in request.transactional_ids:
             error = self._status_error(tid)
             md = self._txns.get(tid) if error is None else None
-            if error is None and (md is None or md.state is S.DEAD):
-                error = E.TRANSACTIONAL_ID_NOT_FOUND
-            if error is not None or md is None:
-                states.append(R.TransactionState(error_code=error, transactional_id=tid,
-                                                 transaction_state="", topics=[]))
+            if md is None or md.state is S.DEAD:
+                states.append(R.TransactionState(
+                    error_code=error or E.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=tid,
+                    transaction_state="", topics=[]))
                 continue
             by_topic: dict[str, list[int]] = {}
             for tp in sorted(md.partitions):

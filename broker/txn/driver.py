@@ -371,7 +371,7 @@ class TransactionCoordinatorDriver:
         req = cls(transactions=[cls.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id,
             producer_epoch=producer_epoch, verify_only=True,
-            topics=[cls.AddPartitionsToTxnTopic(name=t, partitions=ps)
+            topics=[cls.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
         try:
             resp = await self.brokers.request(reg.leader, ApiKey.ADD_PARTITIONS_TO_TXN,
