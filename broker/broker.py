@@ -239,7 +239,7 @@ class Broker:
             _group_config(config, properties), self.replicas, config.request_timeout_ms, now_ms, rng)
         producer_ids = ProducerIdManager(config.node_id, self.controller)
         self.transactions = TransactionCoordinatorDriver(
-            _transaction_config(config), self.replicas,
+            config.node_id, _transaction_config(config), self.replicas,
             BrokerChannel(config.node_id, self._endpoint_of, config.request_timeout_ms),
             producer_ids, lambda: self.lifecycle.broker_epoch, config.request_timeout_ms, now_ms,
             verification_enable=lambda: (self.core.config_layers.broker_value(

@@ -66,7 +66,7 @@ from broker.txn.records import (
     TransactionLogImage, TransactionLogRecord, encode_batch, partition_for_transactional_id,
 )
 from broker.txn.state import (
-    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TransactionState, TxnTransit,
+    EPOCH_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TransactionState, TxnTransit,
     is_epoch_exhausted,
 )
 
@@ -243,6 +243,10 @@ class TransactionCoordinator:
         self._inits.clear()
         self.active = False
         return effects
+
+    def coordinator_epoch(self, partition: int) -> int | None:
+        """The epoch a loaded partition's ids were loaded under; None while loading."""
+        return self._coordinator_epochs.get(partition)
 
     def set_topics(self, topics: dict[str, int]) -> None:
         """The topics of the current metadata image: name -> partition count."""
@@ -694,7 +698,7 @@ class TransactionCoordinator:
         for md in list(self._txns.values()):
             if md.state is S.ONGOING and not md.pending_transition_in_progress \
                     and md.txn_start_timestamp_ms + md.txn_timeout_ms < now_ms \
-                    and md.producer_epoch < 0x7FFF:
+                    and md.producer_epoch < EPOCH_MAX:     # room for the fencing bump
                 effects += self._fence_and_abort(md, now_ms, lambda error, now, out: None)
 
     def _remove_expired(self, now_ms: int, effects: list[Effect]) -> None:

@@ -83,10 +83,12 @@ def produce_verification_error(code: int, produce_version: int) -> int:
 
 
 class TransactionCoordinatorDriver:
-    def __init__(self, config: TransactionConfig, replicas: ReplicaDriver, brokers: BrokerChannel,
-                 producer_ids: ProducerIdManager, broker_epoch: Callable[[], int],
+    def __init__(self, broker_id: int, config: TransactionConfig, replicas: ReplicaDriver,
+                 brokers: BrokerChannel, producer_ids: ProducerIdManager,
+                 broker_epoch: Callable[[], int],
                  request_timeout_ms: int, now_ms: Callable[[], int],
                  verification_enable: Callable[[], bool] = lambda: True) -> None:
+        self.broker_id = broker_id
         self.config = config
         self.replicas = replicas
         self.brokers = brokers
@@ -139,6 +141,18 @@ class TransactionCoordinatorDriver:
 
     def on_metadata(self, image: MetadataImage) -> None:
         self.core.set_topics({t.name: len(t.partitions) for t in image.topics.by_id.values()})
+        # Led again under a newer leader epoch (no leadership change was seen here): the
+        # coordinator epoch is the leader epoch, so reload under the new one, as Kafka does
+        # on every election; markers in flight stop and are sent again under it.
+        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+        for p in sorted(self._loaded):
+            reg = None if topic is None else topic.partitions.get(p)
+            epoch = self.core.coordinator_epoch(p)
+            if reg is not None and reg.leader == self.broker_id and epoch is not None \
+                    and reg.leader_epoch > epoch:
+                tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
+                self.on_leadership(tp, False)
+                self.on_leadership(tp, True)
 
     # ------------------------------------------------------------ effects
 
@@ -333,7 +347,16 @@ class TransactionCoordinatorDriver:
         that must not be appended; the others may be, at once (no await in between)."""
         if not self.verification_enable():
             return {}
-        todo = {tp: pe for tp, pe in batches.items() if not self.verification.is_verified(tp, *pe)}
+        image = self.replicas.image
+
+        def led_here(tp: TopicPartition) -> bool:
+            topic = image.topics.get(tp.topic)
+            reg = None if topic is None else topic.partitions.get(tp.partition)
+            return reg is not None and reg.leader == self.broker_id
+        # A partition led elsewhere is refused by the append (NOT_LEADER_OR_FOLLOWER): no
+        # question, and no entry that no marker here would ever clear.
+        todo = {tp: pe for tp, pe in batches.items()
+                if led_here(tp) and not self.verification.is_verified(tp, *pe)}
         if not todo:
             return {}
         if len(set(todo.values())) > 1:
