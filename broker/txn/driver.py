@@ -31,6 +31,7 @@ from broker.txn.coordinator import (
     AllocateProducerId, Append, Completion, SendMarkers, TransactionConfig,
     TransactionCoordinator,
 )
+from broker.txn.markers import judge_answers, plan_round
 from broker.txn.records import (
     TRANSACTION_STATE_TOPIC, TransactionLogLoader, partition_for_transactional_id,
 )
@@ -62,12 +63,6 @@ MARKER_RETRY_BACKOFF_MS = (50, 1_000)    # doubled per round without progress, u
 # trouble becomes NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
 _VERIFY_RETRIABLE = {E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS,
                      E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR}
-# Marker answers after which a partition is tried again (TransactionMarkerRequestCompletionHandler).
-_MARKER_RETRIABLE = {E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS,
-                     E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT, E.KAFKA_STORAGE_ERROR,
-                     E.UNKNOWN_SERVER_ERROR}
-# ... and after which this coordinator stops sending (it, or the producer, was fenced).
-_MARKER_FENCED = {E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED}
 
 
 def produce_verification_error(code: int, produce_version: int) -> int:
@@ -236,37 +231,25 @@ class TransactionCoordinatorDriver:
             return self.core.markers_wanted(effect.transactional_id, effect.producer_id,
                                             effect.producer_epoch, effect.coordinator_epoch)
         while remaining and wanted():
-            image = self.replicas.image
-            by_leader: dict[int, list[TopicPartition]] = {}
-            for tp in sorted(remaining):
-                topic = image.topics.get(tp.topic)
-                if topic is None or tp.partition not in topic.partitions:
-                    # Deleted: nothing left to mark (Kafka drops it too).
-                    log.info("%s: dropping the marker for deleted %s", effect.transactional_id, tp)
-                    remaining.discard(tp)
-                    continue
-                leader = topic.partitions[tp.partition].leader
-                if leader >= 0:
-                    by_leader.setdefault(leader, []).append(tp)
-            answers = await asyncio.gather(*(self._write_markers(leader, effect, tps)
-                                             for leader, tps in by_leader.items()))
-            progress = False
-            for answer in answers:
-                for tp, code in answer.items():
-                    if code == E.NONE:
-                        remaining.discard(tp)
-                        progress = True
-                    elif code in _MARKER_FENCED:
-                        log.info("%s: markers stopped, %s answered %s", effect.transactional_id,
-                                 tp, E(code).name)
-                        return
-                    elif code not in _MARKER_RETRIABLE:
-                        # UNSUPPORTED_FOR_MESSAGE_FORMAT and the like: never going to work.
-                        log.error("%s: marker for %s refused with %d; giving it up",
-                                  effect.transactional_id, tp, code)
-                        remaining.discard(tp)
+            by_leader, deleted = plan_round(remaining, self.replicas.image)
+            if deleted:
+                log.info("%s: no marker needed on deleted %s", effect.transactional_id,
+                         sorted(deleted))
+            answers: dict[TopicPartition, int] = {}
+            for answer in await asyncio.gather(*(self._write_markers(leader, effect, tps)
+                                                 for leader, tps in by_leader.items())):
+                answers.update(answer)
+            judged = judge_answers(answers)
+            if judged.fenced:
+                log.info("%s: markers stopped: %s", effect.transactional_id,
+                         {str(tp): E(c).name for tp, c in judged.fenced.items()})
+                return
+            for tp, code in judged.given_up.items():
+                log.error("%s: marker for %s refused with %d; giving it up",
+                          effect.transactional_id, tp, code)
+            remaining -= deleted | judged.settled
             if remaining:
-                backoff_ms = MARKER_RETRY_BACKOFF_MS[0] if progress \
+                backoff_ms = MARKER_RETRY_BACKOFF_MS[0] if judged.written \
                     else min(backoff_ms * 2, MARKER_RETRY_BACKOFF_MS[1])
                 await asyncio.sleep(backoff_ms / 1000)
         if not remaining:
@@ -290,7 +273,7 @@ class TransactionCoordinatorDriver:
                                               WRITE_TXN_MARKERS_VERSIONS, req)
         except (ConnectionError, OSError, asyncio.TimeoutError) as e:
             log.info("%s: markers to broker %d failed: %s", effect.transactional_id, leader, e)
-            return {tp: E.NOT_LEADER_OR_FOLLOWER for tp in tps}
+            return {tp: E.NETWORK_EXCEPTION for tp in tps}
         answers = {TopicPartition(t.name, p.partition_index): p.error_code
                    for m in resp.markers if m.producer_id == effect.producer_id
                    for t in m.topics for p in t.partitions}
