@@ -5,8 +5,9 @@ Lives here: ``records`` (the ``__transaction_state`` record formats,
 ``TRANSACTION_STATE_TOPIC``, ``partition_for_transactional_id``, ``TransactionLogLoader``),
 ``state`` (``TransactionState``, its transition table ``VALID_PREVIOUS_STATES``,
 ``TransactionMetadata`` and its pending transitions), ``coordinator`` (the pure
-``TransactionCoordinator`` and its effects), ``verification`` (KIP-890's guards on the
-leader side), ``channel`` (requests to other brokers) and ``driver`` (the asyncio shell).
+``TransactionCoordinator`` and its effects), ``markers`` (each round of sending a
+transaction's markers, decided purely), ``verification`` (KIP-890's guards on the leader
+side), ``channel`` (requests to other brokers) and ``driver`` (the asyncio shell).
 
 Not here: FindCoordinator (``broker/find_coordinator.py``, shared with groups), the
 partition side of transactions (markers appended by leaders, producer state, the last
