@@ -32,6 +32,7 @@ from broker.metrics import BrokerMetrics, request_name
 from broker.client_telemetry import ClientAttributes
 from broker.producer_ids import ProducerIdManager
 from broker.telemetry_driver import ClientTelemetryDriver
+from broker.txn.driver import TransactionCoordinatorDriver
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ReadResult
 from clients.types import TopicIdPartition, TopicPartition
@@ -42,6 +43,7 @@ from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from clients.protocol.tag_filter import tag_filter_of
 from clients.protocol.types import CorruptFrameError
+from clients.records import RecordError, read_batch_header
 from clients.records.tags import filter_batches
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
 from metadata_log.config_layers import ConfigEntry, ConfigSource
@@ -113,6 +115,9 @@ KAFKA_4_1_MAX_EXCEPTIONS: dict[int, tuple[int, str]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (1, "v1 is not in the reference schemas"),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: (1, "v1 (KIP-1142's ListConfigResources) is not in "
                                               "the reference schemas"),
+    # Served by the transaction coordinator (broker/txn/driver.py's TXN_VERSIONS).
+    ApiKey.LIST_TRANSACTIONS: (2, "v2 (KIP-1152's TransactionalIdPattern) is not in the "
+                                  "reference schemas"),
 }
 
 # Served where a default Kafka 4.1 broker advertises nothing, and why.
@@ -182,6 +187,22 @@ _NO_CURRENT_LEADER = messages.FetchResponse.LeaderIdAndEpoch()      # the tagged
 _NO_PRODUCE_LEADER = messages.ProduceResponse.LeaderIdAndEpoch()
 
 
+def _transactional_batches(req: messages.ProduceRequest) -> dict[TopicPartition, tuple[int, int]]:
+    """(producer id, epoch) of each partition whose data opens with a transactional batch."""
+    out = {}
+    for topic in req.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            try:
+                header = read_batch_header(records) \
+                    if isinstance(records, (bytes, bytearray, memoryview)) and records else None
+            except (RecordError, ValueError, IndexError):
+                header = None    # the append refuses it with the right error
+            if header is not None and header.is_transactional and not header.is_control:
+                out[TopicPartition(topic.name, p.index)] = (header.producer_id, header.producer_epoch)
+    return out
+
+
 def _quorum_leader(resp: messages.DescribeQuorumResponse) -> int:
     return next((p.leader_id for t in resp.topics for p in t.partitions), -1)
 
@@ -203,9 +224,12 @@ class KafkaApis:
                  producer_ids: ProducerIdManager, broker_epoch: Callable[[], int],
                  metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]],
                  fetch_sessions: FetchSessionCache, quotas: ClientQuotas,
-                 telemetry: ClientTelemetryDriver) -> None:
-        """``coordinator_apis``: the APIs other components serve (the group coordinator),
-        each with its handler and (min, max) versions."""
+                 telemetry: ClientTelemetryDriver,
+                 transactions: TransactionCoordinatorDriver) -> None:
+        """``coordinator_apis``: the APIs other components serve (FindCoordinator, the group
+        and transaction coordinators), each with its handler and (min, max) versions.
+        ``transactions``: InitProducerId with a transactional id, and KIP-890's
+        verification before a transactional Produce is appended."""
         self.config = config
         self.cluster_id = cluster_id
         self.replicas = replicas
@@ -217,6 +241,7 @@ class KafkaApis:
         self.fetch_sessions = fetch_sessions
         self.quotas = quotas
         self.telemetry = telemetry
+        self.transactions = transactions
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
         self._handlers: dict[int, Handler] = {k: h for k, (h, _) in coordinator_apis.items()}
         self._handlers.update({
@@ -419,18 +444,23 @@ class KafkaApis:
         acks = req.acks
         results: dict[tuple[str, int], tuple] = {}
         waits = []
+        unverified: dict[TopicPartition, int] = {}
+        if req.transactional_id is not None and acks in (-1, 0, 1):
+            # KIP-890: ask the coordinator before the first batch of a transaction lands
+            # here. Nothing is awaited between its answer and the appends below, so no
+            # marker can slip in between (VerificationState's guards cover the wait).
+            unverified = await self.transactions.verify_produce(
+                req.transactional_id, version, _transactional_batches(req))
         for topic in req.topic_data:
             for p in topic.partition_data:
                 key = (topic.name, p.index)
                 if acks not in (-1, 0, 1):
                     results[key] = (ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ())
                     continue
-                if req.transactional_id is not None:
-                    # Transactions are not built yet: refuse rather than half-apply them.
-                    results[key] = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1,
-                                    "transactions are not supported by Ketch yet", ())
-                    continue
                 tp = TopicPartition(topic.name, p.index)
+                if tp in unverified:
+                    results[key] = (unverified[tp], -1, -1, -1, None, ())
+                    continue
                 result = self.replicas.append(tp, p.records, acks)
                 results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
                                 result.log_start_offset, result.error_message, result.record_errors)
@@ -736,7 +766,7 @@ class KafkaApis:
                                       client: ClientInfo) -> messages.InitProducerIdResponse:
         cls = messages.InitProducerIdResponse
         if req.transactional_id is not None:
-            return cls(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return await self.transactions.handle_init_producer_id(req, version, client)
         if version >= 3 and req.producer_id >= 0:
             # KIP-360: an idempotent producer bumps its epoch after an error; the id stays.
             if req.producer_epoch >= 0x7FFE:

@@ -46,8 +46,12 @@ from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ClientQuotas
 from broker.fetch_session import FetchSessionCache
 from broker.fetcher import ReplicaFetcherManager
+from broker.find_coordinator import (
+    FIND_COORDINATOR_VERSIONS, CoordinatorKeyType, CoordinatorTopic, FindCoordinatorHandler,
+)
 from broker.group.coordinator import GroupConfig
 from broker.group.driver import GroupCoordinatorDriver
+from broker.group.records import CONSUMER_OFFSETS_TOPIC, partition_for_group
 from broker.lifecycle import BrokerLifecycleManager, Registration
 from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
@@ -59,8 +63,13 @@ from broker.telemetry_driver import ClientTelemetryDriver
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ReplicaManager
+from broker.txn.channel import BrokerChannel
+from broker.txn.coordinator import TransactionConfig
+from broker.txn.driver import TransactionCoordinatorDriver
+from broker.txn.records import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from clients.clock import SYSTEM_CLOCK, Clock
 from clients.http_api import AdminHttpServer, BrokerAdmins
+from clients.protocol import ApiKey
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
@@ -118,6 +127,34 @@ def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
         consumer_group_migration_policy=props.get(
             "group.consumer.migration.policy", "bidirectional").lower(),
     )
+
+
+def _transaction_config(config: BrokerConfig) -> TransactionConfig:
+    return TransactionConfig(
+        transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        transaction_state_log_num_partitions=config.transaction_state_log_num_partitions,
+        abort_timed_out_transaction_cleanup_interval_ms=(
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+        remove_expired_transaction_cleanup_interval_ms=(
+            config.transaction_remove_expired_transaction_cleanup_interval_ms),
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions)
+
+
+def _coordinator_topics(config: BrokerConfig) -> dict[CoordinatorKeyType, CoordinatorTopic]:
+    """The coordinators' internal topics, as FindCoordinator creates them on first use."""
+    return {
+        CoordinatorKeyType.GROUP: CoordinatorTopic(
+            CONSUMER_OFFSETS_TOPIC, config.offsets_topic_num_partitions,
+            config.offsets_topic_replication_factor, partition_for_group,
+            (("cleanup.policy", "compact"), ("segment.bytes", str(100 * 1024 * 1024)))),
+        CoordinatorKeyType.TRANSACTION: CoordinatorTopic(
+            TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
+            config.transaction_state_log_replication_factor, partition_for_transactional_id,
+            (("cleanup.policy", "compact"),
+             ("segment.bytes", str(config.transaction_state_log_segment_bytes))),
+            min_insync_replicas=config.transaction_state_log_min_isr),
+    }
 
 
 def _directory_id(log_dir: str) -> uuid.UUID:
@@ -199,19 +236,30 @@ class Broker:
             self.controller, lambda: self.core.image, self.replicas.wait_for_image,
             config.num_partitions, config.default_replication_factor)
         self.groups = GroupCoordinatorDriver(
-            _group_config(config, properties), self.replicas, self.topic_creation,
-            config.listener_name, config.offsets_topic_replication_factor, config.request_timeout_ms,
-            now_ms, rng)
+            _group_config(config, properties), self.replicas, config.request_timeout_ms, now_ms, rng)
+        producer_ids = ProducerIdManager(config.node_id, self.controller)
+        self.transactions = TransactionCoordinatorDriver(
+            config.node_id, _transaction_config(config), self.replicas,
+            BrokerChannel(config.node_id, self._endpoint_of, config.request_timeout_ms),
+            producer_ids, lambda: self.lifecycle.broker_epoch, config.request_timeout_ms, now_ms,
+            verification_enable=lambda: (self.core.config_layers.broker_value(
+                "transaction.partition.verification.enable") or "true").lower() == "true")
+        self.find_coordinator = FindCoordinatorHandler(
+            self.replicas, self.topic_creation, config.listener_name, _coordinator_topics(config))
+        coordinator_apis = {
+            **self.groups.apis(), **self.transactions.apis(),
+            ApiKey.FIND_COORDINATOR: (self.find_coordinator.handle_find_coordinator,
+                                      FIND_COORDINATOR_VERSIONS)}
         self.client_metrics = ClientMetricsExport()
         self.telemetry = ClientTelemetryDriver(
             ClientTelemetryManager(self._telemetry_max_bytes(), random.Random(rng.getrandbits(64))),
             self.client_metrics, lambda: self.core.image.configs, now_ms)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,
-                              ProducerIdManager(config.node_id, self.controller),
-                              lambda: self.lifecycle.broker_epoch, self.metrics, self.groups.apis(),
+                              producer_ids, lambda: self.lifecycle.broker_epoch, self.metrics,
+                              coordinator_apis,
                               FetchSessionCache(config.fetch_session_cache_slots,
                                                 rng=random.Random(rng.getrandbits(64))),
-                              ClientQuotas(), self.telemetry)
+                              ClientQuotas(), self.telemetry, self.transactions)
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes,
                                   use_sendfile=zero_copy)
@@ -303,6 +351,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         self.replicas.start(self.fetchers.fetch_from)
         self.groups.start()
+        self.transactions.start()
         self.metrics.process.start()
         self._tasks = [loop.create_task(self.observer.run(), name="metadata-observer"),
                        loop.create_task(self.lifecycle.run(), name="heartbeats"),
@@ -354,6 +403,7 @@ class Broker:
             log.exception("applying metadata offset %d failed", image.provenance.offset)
             raise
         self.groups.on_metadata(image)
+        self.transactions.on_metadata(image)
 
     def _apply_broker_configs(self) -> None:
         """Dynamic broker keys that steer broker-wide duties (not a topic's log) take
@@ -415,6 +465,7 @@ class Broker:
             await self.http.stop()
         await self.admins.close()
         await self.groups.stop()
+        await self.transactions.stop()
         await self.fetchers.close()
         self.controller.close()
         self.heartbeat_channel.close()

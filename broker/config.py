@@ -12,6 +12,12 @@
     auto.create.topics.enable=true     num.partitions=1   default.replication.factor=1
     min.insync.replicas=1              unclean.leader.election.enable=false
     offsets.topic.num.partitions=50    offsets.topic.replication.factor=3
+    transaction.max.timeout.ms=900000  transactional.id.expiration.ms=604800000
+    transaction.state.log.num.partitions=50  transaction.state.log.replication.factor=3
+    transaction.state.log.min.isr=2    transaction.state.log.segment.bytes=104857600
+    transaction.abort.timed.out.transaction.cleanup.interval.ms=10000
+    transaction.remove.expired.transaction.cleanup.interval.ms=3600000
+    transaction.partition.verification.enable=true   (KIP-890; dynamic, read where applied)
     replica.fetch.wait.max.ms=500      request.timeout.ms=30000
     log.segment.bytes, log.retention.ms, log.retention.bytes, log.cleanup.policy, ...
         (broker-wide defaults of the topic configs, Kafka's log.* names: resolved with the
@@ -80,6 +86,15 @@ class BrokerConfig:
     event_loop: str
     metrics_enable: bool = True
     group_lag_interval_ms: int = 30_000
+    # The transaction coordinator (broker/txn/), Kafka's keys and defaults.
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 104_857_600
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
 
 
 # replica.selector.class (KIP-392): Kafka's two selectors, by their Java class names.
@@ -151,6 +166,17 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         event_loop=(node.get_str("ketch.event.loop") or "asyncio").lower(),
         metrics_enable=node.get_bool("ketch.metrics.enable"),
         group_lag_interval_ms=node.get_int("ketch.metrics.group.lag.interval.ms"),
+        transaction_max_timeout_ms=node.get_int("transaction.max.timeout.ms"),
+        transactional_id_expiration_ms=node.get_int("transactional.id.expiration.ms"),
+        transaction_state_log_num_partitions=node.get_int("transaction.state.log.num.partitions"),
+        transaction_state_log_replication_factor=node.get_int(
+            "transaction.state.log.replication.factor"),
+        transaction_state_log_min_isr=node.get_int("transaction.state.log.min.isr"),
+        transaction_state_log_segment_bytes=node.get_int("transaction.state.log.segment.bytes"),
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=node.get_int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        transaction_remove_expired_transaction_cleanup_interval_ms=node.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"),
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")

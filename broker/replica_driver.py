@@ -57,6 +57,7 @@ class ReplicaDriver:
         # Set once by the broker before start(): where FetchFromLeader goes.
         self._fetch_from: Callable[[int], None] | None = None
         self._leadership_subscribers: list[Callable[[TopicPartition, bool], None]] = []
+        self._txn_marker_subscribers: list[Callable[[TopicPartition, int, bool], None]] = []
         self._produce_waiters: dict[int, asyncio.Future] = {}
         self._data_waiters: dict[TopicPartition, list[asyncio.Future]] = {}
         self._tokens = itertools.count(1)
@@ -83,6 +84,12 @@ class ReplicaDriver:
     def subscribe_leadership(self, callback: Callable[[TopicPartition, bool], None]) -> None:
         """``callback(partition, leader)`` after this broker starts or stops leading it."""
         self._leadership_subscribers.append(callback)
+
+    def subscribe_txn_markers(self, callback: Callable[[TopicPartition, int, bool], None]) -> None:
+        """``callback(partition, producer_id, committed)`` synchronously on the leader right
+        after a COMMIT/ABORT marker of that producer is appended to the partition's log
+        (before it is replicated; WriteTxnMarkers answers after acks=all)."""
+        self._txn_marker_subscribers.append(callback)
 
     @property
     def image(self) -> MetadataImage:

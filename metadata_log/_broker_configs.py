@@ -735,40 +735,30 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "effect in Ketch: Ketch has no share groups (KIP-932)", applied=False),
     # -------- transactions and producer ids
     ConfigDef("transaction.max.timeout.ms", T.INT, "900000", at_least(1),
-              "Longest transaction timeout a producer may ask for. Accepted; no effect in Ketch: "
-              "Ketch has no transaction coordinator (idempotent producers only)", applied=False),
+              "Longest transaction timeout a producer may ask for"),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, "10000",
               at_least(1),
-              "How often timed-out transactions are aborted. Accepted; no effect in Ketch: Ketch "
-              "has no transaction coordinator (idempotent producers only)", applied=False),
+              "How often timed-out transactions are aborted"),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, "3600000",
               at_least(1),
-              "How often expired transactional ids are removed. Accepted; no effect in Ketch: "
-              "Ketch has no transaction coordinator (idempotent producers only)", applied=False),
+              "How often expired transactional ids are removed"),
     ConfigDef("transaction.state.log.load.buffer.size", T.INT, "5242880", at_least(1),
               "Read buffer used when a transaction coordinator loads. Accepted; no effect in "
               "Ketch: Ketch has no transaction coordinator (idempotent producers only)",
               applied=False),
     ConfigDef("transaction.state.log.min.isr", T.INT, "2", at_least(1),
-              "min.insync.replicas of __transaction_state. Accepted; no effect in Ketch: Ketch "
-              "has no transaction coordinator (idempotent producers only)", applied=False),
+              "min.insync.replicas of __transaction_state (capped by its replication factor)"),
     ConfigDef("transaction.state.log.num.partitions", T.INT, "50", at_least(1),
-              "Partitions of __transaction_state. Accepted; no effect in Ketch: Ketch has no "
-              "transaction coordinator (idempotent producers only)", applied=False),
+              "Partitions of __transaction_state (set before it is created)"),
     ConfigDef("transaction.state.log.replication.factor", T.SHORT, "3", at_least(1),
-              "Replication factor of __transaction_state. Accepted; no effect in Ketch: Ketch has "
-              "no transaction coordinator (idempotent producers only)", applied=False),
+              "Replication factor of __transaction_state (capped by the live brokers)"),
     ConfigDef("transaction.state.log.segment.bytes", T.INT, "104857600", at_least(1),
-              "Segment size of __transaction_state. Accepted; no effect in Ketch: Ketch has no "
-              "transaction coordinator (idempotent producers only)", applied=False),
+              "Segment size of __transaction_state"),
     ConfigDef("transaction.partition.verification.enable", T.BOOLEAN, "true", None,
               "Whether leaders verify a partition is in a transaction before a transactional "
-              "write (KIP-890). Accepted; no effect in Ketch: Ketch has no transaction "
-              "coordinator (idempotent producers only)", dynamic=D.CLUSTER_WIDE, applied=False),
+              "write (KIP-890)", dynamic=D.CLUSTER_WIDE),
     ConfigDef("transactional.id.expiration.ms", T.INT, "604800000", at_least(1),
-              "Idle time after which a transactional id is forgotten. Accepted; no effect in "
-              "Ketch: Ketch has no transaction coordinator (idempotent producers only)",
-              applied=False),
+              "Idle time after which a transactional id is forgotten"),
     ConfigDef("producer.id.expiration.ms", T.INT, "86400000", at_least(1),
               "Idle time after which a producer id's state is dropped from partitions. Accepted; "
               "no effect in Ketch: Ketch keeps producer state without expiring idle producer ids",

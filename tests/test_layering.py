@@ -58,6 +58,8 @@ PURE = (
     "broker/group/coordinator.py", "broker/group/state.py", "broker/group/offsets.py",
     "broker/group/records.py", "broker/group/consumer_group.py",
     "broker/group/consumer_coordinator.py", "broker/group/effects.py",
+    "broker/txn/coordinator.py", "broker/txn/state.py", "broker/txn/records.py",
+    "broker/txn/verification.py", "broker/txn/markers.py",
 )
 # Ports: the synchronous storage interface the log core is written against, with its file
 # and simulated implementations (Kafka's ReplicatedLog / MockLog split). Pure cores may

@@ -9,10 +9,10 @@
 - leadership of ``__consumer_offsets`` partitions (from the metadata image) loads a
   partition's groups by replaying its log from the start to the log end offset (what a
   new leader holds becomes committed as its followers catch up), or unloads them;
-- a timer calls ``poll`` when the core's next deadline is due;
-- FindCoordinator creates ``__consumer_offsets`` on first use (``offsets.topic.num.partitions``
-  partitions, ``offsets.topic.replication.factor`` capped by the live brokers), answering
-  COORDINATOR_NOT_AVAILABLE until its leaders are known.
+- a timer calls ``poll`` when the core's next deadline is due.
+
+FindCoordinator (which creates ``__consumer_offsets`` on first use) is
+``broker/find_coordinator.py``'s, shared with the transaction coordinator.
 """
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ import logging
 import random
 from typing import Any, Callable, Hashable
 
-from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.group.coordinator import Append, Completion, GroupConfig, GroupCoordinator
-from broker.group.records import CONSUMER_OFFSETS_TOPIC, CoordinatorLoader, partition_for_group
+from broker.group.records import CONSUMER_OFFSETS_TOPIC, CoordinatorLoader
 from broker.replica_driver import ReplicaDriver
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
@@ -38,7 +37,6 @@ log = logging.getLogger(__name__)
 __all__ = ["GROUP_VERSIONS", "GroupCoordinatorDriver"]
 
 GROUP_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
@@ -52,19 +50,13 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
-KEY_TYPE_GROUP = 0
 
 
 class GroupCoordinatorDriver:
-    def __init__(self, config: GroupConfig, replicas: ReplicaDriver,
-                 topic_creation: AutoTopicCreationManager, listener_name: str,
-                 offsets_topic_replication_factor: int, request_timeout_ms: int,
+    def __init__(self, config: GroupConfig, replicas: ReplicaDriver, request_timeout_ms: int,
                  now_ms: Callable[[], int], rng: random.Random) -> None:
         self.config = config
         self.replicas = replicas
-        self.topic_creation = topic_creation
-        self.listener_name = listener_name
-        self.offsets_topic_replication_factor = offsets_topic_replication_factor
         self.request_timeout_ms = request_timeout_ms
         self.now_ms = now_ms
         self.core = GroupCoordinator(config, rng)
@@ -76,13 +68,11 @@ class GroupCoordinatorDriver:
         self._loaded: set[int] = set()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._creating = False
         self._stopped = False
 
     def apis(self) -> dict[int, tuple[Any, tuple[int, int]]]:
         """The APIs this coordinator serves: handler and (min, max) version per key."""
         handlers = {
-            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.JOIN_GROUP: self._join_group,
             ApiKey.SYNC_GROUP: self._simple("handle_sync_group"),
             ApiKey.HEARTBEAT: self._simple("handle_heartbeat"),
@@ -249,58 +239,3 @@ class GroupCoordinatorDriver:
             log.error("%s: loading groups failed at offset %d: %s", tp, offset, e)
         log.info("%s: loaded %d group records", tp, loader.records_replayed)
         self._carry_out(self.core.complete_load(p, loader.image, self.now_ms()))
-
-    # ------------------------------------------------------------ FindCoordinator
-
-    async def handle_find_coordinator(self, req: Any, version: int, client: Any) -> Any:
-        cls = messages.FindCoordinatorResponse
-        keys = req.coordinator_keys if version >= 4 else [req.key]
-        answers: list[tuple[Any, int, str | None, int, str, int]] = []
-        for key in keys:
-            if req.key_type != KEY_TYPE_GROUP:
-                answers.append((key, ErrorCode.INVALID_REQUEST, "only group coordinators exist", -1, "", -1))
-                continue
-            answers.append((key, *await self._coordinator_for(key)))
-        if version >= 4:
-            return cls(coordinators=[cls.Coordinator(key=k, node_id=n, host=h, port=pt, error_code=c,
-                                                     error_message=m)
-                                     for k, c, m, n, h, pt in answers])
-        _, code, message, node, host, port = answers[0]
-        return cls(error_code=code, error_message=message, node_id=node, host=host, port=port)
-
-    async def _coordinator_for(self, group_id: str) -> tuple[int, str | None, int, str, int]:
-        image = self.replicas.image
-        topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
-        if topic is None:
-            await self._create_offsets_topic()
-            image = self.replicas.image
-            topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
-            if topic is None:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "creating __consumer_offsets", -1, "", -1
-        partition = partition_for_group(group_id, len(topic.partitions))
-        reg = topic.partitions.get(partition)
-        if reg is None or reg.leader < 0:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader yet", -1, "", -1
-        broker = image.cluster.get(reg.leader)
-        endpoint = None if broker is None else (broker.endpoint(self.listener_name)
-                                                or (broker.endpoints[0] if broker.endpoints else None))
-        if endpoint is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator has no endpoint", -1, "", -1
-        return ErrorCode.NONE, None, reg.leader, endpoint.host, endpoint.port
-
-    async def _create_offsets_topic(self) -> None:
-        if self._creating:
-            await self.topic_creation.wait_for_topics([CONSUMER_OFFSETS_TOPIC], 5.0)
-            return
-        self._creating = True
-        try:
-            rf = max(1, min(self.offsets_topic_replication_factor, self.topic_creation.live_brokers()))
-            cls = messages.CreateTopicsRequest
-            await self.topic_creation.create([cls.CreatableTopic(
-                name=CONSUMER_OFFSETS_TOPIC, num_partitions=self.config.offsets_topic_num_partitions,
-                replication_factor=rf, configs=[
-                    cls.CreatableTopicConfig(name="cleanup.policy", value="compact"),
-                    cls.CreatableTopicConfig(name="segment.bytes", value=str(100 * 1024 * 1024))])],
-                timeout_s=20.0)
-        finally:
-            self._creating = False

@@ -1,0 +1,393 @@
+"""The transaction coordinator's asyncio shell: the only place the pure core meets the broker.
+
+- requests (InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+  EndTxn, DescribeTransactions, ListTransactions) become core inputs under a token; the
+  core's ``Completion`` resolves the request's future, now or later;
+- ``Append`` effects are written to ``__transaction_state-<p>`` through the replica manager
+  with acks=all, their outcomes reported back in append order per partition (as the group
+  coordinator's driver does);
+- ``AllocateProducerId`` asks the controller's producer id blocks (``ProducerIdManager``);
+- ``SendMarkers`` sends WriteTxnMarkers (v1) to the leader of each partition of the
+  transaction, grouped per leader, retrying partitions whose leader moved or could not be
+  reached (the metadata image names the leaders at each round) until every one answered
+  or the core no longer wants them (the coordinator epoch moved on), then reports;
+- leadership of ``__transaction_state`` partitions loads a partition's transactional ids by
+  replaying its log (coordinator epoch = the partition's leader epoch) or unloads them;
+- a timer calls ``poll`` when the core's next deadline is due;
+- KIP-890 verification for the Produce path (``verify_produce``): the leader asks the
+  transactional id's coordinator, through ``VerificationState``'s guards.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any, Callable, Hashable
+
+from broker.producer_ids import ProducerIdManager
+from broker.replica_driver import ReplicaDriver
+from broker.txn.channel import BrokerChannel
+from broker.txn.coordinator import (
+    AllocateProducerId, Append, Completion, SendMarkers, TransactionConfig,
+    TransactionCoordinator,
+)
+from broker.txn.markers import judge_answers, plan_round
+from broker.txn.records import (
+    TRANSACTION_STATE_TOPIC, TransactionLogLoader, partition_for_transactional_id,
+)
+from broker.txn.verification import VerificationState
+from clients.protocol import ApiKey, messages
+from clients.protocol.errors import ErrorCode
+from clients.records import RecordError
+from clients.types import TopicPartition
+from metadata_log.image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TXN_VERSIONS", "TransactionCoordinatorDriver"]
+
+E = ErrorCode
+
+TXN_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
+}
+WRITE_TXN_MARKERS_VERSIONS = (1, 1)
+VERIFY_VERSIONS = (4, 5)                 # AddPartitionsToTxn's brokers' form
+MARKER_RETRY_BACKOFF_MS = (50, 1_000)    # doubled per round without progress, up to the max
+
+# Produce errors for a failed verification (Kafka's ReplicaManager): retriable coordinator
+# trouble becomes NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
+_VERIFY_RETRIABLE = {E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS,
+                     E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR}
+
+
+def produce_verification_error(code: int, produce_version: int) -> int:
+    """What a producer hears when its partition could not be verified (Kafka's
+    ReplicaManager and AddPartitionsToTxnManager)."""
+    if code in _VERIFY_RETRIABLE:
+        return E.NOT_ENOUGH_REPLICAS
+    if code == E.PRODUCER_FENCED:
+        return E.INVALID_PRODUCER_EPOCH        # what producers expect here
+    if code == E.TRANSACTION_ABORTABLE and produce_version <= 10:
+        return E.INVALID_TXN_STATE             # older clients do not know the newer code
+    return code
+
+
+class TransactionCoordinatorDriver:
+    def __init__(self, broker_id: int, config: TransactionConfig, replicas: ReplicaDriver,
+                 brokers: BrokerChannel, producer_ids: ProducerIdManager,
+                 broker_epoch: Callable[[], int],
+                 request_timeout_ms: int, now_ms: Callable[[], int],
+                 verification_enable: Callable[[], bool] = lambda: True) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.replicas = replicas
+        self.brokers = brokers
+        self.producer_ids = producer_ids
+        self.broker_epoch = broker_epoch
+        self.request_timeout_ms = request_timeout_ms
+        self.now_ms = now_ms
+        # transaction.partition.verification.enable, a dynamic cluster-wide key
+        self.verification_enable = verification_enable
+        self.core = TransactionCoordinator(config)
+        self.verification = VerificationState()
+        replicas.subscribe_leadership(self.on_leadership)
+        replicas.subscribe_txn_markers(self.on_txn_marker)
+        self._tokens = itertools.count(1)
+        self._waiting: dict[Hashable, asyncio.Future] = {}
+        self._append_chains: dict[int, asyncio.Future | None] = {}
+        self._loaded: set[int] = set()
+        self._background: set[asyncio.Task] = set()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._stopped = False
+
+    def apis(self) -> dict[int, tuple[Any, tuple[int, int]]]:
+        """The APIs this coordinator serves: handler and (min, max) version per key.
+        InitProducerId stays KafkaApis's (idempotent producers need no coordinator); it
+        hands transactional ones to ``handle_init_producer_id``."""
+        handlers = {
+            ApiKey.ADD_PARTITIONS_TO_TXN: self._simple("handle_add_partitions_to_txn"),
+            ApiKey.ADD_OFFSETS_TO_TXN: self._simple("handle_add_offsets_to_txn"),
+            ApiKey.END_TXN: self._simple("handle_end_txn"),
+            ApiKey.DESCRIBE_TRANSACTIONS: self._simple("handle_describe_transactions"),
+            ApiKey.LIST_TRANSACTIONS: self._simple("handle_list_transactions"),
+        }
+        return {key: (handler, TXN_VERSIONS[key]) for key, handler in handlers.items()}
+
+    async def handle_init_producer_id(self, req: Any, version: int, client: Any) -> Any:
+        return await self._call("handle_init_producer_id", req, version, self.now_ms())
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._poll_loop(), name="txn-poll")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._carry_out(self.core.shutdown(self.now_ms()))
+        tasks = [t for t in (self._task, *self._background) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.brokers.close()
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        self.core.set_topics({t.name: len(t.partitions) for t in image.topics.by_id.values()})
+        # Led again under a newer leader epoch (no leadership change was seen here): the
+        # coordinator epoch is the leader epoch, so reload under the new one, as Kafka does
+        # on every election; markers in flight stop and are sent again under it.
+        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+        for p in sorted(self._loaded):
+            reg = None if topic is None else topic.partitions.get(p)
+            epoch = self.core.coordinator_epoch(p)
+            if reg is not None and reg.leader == self.broker_id and epoch is not None \
+                    and reg.leader_epoch > epoch:
+                tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
+                self.on_leadership(tp, False)
+                self.on_leadership(tp, True)
+
+    # ------------------------------------------------------------ effects
+
+    def _carry_out(self, effects: list) -> None:
+        for effect in effects:
+            if isinstance(effect, Completion):
+                waiter = self._waiting.pop(effect.token, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(effect.response)
+            elif isinstance(effect, Append):
+                self._start_append(effect)
+            elif isinstance(effect, AllocateProducerId):
+                self._spawn(self._allocate(effect))
+            else:
+                assert isinstance(effect, SendMarkers), effect
+                self._spawn(self._send_markers(effect))
+        self._wakeup.set()
+
+    def _spawn(self, coro: Any) -> None:
+        if self._stopped:
+            coro.close()
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _start_append(self, append: Append) -> None:
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, append.partition)
+        replicas = self.replicas
+        result = replicas.append(tp, bytearray(append.batch()), -1)
+        required = result.required_offset
+        previous = self._append_chains.get(append.partition)
+        done = asyncio.get_running_loop().create_future()
+        self._append_chains[append.partition] = done
+
+        async def report() -> None:
+            code = result.error_code
+            if code == E.NONE and required is not None:
+                code = await replicas.await_replication(tp, required, self.request_timeout_ms)
+            if previous is not None and code == E.NONE:
+                await previous          # successes are reported in append order
+            self._carry_out(self.core.on_append_result(append.append_id, code, self.now_ms()))
+            done.set_result(None)
+        asyncio.get_running_loop().create_task(report())
+
+    async def _allocate(self, effect: AllocateProducerId) -> None:
+        producer_id = await self.producer_ids.next_producer_id(self.broker_epoch())
+        self._carry_out(self.core.on_producer_id(effect.request_id, producer_id, self.now_ms()))
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        token = next(self._tokens)
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting[token] = waiter
+        self._carry_out(getattr(self.core, method)(token, *args))
+        return await waiter
+
+    def _simple(self, method: str) -> Callable[..., Any]:
+        async def handler(req: Any, version: int, client: Any) -> Any:
+            return await self._call(method, req, version, self.now_ms())
+        return handler
+
+    async def _poll_loop(self) -> None:
+        while not self._stopped:
+            effects, wait_ms = self.core.poll(self.now_ms())
+            self._wakeup.clear()
+            self._carry_out(effects)
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), max(0.01, min(wait_ms, 1000) / 1000))
+            except asyncio.TimeoutError:
+                pass
+
+    # ------------------------------------------------------------ markers
+
+    async def _send_markers(self, effect: SendMarkers) -> None:
+        """WriteTxnMarkers to the leaders until every partition has its marker."""
+        remaining = set(effect.partitions)
+        backoff_ms = MARKER_RETRY_BACKOFF_MS[0]
+
+        def wanted() -> bool:
+            return self.core.markers_wanted(effect.transactional_id, effect.producer_id,
+                                            effect.producer_epoch, effect.coordinator_epoch)
+        while remaining and wanted():
+            by_leader, deleted = plan_round(remaining, self.replicas.image)
+            if deleted:
+                log.info("%s: no marker needed on deleted %s", effect.transactional_id,
+                         sorted(deleted))
+            answers: dict[TopicPartition, int] = {}
+            for answer in await asyncio.gather(*(self._write_markers(leader, effect, tps)
+                                                 for leader, tps in by_leader.items())):
+                answers.update(answer)
+            judged = judge_answers(answers)
+            if judged.fenced:
+                log.info("%s: markers stopped: %s", effect.transactional_id,
+                         {str(tp): E(c).name for tp, c in judged.fenced.items()})
+                return
+            for tp, code in judged.given_up.items():
+                log.error("%s: marker for %s refused with %d; giving it up",
+                          effect.transactional_id, tp, code)
+            remaining -= deleted | judged.settled
+            if remaining:
+                backoff_ms = MARKER_RETRY_BACKOFF_MS[0] if judged.written \
+                    else min(backoff_ms * 2, MARKER_RETRY_BACKOFF_MS[1])
+                await asyncio.sleep(backoff_ms / 1000)
+        if not remaining:
+            self._carry_out(self.core.on_markers_written(
+                effect.transactional_id, effect.producer_id, effect.producer_epoch,
+                effect.coordinator_epoch, self.now_ms()))
+
+    async def _write_markers(self, leader: int, effect: SendMarkers,
+                             tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        cls = messages.WriteTxnMarkersRequest
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        req = cls(markers=[cls.WritableTxnMarker(
+            producer_id=effect.producer_id, producer_epoch=effect.producer_epoch,
+            transaction_result=effect.committed, coordinator_epoch=effect.coordinator_epoch,
+            topics=[cls.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()])])
+        try:
+            resp = await self.brokers.request(leader, ApiKey.WRITE_TXN_MARKERS,
+                                              WRITE_TXN_MARKERS_VERSIONS, req)
+        except (ConnectionError, OSError, asyncio.TimeoutError) as e:
+            log.info("%s: markers to broker %d failed: %s", effect.transactional_id, leader, e)
+            return {tp: E.NETWORK_EXCEPTION for tp in tps}
+        answers = {TopicPartition(t.name, p.partition_index): p.error_code
+                   for m in resp.markers if m.producer_id == effect.producer_id
+                   for t in m.topics for p in t.partitions}
+        return {tp: answers.get(tp, E.UNKNOWN_SERVER_ERROR) for tp in tps}
+
+    # ------------------------------------------------------------ leadership
+
+    def on_leadership(self, tp: TopicPartition, leader: bool) -> None:
+        self.verification.on_leadership(tp)
+        if tp.topic != TRANSACTION_STATE_TOPIC or \
+                tp.partition >= self.config.transaction_state_log_num_partitions:
+            return
+        p = tp.partition
+        if leader and p not in self._loaded:
+            self._loaded.add(p)
+            self.core.begin_load(p)
+            asyncio.get_running_loop().call_soon(self._load, tp)
+        elif not leader and p in self._loaded:
+            self._loaded.discard(p)
+            self._carry_out(self.core.unload_partition(p, self.now_ms()))
+
+    def _load(self, tp: TopicPartition) -> None:
+        p = tp.partition
+        plog = self.replicas.local_log(tp)
+        topic = self.replicas.image.topics.get(TRANSACTION_STATE_TOPIC)
+        reg = None if topic is None else topic.partitions.get(p)
+        if p not in self._loaded or plog is None or reg is None:
+            return
+        loader = TransactionLogLoader()
+        offset = plog.log_start_offset
+        try:
+            while offset < plog.log_end_offset:
+                result = plog.read(offset, 8 * 1024 * 1024, plog.log_end_offset)
+                if result.error_code != E.NONE or result.records.is_empty:
+                    break
+                loader.replay_batches(plog.read_records_bytes(result.records))
+                offset = result.records.last_offset + 1
+        except (RecordError, ValueError) as e:
+            log.error("%s: loading transactions failed at offset %d: %s", tp, offset, e)
+        log.info("%s: loaded %d transaction records (coordinator epoch %d)", tp,
+                 loader.records_replayed, reg.leader_epoch)
+        self._carry_out(self.core.complete_load(p, loader.image, reg.leader_epoch, self.now_ms()))
+
+    # ------------------------------------------------------------ KIP-890 verification
+
+    def on_txn_marker(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
+        """A marker was appended to a partition this broker leads (contract point 2)."""
+        self.verification.on_marker(tp, producer_id)
+
+    async def verify_produce(self, transactional_id: str, produce_version: int,
+                             batches: dict[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, int]:
+        """Before a transactional Produce appends: ask the coordinator about the partitions
+        not yet verified for their (producer id, epoch). The Produce errors of the partitions
+        that must not be appended; the others may be, at once (no await in between)."""
+        if not self.verification_enable():
+            return {}
+        image = self.replicas.image
+
+        def led_here(tp: TopicPartition) -> bool:
+            topic = image.topics.get(tp.topic)
+            reg = None if topic is None else topic.partitions.get(tp.partition)
+            return reg is not None and reg.leader == self.broker_id
+        # A partition led elsewhere is refused by the append (NOT_LEADER_OR_FOLLOWER): no
+        # question, and no entry that no marker here would ever clear.
+        todo = {tp: pe for tp, pe in batches.items()
+                if led_here(tp) and not self.verification.is_verified(tp, *pe)}
+        if not todo:
+            return {}
+        if len(set(todo.values())) > 1:
+            # Kafka: one transactional producer per request (InvalidPidMappingException).
+            return {tp: E.INVALID_PRODUCER_ID_MAPPING for tp in todo}
+        (producer_id, producer_epoch), = set(todo.values())
+        guards = {tp: self.verification.start(tp, producer_id, producer_epoch) for tp in todo}
+        codes = await self._ask_coordinator(transactional_id, producer_id, producer_epoch,
+                                            list(todo))
+        errors: dict[TopicPartition, int] = {}
+        for tp, guard in guards.items():
+            code = codes.get(tp, E.UNKNOWN_SERVER_ERROR)
+            if not self.verification.complete(tp, producer_id, guard, code == E.NONE) \
+                    and code == E.NONE:
+                code = E.INVALID_TXN_STATE     # the transaction ended while we asked
+            if code != E.NONE:
+                errors[tp] = produce_verification_error(code, produce_version)
+        return errors
+
+    async def _ask_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                               tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        def every(code: int) -> dict[TopicPartition, int]:
+            return {tp: code for tp in tps}
+        topic = self.replicas.image.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return every(E.COORDINATOR_NOT_AVAILABLE)
+        reg = topic.partitions.get(partition_for_transactional_id(transactional_id,
+                                                                  len(topic.partitions)))
+        if reg is None or reg.leader < 0:
+            return every(E.COORDINATOR_NOT_AVAILABLE)
+        cls = messages.AddPartitionsToTxnRequest
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        req = cls(transactions=[cls.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=True,
+            topics=[cls.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()])])
+        try:
+            resp = await self.brokers.request(reg.leader, ApiKey.ADD_PARTITIONS_TO_TXN,
+                                              VERIFY_VERSIONS, req)
+        except (ConnectionError, OSError, asyncio.TimeoutError) as e:
+            log.info("verifying %s with broker %d failed: %s", transactional_id, reg.leader, e)
+            return every(E.NETWORK_EXCEPTION)
+        if resp.error_code != E.NONE:
+            return every(E.INVALID_TXN_STATE if resp.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+                         else resp.error_code)
+        return {TopicPartition(t.name, p.partition_index): p.partition_error_code
+                for r in resp.results_by_transaction if r.transactional_id == transactional_id
+                for t in r.topic_results for p in t.results_by_partition}

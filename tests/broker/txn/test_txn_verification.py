@@ -1,0 +1,68 @@
+"""KIP-890 leader-side verification guards (pure), and the Produce errors a failed
+verification becomes."""
+from __future__ import annotations
+
+from broker.txn.driver import produce_verification_error
+from broker.txn.verification import VerificationState
+from clients.protocol.errors import ErrorCode
+from clients.types import TopicPartition
+
+E = ErrorCode
+TP = TopicPartition("t", 0)
+
+
+def test_verified_until_the_producers_marker() -> None:
+    v = VerificationState()
+    assert not v.is_verified(TP, 7, 0)
+    guard = v.start(TP, 7, 0)
+    assert not v.is_verified(TP, 7, 0)              # asked, not answered
+    assert v.complete(TP, 7, guard, ok=True)
+    assert v.is_verified(TP, 7, 0) and not v.is_verified(TP, 7, 1)
+    assert not v.is_verified(TopicPartition("t", 1), 7, 0)
+    v.on_marker(TP, 8)                               # another producer's marker
+    assert v.is_verified(TP, 7, 0)
+    v.on_marker(TP, 7)
+    assert not v.is_verified(TP, 7, 0) and len(v) == 0
+
+
+def test_a_marker_during_the_question_refuses_the_append() -> None:
+    """The coordinator said yes, but the transaction ended (its marker appended here)
+    before the answer arrived: the batch must not be appended after the marker."""
+    v = VerificationState()
+    guard = v.start(TP, 7, 0)
+    v.on_marker(TP, 7)
+    assert not v.complete(TP, 7, guard, ok=True)
+    assert not v.is_verified(TP, 7, 0)
+
+
+def test_leadership_change_and_refusals_drop_the_entry() -> None:
+    v = VerificationState()
+    guard = v.start(TP, 7, 0)
+    v.on_leadership(TP)
+    assert not v.complete(TP, 7, guard, ok=True)
+    guard = v.start(TP, 7, 0)
+    assert not v.complete(TP, 7, guard, ok=False)
+    assert len(v) == 0
+
+
+def test_concurrent_questions_share_a_guard_and_a_new_epoch_replaces_it() -> None:
+    v = VerificationState()
+    first = v.start(TP, 7, 0)
+    assert v.start(TP, 7, 0) == first
+    assert v.complete(TP, 7, first, ok=True) and v.complete(TP, 7, first, ok=True)
+    newer = v.start(TP, 7, 1)                       # bumped epoch: asked again
+    assert newer != first and not v.is_verified(TP, 7, 1)
+    assert not v.complete(TP, 7, first, ok=True)
+
+
+def test_produce_errors_are_kafkas() -> None:
+    # ReplicaManager: retriable coordinator trouble -> NOT_ENOUGH_REPLICAS;
+    # AddPartitionsToTxnManager: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH and, for
+    # Produce v10 and older, TRANSACTION_ABORTABLE -> INVALID_TXN_STATE.
+    for code in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR,
+                 E.COORDINATOR_LOAD_IN_PROGRESS, E.NETWORK_EXCEPTION):
+        assert produce_verification_error(code, 9) == E.NOT_ENOUGH_REPLICAS
+    assert produce_verification_error(E.PRODUCER_FENCED, 9) == E.INVALID_PRODUCER_EPOCH
+    assert produce_verification_error(E.TRANSACTION_ABORTABLE, 10) == E.INVALID_TXN_STATE
+    assert produce_verification_error(E.TRANSACTION_ABORTABLE, 11) == E.TRANSACTION_ABORTABLE
+    assert produce_verification_error(E.INVALID_PRODUCER_ID_MAPPING, 9) == E.INVALID_PRODUCER_ID_MAPPING
