@@ -656,20 +656,18 @@ def checkpointed_high_watermark(cluster: ChaosCluster, broker_id: int, topic: st
 # ---------------------------------------------------------------- group consumers
 
 
-class ConsumerWorker:
-    """One ``chaos.consumer_worker`` process (confluent-kafka in a consumer group) and
-    its processing log. Stopped by pid: ``kill`` is SIGKILL, ``terminate`` leaves the
-    group cleanly."""
+class WorkerProcess:
+    """A worker process of the chaos package (``python -m chaos.<module>``) and its log
+    file. Stopped by pid: ``kill`` is SIGKILL, ``terminate`` is SIGTERM (a clean exit)."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, out_path: str, *,
-                 auto_commit_ms: int = 0, process_ms: float = 10.0, batch: int = 20) -> None:
+    module = ""
+
+    def __init__(self, out_path: str, args: list[str]) -> None:
         self.out_path = out_path
-        self.args = ["--bootstrap", bootstrap, "--group", group, "--topic", topic, "--out", out_path,
-                     "--auto-commit-ms", str(auto_commit_ms), "--process-ms", str(process_ms),
-                     "--batch", str(batch)]
+        self.args = args
         self.proc: Any = None
 
-    def start(self) -> "ConsumerWorker":
+    def start(self):  # type: ignore[no-untyped-def]
         import subprocess
         import sys
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -677,7 +675,7 @@ class ConsumerWorker:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         log_path = self.out_path + ".stderr"
         with open(log_path, "ab") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "chaos.consumer_worker", *self.args],
+            self.proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args],
                                          stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, start_new_session=True)
         return self
@@ -714,6 +712,20 @@ class ConsumerWorker:
         lines = text.split("\n")
         return lines[:-1]       # the last piece may be a line being written
 
+
+class ConsumerWorker(WorkerProcess):
+    """One ``chaos.consumer_worker`` process (confluent-kafka in a consumer group) and
+    its processing log; ``terminate`` leaves the group cleanly."""
+
+    module = "chaos.consumer_worker"
+
+    def __init__(self, bootstrap: str, topic: str, group: str, out_path: str, *,
+                 auto_commit_ms: int = 0, process_ms: float = 10.0, batch: int = 20) -> None:
+        super().__init__(out_path, [
+            "--bootstrap", bootstrap, "--group", group, "--topic", topic, "--out", out_path,
+            "--auto-commit-ms", str(auto_commit_ms), "--process-ms", str(process_ms),
+            "--batch", str(batch)])
+
     def processed(self) -> list[tuple[int, int, str]]:
         out = []
         for line in self.lines():
@@ -731,3 +743,61 @@ class ConsumerWorker:
             elif line == "C":
                 n = 0
         return n
+
+
+class TxnWorker(WorkerProcess):
+    """One ``chaos.txn_worker`` process: consume-transform-produce in transactions
+    (confluent-kafka), its story in the log file (see that module)."""
+
+    module = "chaos.txn_worker"
+
+    def __init__(self, bootstrap: str, group: str, input_topic: str, output_topic: str,
+                 transactional_id: str, out_path: str, *, batch: int = 20, process_ms: float = 5.0) -> None:
+        super().__init__(out_path, [
+            "--bootstrap", bootstrap, "--group", group, "--input", input_topic,
+            "--output", output_topic, "--transactional-id", transactional_id, "--out", out_path,
+            "--batch", str(batch), "--process-ms", str(process_ms)])
+
+    def events(self, kind: str) -> int:
+        return sum(1 for line in self.lines() if line.split(" ", 1)[0] == kind)
+
+    def in_transaction(self) -> bool:
+        """Its last transaction began and has not ended (committed or aborted) yet."""
+        for line in reversed(self.lines()):
+            kind = line.split(" ", 1)[0]
+            if kind in ("C", "A", "S", "X", "F"):
+                return False
+            if kind == "B":
+                return True
+        return False
+
+
+def read_isolated(bootstrap: str, topic: str, partitions: list[int], isolation_level: str,
+                  timeout_s: float = 60.0) -> dict[int, list[bytes | None]]:
+    """Every record of the partitions, from the start to the end a fresh confluent-kafka
+    consumer with ``isolation.level`` sees (the LSO for read_committed, the high watermark
+    for read_uncommitted), as partition -> values in offset order. Control records are
+    never returned (the client drops them)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+    from confluent_kafka import TopicPartition as CTP
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-reader",
+                         "isolation.level": isolation_level, "enable.auto.commit": False,
+                         "enable.partition.eof": True, "fetch.wait.max.ms": 100, "log_level": 2})
+    out: dict[int, list[bytes | None]] = {p: [] for p in partitions}
+    try:
+        consumer.assign([CTP(topic, p, OFFSET_BEGINNING) for p in partitions])
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while at_end != set(partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: read {isolation_level} did not reach the end of "
+                                   f"partitions {sorted(set(partitions) - at_end)}")
+            for m in consumer.consume(num_messages=500, timeout=0.5):
+                if m.error() is None:
+                    out[m.partition()].append(m.value())
+                    at_end.discard(m.partition())
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+    finally:
+        consumer.close()
+    return out

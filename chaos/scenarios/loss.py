@@ -1,4 +1,4 @@
-"""The documented hazards of SCENARIOS.md, L1-L6: each is arranged so the hazard shows on
+"""The documented hazards of SCENARIOS.md, L1-L7: each is arranged so the hazard shows on
 every run (pauses with SIGSTOP put the processes where the timing needs them), and the
 amount lost is reported. Where the amount is known in advance (the records written in
 the window the hazard opens) the scenario expects exactly that many lost.
@@ -17,7 +17,9 @@ from chaos.checker import Expect
 from chaos.cluster import ChaosCluster, wait_until
 from chaos.faults import Kill, Pause, Restart, Resume
 from chaos.scenarios.base import CI, Context, Scenario, elapsed
-from chaos.workload import ACKED, ConsumerWorker, KetchProducer, log_end_on_disk, read_partition
+from chaos.workload import (
+    ACKED, FAILED, ConsumerWorker, KetchProducer, log_end_on_disk, read_isolated, read_partition,
+)
 
 __all__ = ["LOSS_SCENARIOS"]
 
@@ -302,6 +304,57 @@ def l6(ctx: Context) -> None:
     ctx.read_back(c, topic, [0])
 
 
+# ---------------------------------------------------------------- L7
+
+
+def l7(ctx: Context) -> None:
+    """Transactions and read_uncommitted: a confluent-kafka transactional producer writes a
+    transaction, flushes it (its records are in the log, replicated) and aborts it, then
+    commits another. A read_uncommitted consumer sees the aborted records (the documented
+    hazard: it reads what was never committed); a read_committed consumer never does."""
+    from confluent_kafka import Producer
+    c = ctx.cluster()
+    topic = "l7"
+    c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    n = hazard_size(ctx)
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": "l7-producer",
+                         "linger.ms": 5, "log_level": 2})
+    producer.init_transactions(60)
+
+    def transaction(name: str, commit: bool) -> None:
+        producer.begin_transaction()
+        for seq in range(n):
+            attempt = ctx.history.new(name, seq, topic, 0)
+
+            def report(err, msg, attempt=attempt) -> None:   # type: ignore[no-untyped-def]
+                if err is None:
+                    ctx.history.finish(attempt, ACKED, msg.offset())
+                else:
+                    ctx.history.finish(attempt, FAILED, error=err.name())
+            producer.produce(topic, value=attempt.value, partition=0, on_delivery=report)
+        producer.flush(60)
+        if commit:
+            producer.commit_transaction(60)
+        else:
+            # The records are acknowledged by every ISR member before the abort.
+            fully_replicated(ctx, c, topic, [1, 2, 3], acked_end(ctx.history.snapshot()))
+            producer.abort_transaction(60)
+        ctx.event(f"transaction of {n} records {'committed' if commit else 'aborted'}")
+    transaction("aborted", commit=False)
+    transaction("committed", commit=True)
+    uncommitted = read_isolated(c.bootstrap_servers, topic, [0], "read_uncommitted")[0]
+    committed = read_isolated(c.bootstrap_servers, topic, [0], "read_committed")[0]
+    seen_aborted = sum(1 for v in uncommitted if v is not None and v.startswith(b"aborted:"))
+    ctx.extra.update(aborted_seen_read_uncommitted=seen_aborted,
+                     aborted_seen_read_committed=sum(1 for v in committed if v.startswith(b"aborted:")))
+    ctx.check("read_uncommitted sees every record of the aborted transaction (the hazard)",
+              seen_aborted == n, f"{seen_aborted} of {n}")
+    ctx.check("read_committed sees exactly the committed transaction",
+              committed == [f"committed:{i}".encode() for i in range(n)], f"{len(committed)} records")
+    ctx.note(f"{seen_aborted} aborted records visible to read_uncommitted, none to read_committed")
+    ctx.read_back(c, topic, [0])
+
+
 LOSS_SCENARIOS = [
     Scenario("L1", "acks=0; the leader dies while producing", Expect(lost=">0"), l1),
     Scenario("L2", "acks=1; followers paused, leader-only acks, leader SIGKILLed, followers resumed",
@@ -311,4 +364,6 @@ LOSS_SCENARIOS = [
     Scenario("L4", "unclean on; all replicas down; the stale follower returns first", Expect(lost=">0"), l4),
     Scenario("L5", "consumer auto-commit (100 ms) crashes after the commit, before processing", Expect(), l5),
     Scenario("L6", "acks=all, min.insync=2; kill 2 of 3 brokers", Expect(), l6),
+    Scenario("L7", "transactions; an aborted transaction read with read_uncommitted and read_committed",
+             Expect(), l7),
 ]

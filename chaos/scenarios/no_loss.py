@@ -1,4 +1,4 @@
-"""The promises of SCENARIOS.md, N1-N11, N13 and N15, and D1 (disk faults on restart).
+"""The promises of SCENARIOS.md, N1-N13 and N15, and D1 (disk faults on restart).
 
 Each function is one scenario: setup, workload, faults (as data), then ``read_back``. The
 comments say how a hazard is *arranged* where timing matters; every arrangement is checked
@@ -9,19 +9,20 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 
 from chaos.checker import Expect, acked_after
-from chaos.cluster import ChaosTimeout, wait_until
+from chaos.cluster import ChaosTimeout, roundtrip, wait_until
 from chaos.faults import (
     Cut, Delay, DropResponses, FlipByte, Isolate, Kill, KillMany, Pause, Restart, Resume,
     Terminate, TornTail,
 )
 from chaos.scenarios.base import Context, Scenario, elapsed
 from chaos.workload import (
-    ACKED, FAILED, UNKNOWN, ConfluentProducer, ConsumerWorker, KetchProducer,
-    checkpointed_high_watermark, log_end_on_disk, read_partition,
+    ACKED, FAILED, UNKNOWN, ConfluentProducer, ConsumerWorker, KetchProducer, TxnWorker,
+    checkpointed_high_watermark, log_end_on_disk, read_isolated, read_partition,
 )
-from clients.protocol import ApiKey
+from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 
 __all__ = ["NO_LOSS_SCENARIOS"]
@@ -653,6 +654,116 @@ def n11(ctx: Context) -> None:
     ctx.read_back(c, topic, [0])
 
 
+# ---------------------------------------------------------------- N12
+
+
+def transaction_coordinator(cluster, transactional_id: str) -> int:
+    """The broker coordinating a transactional id (FindCoordinator, key type 1)."""
+    cls = messages.FindCoordinatorRequest
+
+    def ask() -> int | None:
+        for b in cluster.alive_brokers():
+            try:
+                r = roundtrip(cluster.port(b), ApiKey.FIND_COORDINATOR, 3, cls(key=transactional_id, key_type=1))
+            except OSError:
+                continue
+            if r.error_code == ErrorCode.NONE:
+                return r.node_id
+        return None
+    return wait_until(ask, 60, f"the transaction coordinator of {transactional_id!r}")
+
+
+def n12(ctx: Context) -> None:
+    """Exactly once: a transactional consume-transform-produce worker (confluent-kafka,
+    read_committed input, ``send_offsets_to_transaction``) copies a 6-partition topic
+    while it is written. The worker is SIGKILLed inside a transaction repeatedly and
+    restarted with the same transactional id (which fences the dead one and aborts what
+    it left open); then the broker hosting its transaction coordinator is SIGKILLed just
+    as the worker calls commit_transaction. The output read with read_committed must hold
+    every input record exactly once; read_uncommitted shows what the aborts left behind."""
+    c = ctx.cluster()
+    src, dst, txn_id, group = "n12-in", "n12-out", "n12-worker", "n12-group"
+    parts = list(range(6))
+    for t in (src, dst):
+        c.create_topic(t, len(parts), 3, {"min.insync.replicas": "2"})
+    producer = KetchProducer(c, ctx.history, src, "ketch", acks=-1, idempotent=True, records_per_batch=5)
+    ctx.closing(producer.close)
+    producer.start(parts, interval_s=0.02)
+    workers: list[TxnWorker] = []
+
+    def new_worker() -> TxnWorker:
+        w = TxnWorker(c.bootstrap_servers, group, src, dst, txn_id,
+                      os.path.join(ctx.workdir, f"txn-worker-{len(workers)}.log")).start()
+        workers.append(w)
+        ctx.event(f"transactional worker {len(workers) - 1} started (pid {w.pid})")
+        return w
+    ctx.closing(lambda: [w.kill() for w in workers])
+    live = new_worker()
+    wait_until(lambda: live.events("C") >= 3, 120, "the worker's first commits")
+    for i in range(ctx.profile.repeats):
+        wait_until(live.in_transaction, 60, "the worker inside a transaction", interval_s=0.005)
+        live.kill()
+        inside = live.in_transaction()
+        ctx.event(f"SIGKILL transactional worker pid {live.pid} inside a transaction")
+        ctx.check(f"kill {i + 1}: the worker died inside a transaction", inside)
+        live = new_worker()
+        wait_until(lambda: live.events("C") >= 2, 120, "the restarted worker's commits")
+
+    coordinator = transaction_coordinator(c, txn_id)
+    calls = live.events("E")
+    wait_until(lambda: live.events("E") > calls, 60, "the worker calling commit_transaction", interval_s=0.002)
+    ctx.inject(c, Kill(coordinator))
+    ctx.event(f"SIGKILL broker {coordinator} (transaction coordinator) as transaction {calls + 1} commits")
+    committed = live.events("C")
+    wait_until(lambda: live.events("C") >= committed + 3, 180, "commits after the coordinator moved")
+    moved_to = transaction_coordinator(c, txn_id)
+    ctx.check("the transaction coordinator moved to another broker", moved_to != coordinator,
+              f"broker {coordinator} -> {moved_to}")
+    ctx.inject(c, Restart(coordinator))
+    producer.stop()
+
+    # Everything written to the input is copied and its offsets committed.
+    ends = {p: c.high_watermark(src, p) for p in parts}
+    from clients.admin import Admin
+    from clients.types import TopicPartition
+    with Admin({"bootstrap.servers": c.bootstrap_servers}) as admin:
+        def caught_up() -> bool:
+            try:
+                got = admin.list_consumer_group_offsets(group, [TopicPartition(src, p) for p in parts])
+            except Exception:
+                return False
+            return all(got.get(TopicPartition(src, p)) is not None
+                       and got[TopicPartition(src, p)].offset >= ends[p] for p in parts)
+        wait_until(caught_up, 180, "the worker to commit the whole input", interval_s=0.5)
+    live.terminate()
+    ctx.check("no worker met a fatal transaction error", not any(w.events("F") for w in workers),
+              "; ".join(line for w in workers for line in w.lines() if line.startswith("F ")))
+
+    inputs = {p: v for p, v in read_isolated(c.bootstrap_servers, src, parts, "read_uncommitted").items()}
+    committed_out = read_isolated(c.bootstrap_servers, dst, parts, "read_committed")
+    uncommitted_out = read_isolated(c.bootstrap_servers, dst, parts, "read_uncommitted")
+    lost = duplicated = 0
+    for p in parts:
+        want = Counter(inputs[p])
+        got = Counter(committed_out[p])
+        lost += sum((want - got).values())
+        duplicated += sum((got - want).values())
+        ctx.check(f"partition {p}: read_committed output is the input, in order",
+                  committed_out[p] == inputs[p], f"{len(committed_out[p])} of {len(inputs[p])} records")
+    aborted = sum(len(uncommitted_out[p]) - len(committed_out[p]) for p in parts)
+    aborts = sum(w.events("A") for w in workers)
+    ctx.extra.update(output_lost=lost, output_duplicated=duplicated, aborted_records_seen_uncommitted=aborted,
+                     transactions_committed=sum(w.events("C") for w in workers), worker_aborts=aborts)
+    ctx.check("exactly once: no input record missing from the read_committed output", lost == 0, f"{lost} missing")
+    ctx.check("exactly once: no input record twice in the read_committed output", duplicated == 0,
+              f"{duplicated} extra")
+    ctx.check("the killed workers' open transactions left aborted records that read_uncommitted sees",
+              aborted > 0, f"{aborted} aborted records")
+    ctx.note(f"{sum(w.events('C') for w in workers)} transactions committed; {aborted} records of aborted "
+             f"transactions visible only to read_uncommitted; {aborts} aborts by the worker itself")
+    ctx.read_back(c, src, parts)
+
+
 # ---------------------------------------------------------------- D1
 
 
@@ -873,6 +984,8 @@ NO_LOSS_SCENARIOS = [
              _N, n11),
     Scenario("N15", "acks=all; SIGKILL the leader's process (fenced when its connection closes), "
              "then SIGSTOP a leader (fenced by its session only)", Expect(unavailable_max_s=1.0), n15),
+    Scenario("N12", "exactly once: transactional consume-transform-produce; the worker SIGKILLed inside "
+             "transactions, then the coordinator's broker SIGKILLed mid-commit", _N, n12),
     Scenario("N13", "acks=all, min ISR 2, ELR on; SIGKILL both followers in turn, stop the leader; "
              "bring back the others before it", _N, n13),
     Scenario("D1", "disk faults on restart: torn tail and flipped byte in a follower's segment", _N, d1),

@@ -1,0 +1,168 @@
+"""Benchmark: transactional produce on a local 3-controller / 3-broker Ketch cluster (issue 15).
+
+One confluent-kafka (librdkafka) producer, 100-byte values, a 6-partition topic with
+replication factor 3, acks=all, linger.ms=5, batch.size 1 MiB, no compression:
+
+1. Throughput, records/s: transactions of ``--per-transaction`` (1,000) records, each
+   begin -> produce -> commit_transaction, against the **idempotent non-transactional
+   producer** (the same settings, no transactional.id) in the same run. Runs alternate and
+   the best of ``--repeats`` is compared (on a shared machine other load only ever slows a
+   run down; medians are in the JSON too). Goal: ratio >= 0.7.
+2. Commit latency, p50/p99: ``commit_transaction()`` called right after a ``flush()``, so
+   the figure is the commit alone (EndTxn, the PrepareCommit write to
+   ``__transaction_state``, the markers on the 6 partitions, the CompleteCommit write), not
+   the transaction's own records. Beside it, the whole transaction (begin to committed).
+
+Usage: python bench/transactions.py [--records 200000] [--per-transaction 1000] [--repeats 3]
+Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clients.cli.launcher import LocalCluster  # noqa: E402
+
+# bench/produce.py's producer settings and topic helpers, loaded from its file (bench/ is not a package).
+_spec = importlib.util.spec_from_file_location("bench_produce", ROOT / "bench" / "produce.py")
+produce = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(produce)
+
+VALUE_BYTES = 100
+PARTITIONS = 6
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _producer(bootstrap: str, **extra):  # type: ignore[no-untyped-def]
+    from confluent_kafka import Producer
+    return Producer(produce.producer_config(bootstrap, "all", **{"enable.idempotence": True, **extra}))
+
+
+def measure_idempotent(bootstrap: str, topic: str, records: int) -> dict:
+    producer = _producer(bootstrap)
+    value = b"x" * VALUE_BYTES
+    for _ in range(2000):                      # warm up: metadata, connections, producer id
+        producer.produce(topic, value=value)
+    producer.flush(60)
+    failed: list = []
+
+    def on_delivery(err, msg):  # type: ignore[no-untyped-def]
+        if err is not None:
+            failed.append(err)
+    start = time.perf_counter()
+    for i in range(records):
+        try:
+            producer.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.01)
+            producer.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=on_delivery)
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    return {"records": records, "seconds": round(elapsed, 3), "records_per_s": round(records / elapsed),
+            "failed": len(failed) + left}
+
+
+def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int, txn_id: str) -> dict:
+    producer = _producer(bootstrap, **{"transactional.id": txn_id})
+    producer.init_transactions(60)
+    value = b"x" * VALUE_BYTES
+    producer.begin_transaction()              # warm up, as the idempotent run does
+    for _ in range(2000):
+        producer.produce(topic, value=value)
+    producer.commit_transaction(60)
+    transactions = max(1, records // per_txn)
+    txn_s: list[float] = []
+    start = time.perf_counter()
+    for _ in range(transactions):
+        t0 = time.perf_counter()
+        producer.begin_transaction()
+        for i in range(per_txn):
+            try:
+                producer.produce(topic, value=value, partition=i % PARTITIONS)
+            except BufferError:
+                producer.poll(0.01)
+                producer.produce(topic, value=value, partition=i % PARTITIONS)
+        producer.commit_transaction(60)       # flushes, then commits
+        txn_s.append(time.perf_counter() - t0)
+    elapsed = time.perf_counter() - start
+    # Commit latency alone: the records are flushed first.
+    commit_s: list[float] = []
+    for _ in range(min(transactions, 100)):
+        producer.begin_transaction()
+        for i in range(per_txn):
+            producer.produce(topic, value=value, partition=i % PARTITIONS)
+        producer.flush(60)
+        t0 = time.perf_counter()
+        producer.commit_transaction(60)
+        commit_s.append(time.perf_counter() - t0)
+    done = transactions * per_txn
+    return {"records": done, "transactions": transactions, "seconds": round(elapsed, 3),
+            "records_per_s": round(done / elapsed),
+            "transaction_ms_p50": round(percentile(txn_s, 0.5) * 1000, 2),
+            "transaction_ms_p99": round(percentile(txn_s, 0.99) * 1000, 2),
+            "commit_ms_p50": round(percentile(commit_s, 0.5) * 1000, 2),
+            "commit_ms_p99": round(percentile(commit_s, 0.99) * 1000, 2),
+            "commits_measured": len(commit_s)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000, help="records per throughput run")
+    ap.add_argument("--per-transaction", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "value_bytes": VALUE_BYTES,
+                    "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction}
+    print(f"machine: {os.cpu_count()} CPUs; {args.records} records of {VALUE_BYTES} B per run, "
+          f"{args.per_transaction} per transaction; {PARTITIONS} partitions, RF 3, acks=all")
+    with tempfile.TemporaryDirectory(prefix="ketch-bench-txn-") as d:
+        cluster = LocalCluster(d, controllers=3, brokers=3)
+        try:
+            cluster.start(timeout_s=120)
+            bootstrap = cluster.spec.bootstrap_servers
+            produce.create_topics(bootstrap, [("idempotent", PARTITIONS, 3, {}), ("transactional", PARTITIONS, 3, {})])
+            for t in ("idempotent", "transactional"):
+                produce.wait_in_sync(cluster, t, 3)
+            runs: dict[str, list[dict]] = {"idempotent": [], "transactional": []}
+            for r in range(args.repeats):
+                runs["idempotent"].append(measure_idempotent(bootstrap, "idempotent", args.records))
+                runs["transactional"].append(measure_transactional(
+                    bootstrap, "transactional", args.records, args.per_transaction, f"bench-{r}"))
+        finally:
+            cluster.stop()
+    best = {k: max(v, key=lambda x: x["records_per_s"]) for k, v in runs.items()}
+    medians = {k: statistics.median(x["records_per_s"] for x in v) for k, v in runs.items()}
+    ratio = round(best["transactional"]["records_per_s"] / best["idempotent"]["records_per_s"], 3)
+    median_ratio = round(medians["transactional"] / medians["idempotent"], 3)
+    t = best["transactional"]
+    print(f"idempotent acks=all:     {best['idempotent']['records_per_s']:>9,} rec/s "
+          f"(runs {[x['records_per_s'] for x in runs['idempotent']]})")
+    print(f"transactional acks=all:  {t['records_per_s']:>9,} rec/s "
+          f"(runs {[x['records_per_s'] for x in runs['transactional']]}) "
+          f"= {ratio} x idempotent (goal >= 0.7; medians: {median_ratio})")
+    print(f"commit_transaction after a flush: p50 {t['commit_ms_p50']} ms, p99 {t['commit_ms_p99']} ms "
+          f"({t['commits_measured']} commits); whole transaction of {args.per_transaction}: "
+          f"p50 {t['transaction_ms_p50']} ms, p99 {t['transaction_ms_p99']} ms")
+    result.update(runs=runs, ratio=ratio, median_ratio=median_ratio)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
