@@ -395,6 +395,16 @@ class RaftQuorum(QuorumBase):
             serializer=self._write_dump,
             deserializer=self._read_dump,
             onStateChanged=lambda old, new: self._report_role(),
+            # Static voters. KIP-853 (dynamic controller membership, issue 17) is NOT done.
+            # What pysyncobj 0.3.17's dynamicMembershipChange gives: single-server 'add' /
+            # 'rem' entries that take effect when appended (rolled back if truncated), one
+            # at a time (refused until the previous one is applied). What it lacks and Ketch
+            # would have to add: it does not re-apply such entries from the journal on
+            # restart (only the dump's member list), so the voter set must be rebuilt from
+            # the metadata log (VotersRecord) and passed in here; it knows a voter by
+            # address only, so a wiped controller at the same address would vote with an
+            # empty log: the directory id has to be checked at the transport (as pre-vote's
+            # messages are) before any Raft message of that node is accepted.
             dynamicMembershipChange=False,
         )
         peers = [a for nid, a in voters.items() if nid != node_id]
