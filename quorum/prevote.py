@@ -107,8 +107,12 @@ class PreVote:
     # -- as a follower / leader: answering --
 
     def observe_leader(self, now_ms: int) -> None:
-        """A leader of this voter's term (or a later one) was heard from: AppendEntries."""
+        """A leader of this voter's term (or a later one) was heard from: AppendEntries. A
+        round in progress, or won but not yet used, is dropped: this voter is a follower
+        again, and its next timeout asks afresh."""
         self._last_leader_contact_ms = max(self._last_leader_contact_ms, now_ms)
+        self._round_term = -1
+        self._won_term = -1
 
     def handle_request(self, request: PreVoteRequest, *, term: int, log_end: LogEnd,
                        leading: bool, now_ms: int) -> PreVoteResponse:

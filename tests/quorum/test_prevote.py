@@ -59,6 +59,18 @@ def test_a_round_is_won_with_a_majority_counting_itself_and_asks_for_the_next_te
     assert (asker.rounds_started, asker.rounds_won) == (1, 1)
 
 
+def test_hearing_from_a_leader_drops_the_round_and_an_unused_win() -> None:
+    asker = PreVote(MIN_MS)
+    request = asker.start(term=7, log_end=LOG, voters=3)
+    asker.observe_leader(now_ms=1_000)      # the leader was only slow
+    assert not asker.handle_response("b", PreVoteResponse(request.round, 8, granted=True))
+    assert not asker.may_campaign(7)
+    request = asker.start(term=7, log_end=LOG, voters=3)
+    assert asker.handle_response("b", PreVoteResponse(request.round, 8, granted=True))
+    asker.observe_leader(now_ms=2_000)
+    assert not asker.may_campaign(7), "a win is not kept for a later timeout"
+
+
 def test_answers_to_an_older_round_do_not_count() -> None:
     asker = PreVote(MIN_MS)
     first = asker.start(term=7, log_end=LOG, voters=3)
