@@ -644,7 +644,7 @@ async def measure_elections(seconds: float, hogs: int, writers: int, pause_round
             for i in (1, 2, 3):
                 cluster.start(i)
         for cluster in clusters.values():
-            _, conn = await find_active(cluster)
+            _, conn = await find_active(cluster, timeout_s=120)     # slow to start on a busy machine
             conn.close()
         await asyncio.sleep(1.0)
         before = {m: await max_epoch(c) for m, c in clusters.items()}
