@@ -257,6 +257,7 @@ class _MetadataLogSyncObj(SyncObj):
         # Everything the tick thread may use must exist before SyncObj.__init__ starts it.
         self._quorum = quorum
         self.pre_vote = PreVote(max(1, int(conf.raftMinTimeout * 1000)))
+        self.campaigns = 0      # elections this node started (a term it asked votes for)
         self._asks_before_campaigning = quorum.settings.pre_vote
         super().__init__(self_address, peer_addresses, conf,
                          transportClass=_SyncBeforeSendTransport)
@@ -276,7 +277,11 @@ class _MetadataLogSyncObj(SyncObj):
             self._poller.poll(0)
         if self._asks_before_campaigning:
             self._pre_vote_before_election()
+        term = self.raftCurrentTerm
         super()._onTick(timeToWait)
+        if self.raftCurrentTerm > term and self._SyncObj__raftState == _RAFT_STATE.CANDIDATE:
+            self.campaigns += 1         # pysyncobj's election check started one this tick
+            logger.info("campaigning for term %d", self.raftCurrentTerm)
 
     # -- pre-vote (quorum/prevote.py decides; this carries it out on pysyncobj) --
     # pysyncobj's election state is private to SyncObj (name-mangled): this subclass is the
@@ -296,7 +301,6 @@ class _MetadataLogSyncObj(SyncObj):
         term = self.raftCurrentTerm
         if self.pre_vote.may_campaign(term):
             self.pre_vote.campaigned()      # pysyncobj's election runs in this tick
-            logger.info("pre-vote won: campaigning for term %d", term + 1)
             return
         self._SyncObj__raftElectionDeadline = raft_clock() + self._SyncObj__generateRaftTimeout()
         others = list(self.otherNodes)
