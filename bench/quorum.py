@@ -24,7 +24,15 @@ same pysyncobj settings (appendEntriesUseBatch=False, elections 0.15-0.3 s).
    after the controllers took a snapshot, from that snapshot (FetchSnapshot); time and
    peak RSS growth of the observer process, and a digest proving both reach the same topics.
 
-Usage: python bench/quorum.py [--seconds 5] [--quick]
+4. Elections (issue 17, pre-vote): two 3-controller quorums run side by side, one with
+   ``ketch.raft.pre.vote.enable=false`` and one with pre-vote (the default), so both see
+   the same machine: metadata writes to each and `--cpu-hogs` busy-looping processes for
+   `--election-seconds`; elections per hour = the rise of each quorum's epoch. Then a
+   follower of each is SIGSTOPped for 1.5 s and resumed `--pause-rounds` times: how many
+   pauses were followed by an election. And failover (as in 2) with and without pre-vote,
+   since pre-vote adds a round trip before a campaign.
+
+Usage: python bench/quorum.py [--seconds 5] [--quick] [--only elections]
 Prints figures, then ONE JSON line (the last line).
 """
 from __future__ import annotations
@@ -326,10 +334,11 @@ async def find_active(cluster: Controllers, timeout_s: float = 30.0):
     raise RuntimeError("no active controller")
 
 
-async def measure_failover(rounds: int) -> dict:
+async def measure_failover(rounds: int, pre_vote: bool = True) -> dict:
     from clients.protocol.errors import ErrorCode
     work = tempfile.mkdtemp(prefix="bench-quorum-failover-")
-    cluster = Controllers(work, {"ketch.controller.write.timeout.ms": "1000"})
+    cluster = Controllers(work, {"ketch.controller.write.timeout.ms": "1000",
+                                 "ketch.raft.pre.vote.enable": str(pre_vote).lower()})
     times: list[float] = []
     try:
         for i in (1, 2, 3):
@@ -337,7 +346,9 @@ async def measure_failover(rounds: int) -> dict:
         for _ in range(rounds):
             active, conn = await find_active(cluster)
             for n in range(20):                 # steady writes before the kill
-                assert (await register(conn, n)).error_code == ErrorCode.NONE
+                if (await register(conn, n)).error_code != ErrorCode.NONE:
+                    conn.close()                # a loaded machine moved the leader: follow it
+                    active, conn = await find_active(cluster)
             conn.close()
             conns = {i: await connect_any(cluster, i) for i in cluster.procs if i != active}
             t_kill = time.perf_counter()
@@ -562,6 +573,127 @@ async def wait_for_snapshot(conn, covering: int) -> int:
     raise RuntimeError("the controllers took no snapshot")
 
 
+# -- elections: a loaded quorum and a paused controller, with and without pre-vote ---------------
+
+
+async def describe_leader(conn) -> tuple[int, int]:
+    """(leader id, leader epoch) as this controller knows them."""
+    from clients.protocol import ApiKey, messages
+    request = messages.DescribeQuorumRequest(topics=[messages.DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata", partitions=[messages.DescribeQuorumRequest.PartitionData(
+            partition_index=0)])])
+    partition = (await conn.request(ApiKey.DESCRIBE_QUORUM, 1, request)).topics[0].partitions[0]
+    return partition.leader_id, partition.leader_epoch
+
+
+async def max_epoch(cluster: Controllers) -> int:
+    epochs = []
+    for i in cluster.procs:
+        conn = await connect_any(cluster, i)
+        try:
+            epochs.append((await describe_leader(conn))[1])
+        finally:
+            conn.close()
+    return max(epochs)
+
+
+async def keep_writing(cluster: Controllers, stop: asyncio.Event, writers: int) -> int:
+    """Broker registrations through whichever controller is active; (commits)."""
+    from clients.protocol.errors import ErrorCode
+    committed = [0]
+
+    async def writer(w: int) -> None:
+        conn = None
+        n = 0
+        while not stop.is_set():
+            try:
+                if conn is None:
+                    _, conn = await find_active(cluster)
+                if (await register(conn, 100_000 * (w + 1) + n % 1000)).error_code == ErrorCode.NONE:
+                    committed[0] += 1
+                else:
+                    conn.close()
+                    conn = None
+                n += 1
+            except (OSError, ConnectionError, asyncio.TimeoutError, RuntimeError):
+                if conn is not None:
+                    conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    await asyncio.gather(*(writer(w) for w in range(writers)))
+    return committed[0]
+
+
+async def measure_elections(seconds: float, hogs: int, writers: int, pause_rounds: int) -> dict:
+    """Two 3-controller quorums side by side, one without pre-vote and one with, so both
+    see the same machine: metadata writes to each, and `hogs` busy-looping processes to
+    starve the tick threads. Elections = the rise of the quorum's epoch (every campaign
+    bumps the term). Then, one cluster at a time, a follower is SIGSTOPped for 1.5 s (10
+    minimum election timeouts) and resumed, `pause_rounds` times: elections it caused."""
+    modes = {"without_pre_vote": "false", "with_pre_vote": "true"}
+    works = {m: tempfile.mkdtemp(prefix=f"bench-quorum-{m}-") for m in modes}
+    clusters = {m: Controllers(works[m], {"ketch.raft.pre.vote.enable": v,
+                                          "ketch.controller.write.timeout.ms": "2000"})
+                for m, v in modes.items()}
+    hog_procs: list[subprocess.Popen] = []
+    result: dict = {}
+    try:
+        for cluster in clusters.values():
+            for i in (1, 2, 3):
+                cluster.start(i)
+        for cluster in clusters.values():
+            _, conn = await find_active(cluster, timeout_s=120)     # slow to start on a busy machine
+            conn.close()
+        await asyncio.sleep(1.0)
+        before = {m: await max_epoch(c) for m, c in clusters.items()}
+        stop = asyncio.Event()
+        loads = [asyncio.ensure_future(keep_writing(c, stop, writers)) for c in clusters.values()]
+        hog_procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
+        load_before = os.getloadavg()[0]
+        await asyncio.sleep(seconds)
+        load_after = os.getloadavg()[0]
+        for p in hog_procs:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+        hog_procs = []
+        stop.set()
+        commits = await asyncio.gather(*loads)
+        await asyncio.sleep(1.0)
+        for (m, c), n in zip(clusters.items(), commits):
+            elections = await max_epoch(c) - before[m]
+            result[m] = {"elections": elections, "elections_per_hour": elections * 3600 / seconds,
+                         "commits": n}
+        result["loaded_seconds"] = seconds
+        result["cpu_hogs"] = hogs
+        result["load_average"] = [round(load_before, 1), round(load_after, 1)]
+        for m, cluster in clusters.items():
+            caused = 0
+            for _ in range(pause_rounds):
+                active, conn = await find_active(cluster)
+                _, epoch = await describe_leader(conn)
+                paused = next(i for i in cluster.procs if i != active)
+                os.kill(cluster.procs[paused].pid, signal.SIGSTOP)
+                await asyncio.sleep(1.5)
+                os.kill(cluster.procs[paused].pid, signal.SIGCONT)
+                await asyncio.sleep(2.0)
+                conn.close()
+                caused += await max_epoch(cluster) != epoch
+            result[m]["pause_rounds"] = pause_rounds
+            result[m]["pauses_followed_by_an_election"] = caused
+    finally:
+        for p in hog_procs:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+        for m, cluster in clusters.items():
+            for i in list(cluster.procs):
+                os.kill(cluster.procs[i].pid, signal.SIGCONT)   # a paused one dies too
+            cluster.close()
+            shutil.rmtree(works[m], ignore_errors=True)
+    return result
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -582,6 +714,13 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="short runs, 10k partitions")
+    parser.add_argument("--only", choices=["all", "elections"], default="all",
+                        help="elections: only part 4 (and failover with and without pre-vote)")
+    parser.add_argument("--election-seconds", type=float, default=60.0,
+                        help="loaded run, both quorums at once")
+    parser.add_argument("--cpu-hogs", type=int, default=3, help="busy-looping processes")
+    parser.add_argument("--election-writers", type=int, default=4, help="per quorum")
+    parser.add_argument("--pause-rounds", type=int, default=5)
     args = parser.parse_args()
     if args.worker == "raw":
         return raw_worker(args)
@@ -592,6 +731,11 @@ def main() -> None:
     if args.quick:
         args.seconds, args.latency_ops, args.failover_rounds = 2.0, 500, 2
         args.partitions, args.topics = 10_000, 10
+        args.election_seconds, args.pause_rounds = 20.0, 2
+    if args.only == "elections":
+        summary = {"bench": "quorum", "elections": run_elections(args)}
+        print(json.dumps(summary, separators=(",", ":")))
+        return
 
     probe = fsync_probe()
     print(f"commits: 3 processes on loopback, cluster secret on, {args.seconds:.0f} s per run "
@@ -634,8 +778,10 @@ def main() -> None:
           f" (peak {snap['rss_peak_mb']:.0f} MB), snapshot at offset {big['snapshot_end_offset']}")
     print(f"  same topics and partitions: {big['same_topics']}; restart of all 3 controllers "
           f"to an active one: {big['restart_all_s']:.1f} s")
+    elections = run_elections(args)
     summary = {
         "bench": "quorum",
+        "elections": elections,
         "fsync_probe": {k: round(v, 3) for k, v in probe.items()},
         "load_average": round(os.getloadavg()[0], 2),
         "settings": {"appendEntriesUseBatch": False, "raftMinTimeout": 0.15, "raftMaxTimeout": 0.3,
@@ -656,6 +802,29 @@ def main() -> None:
         },
     }
     print(json.dumps(summary, separators=(",", ":")))
+
+
+def run_elections(args: argparse.Namespace) -> dict:
+    """Part 4 and failover with and without pre-vote; prints its figures."""
+    print(f"elections: two 3-controller quorums side by side (without / with pre-vote), "
+          f"{args.election_writers} writers each, {args.cpu_hogs} busy-looping processes, "
+          f"{args.election_seconds:.0f} s (load average {os.getloadavg()[0]:.1f} before)")
+    elections = asyncio.run(measure_elections(args.election_seconds, args.cpu_hogs,
+                                              args.election_writers, args.pause_rounds))
+    print(f"  load average during: {elections['load_average']}")
+    for mode in ("without_pre_vote", "with_pre_vote"):
+        e = elections[mode]
+        print(f"  {mode:17s} {e['elections']:3d} elections in {args.election_seconds:.0f} s "
+              f"({e['elections_per_hour']:.0f}/hour), {e['commits']} writes committed; "
+              f"follower paused 1.5 s then resumed: {e['pauses_followed_by_an_election']} of "
+              f"{e['pause_rounds']} followed by an election")
+    for pre_vote in (False, True):
+        f = asyncio.run(measure_failover(args.failover_rounds, pre_vote))
+        key = "with_pre_vote" if pre_vote else "without_pre_vote"
+        elections[key]["failover_ms"] = f["failover_ms"]
+        elections[key]["failover_p50_ms"] = round(f["failover_p50_ms"], 1)
+        print(f"  failover {key}: {f['failover_ms']} ms, p50 {f['failover_p50_ms']:.0f} ms")
+    return elections
 
 
 if __name__ == "__main__":

@@ -1170,6 +1170,9 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Shortest Raft election timeout of a controller (below ...max.ms)"),
     ConfigDef("ketch.raft.election.timeout.max.ms", T.INT, "300", at_least(1),
               "Longest Raft election timeout of a controller"),
+    ConfigDef("ketch.raft.pre.vote.enable", T.BOOLEAN, "true", None,
+              "A controller whose election timeout expires first asks the others whether "
+              "they would vote for it (KIP-996 pre-vote) and campaigns only with a majority"),
     ConfigDef("ketch.broker.disconnect.fence.ms", T.INT, "250", at_least_or(0, -1),
               "How long after the connection a broker heartbeats on closes (its process "
               "died) the active controller fences it unless it heartbeats again; -1 waits "

@@ -36,7 +36,8 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                 factory: Callable[[], Any] | None) -> None:
     settings = RaftSettings(cluster_secret=config.cluster_secret,
                             election_timeout_min_s=config.election_timeout_min_ms / 1000,
-                            election_timeout_max_s=config.election_timeout_max_ms / 1000)
+                            election_timeout_max_s=config.election_timeout_max_ms / 1000,
+                            pre_vote=config.pre_vote)
     quorum = RaftQuorum(node_id=config.node_id, raft_address=config.raft_address,
                         voters=config.raft_addresses(), data_dir=config.metadata_log_dir,
                         settings=settings)

@@ -31,6 +31,7 @@ Ketch keys:
                                       # REQUEST_TIMED_OUT (the record may still commit)
     ketch.controller.poll.interval.ms=250
     ketch.raft.election.timeout.min.ms=150, ketch.raft.election.timeout.max.ms=300
+    ketch.raft.pre.vote.enable=true   # ask before campaigning (KIP-996, quorum/prevote.py)
     ketch.http.port=-1                # the HTTP admin API, /metrics and the status page
                                       # (0: any free port, -1: off; ketch up sets one)
 
@@ -69,6 +70,7 @@ class ControllerProcessConfig:
     snapshot_bytes: int
     election_timeout_min_ms: int
     election_timeout_max_ms: int
+    pre_vote: bool
     # Kafka controller settings handed to quorum.controller.ControllerConfig.
     controller_settings: dict[str, object] = field(default_factory=dict)
     http_port: int = -1                         # ketch.http.port: admin API, /metrics, status page
@@ -166,6 +168,7 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
         poll_interval_ms=node.get_int("ketch.controller.poll.interval.ms"),
         snapshot_bytes=node.get_int("metadata.log.max.record.bytes.between.snapshots"),
         election_timeout_min_ms=election_min, election_timeout_max_ms=election_max,
+        pre_vote=node.get_bool("ketch.raft.pre.vote.enable"),
         controller_settings=settings,
         http_port=node.get_int("ketch.http.port"),
         properties=dict(props),

@@ -52,6 +52,20 @@ with its load):
 - pysyncobj reads sockets only after its election check; ``_onTick`` reads them first when
   the thread was stalled, so a starved follower does not depose a healthy leader whose
   heartbeats sit unread in its socket.
+- Pre-vote (KIP-996, ``quorum/prevote.py``; ``pre_vote=True``, key
+  ``ketch.raft.pre.vote.enable``): pysyncobj 0.3.17 has none, and its election lives inline
+  in ``SyncObj._onTick``. ``_MetadataLogSyncObj._onTick`` runs before it: when pysyncobj's
+  election deadline has passed, it pushes the deadline back one election timeout and asks
+  the others instead (``pre_vote_request`` / ``pre_vote_response`` messages on pysyncobj's
+  own transport, so encrypted and authenticated like the rest); a won round sets the
+  deadline to 0 and the next tick lets pysyncobj's unchanged election code run. The
+  transport subclass hands those two message types to the pre-vote and notes every
+  AppendEntries of the current term (the "heard from a leader" that makes a voter say no)
+  before pysyncobj sees it. A leadership transfer (pysyncobj's ``timeout_now``) skips
+  pre-vote, as in Raft. What pysyncobj still guarantees alone: election safety (one leader
+  per term, votes and terms in the journal before they are sent). What this adds:
+  liveness of a healthy leader against a voter that returns from a pause or a partition;
+  it changes nothing a vote or a term depends on.
 
 Dedupe and fencing are in ``ReplicatedLogState.apply``; log compaction is two-level: the
 caller installs a metadata snapshot (the image's records at a committed offset) which
@@ -75,10 +89,14 @@ import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.monotonic import monotonic as raft_clock   # CLOCK_MONOTONIC_RAW, not time.monotonic
+from pysyncobj.syncobj import _RAFT_STATE
 from pysyncobj.transport import TCPTransport
 
 from quorum.journal import FsyncJournal, fsync_dir
 from quorum.port import LeaderAndEpoch, QuorumBase
+from quorum.prevote import (
+    PRE_VOTE_REQUEST, PRE_VOTE_RESPONSE, LogEnd, PreVote, PreVoteRequest, PreVoteResponse,
+)
 from quorum.progress import RaftOffsetIndex, ReplicaProgress, ReplicaTracker
 from quorum.replicated_log import (
     NO_LEADER, CorruptCommandError, LeaderChangeCommand, MetadataSnapshot,
@@ -109,6 +127,7 @@ class RaftSettings:
     log_compaction_time_min_s: float = 600.0
     commands_queue_size: int = 100_000
     dedupe_window_size: int = 4096
+    pre_vote: bool = True           # ask before campaigning (quorum/prevote.py); answering is always on
 
     def __post_init__(self) -> None:
         if not self.cluster_secret:
@@ -151,9 +170,24 @@ class _SyncBeforeSendTransport(TCPTransport):
         super().__init__(syncObj, selfNode, otherNodes)
 
     def send(self, node: Any, message: Any) -> bool:
-        if not (isinstance(message, dict) and message.get("type") == "append_entries"):
+        if not (isinstance(message, dict) and message.get("type") in _SENT_WITHOUT_SYNC):
             self._journal.sync()
         return super().send(node, message)
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802 (pysyncobj's name)
+        # Pre-vote's messages are ours; pysyncobj's own go on to it after the pre-vote has
+        # seen the leader's heartbeats. Tick thread (the transport runs in pysyncobj's poll).
+        if isinstance(message, dict) and self._syncObj.handle_pre_vote_message(node, message):
+            return
+        super()._onMessageReceived(node, message)
+
+
+# A leader's append_entries (see above) and pre-vote messages, which vouch for nothing on disk.
+_SENT_WITHOUT_SYNC = frozenset({"append_entries", PRE_VOTE_REQUEST, PRE_VOTE_RESPONSE})
+
+
+def _now_ms() -> int:
+    return int(raft_clock() * 1000)
 
 
 class _TruncationNoiseFilter(logging.Filter):
@@ -222,6 +256,9 @@ class _MetadataLogSyncObj(SyncObj):
                  quorum: "RaftQuorum") -> None:
         # Everything the tick thread may use must exist before SyncObj.__init__ starts it.
         self._quorum = quorum
+        self.pre_vote = PreVote(max(1, int(conf.raftMinTimeout * 1000)))
+        self.campaigns = 0      # elections this node started (a term it asked votes for)
+        self._asks_before_campaigning = quorum.settings.pre_vote
         super().__init__(self_address, peer_addresses, conf,
                          transportClass=_SyncBeforeSendTransport)
 
@@ -238,7 +275,64 @@ class _MetadataLogSyncObj(SyncObj):
         now = time.monotonic()
         if now - self._quorum.last_tick > self._quorum.settings.election_timeout_min_s / 2:
             self._poller.poll(0)
+        if self._asks_before_campaigning:
+            self._pre_vote_before_election()
+        term = self.raftCurrentTerm
         super()._onTick(timeToWait)
+        if self.raftCurrentTerm > term and self._SyncObj__raftState == _RAFT_STATE.CANDIDATE:
+            self.campaigns += 1         # pysyncobj's election check started one this tick
+            logger.info("campaigning for term %d", self.raftCurrentTerm)
+
+    # -- pre-vote (quorum/prevote.py decides; this carries it out on pysyncobj) --
+    # pysyncobj's election state is private to SyncObj (name-mangled): this subclass is the
+    # one place that reads or moves it, and only its election deadline is ever written.
+
+    def _log_end(self) -> LogEnd:
+        return LogEnd(self._SyncObj__getCurrentLogTerm(), self._SyncObj__getCurrentLogIndex())
+
+    def _pre_vote_before_election(self) -> None:
+        """Runs just before pysyncobj's election check. If that check would start an
+        election, hold it back one timeout and ask first, unless a round was just won."""
+        if (self._SyncObj__raftState == _RAFT_STATE.LEADER
+                or self._SyncObj__raftElectionDeadline >= raft_clock()
+                or not self._SyncObj__connectedToAnyone()
+                or self._SyncObj__transferInProgress):      # the leader asked: campaign now
+            return
+        term = self.raftCurrentTerm
+        if self.pre_vote.may_campaign(term):
+            self.pre_vote.campaigned()      # pysyncobj's election runs in this tick
+            return
+        self._SyncObj__raftElectionDeadline = raft_clock() + self._SyncObj__generateRaftTimeout()
+        others = list(self.otherNodes)
+        request = self.pre_vote.start(term=term, log_end=self._log_end(), voters=len(others) + 1)
+        if self.pre_vote.may_campaign(term):
+            self._SyncObj__raftElectionDeadline = 0     # alone: campaign at once
+            return
+        transport = self._SyncObj__transport
+        for node in others:
+            transport.send(node, request.to_message())
+
+    def handle_pre_vote_message(self, node: Any, message: dict) -> bool:
+        """A message from the transport: True if it was pre-vote's (consumed here)."""
+        kind = message.get("type")
+        if kind == "append_entries":
+            if message.get("term", -1) >= self.raftCurrentTerm:
+                self.pre_vote.observe_leader(_now_ms())
+            return False
+        if kind == PRE_VOTE_REQUEST:
+            response = self.pre_vote.handle_request(
+                PreVoteRequest.from_message(message), term=self.raftCurrentTerm,
+                log_end=self._log_end(), leading=self._isLeader(), now_ms=_now_ms())
+            if not response.granted:
+                logger.debug("pre-vote refused to %s: %s", getattr(node, "address", node),
+                             response.reason)
+            self._SyncObj__transport.send(node, response.to_message())
+            return True
+        if kind == PRE_VOTE_RESPONSE:
+            if self.pre_vote.handle_response(node, PreVoteResponse.from_message(message)):
+                self._SyncObj__raftElectionDeadline = 0     # won: the next tick campaigns
+            return True
+        return False
 
     # pysyncobj has no public way to ask these (getStatus() builds a whole report and has
     # no acknowledgement times): this subclass is the one place that reads its internals.
@@ -305,6 +399,16 @@ class RaftQuorum(QuorumBase):
             serializer=self._write_dump,
             deserializer=self._read_dump,
             onStateChanged=lambda old, new: self._report_role(),
+            # Static voters. KIP-853 (dynamic controller membership, issue 17) is NOT done.
+            # What pysyncobj 0.3.17's dynamicMembershipChange gives: single-server 'add' /
+            # 'rem' entries that take effect when appended (rolled back if truncated), one
+            # at a time (refused until the previous one is applied). What it lacks and Ketch
+            # would have to add: it does not re-apply such entries from the journal on
+            # restart (only the dump's member list), so the voter set must be rebuilt from
+            # the metadata log (VotersRecord) and passed in here; it knows a voter by
+            # address only, so a wiped controller at the same address would vote with an
+            # empty log: the directory id has to be checked at the transport (as pre-vote's
+            # messages are) before any Raft message of that node is accepted.
             dynamicMembershipChange=False,
         )
         peers = [a for nid, a in voters.items() if nid != node_id]

@@ -50,7 +50,7 @@ PURE = (
     "clients/protocol", "clients/records", "clients/_core", "clients/types.py",
     "clients/errors.py",
     "metadata_log",
-    "quorum/controller", "quorum/progress.py",
+    "quorum/controller", "quorum/progress.py", "quorum/prevote.py",
     "broker/log", "broker/replica", "broker/producer_state.py", "broker/replica_manager.py",
     "broker/fetch_session.py", "broker/client_quotas.py",
     "broker/client_telemetry.py", "broker/otlp.py", "broker/client_metrics_export.py",

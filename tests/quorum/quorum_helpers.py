@@ -134,6 +134,10 @@ class ControllerProcesses:
         os.kill(proc.pid, sig)
         proc.wait(timeout=30)
 
+    def signal(self, i: int, sig: int) -> None:
+        """Send a signal that leaves the process running (SIGSTOP, SIGCONT)."""
+        os.kill(self.procs[i].pid, sig)
+
     def close(self) -> None:
         for i in list(self.procs):
             proc = self.procs.pop(i)
