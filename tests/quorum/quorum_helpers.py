@@ -157,7 +157,7 @@ class ControllerProcesses:
     def log_text(self, i: int) -> str:
         return self.logs[i].read_text() if i in self.logs else ""
 
-    async def connect(self, i: int, timeout_s: float = 15.0) -> KafkaConnection:
+    async def connect(self, i: int, timeout_s: float = 60.0) -> KafkaConnection:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -169,7 +169,7 @@ class ControllerProcesses:
                     raise AssertionError(f"controller {i} is not listening:\n{self.log_text(i)}")
                 await asyncio.sleep(0.05)
 
-    async def active(self, timeout_s: float = 15.0) -> tuple[int, KafkaConnection]:
+    async def active(self, timeout_s: float = 60.0) -> tuple[int, KafkaConnection]:
         """The active controller (the one that accepts a no-op write), and a connection."""
         deadline = time.monotonic() + timeout_s
         while True:
