@@ -9,6 +9,8 @@ single place effects are carried out:
   answer (or ``None`` when it was lost) handed back to the core;
 - ``FetchFromLeader``: start or wake the replica fetcher for that leader;
 - ``LeadershipChanged``: tell the subscribers (the group coordinator);
+- ``TxnMarkerAppended``: tell the marker subscribers at once, before replication (the
+  group coordinator's pending transactional offsets, KIP-890 verification);
 - ``LogDirFailed``: wake waiters on the lost partitions and tell the broker
   (``on_log_dir_failure``), which decides what the process does about it.
 
@@ -27,7 +29,8 @@ from broker.controller_channel import ControllerChannel, ControllerUnavailableEr
 from broker.log import PartitionLog, StaleFileSliceError
 from broker.replica_manager import (
     AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed, PartitionsChanged,
-    ProduceCompletion, ProduceResult, ReadResult, ReplicaManager, SendAlterPartition,
+    READ_UNCOMMITTED, ProduceCompletion, ProduceResult, ReadResult, ReplicaManager,
+    SendAlterPartition, TxnMarkerAppended,
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
@@ -57,6 +60,7 @@ class ReplicaDriver:
         # Set once by the broker before start(): where FetchFromLeader goes.
         self._fetch_from: Callable[[int], None] | None = None
         self._leadership_subscribers: list[Callable[[TopicPartition, bool], None]] = []
+        self._txn_marker_subscribers: list[Callable[[TopicPartition, int, bool], None]] = []
         self._produce_waiters: dict[int, asyncio.Future] = {}
         self._data_waiters: dict[TopicPartition, list[asyncio.Future]] = {}
         self._tokens = itertools.count(1)
@@ -83,6 +87,12 @@ class ReplicaDriver:
     def subscribe_leadership(self, callback: Callable[[TopicPartition, bool], None]) -> None:
         """``callback(partition, leader)`` after this broker starts or stops leading it."""
         self._leadership_subscribers.append(callback)
+
+    def subscribe_txn_markers(self, callback: Callable[[TopicPartition, int, bool], None]) -> None:
+        """``callback(partition, producer_id, committed)`` synchronously on the leader right
+        after a COMMIT/ABORT marker of that producer is appended to the partition's log
+        (before it is replicated; WriteTxnMarkers answers after acks=all)."""
+        self._txn_marker_subscribers.append(callback)
 
     @property
     def image(self) -> MetadataImage:
@@ -119,6 +129,9 @@ class ReplicaDriver:
                 callback(effect.partition, effect.leader)
         elif isinstance(effect, LogDirFailed):
             self.on_log_dir_failure(effect.log_dir)
+        elif isinstance(effect, TxnMarkerAppended):
+            for marker_callback in self._txn_marker_subscribers:
+                marker_callback(effect.partition, effect.producer_id, effect.committed)
         else:
             raise AssertionError(f"unknown effect {effect!r}")
 
@@ -158,6 +171,14 @@ class ReplicaDriver:
         now = self.now_ms()
         return self.run(lambda core: core.append(tp, records, acks, now))
 
+    def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                          committed: bool, coordinator_epoch: int) -> ProduceResult:
+        """WriteTxnMarkers for one partition: the marker appended (subscribers told at
+        once); ``result.required_offset`` is what ``await_replication`` waits for."""
+        now = self.now_ms()
+        return self.run(lambda core: core.append_txn_marker(tp, producer_id, producer_epoch,
+                                                            committed, coordinator_epoch, now))
+
     async def await_replication(self, tp: TopicPartition, required_offset: int, timeout_ms: int) -> int:
         """acks=all: wait until the HW passes ``required_offset``; the error code."""
         token = next(self._tokens)
@@ -186,11 +207,11 @@ class ReplicaDriver:
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, min_one_batch: bool, client_rack: str | None = None,
-             replica_epoch: int = -1) -> ReadResult:
+             replica_epoch: int = -1, isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
         now = self.now_ms()
         return self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
                                                replica_id, now, min_one_batch, client_rack,
-                                               replica_epoch))
+                                               replica_epoch, isolation_level))
 
     def records_of(self, result: ReadResult) -> Any:
         """The bytes to send for a read: a zero-copy file region, or a copy."""

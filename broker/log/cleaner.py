@@ -36,9 +36,20 @@ delete.retention.ms`, record timestamps stay absolute through their deltas). A l
 pass drops tombstones whose horizon is <= now_ms. So a consumer that reads from the log
 start to the end within delete.retention.ms of a tombstone being compacted sees it.
 
-Not done (yet): transactional cleaning (aborted transactions, markers) — control batches
-are kept as they are; keeping an empty batch to preserve producer state; persisting the
-first dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log
+Transactions (Kafka's cleaner, in part). The caller bounds the pass by the last stable
+offset instead of the high watermark (the broker passes
+``ReplicaManager.last_stable_offset_of``), so nothing at or beyond the first unstable
+offset is cleaned: an ongoing transaction's records are never judged. The data batches
+of aborted transactions (found in the segments' aborted transaction indexes, collected
+by `prepare`) are dropped whole and their keys kept out of the key map, so an aborted
+value never shadows a committed one. Control batches (COMMIT/ABORT markers) are kept as
+they are, and with them the aborted transaction index entries (merged into the cleaned
+segment's index by `replace_segments`).
+
+Not done (yet): removing markers after delete.retention.ms once their transaction has no
+data left (Kafka's two-pass marker removal; markers are kept forever here, which costs
+one small batch per transaction and loses nothing); keeping an empty batch to preserve
+producer state; persisting the first dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log
 counts as dirty, which costs one extra pass and loses nothing.
 """
 
@@ -54,6 +65,7 @@ import crc32c
 
 from broker.log.config import NO_LIMIT
 from broker.log.partition_log import PartitionLog
+from broker.log.transaction_index import AbortedTxn
 from broker.log.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
@@ -173,6 +185,25 @@ class CleaningPlan:
     first_dirty_offset: int
     first_uncleanable_offset: int
     now_ms: int
+    # The aborted transactions whose markers are below the first uncleanable offset.
+    aborted: tuple[AbortedTxn, ...] = ()
+
+
+class _AbortedData:
+    """Which transactional data batches belong to an aborted transaction."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._by_producer.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        if header.is_control or not header.is_transactional:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        return ranges is not None and any(first <= header.base_offset <= last
+                                          for first, last in ranges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +260,8 @@ class LogCleaner:
         if not chosen:
             return None
         return CleaningPlan(partition_log.layout_version, tuple(chosen), tuple(uppers),
-                            first_dirty, first_uncleanable, now_ms)
+                            first_dirty, first_uncleanable, now_ms,
+                            tuple(partition_log.aborted_transactions_below(uppers[-1])))
 
     def build(self, plan: CleaningPlan, delete_retention_ms: int,
               key_map_entries_max: int, segment_bytes: int) -> tuple[list[CleanedGroup], int, _Stats] | None:
@@ -283,12 +315,13 @@ class LogCleaner:
     def _build_key_map(self, plan: CleaningPlan, entries_max: int, stats: _Stats) -> tuple[dict[bytes, int], int]:
         key_map: dict[bytes, int] = {}
         map_end = plan.first_dirty_offset
+        aborted = _AbortedData(plan.aborted)
         for segment, upper in zip(plan.segments, plan.uppers):
             if upper <= plan.first_dirty_offset:
                 continue
             segment_keys: dict[bytes, int] = {}
             for batch in self._batches(segment, stats):
-                if batch.header.is_control:
+                if batch.header.is_control or batch.header in aborted:
                     continue
                 for record in batch.records:
                     if record.key is not None and record.offset >= plan.first_dirty_offset:
@@ -323,14 +356,17 @@ class LogCleaner:
                 groups.append([segment])
                 size = segment.size_bytes
         out = []
+        aborted = _AbortedData(plan.aborted)
         for group in groups:
-            cleaned = self._clean_group(group, key_map, plan.now_ms, delete_retention_ms, stats)
+            cleaned = self._clean_group(group, key_map, plan.now_ms, delete_retention_ms, stats,
+                                        aborted)
             if cleaned is not None:
                 out.append(cleaned)
         return out
 
     def _clean_group(self, group: list[LogSegment], key_map: dict[bytes, int], now_ms: int,
-                     delete_retention_ms: int, stats: _Stats) -> CleanedGroup | None:
+                     delete_retention_ms: int, stats: _Stats,
+                     aborted: _AbortedData) -> CleanedGroup | None:
         base = group[0].base_offset
         path = f"{group[0].dir_path}/{segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)}"
         self.storage.create(path)
@@ -340,6 +376,10 @@ class LogCleaner:
             for bp in segment.iter_headers():
                 raw = segment.read_bytes(bp.position, bp.header.size_in_bytes)
                 stats.bytes_read += len(raw)
+                if bp.header in aborted:
+                    stats.records_removed += bp.header.records_count
+                    changed = True
+                    continue
                 out = self._clean_batch(raw, key_map, now_ms, delete_retention_ms, stats)
                 if out is not raw:
                     changed = True

@@ -97,6 +97,7 @@ __all__ = [
     "RecordBatchBuilder",
     "build_batch",
     "build_control_batch",
+    "read_transaction_marker",
     "control_record_key",
     "end_transaction_marker_value",
     "decode_end_transaction_marker",
@@ -508,6 +509,23 @@ def decode_end_transaction_marker(value: bytes | None) -> EndTransactionMarker:
     if version < 0:
         raise InvalidRecordError(f"end transaction marker version {version}")
     return EndTransactionMarker(version=version, coordinator_epoch=coordinator_epoch)
+
+
+def read_transaction_marker(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[bool, EndTransactionMarker] | None:
+    """(committed, marker) of the transaction marker batch at `pos`; None when that
+    control batch is no marker (a KRaft or unknown type) or is empty (a cleaned one).
+    InvalidRecordError for a malformed marker."""
+    batch = decode_batch(buf, pos, check_crc=False)
+    if not batch.records:
+        return None
+    record = batch.records[0]
+    assert isinstance(record, ControlRecord), "decode_batch parses a control batch's key"
+    if record.control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return None
+    return (record.control_type is ControlRecordType.COMMIT,
+            decode_end_transaction_marker(record.value))
 
 
 def _control_type_of(key: bytes | None) -> ControlRecordType:
