@@ -1154,13 +1154,13 @@ class ReplicaManager:
                          plog.log_end_offset, decision.truncate_to, a.leader_epoch, a.end_offset)
                 try:
                     self._truncate_to(hosted, decision.truncate_to, now_ms)
+                    # A transaction whose marker was cut is ongoing again: only the log
+                    # can tell, so rebuild from the latest snapshot below the cut (Kafka's
+                    # loadProducerState after a truncation).
+                    hosted.producers = self._rebuild_producer_state(plog)
                 except OSError as e:
                     self._log_io_failed(plog, e)
                     continue
-                # A transaction whose marker was cut is ongoing again: only the log can
-                # tell, so rebuild from the latest snapshot below the cut (Kafka's
-                # loadProducerState after a truncation).
-                hosted.producers = self._rebuild_producer_state(plog)
             if decision.done:
                 f.state = FetchState.FETCHING
                 f.fetch_offset = plog.log_end_offset

@@ -63,12 +63,13 @@ class AbortedTxn:
 class TransactionIndex:
     """The entries of one segment's `.txnindex`, kept in memory, appended to the file."""
 
-    __slots__ = ("storage", "path", "_entries", "_file_bytes", "_unsynced")
+    __slots__ = ("storage", "path", "_entries", "_known", "_file_bytes", "_unsynced")
 
     def __init__(self, storage: Storage, path: str) -> None:
         self.storage = storage
         self.path = path
         self._entries: list[AbortedTxn] = []
+        self._known: set[AbortedTxn] = set()     # the same entries, for a replay's lookups
         self._file_bytes = 0    # what the file holds (0: absent)
         self._unsynced = False
 
@@ -81,6 +82,7 @@ class TransactionIndex:
         data = storage.read(path, 0, storage.size(path))
         whole = len(data) - len(data) % ENTRY_SIZE
         index._entries = [AbortedTxn.decode(data, pos) for pos in range(0, whole, ENTRY_SIZE)]
+        index._known = set(index._entries)
         if whole != len(data):
             storage.truncate(path, whole)
         index._file_bytes = whole
@@ -95,9 +97,10 @@ class TransactionIndex:
 
     def append(self, txn: AbortedTxn) -> bool:
         """Add ``txn``; False when it is already there (a replay after a restart)."""
+        if txn in self._known:
+            return False
+        self._known.add(txn)
         if self._entries and txn.last_offset <= self._entries[-1].last_offset:
-            if txn in self._entries:
-                return False
             # Markers land in offset order; an older one not indexed yet comes from a
             # replay of a segment whose index lost its tail: keep the order.
             self._entries.append(txn)
@@ -121,6 +124,7 @@ class TransactionIndex:
         kept = [e for e in self._entries if e.last_offset < offset]
         if len(kept) != len(self._entries):
             self._entries = kept
+            self._known = set(kept)
             self._rewrite()
 
     def _rewrite(self) -> None:
@@ -140,5 +144,6 @@ class TransactionIndex:
     def delete(self) -> None:
         self.storage.delete(self.path)
         self._entries = []
+        self._known = set()
         self._file_bytes = 0
         self._unsynced = False

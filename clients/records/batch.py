@@ -517,6 +517,29 @@ def read_transaction_marker(
     """(committed, marker) of the transaction marker batch at `pos`; None when that
     control batch is no marker (a KRaft or unknown type) or is empty (a cleaned one).
     InvalidRecordError for a malformed marker."""
+    header = read_batch_header(buf, pos)
+    if header.attributes & _COMPRESSION_MASK == 0 and header.records_count == 1:
+        # The common case (markers are written uncompressed), read in place: one
+        # record's length, attributes, timestamp and offset deltas, then key and value.
+        # A producer state rebuild meets one per transaction.
+        at = pos + BATCH_HEADER_SIZE
+        end = pos + header.size_in_bytes
+        if end > len(buf):
+            raise CorruptRecordError(f"truncated control batch at {pos}")
+        _, at = read_varint(buf, at)            # record length
+        at += 1                                 # record attributes
+        _, at = read_varlong(buf, at)           # timestamp delta
+        _, at = read_varint(buf, at)            # offset delta
+        key_length, at = read_varint(buf, at)
+        if key_length < _CONTROL_KEY.size or at + key_length > end:
+            raise InvalidRecordError(f"control record key of {key_length} bytes")
+        control_type = _control_type_of(bytes(buf[at:at + key_length]))
+        at += key_length
+        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        value_length, at = read_varint(buf, at)
+        value = bytes(buf[at:at + value_length]) if 0 <= value_length <= end - at else None
+        return control_type is ControlRecordType.COMMIT, decode_end_transaction_marker(value)
     batch = decode_batch(buf, pos, check_crc=False)
     if not batch.records:
         return None

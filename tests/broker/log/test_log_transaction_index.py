@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from broker.log import FileStorage, LogConfig, PartitionLog
+from broker.log import AppendOrigin, FileStorage, LogConfig, PartitionLog
 from broker.log.transaction_index import AbortedTxn, TransactionIndex
 from clients.records import ControlRecordType, build_control_batch, end_transaction_marker_value
 
@@ -53,7 +53,7 @@ def test_the_log_indexes_in_the_markers_segment_and_queries_across_segments(tmp_
                                            is_transactional=True))
     for i in range(6):
         log.append_as_leader(make_batch(2, tag=i), 0, 0)
-    log.append_as_leader(bytearray(marker), 0, 0)
+    assert log.append_as_leader(bytearray(marker), 0, 0, AppendOrigin.COORDINATOR).error_code == 0
     marker_offset = log.log_end_offset - 1
     txn = AbortedTxn(5, 1, marker_offset, marker_offset + 1)
     log.append_aborted_txn(txn)
@@ -63,3 +63,21 @@ def test_the_log_indexes_in_the_markers_segment_and_queries_across_segments(tmp_
     assert log.collect_aborted_transactions(marker_offset + 1, log.log_end_offset + 1) == []
     log.truncate_to(marker_offset)
     assert log.collect_aborted_transactions(0, log.log_end_offset) == []
+
+
+def test_recovery_after_a_crash_drops_entries_whose_marker_was_lost(tmp_path) -> None:
+    storage = FileStorage()
+    path = str(tmp_path / "t-0")
+    log, _ = PartitionLog.open(storage, path, LogConfig(), now_ms=0)
+    log.append_as_leader(make_batch(2), 0, 0)
+    marker = bytearray(build_control_batch(ControlRecordType.ABORT, end_transaction_marker_value(0),
+                                           timestamp_ms=0, producer_id=5, producer_epoch=0,
+                                           is_transactional=True))
+    size_before_marker = log.active_segment.size_bytes
+    assert log.append_as_leader(marker, 0, 0, AppendOrigin.COORDINATOR).error_code == 0
+    log.append_aborted_txn(AbortedTxn(5, 0, 2, 3))
+    # A crash: the marker's bytes never reached the disk, the index entry did.
+    storage.truncate(log.active_segment.log_path, size_before_marker + 7)
+    again, report = PartitionLog.open(storage, path, LogConfig(), now_ms=0, clean_shutdown=False)
+    assert again.log_end_offset == 2 and report.truncated_bytes == 7
+    assert again.collect_aborted_transactions(0, 10) == []
