@@ -293,3 +293,19 @@ def test_the_cleaner_stops_at_the_lso_and_drops_aborted_data(tmp_path) -> None:
     assert (1, b"aborted") not in values
     assert (3, b"open") in values
     assert plog.collect_aborted_transactions(0, plog.log_end_offset) == [AbortedTxn(10, 1, 2, 3)]
+
+
+def test_the_driver_tells_marker_subscribers_before_the_append_returns(tmp_path) -> None:
+    from broker.replica_driver import ReplicaDriver
+    core, _ = leader(tmp_path)
+    append(core, data(10, 0, b"x"))
+    driver = ReplicaDriver(core, controller=None, now_ms=lambda: 0, broker_epoch=lambda: 1)  # type: ignore[arg-type]
+    heard = []
+    driver.subscribe_txn_markers(lambda tp, pid, committed: heard.append(
+        (tp, pid, committed, core.partitions[tp].log.log_end_offset)))
+    result = driver.append_txn_marker(TP, 10, 0, True, 0)
+    assert result.error_code == ErrorCode.NONE and result.required_offset == 2
+    assert heard == [(TP, 10, True, 2)], "called synchronously, the marker already in the log"
+    refused = driver.append_txn_marker(TP, 10, 0, False, coordinator_epoch=-5)
+    assert refused.error_code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert len(heard) == 1, "a refused marker is not heard"
