@@ -56,6 +56,18 @@ from the metadata) and a ``LogDirFailed`` effect tells the shell, whose answer f
 a controlled shutdown (``broker.broker``, step 7). A move whose future log fails is
 dropped; the current log goes on serving.
 
+Transactions (issue 15). Each partition's ``ProducerStateTable`` holds the ongoing
+transactions; the last stable offset is min(their first offset, HW) (``last_stable_offset``).
+``append_txn_marker`` (WriteTxnMarkers) appends a COMMIT/ABORT control batch as the
+leader, indexes an aborted transaction in the marker's segment (``.txnindex``) and
+emits ``TxnMarkerAppended`` at once; followers replay the same batches into the same
+state (``replay_batches``). read_committed reads stop at the LSO and carry the aborted
+transactions overlapping what they return (from the index: batch-level work only, the
+records stay a zero-copy slice); followers always read uncommitted. Producer state is
+snapshotted (``<offset>.snapshot``) at every roll and at shutdown, and a partition's
+state is rebuilt from the latest snapshot plus the batches after it
+(``_rebuild_producer_state``) when it is created and after a follower truncation.
+
 Following. ``follower_work(leader)`` plans one round for a leader: OffsetForLeaderEpoch
 questions for partitions still truncating, fetch positions for the rest. Answers come
 back through ``handle_epoch_answers`` / ``handle_fetched`` with the work they answer, so

@@ -45,6 +45,12 @@ Files besides the segments, and the order that keeps them consistent after a cra
   segment; written before the epoch checkpoint forgets the epochs below it. (Kafka keeps
   this in a data-directory checkpoint written every minute; per partition it can be
   made durable at the moment it matters.)
+* `<base>.txnindex` per segment: the aborted transactions whose ABORT marker is in it
+  (`transaction_index.py`), appended by `append_aborted_txn`, queried across segments by
+  `collect_aborted_transactions`, deleted, truncated and merged with their segments.
+* `<offset>.snapshot`: producer state snapshots (bytes owned by `broker.producer_state`);
+  written by the replica manager at rolls and shutdown, deleted here with the segments
+  below them (retention), above a truncation point, and when unreachable at open.
 * The recovery point lives in the data directory's checkpoint (`LogManager`);
   `on_recovery_point_lowered` asks for a rewrite when a truncation lowers it.
 
@@ -1024,8 +1030,10 @@ class PartitionLog:
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         """Index an aborted transaction in the segment holding its ABORT marker (at once
         after the marker's append, or again by a replay: a duplicate is ignored)."""
-        assert self._log_start_offset <= txn.last_offset < self._log_end_offset, (
-            txn, self._log_start_offset, self._log_end_offset)
+        # A replay may start in the batch holding the log start (DeleteRecords put it
+        # inside a segment), so a marker just below the log start is indexed too.
+        assert self._segments[0].base_offset <= txn.last_offset < self._log_end_offset, (
+            txn, self._segments[0].base_offset, self._log_end_offset)
         i = bisect_right(self._bases, txn.last_offset) - 1
         self._segments[i].txn_index.append(txn)
 

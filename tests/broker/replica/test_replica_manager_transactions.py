@@ -12,7 +12,8 @@ import uuid
 from broker.log import FileStorage, LogCleaner, LogManager
 from broker.log.transaction_index import AbortedTxn
 from broker.replica_manager import (
-    READ_COMMITTED, READ_UNCOMMITTED, FetchedPartition, ReplicaManager, TxnMarkerAppended,
+    READ_COMMITTED, READ_UNCOMMITTED, FetchedPartition, PartitionsChanged, ReplicaManager,
+    TxnMarkerAppended,
 )
 from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode
@@ -127,6 +128,8 @@ def test_read_committed_around_an_aborted_and_a_committed_transaction(tmp_path) 
     assert marker(core, 10, committed=False, coordinator_epoch=3) == 4
     effects = core.take_effects()
     assert TxnMarkerAppended(TP, 10, False) in effects               # the hook fires at once
+    assert any(isinstance(e, PartitionsChanged) and TP in e.partitions for e in effects), \
+        "parked read_committed fetches wake: the LSO moved"
     assert fetch(core, 0, READ_COMMITTED).last_stable_offset == 2    # producer 11 still open
     assert marker(core, 11, committed=True) == 5
     assert TxnMarkerAppended(TP, 11, True) in core.take_effects()
