@@ -4,7 +4,14 @@ coordinator would (one ABORT, one COMMIT in one request), then read_committed on
 (last stable offset, aborted transactions) and through librdkafka (confluent-kafka's
 ``isolation.level``), and ListOffsets' latest offset for both isolation levels.
 
-One broker, so that it leads the partition."""
+One broker, so that it leads the partition.
+
+The transactional batches go in Produce requests without a transactional id, which this
+branch's Produce handler accepts (it refuses only requests naming one). Kafka refuses
+transactional records without a transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+and KIP-890 verifies the partition with the coordinator first: once the coordinator's
+branch (txncoord) is merged, this test's produce step must become a transactional
+producer's (InitProducerId, AddPartitionsToTxn) and its markers may then come from EndTxn."""
 from __future__ import annotations
 
 import time
