@@ -42,14 +42,20 @@ offset instead of the high watermark (the broker passes
 offset is cleaned: an ongoing transaction's records are never judged. The data batches
 of aborted transactions (found in the segments' aborted transaction indexes, collected
 by `prepare`) are dropped whole and their keys kept out of the key map, so an aborted
-value never shadows a committed one. Control batches (COMMIT/ABORT markers) are kept as
-they are, and with them the aborted transaction index entries (merged into the cleaned
-segment's index by `replace_segments`).
+value never shadows a committed one. An ABORT marker's transaction has no data left
+once such a pass ran (its data precedes it, so lies in the segments cleaned with it): as
+Kafka's cleaner does, the first pass that meets it gives its batch a delete horizon of
+now + delete.retention.ms (the KIP-534 bit, as for tombstones) and a pass after the
+horizon drops it, together with its aborted transaction index entry (the entries of the
+markers kept are merged into the cleaned segment's index by `replace_segments`). So a
+read_committed consumer that reads the log within delete.retention.ms of the cleaning
+still meets both the aborted range and its marker.
 
-Not done (yet): removing markers after delete.retention.ms once their transaction has no
-data left (Kafka's two-pass marker removal; markers are kept forever here, which costs
-one small batch per transaction and loses nothing); keeping an empty batch to preserve
-producer state; persisting the first dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log
+Not done (yet): removing COMMIT markers (Kafka drops one once no record of its
+transaction survives; that needs per-transaction tracking of surviving records, and a
+COMMIT marker removed while its data stays would leave a rebuilt producer state with the
+transaction open for ever; they are kept, one small batch per transaction); keeping an
+empty batch to preserve producer state; persisting the first dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log
 counts as dirty, which costs one extra pass and loses nothing.
 """
 
@@ -79,6 +85,7 @@ from clients.records import (
     LOG_OVERHEAD,
     BatchHeader,
     CompressionType,
+    ControlRecordType,
     Record,
     RecordError,
     compress,
@@ -212,6 +219,8 @@ class CleanedGroup:
     cleaned_path: str
     base_offset: int
     size_bytes: int
+    # Offsets of the ABORT markers this group dropped (their index entries go too).
+    dropped_markers: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +299,7 @@ class LogCleaner:
         replaced = 0
         for group in groups:
             if partition_log.replace_segments(list(group.segments), group.cleaned_path,
-                                              group.base_offset, now_ms):
+                                              group.base_offset, now_ms, group.dropped_markers):
                 replaced += len(group.segments)
         partition_log.first_dirty_offset = max(partition_log.first_dirty_offset, map_end)
         return CleanResult(True, partition_log.first_dirty_offset, replaced, stats.bytes_read,
@@ -372,6 +381,7 @@ class LogCleaner:
         self.storage.create(path)
         position = 0
         changed = len(group) > 1  # merging segments is worth committing by itself
+        dropped_markers: set[int] = set()
         for segment in group:
             for bp in segment.iter_headers():
                 raw = segment.read_bytes(bp.position, bp.header.size_in_bytes)
@@ -380,7 +390,8 @@ class LogCleaner:
                     stats.records_removed += bp.header.records_count
                     changed = True
                     continue
-                out = self._clean_batch(raw, key_map, now_ms, delete_retention_ms, stats)
+                out = self._clean_batch(raw, key_map, now_ms, delete_retention_ms, stats,
+                                        dropped_markers)
                 if out is not raw:
                     changed = True
                 if out:
@@ -390,14 +401,23 @@ class LogCleaner:
             self.storage.delete(path)
             return None
         stats.bytes_written += position
-        return CleanedGroup(tuple(group), path, base, position)
+        return CleanedGroup(tuple(group), path, base, position, frozenset(dropped_markers))
 
     def _clean_batch(self, raw: bytes, key_map: dict[bytes, int], now_ms: int,
-                     delete_retention_ms: int, stats: _Stats) -> bytes:
+                     delete_retention_ms: int, stats: _Stats, dropped_markers: set[int]) -> bytes:
         """The batch to write instead of `raw`: `raw` itself, a rewritten one, or b""."""
         batch = decode_batch(raw)
         header = batch.header
         if header.is_control:
+            record = batch.records[0] if batch.records else None
+            if (not header.is_transactional or record is None
+                    or getattr(record, "control_type", None) is not ControlRecordType.ABORT):
+                return raw      # COMMIT markers (see above) and anything else stay
+            if not header.has_delete_horizon:
+                return _encode_batch(header, list(batch.records), now_ms + delete_retention_ms)
+            if header.base_timestamp <= now_ms:
+                dropped_markers.add(header.base_offset)
+                return b""
             return raw
         horizon = header.base_timestamp if header.has_delete_horizon else None
         kept: list[Record] = []

@@ -67,7 +67,7 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
+from typing import Callable, Collection
 
 from broker.log.config import NO_LIMIT, LogConfig
 from broker.log.leader_epoch_cache import (
@@ -978,11 +978,12 @@ class PartitionLog:
     # --- compaction support ---------------------------------------------------------------
 
     def replace_segments(self, old: list[LogSegment], cleaned_path: str, base_offset: int,
-                         now_ms: int) -> bool:
+                         now_ms: int, dropped_markers: Collection[int] = ()) -> bool:
         """Swap rolled segments `old` for the cleaned file at `cleaned_path` (crash-safe).
 
         Returns False, deleting the cleaned file, when `old` is no longer a run of this
-        log's segments (retention or truncation got there first).
+        log's segments (retention or truncation got there first). `dropped_markers`: the
+        offsets of the ABORT markers the cleaned file no longer holds.
         """
         try:
             first = self._segments.index(old[0])
@@ -994,13 +995,13 @@ class PartitionLog:
             self.storage.delete(cleaned_path)
             return False
         assert old[0].base_offset == base_offset
-        # The markers stay (the cleaner keeps control batches), so do the aborted
-        # transactions they end: merged into the first segment's index before the
-        # commit point (a crash after it leaves entries a later index also holds;
-        # readers deduplicate).
-        aborted = [e for segment in old for e in segment.txn_index.entries]
-        if len(old) > 1 and aborted:
-            old[0].txn_index.extend(aborted)
+        # The aborted transactions whose markers the cleaned file keeps: merged into the
+        # first segment's index before the commit point (a crash after it leaves entries
+        # a later index also holds; readers deduplicate). Entries of dropped markers go.
+        aborted = [e for segment in old for e in segment.txn_index.entries
+                   if e.last_offset not in dropped_markers]
+        if len(old) > 1 or len(aborted) != len(old[0].txn_index):
+            old[0].txn_index.reset_to(aborted)
         swap_path = f"{self.dir_path}/{segment_file_name(base_offset, LOG_SUFFIX + SWAP_SUFFIX)}"
         self.storage.fsync(cleaned_path)
         self.storage.rename(cleaned_path, swap_path)  # the commit point

@@ -115,9 +115,11 @@ class TransactionIndex:
         self._unsynced = True
         return True
 
-    def extend(self, txns: list[AbortedTxn]) -> None:
-        for txn in txns:
-            self.append(txn)
+    def reset_to(self, txns: list[AbortedTxn]) -> None:
+        """Hold exactly ``txns`` (a cleaned segment's index), in marker order."""
+        self._entries = sorted(set(txns), key=lambda e: (e.last_offset, e.producer_id))
+        self._known = set(self._entries)
+        self._rewrite()
 
     def truncate_to(self, offset: int) -> None:
         """Forget the transactions whose marker is at or above ``offset``."""

@@ -266,7 +266,18 @@ def test_retention_deletes_snapshots_and_txn_indexes_with_their_segments(tmp_pat
     assert min(plog.producer_snapshot_offsets) >= plog.segments[0].base_offset
 
 
-def test_the_cleaner_stops_at_the_lso_and_drops_aborted_data(tmp_path) -> None:
+def _batches(plog) -> list:
+    out: list = []
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:     # a read stays within one segment
+        batches = decode_batches(plog.read_records_bytes(
+            plog.read(offset, 1 << 20, plog.log_end_offset).records))
+        out += batches
+        offset = batches[-1].header.last_offset + 1
+    return out
+
+
+def test_the_cleaner_stops_at_the_lso_and_drops_aborted_data_then_the_abort_marker(tmp_path) -> None:
     props = {**SMALL_SEGMENTS, "log.cleanup.policy": "compact"}
     core, _ = leader(tmp_path, props)
 
@@ -284,18 +295,22 @@ def test_the_cleaner_stops_at_the_lso_and_drops_aborted_data(tmp_path) -> None:
     assert lso == 3
     result = LogCleaner(plog.storage).clean(plog, lso, 10_000)
     assert result.committed
-    values = []
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:     # a read stays within one segment
-        batches = decode_batches(plog.read_records_bytes(
-            plog.read(offset, 1 << 20, plog.log_end_offset).records))
-        values += [(r.offset, r.value.rstrip(b".")) for b in batches for r in b.records
-                   if not b.header.is_control]
-        offset = batches[-1].header.last_offset + 1
+    values = [(r.offset, r.value.rstrip(b".")) for b in _batches(plog) for r in b.records
+              if not b.header.is_control]
     assert (0, b"committed-1") in values, "an aborted value never shadows a committed one"
     assert (1, b"aborted") not in values
     assert (3, b"open") in values
     assert plog.collect_aborted_transactions(0, plog.log_end_offset) == [AbortedTxn(10, 1, 2, 3)]
+    (kept_marker,) = [b.header for b in _batches(plog) if b.header.is_control]
+    horizon = 10_000 + plog.config.delete_retention_ms
+    assert kept_marker.has_delete_horizon and kept_marker.base_timestamp == horizon
+    # Before the horizon the marker stays; after it the marker and its index entry go.
+    LogCleaner(plog.storage).clean(plog, lso, horizon - 1)
+    assert [b.header.base_offset for b in _batches(plog) if b.header.is_control] == [2]
+    assert LogCleaner(plog.storage).clean(plog, lso, horizon).committed
+    assert [b for b in _batches(plog) if b.header.is_control] == []
+    assert plog.collect_aborted_transactions(0, plog.log_end_offset) == []
+    assert (3, b"open") in [(r.offset, r.value.rstrip(b".")) for b in _batches(plog) for r in b.records]
 
 
 def test_the_driver_tells_marker_subscribers_before_the_append_returns(tmp_path) -> None:
