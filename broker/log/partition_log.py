@@ -1002,6 +1002,12 @@ class PartitionLog:
                    if e.last_offset not in dropped_markers]
         if len(old) > 1 or len(aborted) != len(old[0].txn_index):
             old[0].txn_index.reset_to(aborted)
+        if dropped_markers:
+            # A snapshot from before a dropped marker may hold its transaction as
+            # ongoing; replayed without the marker it would stay open for ever. Later
+            # snapshots (the roll after the marker's segment wrote one) know it ended.
+            last_dropped = max(dropped_markers)
+            self._delete_snapshots(lambda o: o <= last_dropped)
         swap_path = f"{self.dir_path}/{segment_file_name(base_offset, LOG_SUFFIX + SWAP_SUFFIX)}"
         self.storage.fsync(cleaned_path)
         self.storage.rename(cleaned_path, swap_path)  # the commit point

@@ -310,6 +310,8 @@ def test_the_cleaner_stops_at_the_lso_and_drops_aborted_data_then_the_abort_mark
     assert LogCleaner(plog.storage).clean(plog, lso, horizon).committed
     assert [b for b in _batches(plog) if b.header.is_control] == []
     assert plog.collect_aborted_transactions(0, plog.log_end_offset) == []
+    assert min(plog.producer_snapshot_offsets) > 2, "no snapshot from before the dropped marker"
+    assert ReplicaManager._rebuild_producer_state(plog).first_unstable_offset() == 3
     assert (3, b"open") in [(r.offset, r.value.rstrip(b".")) for b in _batches(plog) for r in b.records]
 
 
