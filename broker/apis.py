@@ -104,6 +104,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
     ApiKey.PUSH_TELEMETRY: (0, 0),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),          # v0 removed in Kafka 4.0 (KIP-896)
 }
 
 # Kafka 4.1's maximum where it is above ours, and why (see above).
@@ -263,6 +264,7 @@ class KafkaApis:
             ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self.handle_get_telemetry_subscriptions,
             ApiKey.PUSH_TELEMETRY: self.handle_push_telemetry,
             ApiKey.LIST_CLIENT_METRICS_RESOURCES: self.handle_list_client_metrics_resources,
+            ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -560,7 +562,8 @@ class KafkaApis:
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
                                             p.current_leader_epoch, replica_id, min_one_batch=(total == 0),
                                             client_rack=req.rack_id if version >= 11 else None,
-                                            replica_epoch=replica_epoch)
+                                            replica_epoch=replica_epoch,
+                                            isolation_level=req.isolation_level)
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
                 results.append((key, tp, p, result))
@@ -581,7 +584,12 @@ class KafkaApis:
                               else _NO_CURRENT_LEADER)
             data = cls.PartitionData(
                 partition_index=key.partition, error_code=r.error_code, high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
+                last_stable_offset=r.last_stable_offset if r.last_stable_offset >= 0 else r.high_watermark,
+                log_start_offset=r.log_start_offset,
+                aborted_transactions=None if r.aborted_transactions is None else [
+                    cls.PartitionData.AbortedTransaction(producer_id=t.producer_id,
+                                                         first_offset=t.first_offset)
+                    for t in r.aborted_transactions],
                 current_leader=current_leader, preferred_read_replica=r.preferred_read_replica,
                 records=(self.replicas.records_of(r) if tp is None or tp.topic not in tag_filters
                          else filter_batches(self.replicas.records_bytes(r), tag_filters[tp.topic]).data))
@@ -699,8 +707,9 @@ class KafkaApis:
 
     async def handle_describe_producers(self, req: messages.DescribeProducersRequest, version: int,
                                         client: ClientInfo) -> messages.DescribeProducersResponse:
-        """The idempotent producers a partition's leader remembers (kafka-transactions.sh
-        describe-producers); a transaction's start offset comes with issue 15."""
+        """The idempotent and transactional producers a partition's leader remembers
+        (kafka-transactions.sh describe-producers), with the coordinator epoch of the last
+        marker and the first offset of an ongoing transaction (-1: none)."""
         cls = messages.DescribeProducersResponse
         topics = []
         for t in req.topics:
@@ -711,8 +720,9 @@ class KafkaApis:
                     partition_index=index, error_code=code, active_producers=[
                         cls.ProducerState(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
                                           last_sequence=p.last_sequence,
-                                          last_timestamp=p.last_timestamp_ms, coordinator_epoch=-1,
-                                          current_txn_start_offset=-1)
+                                          last_timestamp=p.last_timestamp_ms,
+                                          coordinator_epoch=p.coordinator_epoch,
+                                          current_txn_start_offset=p.current_txn_start_offset)
                         for p in producers]))
             topics.append(cls.TopicResponse(name=t.name, partitions=partitions))
         return cls(topics=topics)
@@ -726,12 +736,52 @@ class KafkaApis:
             for p in t.partitions:
                 code, ts, offset, epoch = self.replicas.core.list_offset(
                     TopicPartition(t.name, p.partition_index), p.timestamp, p.current_leader_epoch,
-                    req.replica_id)
+                    req.replica_id, req.isolation_level)
                 parts.append(cls.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, timestamp=ts, offset=offset,
                     leader_epoch=epoch))
             topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
         return cls(topics=topics)
+
+    async def handle_write_txn_markers(self, req: messages.WriteTxnMarkersRequest, version: int,
+                                       client: ClientInfo) -> messages.WriteTxnMarkersResponse:
+        """Transaction markers from a transaction coordinator (Kafka's
+        handleWriteTxnMarkersRequest): per marker and partition this leader appends one
+        control batch (the producer's id and epoch, COMMIT or ABORT, the coordinator
+        epoch), then waits for acks=all within request.timeout.ms. Per partition:
+        UNKNOWN_TOPIC_OR_PARTITION (not hosted here), NOT_LEADER_OR_FOLLOWER,
+        NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH (an older producer epoch),
+        TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), or the replication
+        outcome."""
+        cls = messages.WriteTxnMarkersResponse
+        codes: dict[tuple[int, str, int], int] = {}
+        waits = []
+        for m, marker in enumerate(req.markers):
+            for topic in marker.topics:
+                for index in topic.partition_indexes:
+                    tp = TopicPartition(topic.name, index)
+                    result = self.replicas.append_txn_marker(
+                        tp, marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                        marker.coordinator_epoch)
+                    codes[(m, topic.name, index)] = result.error_code
+                    if result.error_code == ErrorCode.NONE and result.required_offset is not None:
+                        waits.append(((m, topic.name, index), tp, result.required_offset))
+        if waits:
+            outcomes = await asyncio.gather(*(
+                self.replicas.await_replication(tp, required, self.config.request_timeout_ms)
+                for _, tp, required in waits))
+            for (key, _, _), code in zip(waits, outcomes):
+                codes[key] = code
+        markers = []
+        for m, marker in enumerate(req.markers):
+            R = cls.WritableTxnMarkerResult
+            markers.append(R(producer_id=marker.producer_id, topics=[
+                R.WritableTxnMarkerTopicResult(name=topic.name, partitions=[
+                    R.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
+                        partition_index=index, error_code=codes[(m, topic.name, index)])
+                    for index in topic.partition_indexes])
+                for topic in marker.topics]))
+        return cls(markers=markers)
 
     async def handle_offset_for_leader_epoch(self, req: messages.OffsetForLeaderEpochRequest, version: int,
                                              client: ClientInfo) -> messages.OffsetForLeaderEpochResponse:

@@ -230,7 +230,8 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               broker_epoch=lambda: self.lifecycle.broker_epoch,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
-        self.cleaner = CleanerDriver(self.logs, self.storage, self.core.high_watermark_of, now_ms)
+        # The last stable offset bounds cleaning: never at or past an ongoing transaction.
+        self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms)
         self._apply_broker_configs()
         self.topic_creation = AutoTopicCreationManager(
             self.controller, lambda: self.core.image, self.replicas.wait_for_image,

@@ -9,6 +9,8 @@ single place effects are carried out:
   answer (or ``None`` when it was lost) handed back to the core;
 - ``FetchFromLeader``: start or wake the replica fetcher for that leader;
 - ``LeadershipChanged``: tell the subscribers (the group coordinator);
+- ``TxnMarkerAppended``: tell the marker subscribers at once, before replication (the
+  group coordinator's pending transactional offsets, KIP-890 verification);
 - ``LogDirFailed``: wake waiters on the lost partitions and tell the broker
   (``on_log_dir_failure``), which decides what the process does about it.
 
@@ -27,7 +29,8 @@ from broker.controller_channel import ControllerChannel, ControllerUnavailableEr
 from broker.log import PartitionLog, StaleFileSliceError
 from broker.replica_manager import (
     AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed, PartitionsChanged,
-    ProduceCompletion, ProduceResult, ReadResult, ReplicaManager, SendAlterPartition,
+    READ_UNCOMMITTED, ProduceCompletion, ProduceResult, ReadResult, ReplicaManager,
+    SendAlterPartition, TxnMarkerAppended,
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
@@ -126,6 +129,9 @@ class ReplicaDriver:
                 callback(effect.partition, effect.leader)
         elif isinstance(effect, LogDirFailed):
             self.on_log_dir_failure(effect.log_dir)
+        elif isinstance(effect, TxnMarkerAppended):
+            for marker_callback in self._txn_marker_subscribers:
+                marker_callback(effect.partition, effect.producer_id, effect.committed)
         else:
             raise AssertionError(f"unknown effect {effect!r}")
 
@@ -165,6 +171,14 @@ class ReplicaDriver:
         now = self.now_ms()
         return self.run(lambda core: core.append(tp, records, acks, now))
 
+    def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                          committed: bool, coordinator_epoch: int) -> ProduceResult:
+        """WriteTxnMarkers for one partition: the marker appended (subscribers told at
+        once); ``result.required_offset`` is what ``await_replication`` waits for."""
+        now = self.now_ms()
+        return self.run(lambda core: core.append_txn_marker(tp, producer_id, producer_epoch,
+                                                            committed, coordinator_epoch, now))
+
     async def await_replication(self, tp: TopicPartition, required_offset: int, timeout_ms: int) -> int:
         """acks=all: wait until the HW passes ``required_offset``; the error code."""
         token = next(self._tokens)
@@ -193,11 +207,11 @@ class ReplicaDriver:
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, min_one_batch: bool, client_rack: str | None = None,
-             replica_epoch: int = -1) -> ReadResult:
+             replica_epoch: int = -1, isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
         now = self.now_ms()
         return self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
                                                replica_id, now, min_one_batch, client_rack,
-                                               replica_epoch))
+                                               replica_epoch, isolation_level))
 
     def records_bytes(self, result: ReadResult) -> bytes:
         """A read's bytes, always copied (for answers that rewrite them: tag filters)."""

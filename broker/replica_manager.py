@@ -56,6 +56,18 @@ from the metadata) and a ``LogDirFailed`` effect tells the shell, whose answer f
 a controlled shutdown (``broker.broker``, step 7). A move whose future log fails is
 dropped; the current log goes on serving.
 
+Transactions (issue 15). Each partition's ``ProducerStateTable`` holds the ongoing
+transactions; the last stable offset is min(their first offset, HW) (``last_stable_offset``).
+``append_txn_marker`` (WriteTxnMarkers) appends a COMMIT/ABORT control batch as the
+leader, indexes an aborted transaction in the marker's segment (``.txnindex``) and
+emits ``TxnMarkerAppended`` at once; followers replay the same batches into the same
+state (``replay_batches``). read_committed reads stop at the LSO and carry the aborted
+transactions overlapping what they return (from the index: batch-level work only, the
+records stay a zero-copy slice); followers always read uncommitted. Producer state is
+snapshotted (``<offset>.snapshot``) at every roll and at shutdown, and a partition's
+state is rebuilt from the latest snapshot plus the batches after it
+(``_rebuild_producer_state``) when it is created and after a follower truncation.
+
 Following. ``follower_work(leader)`` plans one round for a leader: OffsetForLeaderEpoch
 questions for partitions still truncating, fetch positions for the rest. Answers come
 back through ``handle_epoch_answers`` / ``handle_fetched`` with the work they answer, so
@@ -74,17 +86,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
-    EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
+    AppendOrigin, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import (
     LogDirOfflineError, decode_offset_checkpoint, encode_offset_checkpoint, normalize_dir,
 )
-from broker.producer_state import ActiveProducer, ProducerStateTable
+from broker.log.transaction_index import AbortedTxn
+from broker.producer_state import NO_PRODUCER_ID, ActiveProducer, ProducerStateTable, SnapshotError
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
 from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
 from clients.protocol.errors import ErrorCode
-from clients.records import RecordError, iter_batches
+from clients.records import (
+    BatchHeader, ControlRecordType, RecordError, build_control_batch, end_transaction_marker_value,
+    iter_batches, read_transaction_marker,
+)
 from clients.types import TopicPartition
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.features import elr_enabled
@@ -103,10 +119,16 @@ __all__ = [
     "FetchFromLeader", "FetchPosition", "FetchedPartition", "FollowerWork", "HostedPartition",
     "LeadershipChanged", "LogDirDescription", "LogDirFailed", "PartitionsChanged",
     "ReplicaLogDirState", "ProduceCompletion", "ProduceResult", "ReadResult",
-    "ReplicaManager", "SendAlterPartition",
+    "ReplicaManager", "SendAlterPartition", "TxnMarkerAppended", "READ_UNCOMMITTED",
+    "READ_COMMITTED",
 ]
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
+# Fetch / ListOffsets isolation_level (Kafka's IsolationLevel).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+# Bytes read at a time when producer state is rebuilt from the log.
+_REBUILD_CHUNK_BYTES = 8 * 1024 * 1024
 ALTER_PARTITION_RETRY_MS = 500
 NO_BROKER_EPOCH = -1    # a Fetch before v15 names no broker epoch (KIP-903)
 
@@ -173,8 +195,19 @@ class LogDirFailed:
     partitions: frozenset[TopicPartition]
 
 
+@dataclass(frozen=True, slots=True)
+class TxnMarkerAppended:
+    """Effect: this leader appended a COMMIT (``committed``) or ABORT marker of
+    ``producer_id`` to ``partition`` (WriteTxnMarkers). The shell tells the subscribers
+    at once, before replication completes (the group coordinator completes or drops the
+    producer's pending offsets; KIP-890 verification forgets the partition)."""
+    partition: TopicPartition
+    producer_id: int
+    committed: bool
+
+
 Effect = Union[ProduceCompletion, SendAlterPartition, PartitionsChanged, LeadershipChanged,
-               FetchFromLeader, LogDirFailed]
+               FetchFromLeader, LogDirFailed, TxnMarkerAppended]
 
 
 # ---------------------------------------------------------------- follower plans and answers
@@ -256,6 +289,10 @@ class ReadResult:
     log: PartitionLog | None = None      # where ``records`` lives
     # KIP-392: the replica the consumer should fetch from instead (-1: this one).
     preferred_read_replica: int = -1
+    last_stable_offset: int = -1
+    # read_committed: the aborted transactions overlapping the records (maybe none);
+    # None for read_uncommitted and followers (Fetch's null AbortedTransactions).
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
     @property
     def size_in_bytes(self) -> int:
@@ -520,21 +557,25 @@ class ReplicaManager:
 
     @staticmethod
     def _rebuild_producer_state(partition_log: PartitionLog) -> ProducerStateTable:
-        """Scan batch headers of the tail of the log (idempotence survives restarts and
-        failovers). Kafka snapshots this state; Ketch re-reads the last segment only."""
+        """Producer state (idempotence and transactions) as of the LEO: the latest
+        readable snapshot, then every batch after it (Kafka's loadProducerState). The
+        replay also re-indexes the aborted transactions it meets (idempotently), so an
+        index that lost its tail in a crash is whole again. Without a snapshot the whole
+        log is read (headers, and the records of control batches only)."""
         table = ProducerStateTable()
-        start = partition_log.active_segment.base_offset
-        result = partition_log.read(max(start, partition_log.log_start_offset), 1 << 62,
-                                    partition_log.log_end_offset)
-        if result.records.is_empty:
-            return table
-        data = partition_log.read_records_bytes(result.records)
-        try:
-            for _, header in iter_batches(data, partial_tail_ok=True, check_crc=False):
-                table.update(header.producer_id, header.producer_epoch, header.base_sequence,
-                             header.last_offset_delta, header.base_offset, header.max_timestamp)
-        except RecordError as e:
-            log.warning("%s: producer state rebuild stopped: %s", partition_log.dir_path, e)
+        start = partition_log.log_start_offset
+        for offset in reversed(partition_log.producer_snapshot_offsets):
+            if offset > partition_log.log_end_offset:
+                continue
+            try:
+                table = ProducerStateTable.from_snapshot(partition_log.read_producer_snapshot(offset))
+            except (SnapshotError, OSError) as e:
+                log.warning("%s: producer snapshot %d unusable (%s)", partition_log.dir_path, offset, e)
+                partition_log.delete_producer_snapshot(offset)
+                continue
+            start = max(offset, partition_log.log_start_offset)
+            break
+        replay_log(table, partition_log, start)
         return table
 
     def _apply_registration(self, hosted: HostedPartition, reg: PartitionRegistration, now_ms: int) -> None:
@@ -636,7 +677,7 @@ class ReplicaManager:
         duplicate = None
         for h in headers:
             seq = hosted.producers.check(h.producer_id, h.producer_epoch, h.base_sequence,
-                                         h.last_offset_delta)
+                                         h.last_offset_delta, h.is_transactional)
             if seq.error_code != ErrorCode.NONE:
                 return ProduceResult(seq.error_code, log_start_offset=hosted.log.log_start_offset)
             if seq.duplicate_of is not None:
@@ -647,6 +688,7 @@ class ReplicaManager:
                                  log_start_offset=hosted.log.log_start_offset,
                                  required_offset=duplicate.last_offset + 1 if acks == -1 else None)
         buf = records if isinstance(records, bytearray) else bytearray(records)
+        active_base = hosted.log.active_segment.base_offset
         try:
             result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms)
         except OSError as e:
@@ -659,14 +701,89 @@ class ReplicaManager:
         offset = result.base_offset
         for h in headers:
             hosted.producers.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                    h.last_offset_delta, offset, h.max_timestamp)
+                                    h.last_offset_delta, offset, h.max_timestamp, h.is_transactional)
             offset += h.last_offset_delta + 1
+        self._maybe_snapshot_producers(hosted, active_base)
         self._complete(replica.on_local_append(hosted.log.log_end_offset))
         self._changed.add(tp)
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms,
                              result.log_start_offset,
                              required_offset=result.last_offset + 1 if acks == -1 else None,
                              records_appended=result.last_offset - result.base_offset + 1)
+
+    def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                          committed: bool, coordinator_epoch: int, now_ms: int) -> ProduceResult:
+        """WriteTxnMarkers for one partition (Kafka's appendRecords with origin
+        COORDINATOR): a control batch ending ``producer_id``'s transaction, appended by
+        this leader; for acks=all the result names the offset the HW must reach. The
+        ``TxnMarkerAppended`` effect follows at once."""
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            # Kafka's getMagic finds no local log: UNKNOWN_TOPIC_OR_PARTITION (the
+            # coordinator looks the leader up again), whatever the metadata says.
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR if tp in self.offline_partitions
+                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        replica = hosted.replica
+        check = replica.check_append(-1)
+        if check.error_code != ErrorCode.NONE:
+            return ProduceResult(check.error_code)
+        code = hosted.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if code != ErrorCode.NONE:
+            return ProduceResult(code, log_start_offset=hosted.log.log_start_offset)
+        batch = bytearray(build_control_batch(
+            ControlRecordType.COMMIT if committed else ControlRecordType.ABORT,
+            end_transaction_marker_value(coordinator_epoch), timestamp_ms=now_ms,
+            producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True))
+        active_base = hosted.log.active_segment.base_offset
+        try:
+            result = hosted.log.append_as_leader(batch, replica.leader_epoch, now_ms,
+                                                 AppendOrigin.COORDINATOR)
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
+        if result.error_code != ErrorCode.NONE:
+            return ProduceResult(result.error_code, error_message=result.error_message,
+                                 log_start_offset=hosted.log.log_start_offset)
+        completed = hosted.producers.update_marker(producer_id, producer_epoch, result.base_offset,
+                                                   committed, coordinator_epoch, now_ms)
+        if completed is not None and completed.is_aborted:
+            try:
+                hosted.log.append_aborted_txn(AbortedTxn(
+                    producer_id, completed.first_offset, completed.last_offset,
+                    hosted.producers.last_stable_offset_after(completed)))
+            except OSError as e:
+                self._log_io_failed(hosted.log, e)
+                return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
+        self._maybe_snapshot_producers(hosted, active_base)
+        self._effects.append(TxnMarkerAppended(tp, producer_id, committed))
+        self._complete(replica.on_local_append(hosted.log.log_end_offset))
+        self._changed.add(tp)       # the LSO may have moved: parked read_committed fetches
+        return ProduceResult(ErrorCode.NONE, result.base_offset, log_start_offset=result.log_start_offset,
+                             required_offset=result.last_offset + 1, records_appended=1)
+
+    def _maybe_snapshot_producers(self, hosted: HostedPartition, active_base_before: int) -> None:
+        """A segment rolled during the last append: snapshot the producer state as of the
+        LEO (Kafka snapshots at every roll), so a restart replays at most the active
+        segment's batches after it."""
+        plog = hosted.log
+        if plog.active_segment.base_offset == active_base_before:
+            return
+        try:
+            plog.write_producer_snapshot(plog.log_end_offset, hosted.producers.to_snapshot())
+        except OSError as e:
+            self._log_io_failed(plog, e)
+
+    def last_stable_offset(self, hosted: HostedPartition) -> int:
+        """min(first unstable offset, high watermark): read_committed reads below it."""
+        hw = hosted.replica.high_watermark
+        first_unstable = hosted.producers.first_unstable_offset()
+        return hw if first_unstable is None else min(first_unstable, hw)
+
+    def last_stable_offset_of(self, topic: str, partition: int) -> int:
+        """The cleaner's bound: it never cleans at or beyond the first unstable offset
+        (nor the HW)."""
+        hosted = self.partitions.get(TopicPartition(topic, partition))
+        return 0 if hosted is None else self.last_stable_offset(hosted)
 
     def await_replication(self, tp: TopicPartition, token: Hashable, required_offset: int,
                           deadline_ms: int) -> bool:
@@ -706,12 +823,16 @@ class ReplicaManager:
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, min_one_batch: bool,
-             client_rack: str | None = None, replica_epoch: int = NO_BROKER_EPOCH) -> ReadResult:
+             client_rack: str | None = None, replica_epoch: int = NO_BROKER_EPOCH,
+             isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
         """Fetch from the leader: consumers read below the HW; a follower (``replica_id``
         >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule).
         KIP-392: a consumer whose Fetch carries client metadata (v11+: ``client_rack`` not
         None, maybe empty) may also read from a follower, below the HW the follower knows,
-        and a leader sends a consumer in another rack to a replica in the consumer's."""
+        and a leader sends a consumer in another rack to a replica in the consumer's.
+        read_committed (``isolation_level`` 1, consumers only: followers always read
+        uncommitted) reads below the last stable offset and gets the aborted
+        transactions overlapping what it reads; the records stay a zero-copy slice."""
         hosted = self.partitions.get(tp)
         if hosted is None:
             return ReadResult(self._unknown_code(tp))
@@ -719,7 +840,7 @@ class ReplicaManager:
         if replica.role is not Role.LEADER:
             if replica.role is Role.FOLLOWER and replica_id < 0 and client_rack is not None:
                 return self._read_as_follower(hosted, fetch_offset, max_bytes,
-                                              current_leader_epoch, min_one_batch)
+                                              current_leader_epoch, min_one_batch, isolation_level)
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         code = self.check_leader_epoch(hosted, current_leader_epoch)
         if code != ErrorCode.NONE:
@@ -744,7 +865,12 @@ class ReplicaManager:
                     self._propose_isr(hosted, proposal, now_ms)
                 if replica.high_watermark != hw_before:
                     self._changed.add(tp)   # consumers long-polling below the old HW can read now
-        upper = hosted.log.log_end_offset if is_follower else replica.high_watermark
+        read_committed = not is_follower and isolation_level == READ_COMMITTED
+        lso = self.last_stable_offset(hosted)
+        if is_follower:
+            upper = hosted.log.log_end_offset
+        else:
+            upper = lso if read_committed else replica.high_watermark
         throttled = is_follower and hosted.leader_throttled and replica_id not in replica.isr
         if throttled and self.leader_quota.is_exceeded(now_ms):
             # KIP-73: a throttled follower gets no data this round (its position counted).
@@ -761,7 +887,18 @@ class ReplicaManager:
             if throttled:
                 self.leader_quota.record(records.length_bytes, now_ms)
         return ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
-                          result.log_end_offset, records, hosted.log)
+                          result.log_end_offset, records, hosted.log, last_stable_offset=lso,
+                          aborted_transactions=self._aborted_in(hosted, fetch_offset, records)
+                          if read_committed else None)
+
+    @staticmethod
+    def _aborted_in(hosted: HostedPartition, fetch_offset: int,
+                    records: FileSlice | None) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions a read_committed consumer needs for ``records``:
+        those overlapping [fetch_offset, last offset read] (batch-level: the index only)."""
+        if records is None:
+            return ()
+        return tuple(hosted.log.collect_aborted_transactions(fetch_offset, records.last_offset + 1))
 
     def _preferred_read_replica(self, hosted: HostedPartition, client_rack: str) -> int:
         """Kafka's RackAwareReplicaSelector over the replicas a consumer may read from:
@@ -777,15 +914,19 @@ class ReplicaManager:
         return in_rack[0] if in_rack else self.broker_id
 
     def _read_as_follower(self, hosted: HostedPartition, fetch_offset: int, max_bytes: int,
-                          current_leader_epoch: int, min_one_batch: bool) -> ReadResult:
+                          current_leader_epoch: int, min_one_batch: bool,
+                          isolation_level: int) -> ReadResult:
         """A consumer's fetch from this follower (KIP-392): below the HW it last learned
         from the leader; its leader epoch must be the one this follower follows."""
         replica = hosted.replica
         code = self.check_leader_epoch(hosted, current_leader_epoch)
         if code != ErrorCode.NONE:
             return ReadResult(code)
+        read_committed = isolation_level == READ_COMMITTED
+        lso = self.last_stable_offset(hosted)
         try:
-            result = hosted.log.read(fetch_offset, max_bytes, replica.high_watermark, min_one_batch)
+            result = hosted.log.read(fetch_offset, max_bytes,
+                                     lso if read_committed else replica.high_watermark, min_one_batch)
         except OSError as e:
             self._log_io_failed(hosted.log, e)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR)
@@ -793,7 +934,9 @@ class ReplicaManager:
         if result.error_code == ErrorCode.NONE and not result.records.is_empty:
             records = result.records
         return ReadResult(result.error_code, replica.high_watermark, result.log_start_offset,
-                          result.log_end_offset, records, hosted.log)
+                          result.log_end_offset, records, hosted.log, last_stable_offset=lso,
+                          aborted_transactions=self._aborted_in(hosted, fetch_offset, records)
+                          if read_committed else None)
 
     def describe_producers(self, tp: TopicPartition) -> tuple[int, list[ActiveProducer]]:
         """DescribeProducers for one partition: its leader's producer state."""
@@ -805,8 +948,11 @@ class ReplicaManager:
         return ErrorCode.NONE, hosted.producers.active_producers()
 
     def list_offset(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int,
-                    replica_id: int) -> tuple[int, int, int, int]:
-        """ListOffsets for one partition: (error, timestamp, offset, leader epoch)."""
+                    replica_id: int, isolation_level: int = READ_UNCOMMITTED
+                    ) -> tuple[int, int, int, int]:
+        """ListOffsets for one partition: (error, timestamp, offset, leader epoch).
+        read_committed: the latest offset is the LSO, and lookups by time find nothing
+        at or above it (Kafka's fetchOffsetForTimestamp bound)."""
         hosted = self.partitions.get(tp)
         if hosted is None:
             return self._unknown_code(tp), -1, -1, -1
@@ -815,9 +961,11 @@ class ReplicaManager:
         code = self.check_leader_epoch(hosted, current_leader_epoch)
         if code != ErrorCode.NONE:
             return code, -1, -1, -1
-        hw = hosted.replica.high_watermark
+        last_fetchable = hosted.replica.high_watermark
+        if isolation_level == READ_COMMITTED and replica_id < 0:
+            last_fetchable = self.last_stable_offset(hosted)
         if timestamp == LATEST_TIMESTAMP:
-            return ErrorCode.NONE, -1, hw, hosted.replica.leader_epoch
+            return ErrorCode.NONE, -1, last_fetchable, hosted.replica.leader_epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             # Without tiered storage the local log starts where the log does (Kafka's
             # UnifiedLog when remote storage is off).
@@ -826,7 +974,7 @@ class ReplicaManager:
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return ErrorCode.NONE, -1, -1, -1          # nothing is tiered (KIP-1005)
         found = hosted.log.offset_for_timestamp(timestamp)
-        if found is None or found.offset >= hw:
+        if found is None or found.offset >= last_fetchable:
             return ErrorCode.NONE, -1, -1, -1
         return ErrorCode.NONE, found.timestamp, found.offset, found.leader_epoch
 
@@ -1018,10 +1166,13 @@ class ReplicaManager:
                          plog.log_end_offset, decision.truncate_to, a.leader_epoch, a.end_offset)
                 try:
                     self._truncate_to(hosted, decision.truncate_to, now_ms)
+                    # A transaction whose marker was cut is ongoing again: only the log
+                    # can tell, so rebuild from the latest snapshot below the cut (Kafka's
+                    # loadProducerState after a truncation).
+                    hosted.producers = self._rebuild_producer_state(plog)
                 except OSError as e:
                     self._log_io_failed(plog, e)
                     continue
-                hosted.producers.truncate_to(decision.truncate_to)
             if decision.done:
                 f.state = FetchState.FETCHING
                 f.fetch_offset = plog.log_end_offset
@@ -1065,6 +1216,7 @@ class ReplicaManager:
                     self.follower_quota.record(end, now_ms)
                 # Whole batches only (a fetch may end in a partial one), without a copy.
                 chunk = records if end == len(records) else memoryview(records)[:end]
+                active_base = plog.active_segment.base_offset
                 result = plog.append_as_follower(chunk, now_ms)
                 if result.error_code != ErrorCode.NONE:
                     log.warning("%s: follower append failed: %s %s", hosted.tp,
@@ -1072,9 +1224,9 @@ class ReplicaManager:
                     f.state = FetchState.TRUNCATING
                     f.epoch_to_ask = plog.latest_epoch
                     return
-                for h in headers:
-                    hosted.producers.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                            h.last_offset_delta, h.base_offset, h.max_timestamp)
+                replay_batches(hosted.producers, plog, chunk,
+                               iter_batches(chunk, check_crc=False))
+                self._maybe_snapshot_producers(hosted, active_base)
         if p.log_start_offset > plog.log_start_offset:
             plog.maybe_increment_log_start_offset(min(p.log_start_offset, plog.log_end_offset),
                                                   plog.log_end_offset)
@@ -1289,6 +1441,11 @@ class ReplicaManager:
     def _append_to_future(self, hosted: HostedPartition, future: PartitionLog, data: bytes,
                           now_ms: int) -> None:
         result = future.append_as_follower(data, now_ms)
+        if result.error_code == ErrorCode.NONE:
+            # The copy's aborted transaction index, from the source's (batch-level).
+            for txn in hosted.log.collect_aborted_transactions(result.base_offset, result.last_offset + 1):
+                if result.base_offset <= txn.last_offset <= result.last_offset:
+                    future.append_aborted_txn(txn)
         if result.error_code != ErrorCode.NONE:
             # The copy disagrees with its source: a bug, not a disk error. Start over.
             log.error("%s: log directory move copy failed (%s); starting the copy over",
@@ -1347,5 +1504,70 @@ class ReplicaManager:
         for hosted in self.partitions.values():
             self._complete(hosted.replica.stop())
             self._changed.add(hosted.tp)
+            if hosted.log.closed:
+                continue
+            try:
+                # Kafka snapshots producer state at a clean shutdown: the next start reads
+                # the snapshot instead of the log.
+                hosted.log.write_producer_snapshot(hosted.log.log_end_offset,
+                                                   hosted.producers.to_snapshot())
+            except OSError as e:
+                log.warning("%s: producer snapshot at shutdown failed: %s", hosted.tp, e)
         self.checkpoint_high_watermarks()
         self.logs.shutdown()
+
+
+# ---------------------------------------------------------------- producer state replay
+
+def replay_batches(table: ProducerStateTable, partition_log: PartitionLog,
+                   data: bytes | bytearray | memoryview,
+                   batches: Iterable[tuple[int, BatchHeader]]) -> list[tuple[int, bool]]:
+    """Producer state and the aborted transaction index follow batches appended with
+    their offsets (a follower's fetch, a rebuild); ``batches`` are (position in
+    ``data``, header). Returns the transaction markers met, as (producer id, committed)."""
+    markers = []
+    for pos, h in batches:
+        if not h.is_control:
+            table.update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
+                         h.base_offset, h.max_timestamp, h.is_transactional)
+            continue
+        if h.producer_id == NO_PRODUCER_ID:
+            continue
+        try:
+            marker = read_transaction_marker(data, pos)
+        except RecordError as e:
+            log.warning("%s: unreadable control batch at %d: %s", partition_log.dir_path,
+                        h.base_offset, e)
+            continue
+        if marker is None:
+            continue
+        committed, value = marker
+        completed = table.update_marker(h.producer_id, h.producer_epoch, h.base_offset, committed,
+                                        value.coordinator_epoch, h.max_timestamp)
+        markers.append((h.producer_id, committed))
+        if completed is not None and completed.is_aborted:
+            partition_log.append_aborted_txn(AbortedTxn(
+                completed.producer_id, completed.first_offset, completed.last_offset,
+                table.last_stable_offset_after(completed)))
+    return markers
+
+
+def replay_log(table: ProducerStateTable, partition_log: PartitionLog, start: int) -> None:
+    """Replay every batch of the log from ``start`` (a batch boundary) to its end."""
+    offset = start
+    end = partition_log.log_end_offset
+    while offset < end:
+        result = partition_log.read(offset, _REBUILD_CHUNK_BYTES, end)
+        if result.error_code != ErrorCode.NONE or result.records.is_empty:
+            break
+        data = partition_log.read_records_bytes(result.records)
+        try:
+            batches = list(iter_batches(data, partial_tail_ok=True, check_crc=False))
+        except RecordError as e:
+            log.warning("%s: producer state rebuild stopped at %d: %s", partition_log.dir_path,
+                        offset, e)
+            break
+        if not batches:
+            break
+        replay_batches(table, partition_log, data, batches)
+        offset = batches[-1][1].last_offset + 1

@@ -5,7 +5,8 @@ Lives here: `PartitionLog` (one topic-partition's log), `LogManager` (all logs o
 directory: loading, checkpoints, clean shutdown, periodic duties), `LogCleaner`
 (cleanup.policy=compact), `LogConfig` (topic configs), the storage port (`FileStorage`
 with its shared LRU of file descriptors, `SimStorage` for tests) and `FileSlice`, what a
-read returns for `os.sendfile`.
+read returns for `os.sendfile`, and the aborted transaction index per segment
+(`TransactionIndex`, `AbortedTxn`) with the producer snapshot files beside the segments.
 
 Does not live here: the high watermark, ISR and leader epochs as replication state
 (`broker.replica`), producer state (`broker.producer_state`), anything networked. Every
@@ -65,6 +66,7 @@ from broker.log.storage import (
     read_slice_bytes,
 )
 from broker.log.time_index import TimeIndex
+from broker.log.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = [
     # logs
@@ -115,4 +117,6 @@ __all__ = [
     "SegmentCorruptError",
     "OffsetIndex",
     "TimeIndex",
+    "TransactionIndex",
+    "AbortedTxn",
 ]

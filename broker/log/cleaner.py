@@ -36,9 +36,26 @@ delete.retention.ms`, record timestamps stay absolute through their deltas). A l
 pass drops tombstones whose horizon is <= now_ms. So a consumer that reads from the log
 start to the end within delete.retention.ms of a tombstone being compacted sees it.
 
-Not done (yet): transactional cleaning (aborted transactions, markers) — control batches
-are kept as they are; keeping an empty batch to preserve producer state; persisting the
-first dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log
+Transactions (Kafka's cleaner, in part). The caller bounds the pass by the last stable
+offset instead of the high watermark (the broker passes
+``ReplicaManager.last_stable_offset_of``), so nothing at or beyond the first unstable
+offset is cleaned: an ongoing transaction's records are never judged. The data batches
+of aborted transactions (found in the segments' aborted transaction indexes, collected
+by `prepare`) are dropped whole and their keys kept out of the key map, so an aborted
+value never shadows a committed one. An ABORT marker's transaction has no data left
+once such a pass ran (its data precedes it, so lies in the segments cleaned with it): as
+Kafka's cleaner does, the first pass that meets it gives its batch a delete horizon of
+now + delete.retention.ms (the KIP-534 bit, as for tombstones) and a pass after the
+horizon drops it, together with its aborted transaction index entry (the entries of the
+markers kept are merged into the cleaned segment's index by `replace_segments`). So a
+read_committed consumer that reads the log within delete.retention.ms of the cleaning
+still meets both the aborted range and its marker.
+
+Not done (yet): removing COMMIT markers (Kafka drops one once no record of its
+transaction survives; that needs per-transaction tracking of surviving records, and a
+COMMIT marker removed while its data stays would leave a rebuilt producer state with the
+transaction open for ever; they are kept, one small batch per transaction); keeping an
+empty batch to preserve producer state; persisting the first dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log
 counts as dirty, which costs one extra pass and loses nothing.
 """
 
@@ -54,6 +71,7 @@ import crc32c
 
 from broker.log.config import NO_LIMIT
 from broker.log.partition_log import PartitionLog
+from broker.log.transaction_index import AbortedTxn
 from broker.log.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
@@ -67,6 +85,7 @@ from clients.records import (
     LOG_OVERHEAD,
     BatchHeader,
     CompressionType,
+    ControlRecordType,
     Record,
     RecordError,
     compress,
@@ -173,6 +192,25 @@ class CleaningPlan:
     first_dirty_offset: int
     first_uncleanable_offset: int
     now_ms: int
+    # The aborted transactions whose markers are below the first uncleanable offset.
+    aborted: tuple[AbortedTxn, ...] = ()
+
+
+class _AbortedData:
+    """Which transactional data batches belong to an aborted transaction."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._by_producer.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        if header.is_control or not header.is_transactional:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        return ranges is not None and any(first <= header.base_offset <= last
+                                          for first, last in ranges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +219,8 @@ class CleanedGroup:
     cleaned_path: str
     base_offset: int
     size_bytes: int
+    # Offsets of the ABORT markers this group dropped (their index entries go too).
+    dropped_markers: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +269,8 @@ class LogCleaner:
         if not chosen:
             return None
         return CleaningPlan(partition_log.layout_version, tuple(chosen), tuple(uppers),
-                            first_dirty, first_uncleanable, now_ms)
+                            first_dirty, first_uncleanable, now_ms,
+                            tuple(partition_log.aborted_transactions_below(uppers[-1])))
 
     def build(self, plan: CleaningPlan, delete_retention_ms: int,
               key_map_entries_max: int, segment_bytes: int) -> tuple[list[CleanedGroup], int, _Stats] | None:
@@ -258,7 +299,7 @@ class LogCleaner:
         replaced = 0
         for group in groups:
             if partition_log.replace_segments(list(group.segments), group.cleaned_path,
-                                              group.base_offset, now_ms):
+                                              group.base_offset, now_ms, group.dropped_markers):
                 replaced += len(group.segments)
         partition_log.first_dirty_offset = max(partition_log.first_dirty_offset, map_end)
         return CleanResult(True, partition_log.first_dirty_offset, replaced, stats.bytes_read,
@@ -283,12 +324,13 @@ class LogCleaner:
     def _build_key_map(self, plan: CleaningPlan, entries_max: int, stats: _Stats) -> tuple[dict[bytes, int], int]:
         key_map: dict[bytes, int] = {}
         map_end = plan.first_dirty_offset
+        aborted = _AbortedData(plan.aborted)
         for segment, upper in zip(plan.segments, plan.uppers):
             if upper <= plan.first_dirty_offset:
                 continue
             segment_keys: dict[bytes, int] = {}
             for batch in self._batches(segment, stats):
-                if batch.header.is_control:
+                if batch.header.is_control or batch.header in aborted:
                     continue
                 for record in batch.records:
                     if record.key is not None and record.offset >= plan.first_dirty_offset:
@@ -323,24 +365,33 @@ class LogCleaner:
                 groups.append([segment])
                 size = segment.size_bytes
         out = []
+        aborted = _AbortedData(plan.aborted)
         for group in groups:
-            cleaned = self._clean_group(group, key_map, plan.now_ms, delete_retention_ms, stats)
+            cleaned = self._clean_group(group, key_map, plan.now_ms, delete_retention_ms, stats,
+                                        aborted)
             if cleaned is not None:
                 out.append(cleaned)
         return out
 
     def _clean_group(self, group: list[LogSegment], key_map: dict[bytes, int], now_ms: int,
-                     delete_retention_ms: int, stats: _Stats) -> CleanedGroup | None:
+                     delete_retention_ms: int, stats: _Stats,
+                     aborted: _AbortedData) -> CleanedGroup | None:
         base = group[0].base_offset
         path = f"{group[0].dir_path}/{segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)}"
         self.storage.create(path)
         position = 0
         changed = len(group) > 1  # merging segments is worth committing by itself
+        dropped_markers: set[int] = set()
         for segment in group:
             for bp in segment.iter_headers():
                 raw = segment.read_bytes(bp.position, bp.header.size_in_bytes)
                 stats.bytes_read += len(raw)
-                out = self._clean_batch(raw, key_map, now_ms, delete_retention_ms, stats)
+                if bp.header in aborted:
+                    stats.records_removed += bp.header.records_count
+                    changed = True
+                    continue
+                out = self._clean_batch(raw, key_map, now_ms, delete_retention_ms, stats,
+                                        dropped_markers)
                 if out is not raw:
                     changed = True
                 if out:
@@ -350,14 +401,23 @@ class LogCleaner:
             self.storage.delete(path)
             return None
         stats.bytes_written += position
-        return CleanedGroup(tuple(group), path, base, position)
+        return CleanedGroup(tuple(group), path, base, position, frozenset(dropped_markers))
 
     def _clean_batch(self, raw: bytes, key_map: dict[bytes, int], now_ms: int,
-                     delete_retention_ms: int, stats: _Stats) -> bytes:
+                     delete_retention_ms: int, stats: _Stats, dropped_markers: set[int]) -> bytes:
         """The batch to write instead of `raw`: `raw` itself, a rewritten one, or b""."""
         batch = decode_batch(raw)
         header = batch.header
         if header.is_control:
+            record = batch.records[0] if batch.records else None
+            if (not header.is_transactional or record is None
+                    or getattr(record, "control_type", None) is not ControlRecordType.ABORT):
+                return raw      # COMMIT markers (see above) and anything else stay
+            if not header.has_delete_horizon:
+                return _encode_batch(header, list(batch.records), now_ms + delete_retention_ms)
+            if header.base_timestamp <= now_ms:
+                dropped_markers.add(header.base_offset)
+                return b""
             return raw
         horizon = header.base_timestamp if header.has_delete_horizon else None
         kept: list[Record] = []

@@ -45,6 +45,12 @@ Files besides the segments, and the order that keeps them consistent after a cra
   segment; written before the epoch checkpoint forgets the epochs below it. (Kafka keeps
   this in a data-directory checkpoint written every minute; per partition it can be
   made durable at the moment it matters.)
+* `<base>.txnindex` per segment: the aborted transactions whose ABORT marker is in it
+  (`transaction_index.py`), appended by `append_aborted_txn`, queried across segments by
+  `collect_aborted_transactions`, deleted, truncated and merged with their segments.
+* `<offset>.snapshot`: producer state snapshots (bytes owned by `broker.producer_state`);
+  written by the replica manager at rolls and shutdown, deleted here with the segments
+  below them (retention), above a truncation point, and when unreachable at open.
 * The recovery point lives in the data directory's checkpoint (`LogManager`);
   `on_recovery_point_lowered` asks for a rewrite when a truncation lowers it.
 
@@ -61,7 +67,7 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
+from typing import Callable, Collection
 
 from broker.log.config import NO_LIMIT, LogConfig
 from broker.log.leader_epoch_cache import (
@@ -83,6 +89,7 @@ from broker.log.segment import (
     segment_file_name,
 )
 from broker.log.storage import FileSlice, Storage
+from broker.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 from clients.protocol.errors import ErrorCode
 from broker.log.segment import AppendedBatch
 from clients.records import (
@@ -131,6 +138,9 @@ LATEST_TIERED_TIMESTAMP = -5
 _INT32_MAX = 2**31 - 1
 _NO_DEADLINE_MS = 2**31 - 1
 DELETED_SUFFIX = ".deleted"     # a retired segment file awaiting file.delete.delay.ms
+# Producer state snapshots (Kafka's `<offset>.snapshot`): the state of every producer as
+# of that offset; the bytes are broker.producer_state's, this log only keeps the files.
+SNAPSHOT_SUFFIX = ".snapshot"
 
 
 class AppendOrigin(Enum):
@@ -190,6 +200,7 @@ class PartitionLog:
         "_log_start_offset", "_recovery_point", "leader_epoch_cache", "_last_flush_ms",
         "_unflushed_messages", "_pending_deletes", "_epoch_checkpoint_dirty", "closed",
         "first_dirty_offset", "layout_version", "on_recovery_point_lowered",
+        "_snapshot_offsets",
     )
 
     def __init__(
@@ -228,6 +239,8 @@ class PartitionLog:
         self.on_recovery_point_lowered: Callable[[], None] | None = None
         self._epoch_checkpoint_dirty = False  # the cache has entries the file lacks
         self.closed = False
+        # Offsets of the producer snapshot files, ascending (set by `open`).
+        self._snapshot_offsets: list[int] = []
         self._check_invariants()
 
     def _check_invariants(self) -> None:
@@ -383,8 +396,20 @@ class PartitionLog:
         if clean_shutdown:
             recovery_point = log_end_offset  # everything was fsynced by close()
         recovery_point = max(min(recovery_point, log_end_offset), 0)
+        for result in recovered:
+            # Aborted transactions whose marker the recovery cut are gone with it.
+            for segment in segments:
+                if segment.base_offset == result.base_offset:
+                    segment.txn_index.truncate_to(segment.next_offset)
         partition_log = cls(storage, dir_path, config, segments, start, recovery_point,
                             epoch_cache, now_ms)
+        partition_log._snapshot_offsets = sorted(
+            parsed[0] for name in names
+            if (parsed := parse_segment_file_name(name)) is not None and parsed[1] == SNAPSHOT_SUFFIX)
+        # Snapshots beyond what survived, or below the first segment, describe no state
+        # this log can reach (Kafka's removeStraySnapshots / truncateAndReload).
+        partition_log._delete_snapshots(lambda offset: offset > log_end_offset
+                                        or offset < segments[0].base_offset)
         partition_log._persist_log_start_offset()
         if changed or epoch_cache.entries() != epochs_on_disk:
             partition_log._write_epoch_checkpoint()
@@ -758,6 +783,7 @@ class PartitionLog:
         self.first_dirty_offset = min(self.first_dirty_offset, new_end)
         if self.leader_epoch_cache.truncate_from_end(new_end):
             self._write_epoch_checkpoint()
+        self._delete_snapshots(lambda o: o > new_end)
         self._check_invariants()
         if lowered and self.on_recovery_point_lowered is not None:
             self.on_recovery_point_lowered()
@@ -778,6 +804,7 @@ class PartitionLog:
         self.leader_epoch_cache.clear()
         self._persist_log_start_offset()
         self._write_epoch_checkpoint()
+        self._delete_snapshots(lambda o: True)
         self.storage.fsync_dir(self.dir_path)
         self.layout_version += 1
         self._check_invariants()
@@ -857,6 +884,8 @@ class PartitionLog:
         self._persist_log_start_offset()
         if self.leader_epoch_cache.truncate_from_start(self._log_start_offset):
             self._write_epoch_checkpoint()
+        first_base = self._segments[0].base_offset
+        self._delete_snapshots(lambda o: o < first_base)   # Kafka: deleted with their segments
         self._check_invariants()
         return RetentionResult(tuple(s.base_offset for s in doomed), deleted_bytes,
                                self._log_start_offset, tuple(reasons))
@@ -949,11 +978,12 @@ class PartitionLog:
     # --- compaction support ---------------------------------------------------------------
 
     def replace_segments(self, old: list[LogSegment], cleaned_path: str, base_offset: int,
-                         now_ms: int) -> bool:
+                         now_ms: int, dropped_markers: Collection[int] = ()) -> bool:
         """Swap rolled segments `old` for the cleaned file at `cleaned_path` (crash-safe).
 
         Returns False, deleting the cleaned file, when `old` is no longer a run of this
-        log's segments (retention or truncation got there first).
+        log's segments (retention or truncation got there first). `dropped_markers`: the
+        offsets of the ABORT markers the cleaned file no longer holds.
         """
         try:
             first = self._segments.index(old[0])
@@ -965,12 +995,29 @@ class PartitionLog:
             self.storage.delete(cleaned_path)
             return False
         assert old[0].base_offset == base_offset
+        # The aborted transactions whose markers the cleaned file keeps: merged into the
+        # first segment's index before the commit point (a crash after it leaves entries
+        # a later index also holds; readers deduplicate). Entries of dropped markers go.
+        aborted = [e for segment in old for e in segment.txn_index.entries
+                   if e.last_offset not in dropped_markers]
+        if len(old) > 1 or len(aborted) != len(old[0].txn_index):
+            old[0].txn_index.reset_to(aborted)
+        if dropped_markers:
+            # A snapshot from before a dropped marker may hold its transaction as
+            # ongoing; replayed without the marker it would stay open for ever. Later
+            # snapshots (the roll after the marker's segment wrote one) know it ended.
+            last_dropped = max(dropped_markers)
+            self._delete_snapshots(lambda o: o <= last_dropped)
         swap_path = f"{self.dir_path}/{segment_file_name(base_offset, LOG_SUFFIX + SWAP_SUFFIX)}"
         self.storage.fsync(cleaned_path)
         self.storage.rename(cleaned_path, swap_path)  # the commit point
         self.storage.fsync_dir(self.dir_path)
         for segment in old:
-            segment.delete_files()
+            if segment is old[0]:
+                for path in (segment.log_path, segment.index_path, segment.time_index_path):
+                    self.storage.delete(path)
+            else:
+                segment.delete_files()
         final_path = f"{self.dir_path}/{segment_file_name(base_offset, LOG_SUFFIX)}"
         self.storage.rename(swap_path, final_path)
         self.storage.fsync_dir(self.dir_path)
@@ -984,6 +1031,68 @@ class PartitionLog:
         self._bases[first: first + len(old)] = [base_offset]
         self._check_invariants()
         return True
+
+    # --- transactions ---------------------------------------------------------------------
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its ABORT marker (at once
+        after the marker's append, or again by a replay: a duplicate is ignored)."""
+        # A replay may start in the batch holding the log start (DeleteRecords put it
+        # inside a segment), so a marker just below the log start is indexed too.
+        assert self._segments[0].base_offset <= txn.last_offset < self._log_end_offset, (
+            txn, self._segments[0].base_offset, self._log_end_offset)
+        i = bisect_right(self._bases, txn.last_offset) - 1
+        self._segments[i].txn_index.append(txn)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper), by marker offset
+        (Kafka's collectAbortedTransactions): a read_committed fetch's list. Their
+        markers are at or above fetch_offset, so only segments from the one holding it
+        can index them."""
+        found: dict[AbortedTxn, None] = {}
+        i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+        for segment in self._segments[i:]:
+            for txn in segment.txn_index.overlapping(fetch_offset, upper):
+                found[txn] = None
+        return sorted(found, key=lambda t: (t.last_offset, t.producer_id))
+
+    def aborted_transactions_below(self, upper: int) -> list[AbortedTxn]:
+        """Every indexed aborted transaction whose marker is below ``upper`` (the cleaner)."""
+        return self.collect_aborted_transactions(self._log_start_offset, upper) if upper > 0 else []
+
+    # --- producer snapshots ---------------------------------------------------------------
+
+    def _snapshot_path(self, offset: int) -> str:
+        return f"{self.dir_path}/{segment_file_name(offset, SNAPSHOT_SUFFIX)}"
+
+    @property
+    def producer_snapshot_offsets(self) -> tuple[int, ...]:
+        return tuple(self._snapshot_offsets)
+
+    def write_producer_snapshot(self, offset: int, data: bytes) -> None:
+        """Keep ``data`` as the producer state as of ``offset`` (a batch boundary)."""
+        assert self._segments[0].base_offset <= offset <= self._log_end_offset, offset
+        self.storage.write_atomically(self._snapshot_path(offset), data)
+        if offset not in self._snapshot_offsets:
+            self._snapshot_offsets.append(offset)
+            self._snapshot_offsets.sort()
+
+    def read_producer_snapshot(self, offset: int) -> bytes:
+        path = self._snapshot_path(offset)
+        return self.storage.read(path, 0, self.storage.size(path))
+
+    def delete_producer_snapshot(self, offset: int) -> None:
+        """A snapshot that failed to load: the next older one, or the log, is used."""
+        self._delete_snapshots(lambda o: o == offset)
+
+    def _delete_snapshots(self, doomed: Callable[[int], bool]) -> None:
+        kept = []
+        for offset in self._snapshot_offsets:
+            if doomed(offset):
+                self.storage.delete(self._snapshot_path(offset))
+            else:
+                kept.append(offset)
+        self._snapshot_offsets = kept
 
     # --- checkpoints ----------------------------------------------------------------------
 
@@ -1074,6 +1183,8 @@ def _tidy_directory(storage: Storage, dir_path: str) -> tuple[list[int], set[str
             if base <= old < walk.next_offset:
                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                     storage.delete(f"{dir_path}/{segment_file_name(old, suffix)}")
+                if old != base:     # the first segment's holds the merged entries
+                    storage.delete(f"{dir_path}/{segment_file_name(old, TXN_INDEX_SUFFIX)}")
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             storage.delete(f"{dir_path}/{segment_file_name(base, suffix)}")
         storage.rename(swap_path, f"{dir_path}/{segment_file_name(base, LOG_SUFFIX)}")
@@ -1083,7 +1194,7 @@ def _tidy_directory(storage: Storage, dir_path: str) -> tuple[list[int], set[str
     names = set(storage.list_dir(dir_path)) if changed else set(names)
     for name in list(names):
         parsed = parse_segment_file_name(name)
-        if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             if segment_file_name(parsed[0], LOG_SUFFIX) not in names:
                 storage.delete(f"{dir_path}/{name}")
                 names.discard(name)

@@ -50,6 +50,7 @@ from broker.log.offset_index import CorruptIndexError, OffsetIndex
 from broker.log.recovery import SegmentRecovery, walk_segment
 from broker.log.storage import FileSlice, Storage
 from broker.log.time_index import NO_TIMESTAMP, TimeIndex
+from broker.log.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 from clients.records import BATCH_HEADER_SIZE, BatchHeader, RecordError, read_batch_header
 
 __all__ = [
@@ -117,7 +118,7 @@ class LogSegment:
         "_offset_index", "_time_index", "_next_offset", "_max_timestamp",
         "_offset_of_max_timestamp", "_first_batch_timestamp", "_bytes_since_index_entry",
         "_last_batch_position", "_index_file_bytes", "_time_index_file_bytes",
-        "_index_files_unsynced", "_tail",
+        "_index_files_unsynced", "_tail", "_txn_index",
     )
 
     def __init__(
@@ -155,6 +156,7 @@ class LogSegment:
         # Fetches at the tail find their batch here instead of reading every header
         # since the last index entry from the file (up to index.interval.bytes of them).
         self._tail: tuple[array, array] | None = None
+        self._txn_index: TransactionIndex | None = None     # loaded on first use
 
     @property
     def log_path(self) -> str:
@@ -168,6 +170,17 @@ class LogSegment:
     def time_index_path(self) -> str:
         return f"{self.dir_path}/{segment_file_name(self.base_offset, TIME_INDEX_SUFFIX)}"
 
+    @property
+    def txn_index_path(self) -> str:
+        return f"{self.dir_path}/{segment_file_name(self.base_offset, TXN_INDEX_SUFFIX)}"
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The aborted transactions whose ABORT marker is in this segment."""
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex.load(self.storage, self.txn_index_path)
+        return self._txn_index
+
     # --- construction ---------------------------------------------------------------------
 
     @classmethod
@@ -176,8 +189,9 @@ class LogSegment:
     ) -> LogSegment:
         segment = cls(storage, dir_path, base_offset, config, created_ms=now_ms, size_bytes=0)
         storage.create(segment.log_path)
-        for path in (segment.index_path, segment.time_index_path):
+        for path in (segment.index_path, segment.time_index_path, segment.txn_index_path):
             storage.delete(path)  # stale files of an earlier segment at this offset
+        segment._txn_index = TransactionIndex(storage, segment.txn_index_path)
         segment._offset_index = OffsetIndex(base_offset, config.offset_index_entries_max)
         segment._time_index = TimeIndex(base_offset, config.time_index_entries_max)
         segment._index_file_bytes = segment._time_index_file_bytes = _ABSENT
@@ -593,6 +607,7 @@ class LogSegment:
         assert self._offset_index is not None and self._time_index is not None
         self._offset_index.truncate_to(cut_offset)
         self._time_index.truncate_to(cut_offset)
+        self.txn_index.truncate_to(cut_offset)
         if self.size_bytes == 0:
             self._first_batch_timestamp = None
         self._recompute_tail_state()
@@ -607,6 +622,8 @@ class LogSegment:
         unclean start rebuilds them anyway; a rolled segment's index files must be durable.
         """
         self.storage.fsync(self.log_path)
+        if self._txn_index is not None:
+            self._txn_index.flush()
         if indexes:
             self.flush_indexes(fsync=True)
 
@@ -649,6 +666,8 @@ class LogSegment:
     def close(self, *, fsync: bool = True) -> None:
         if self.is_loaded:
             self._append_final_time_entry()
+        if fsync and self._txn_index is not None:
+            self._txn_index.flush()
         self.flush_indexes(fsync=fsync)
 
     def delete_files(self, retire_suffix: str | None = None) -> list[str]:
@@ -656,7 +675,8 @@ class LogSegment:
         file.delete.delay.ms: deleted later; start-up tidying removes leftovers).
         Returns the retired paths."""
         retired = []
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        self._txn_index = None
+        for path in (self.log_path, self.index_path, self.time_index_path, self.txn_index_path):
             if retire_suffix is not None and self.storage.exists(path):
                 self.storage.rename(path, path + retire_suffix)
                 retired.append(path + retire_suffix)

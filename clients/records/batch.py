@@ -98,6 +98,7 @@ __all__ = [
     "build_batch",
     "build_control_batch",
     "filtered_batch",
+    "read_transaction_marker",
     "control_record_key",
     "end_transaction_marker_value",
     "decode_end_transaction_marker",
@@ -509,6 +510,46 @@ def decode_end_transaction_marker(value: bytes | None) -> EndTransactionMarker:
     if version < 0:
         raise InvalidRecordError(f"end transaction marker version {version}")
     return EndTransactionMarker(version=version, coordinator_epoch=coordinator_epoch)
+
+
+def read_transaction_marker(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[bool, EndTransactionMarker] | None:
+    """(committed, marker) of the transaction marker batch at `pos`; None when that
+    control batch is no marker (a KRaft or unknown type) or is empty (a cleaned one).
+    InvalidRecordError for a malformed marker."""
+    header = read_batch_header(buf, pos)
+    if header.attributes & _COMPRESSION_MASK == 0 and header.records_count == 1:
+        # The common case (markers are written uncompressed), read in place: one
+        # record's length, attributes, timestamp and offset deltas, then key and value.
+        # A producer state rebuild meets one per transaction.
+        at = pos + BATCH_HEADER_SIZE
+        end = pos + header.size_in_bytes
+        if end > len(buf):
+            raise CorruptRecordError(f"truncated control batch at {pos}")
+        _, at = read_varint(buf, at)            # record length
+        at += 1                                 # record attributes
+        _, at = read_varlong(buf, at)           # timestamp delta
+        _, at = read_varint(buf, at)            # offset delta
+        key_length, at = read_varint(buf, at)
+        if key_length < _CONTROL_KEY.size or at + key_length > end:
+            raise InvalidRecordError(f"control record key of {key_length} bytes")
+        control_type = _control_type_of(bytes(buf[at:at + key_length]))
+        at += key_length
+        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        value_length, at = read_varint(buf, at)
+        value = bytes(buf[at:at + value_length]) if 0 <= value_length <= end - at else None
+        return control_type is ControlRecordType.COMMIT, decode_end_transaction_marker(value)
+    batch = decode_batch(buf, pos, check_crc=False)
+    if not batch.records:
+        return None
+    record = batch.records[0]
+    assert isinstance(record, ControlRecord), "decode_batch parses a control batch's key"
+    if record.control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return None
+    return (record.control_type is ControlRecordType.COMMIT,
+            decode_end_transaction_marker(record.value))
 
 
 def _control_type_of(key: bytes | None) -> ControlRecordType:

@@ -458,3 +458,25 @@ def test_errors_carry_kafka_codes():
     assert RecordTooLargeError("x").error_code == ErrorCode.MESSAGE_TOO_LARGE == 10
     assert InvalidRecordError("x").error_code == ErrorCode.INVALID_RECORD == 87
     assert NO_PRODUCER_ID == -1
+
+
+def test_read_transaction_marker_in_place_and_from_a_compressed_batch() -> None:
+    from clients.records import (
+        ControlRecordType, RecordBatchBuilder, build_control_batch, control_record_key,
+        end_transaction_marker_value, read_transaction_marker,
+    )
+    from clients.records.compression import CompressionType as C
+    commit = build_control_batch(ControlRecordType.COMMIT, end_transaction_marker_value(7),
+                                 timestamp_ms=5, producer_id=3, producer_epoch=1, is_transactional=True)
+    abort = build_control_batch(ControlRecordType.ABORT, end_transaction_marker_value(2),
+                                timestamp_ms=5, producer_id=3, producer_epoch=1, is_transactional=True)
+    committed, marker = read_transaction_marker(b"xx" + abort + commit, 2 + len(abort))
+    assert (committed, marker.coordinator_epoch) == (True, 7)
+    assert read_transaction_marker(abort)[0] is False
+    builder = RecordBatchBuilder(producer_id=3, producer_epoch=1, is_transactional=True,
+                                 is_control=True, compression=C.GZIP)
+    builder.append(5, control_record_key(ControlRecordType.ABORT), end_transaction_marker_value(9))
+    committed, marker = read_transaction_marker(builder.build())
+    assert (committed, marker.coordinator_epoch) == (False, 9)
+    leader_change = build_control_batch(ControlRecordType.LEADER_CHANGE, b"\x00\x00", timestamp_ms=5)
+    assert read_transaction_marker(leader_change) is None
