@@ -772,13 +772,18 @@ class TxnWorker(WorkerProcess):
         return False
 
 
+# librdkafka's RD_KAFKA_RESP_ERR__PARTITION_EOF (confluent_kafka.KafkaError._PARTITION_EOF):
+# the consumer reached the end of a partition (enable.partition.eof).
+PARTITION_EOF = -191
+
+
 def read_isolated(bootstrap: str, topic: str, partitions: list[int], isolation_level: str,
                   timeout_s: float = 60.0) -> dict[int, list[bytes | None]]:
     """Every record of the partitions, from the start to the end a fresh confluent-kafka
     consumer with ``isolation.level`` sees (the LSO for read_committed, the high watermark
     for read_uncommitted), as partition -> values in offset order. Control records are
     never returned (the client drops them)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
     from confluent_kafka import TopicPartition as CTP
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-reader",
                          "isolation.level": isolation_level, "enable.auto.commit": False,
@@ -796,7 +801,7 @@ def read_isolated(bootstrap: str, topic: str, partitions: list[int], isolation_l
                 if m.error() is None:
                     out[m.partition()].append(m.value())
                     at_end.discard(m.partition())
-                elif m.error().code() == KafkaError._PARTITION_EOF:
+                elif m.error().code() == PARTITION_EOF:
                     at_end.add(m.partition())
     finally:
         consumer.close()

@@ -27,6 +27,8 @@ from integration_helpers import STOP_TIMEOUT_S, start_cluster, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
+# librdkafka's RD_KAFKA_RESP_ERR__PARTITION_EOF (KafkaError._PARTITION_EOF): end of a partition.
+PARTITION_EOF = -191
 # The coordinator looks for timed-out transactions every 500 ms here (Kafka: 10 s).
 TXN_BROKER = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 
@@ -51,7 +53,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation_level: str,
              timeout_s: float = 60.0) -> dict[int, list[bytes]]:
     """Every record a fresh confluent-kafka consumer with ``isolation.level`` reads to the
     end of each partition (the LSO for read_committed), per partition in order."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                          "isolation.level": isolation_level, "enable.partition.eof": True,
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100, "log_level": 2})
@@ -65,7 +67,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation_level: str,
                 if m.error() is None:
                     out[m.partition()].append(m.value())
                     at_end.discard(m.partition())
-                elif m.error().code() == KafkaError._PARTITION_EOF:
+                elif m.error().code() == PARTITION_EOF:
                     at_end.add(m.partition())
             return len(at_end) == partitions
         wait_until(step, timeout_s, f"{topic} read to the end with {isolation_level}", interval_s=0.001)
