@@ -57,6 +57,7 @@ class ReplicaDriver:
         # Set once by the broker before start(): where FetchFromLeader goes.
         self._fetch_from: Callable[[int], None] | None = None
         self._leadership_subscribers: list[Callable[[TopicPartition, bool], None]] = []
+        self._txn_marker_subscribers: list[Callable[[TopicPartition, int, bool], None]] = []
         self._produce_waiters: dict[int, asyncio.Future] = {}
         self._data_waiters: dict[TopicPartition, list[asyncio.Future]] = {}
         self._tokens = itertools.count(1)
@@ -83,6 +84,13 @@ class ReplicaDriver:
     def subscribe_leadership(self, callback: Callable[[TopicPartition, bool], None]) -> None:
         """``callback(partition, leader)`` after this broker starts or stops leading it."""
         self._leadership_subscribers.append(callback)
+
+    # txnclient's minimal stand-in for txnlog's hook (contract point 2); on merge, keep
+    # txnlog's version, which also calls the subscribers where markers are appended.
+    def subscribe_txn_markers(self, callback: Callable[[TopicPartition, int, bool], None]) -> None:
+        """``callback(partition, producer_id, committed)`` right after a COMMIT/ABORT
+        marker is appended to a partition this broker leads (before it is replicated)."""
+        self._txn_marker_subscribers.append(callback)
 
     @property
     def image(self) -> MetadataImage:
