@@ -1128,7 +1128,8 @@ class Producer:
                       for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
             for tp in partitions:    # v4+ may answer with one top-level error
                 errors.setdefault(tp, resp.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
-            return txn.handle_add_partitions_response(errors)
+            with self._lock:         # senders in other threads add partitions meanwhile
+                return txn.handle_add_partitions_response(errors)
 
         async def go() -> None:
             try:
@@ -1148,7 +1149,8 @@ class Producer:
                     if txn.has_error:
                         self._fail_queued_in_error(e)
                     elif not loop_once:
-                        txn.handle_add_partitions_response({})   # puts them back
+                        with self._lock:
+                            txn.handle_add_partitions_response({})   # puts them back
                 if loop_once and loop_once[-1] is Outcome.LOOKUP:
                     self._cluster.invalidate_coordinator(self._transactional_id or "",
                                                          KEY_TYPE_TRANSACTION)
