@@ -53,7 +53,8 @@ from typing import Any, Iterable, TypeVar, Union
 from clients.protocol import CorruptFrameError, decode_message, encode_message
 from clients.protocol import messages as schemas
 from clients.records import (
-    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlRecordType, Record, build_batch, decode_batches,
+    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlRecord, ControlRecordType, Record, build_batch,
+    decode_batches,
 )
 
 from clients.records.errors import RecordError
@@ -477,7 +478,8 @@ class CoordinatorLoader:
             if header.is_control:
                 self.next_offset = max(self.next_offset, header.last_offset + 1)
                 for record in batch.records:
-                    if record.control_type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                    if isinstance(record, ControlRecord) and record.control_type in (
+                            ControlRecordType.COMMIT, ControlRecordType.ABORT):
                         self.image.replay_end_txn(
                             header.producer_id, record.control_type is ControlRecordType.COMMIT)
                 continue

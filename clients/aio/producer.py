@@ -1021,7 +1021,7 @@ class Producer:
         await self._txn_request(
             ApiKey.ADD_OFFSETS_TO_TXN,
             messages.AddOffsetsToTxnRequest(
-                transactional_id=self._transactional_id, producer_id=idem.producer_id,
+                transactional_id=txn.transactional_id, producer_id=idem.producer_id,
                 producer_epoch=idem.producer_epoch, group_id=group_id),
             ADD_OFFSETS_TO_TXN_VERSIONS,
             lambda r: txn.handle_add_offsets_response(r.error_code), deadline, "AddOffsetsToTxn")
@@ -1032,7 +1032,7 @@ class Producer:
             by_topic.setdefault(tp[0], []).append(T.TxnOffsetCommitRequestPartition(
                 partition_index=tp[1], committed_offset=om.offset,
                 committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
-        body = T(transactional_id=self._transactional_id, group_id=group_id,
+        body = T(transactional_id=txn.transactional_id, group_id=group_id,
                  producer_id=idem.producer_id, producer_epoch=idem.producer_epoch,
                  generation_id=group_metadata.generation_id, member_id=group_metadata.member_id,
                  group_instance_id=group_metadata.group_instance_id,
@@ -1090,7 +1090,7 @@ class Producer:
         idem = txn.idempotence
         await self._txn_request(
             ApiKey.END_TXN,
-            messages.EndTxnRequest(transactional_id=self._transactional_id,
+            messages.EndTxnRequest(transactional_id=txn.transactional_id,
                                    producer_id=idem.producer_id,
                                    producer_epoch=idem.producer_epoch,
                                    committed=txn.committing),
@@ -1117,7 +1117,7 @@ class Producer:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
-        body = A(v3_and_below_transactional_id=self._transactional_id,
+        body = A(v3_and_below_transactional_id=txn.transactional_id,
                  v3_and_below_producer_id=idem.producer_id,
                  v3_and_below_producer_epoch=idem.producer_epoch,
                  v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps)
