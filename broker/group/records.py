@@ -343,15 +343,16 @@ def encode_batch(records: Iterable[CoordinatorRecord], timestamp_ms: int,
                  producer_id: int = NO_PRODUCER_ID,
                  producer_epoch: int = NO_PRODUCER_EPOCH) -> bytes:
     """One uncompressed v2 batch holding ``records`` (offsets relative; the log assigns);
-    transactional, with the producer's id and epoch, for a TxnOffsetCommit (Kafka's
-    GroupMetadataManager.storeOffsets; no sequence, as the coordinator writes it)."""
+    transactional, with the producer's id and epoch and base sequence 0, for a
+    TxnOffsetCommit, as Kafka's GroupMetadataManager.storeOffsets builds it (the log takes
+    the coordinator's batches without checking sequences: Kafka's AppendOrigin.COORDINATOR)."""
     recs = [Record(offset=i, timestamp=timestamp_ms, key=r.encode_key(), value=r.encode_value())
             for i, r in enumerate(records)]
     assert recs, "an append holds at least one record"
     if producer_id == NO_PRODUCER_ID:
         return build_batch(recs)
     return build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch,
-                       is_transactional=True)
+                       base_sequence=0, is_transactional=True)
 
 
 # ------------------------------------------------------------------ replay

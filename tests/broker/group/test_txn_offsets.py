@@ -31,7 +31,8 @@ def test_the_batch_is_transactional_under_the_producers_id_and_epoch() -> None:
     h.txn_commit("g", {("t", 0): 10}, producer_id=PID, producer_epoch=3)
     append, = h.pending_appends
     header = decode_batches(append.batch())[0].header
-    assert (header.is_transactional, header.producer_id, header.producer_epoch) == (True, PID, 3)
+    assert (header.is_transactional, header.producer_id, header.producer_epoch,
+            header.base_sequence) == (True, PID, 3, 0)
     h.commit("g", {("t", 1): 5})
     plain = h.pending_appends[1]
     assert not decode_batches(plain.batch())[0].header.is_transactional
