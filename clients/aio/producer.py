@@ -1013,6 +1013,8 @@ class Producer:
         why = txn.check_send_offsets()
         if why is not None:
             raise self._txn_error(why)
+        if not offsets:
+            return            # as Kafka's producer: nothing to add to the transaction
         if isinstance(group_metadata, str):
             group_metadata = ConsumerGroupMetadata(group_metadata)
         deadline = self._txn_deadline(timeout_s)
