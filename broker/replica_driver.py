@@ -160,11 +160,12 @@ class ReplicaDriver:
 
     # ------------------------------------------------------------ produce
 
-    def append(self, tp: TopicPartition, records: Any, acks: int) -> ProduceResult:
+    def append(self, tp: TopicPartition, records: Any, acks: int,
+               from_coordinator: bool = False) -> ProduceResult:
         """Append to a led partition; for acks=all, ``result.required_offset`` is what
-        ``await_replication`` waits for."""
+        ``await_replication`` waits for. ``from_coordinator``: ReplicaManager.append."""
         now = self.now_ms()
-        return self.run(lambda core: core.append(tp, records, acks, now))
+        return self.run(lambda core: core.append(tp, records, acks, now, from_coordinator))
 
     async def await_replication(self, tp: TopicPartition, required_offset: int, timeout_ms: int) -> int:
         """acks=all: wait until the HW passes ``required_offset``; the error code."""

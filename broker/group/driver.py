@@ -140,7 +140,7 @@ class GroupCoordinatorDriver:
     def _start_append(self, append: Append) -> None:
         tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, append.partition)
         replicas = self.replicas
-        result = replicas.append(tp, bytearray(append.batch()), -1)
+        result = replicas.append(tp, bytearray(append.batch()), -1, from_coordinator=True)
         required = result.required_offset
         previous = self._append_chains.get(append.partition)
         done = asyncio.get_running_loop().create_future()
