@@ -1,8 +1,9 @@
 """Ketch's transactional producer and read_committed consumer against a real 3+3 cluster.
 
 Needs the transaction coordinator (txncoord) and the partition log's markers / LSO
-(txnlog) merged: written against the contracts of issue 15, run by the lead after the
-merge. The reader of committed data is an independent client (confluent-kafka)."""
+(txnlog): it fails on the txnclient branch alone (no transaction coordinator) and passed
+on a trial merge of the three branches (25 s). The reader of committed data is an
+independent client (confluent-kafka)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,7 @@ import pytest
 
 from ketch_client_helpers import create_topic
 
-from clients.aio import Consumer, Producer
+from clients.aio import Admin, Consumer, Producer
 from clients.errors import KafkaApiError, TransactionAbortedError
 from clients.types import OffsetAndMetadata, TopicPartition
 
@@ -51,7 +52,7 @@ def read_committed(boot: str, topic: str, partitions: int, timeout_s: float = 10
         c.close()
 
 
-def test_commit_abort_offsets_and_fencing(boot: str) -> None:
+def test_commit_abort_offsets_failover_and_fencing(cluster, boot: str) -> None:
     topic, source = "txn-out", "txn-in"
     create_topic(boot, topic, 2, 3)
     create_topic(boot, source, 1, 3)
@@ -104,7 +105,24 @@ def test_commit_abort_offsets_and_fencing(boot: str) -> None:
         committed = await g.committed([src])
         assert committed[src] is not None and committed[src].offset == 7
         await g.close()
-        # 4. A new producer with the same transactional id fences this one.
+        # 4. Another committed transaction of the same producer and epoch: its offsets
+        # batch (base sequence 0 again, as Kafka writes them) must reach the log too, so a
+        # new coordinator after a SIGKILL reads it back.
+        await p.begin_transaction()
+        await p.send(topic, b"c10", partition=0)
+        await p.send_offsets_to_transaction({src: 11}, group)
+        await p.commit_transaction()
+        admin = Admin({"bootstrap.servers": boot})
+        await admin.start()
+        coordinator = (await admin.describe_consumer_groups([group]))[group].coordinator
+        await admin.close()
+        cluster.kill_node(coordinator)
+        g = Consumer({"bootstrap.servers": boot, "group.id": group})
+        await g.start()
+        committed = await g.committed([src], timeout_ms=60_000)
+        assert committed[src] is not None and committed[src].offset == 11
+        await g.close()
+        # 5. A new producer with the same transactional id fences this one.
         p2 = Producer({"bootstrap.servers": boot, "transactional.id": "ketch-txn-1"})
         await p2.start()
         await p2.init_transactions()
@@ -118,4 +136,4 @@ def test_commit_abort_offsets_and_fencing(boot: str) -> None:
 
     asyncio.run(go())
     values = read_committed(boot, topic, 2)
-    assert sorted(values) == sorted(f"c{i}".encode() for i in range(10))
+    assert sorted(values) == sorted(f"c{i}".encode() for i in range(11))
