@@ -187,6 +187,7 @@ class Producer:
         self._drain_scheduled = False
         self._schedule_lock = threading.Lock()
         self._closed = False
+        self._transactional = self.config["transactional.id"] is not None
         self._loop_thread.run(self._producer.start(), self._max_block_s + 30)
 
     def __enter__(self) -> Producer:
@@ -206,6 +207,8 @@ class Producer:
         `callback(metadata, exception)`, if given, is called once on the loop thread."""
         if self._closed:
             raise ClientClosedError("the producer is closed")
+        if self._transactional:
+            self._producer.check_send_allowed()   # outside a transaction: raised here
         if (not headers and type(value) is bytes and (key is None or type(key) is bytes)
                 and self._plain_serializers):
             # The common case, without a call: bytes in, nothing to serialize.

@@ -391,9 +391,7 @@ class Producer:
                 raise ClientClosedError("the producer is closed")
             txn = self._txn
             if txn is not None:
-                why = txn.check_send()
-                if why is not None:
-                    raise self._txn_error(why)
+                self.check_send_allowed()
             meta = self._cluster.metadata
             if meta is not self._counts_of:
                 self._counts_of, self._counts = meta, {}
@@ -917,6 +915,16 @@ class Producer:
         if self._closed:
             raise ClientClosedError("the producer is closed")
         return self._txn
+
+    def check_send_allowed(self) -> None:
+        """A transactional producer sends only inside a transaction: raise (IllegalStateError,
+        or the transaction's abortable / fatal error) otherwise, as Kafka's send() does.
+        The blocking facade calls it in the caller's thread."""
+        txn = self._txn
+        if txn is not None:
+            why = txn.check_send()
+            if why is not None:
+                raise self._txn_error(why)
 
     def _txn_error(self, why: str) -> BaseException:
         """The exception for a refused call: the fatal or abortable Kafka error itself

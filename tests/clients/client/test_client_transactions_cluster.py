@@ -137,3 +137,21 @@ def test_commit_abort_offsets_failover_and_fencing(cluster, boot: str) -> None:
     asyncio.run(go())
     values = read_committed(boot, topic, 2)
     assert sorted(values) == sorted(f"c{i}".encode() for i in range(11))
+
+
+def test_a_transactional_producer_refuses_sends_outside_a_transaction(boot: str) -> None:
+    """Runs without a transaction coordinator: the refusal is the client's own."""
+    from clients import Producer as BlockingProducer
+    from clients.errors import IllegalStateError
+    create_topic(boot, "txn-refused", 1, 3)
+    p = BlockingProducer({"bootstrap.servers": boot, "transactional.id": "never-initialized"})
+    try:
+        with pytest.raises(IllegalStateError, match="UNINITIALIZED"):
+            p.send("txn-refused", b"v")
+        with pytest.raises(IllegalStateError, match="begin a transaction"):
+            p.begin_transaction()
+    finally:
+        p.close()
+    with pytest.raises(IllegalStateError, match="transactional.id"):
+        with BlockingProducer({"bootstrap.servers": boot}) as plain:
+            plain.begin_transaction()
