@@ -331,11 +331,11 @@ class Consumer:
         offsets if the member has left this generation (Kafka's groupMetadata())."""
         self._need_group("group_metadata()")
         assert self._group_id is not None
+        instance_id = self.config["group.instance.id"]
         if self._membership is None or self._mode == "assign":
-            return ConsumerGroupMetadata(self._group_id)
+            return ConsumerGroupMetadata(self._group_id, group_instance_id=instance_id)
         generation, member_id = self._membership.commit_generation()
-        return ConsumerGroupMetadata(self._group_id, generation, member_id or "",
-                                     self.config["group.instance.id"])
+        return ConsumerGroupMetadata(self._group_id, generation, member_id or "", instance_id)
 
     def highwater(self, tp: TopicPartition) -> int | None:
         s = self._subs.partitions.get(TopicPartition(*tp))

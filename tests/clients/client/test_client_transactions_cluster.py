@@ -64,12 +64,32 @@ def test_commit_abort_offsets_failover_and_fencing(cluster, boot: str) -> None:
                       "linger.ms": 5})
         await p.start()
         await p.init_transactions()
-        # 1. A committed transaction: records and the consumer's offset together.
+        # 0. KIP-447: offsets sent with a generation the member no longer has (or never
+        # had) make the transaction abortable; the producer aborts and goes on.
+        member = Consumer({"bootstrap.servers": boot, "group.id": group,
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        await member.start()
+        member.subscribe([source])
+        for _ in range(60):
+            await member.poll(200)
+            if member.assignment():
+                break
+        meta = member.group_metadata()
+        assert meta.group_id == group and meta.generation_id >= 1 and meta.member_id
+        await p.begin_transaction()
+        with pytest.raises(KafkaApiError) as stale:
+            await p.send_offsets_to_transaction(
+                {src: 1}, meta._replace(generation_id=meta.generation_id + 1))
+        assert type(stale.value).__name__ == "IllegalGenerationError"
+        await p.abort_transaction()
+        # 1. A committed transaction: records and the member's offset together.
         await p.begin_transaction()
         futures = [await p.send(topic, f"c{i}".encode(), partition=i % 2) for i in range(10)]
-        await p.send_offsets_to_transaction({src: OffsetAndMetadata(7, "m")}, group)
+        await p.send_offsets_to_transaction({src: OffsetAndMetadata(7, "m")},
+                                            member.group_metadata())
         await p.commit_transaction()
         assert all(f.done() and f.exception() is None for f in futures)
+        await member.close()         # the group is Empty: later offsets come without a member
         # 2. An aborted one: neither its records nor its offset are visible.
         await p.begin_transaction()
         for i in range(5):
