@@ -160,10 +160,10 @@ def test_commit_abort_offsets_failover_and_fencing(cluster, boot: str) -> None:
 
 
 def test_a_transactional_producer_refuses_sends_outside_a_transaction(boot: str) -> None:
-    """Runs without a transaction coordinator: the refusal is the client's own."""
+    """Runs without a transaction coordinator: the refusal is the client's own (before
+    any metadata: the topic need not exist)."""
     from clients import Producer as BlockingProducer
     from clients.errors import IllegalStateError
-    create_topic(boot, "txn-refused", 1, 3)
     p = BlockingProducer({"bootstrap.servers": boot, "transactional.id": "never-initialized"})
     try:
         with pytest.raises(IllegalStateError, match="UNINITIALIZED"):
