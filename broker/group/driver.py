@@ -1,11 +1,16 @@
 """The group coordinator's asyncio shell: the only place the pure core meets the broker.
 
 - requests (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups) become core inputs
-  under a token; the core's ``Completion`` resolves the request's future, now or later;
+  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups, TxnOffsetCommit)
+  become core inputs under a token; the core's ``Completion`` resolves the request's
+  future, now or later;
 - ``Append`` effects are written to ``__consumer_offsets-<p>`` through the replica manager
-  with acks=all (the same durability as user data), and their outcome is reported back
-  in append order per partition, as the core requires;
+  with acks=all (the same durability as user data) as the coordinator's own appends
+  (no client sequence checks), and their outcome is reported back in append order per
+  partition, as the core requires;
+- transaction markers appended to a ``__consumer_offsets`` partition this broker leads
+  (``ReplicaDriver.subscribe_txn_markers``) complete or drop that producer's pending
+  transactional offsets at once (``GroupCoordinator.on_txn_marker``);
 - leadership of ``__consumer_offsets`` partitions (from the metadata image) loads a
   partition's groups by replaying its log from the start to the log end offset (what a
   new leader holds becomes committed as its followers catch up), or unloads them;
