@@ -664,6 +664,11 @@ class Producer:
         if not acc.has_queued():
             return None
         if self._txn is not None:
+            if self._txn.has_error:
+                # Nothing more is sent in a transaction that cannot commit (Kafka's
+                # sender aborts the undrained batches with the transaction's error).
+                self._fail_queued_in_error(self._txn_error("the transaction failed"))
+                return None
             # The epoch is the coordinator's (InitProducerId, EndTxn): no local bump here.
             self._maybe_add_partitions()
         elif idem is not None:
