@@ -189,6 +189,7 @@ class Producer:
                                            self._idempotence)
             self._accumulator.may_send_to = self._txn.can_send_to
         self._add_partitions_task: asyncio.Task | None = None
+        self._txn_coordinator_lock = asyncio.Lock()
         self._sticky = StickyPartitioner(self._rng, c["batch.size"],
                                          c["partitioner.adaptive.partitioning.enable"])
         self._key_serializer = c["key.serializer"] or _default_serializer
@@ -963,8 +964,16 @@ class Producer:
                                         "(max.block.ms); it may be called again")
             try:
                 node = await self._cluster.coordinator(key, key_type, timeout_ms=remaining_ms)
-                _, resp = await self._cluster.request(dedicated_node(node), api_key, body,
-                                                      versions=versions)
+                if key_type == KEY_TYPE_TRANSACTION:
+                    # One request to the transaction coordinator at a time, as Java's
+                    # sender: AddOffsetsToTxn sent while AddPartitionsToTxn is being
+                    # written would only hear CONCURRENT_TRANSACTIONS.
+                    async with self._txn_coordinator_lock:
+                        _, resp = await self._cluster.request(dedicated_node(node), api_key,
+                                                              body, versions=versions)
+                else:
+                    _, resp = await self._cluster.request(dedicated_node(node), api_key, body,
+                                                          versions=versions)
                 outcome = handle(resp)
             except ConnectionError:
                 outcome = Outcome.LOOKUP
@@ -1031,6 +1040,7 @@ class Producer:
         if isinstance(group_metadata, str):
             group_metadata = ConsumerGroupMetadata(group_metadata)
         deadline = self._txn_deadline(timeout_s)
+        await self._await_add_partitions()    # Java's sender sends AddPartitions first
         idem = txn.idempotence
         group_id = group_metadata.group_id
         await self._txn_request(
