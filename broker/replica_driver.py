@@ -165,11 +165,12 @@ class ReplicaDriver:
 
     # ------------------------------------------------------------ produce
 
-    def append(self, tp: TopicPartition, records: Any, acks: int) -> ProduceResult:
+    def append(self, tp: TopicPartition, records: Any, acks: int,
+               from_coordinator: bool = False) -> ProduceResult:
         """Append to a led partition; for acks=all, ``result.required_offset`` is what
-        ``await_replication`` waits for."""
+        ``await_replication`` waits for. ``from_coordinator``: ReplicaManager.append."""
         now = self.now_ms()
-        return self.run(lambda core: core.append(tp, records, acks, now))
+        return self.run(lambda core: core.append(tp, records, acks, now, from_coordinator))
 
     def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
                           committed: bool, coordinator_epoch: int) -> ProduceResult:

@@ -656,9 +656,13 @@ class ReplicaManager:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def append(self, tp: TopicPartition, records: bytes | bytearray | memoryview | None, acks: int,
-               now_ms: int) -> ProduceResult:
+               now_ms: int, from_coordinator: bool = False) -> ProduceResult:
         """Append to a led partition (idempotence checks first). For acks=all the result
-        names the offset the HW must reach before ``await_replication`` completes it."""
+        names the offset the HW must reach before ``await_replication`` completes it.
+
+        ``from_coordinator``: the group coordinator's own batches (Kafka's
+        AppendOrigin.COORDINATOR), whose TxnOffsetCommit batches all carry base sequence 0:
+        only a stale producer epoch refuses them, sequences are not checked."""
         hosted = self.partitions.get(tp)
         if hosted is None:
             return ProduceResult(self._unknown_code(tp))
@@ -678,6 +682,11 @@ class ReplicaManager:
         for h in headers:
             seq = hosted.producers.check(h.producer_id, h.producer_epoch, h.base_sequence,
                                          h.last_offset_delta, h.is_transactional)
+            if from_coordinator:
+                if seq.error_code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                    return ProduceResult(seq.error_code,
+                                         log_start_offset=hosted.log.log_start_offset)
+                continue
             if seq.error_code != ErrorCode.NONE:
                 return ProduceResult(seq.error_code, log_start_offset=hosted.log.log_start_offset)
             if seq.duplicate_of is not None:

@@ -27,6 +27,7 @@ from clients._core.admin import (
     LogDirDescription, QuorumInfo, QuorumReplica, ReplicaInfo, ReplicaLogDir, ReplicaLogDirInfo,
     TopicDescription, TopicListing,
     TopicPartitionInfo,
+    AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing,
 )
 from clients._core.config import ClientConfig
 from clients._core.reassignment import ElectionType, PartitionReassignment
@@ -47,6 +48,7 @@ __all__ = [
     "ReplicaLogDir", "ReplicaLogDirInfo",
     "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
     "TopicPartitionReplica",
+    "AbortTransactionSpec", "ProducerState", "TransactionDescription", "TransactionListing",
 ]
 
 T = TypeVar("T")
@@ -277,6 +279,32 @@ class Admin:
             group_id, spec, partitions=None if partitions is None else list(partitions),
             topics=None if topics is None else list(topics), dry_run=dry_run,
             timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ transactions
+
+    def describe_transactions(self, transactional_ids: Iterable[str], *,
+                              timeout_ms: int | None = None) -> dict[str, TransactionDescription]:
+        return self._run(self._admin.describe_transactions(list(transactional_ids),
+                                                           timeout_ms=timeout_ms), timeout_ms)
+
+    def list_transactions(self, *, states: Iterable[str] | None = None,
+                          producer_ids: Iterable[int] | None = None,
+                          duration_filter_ms: int = -1,
+                          timeout_ms: int | None = None) -> list[TransactionListing]:
+        return self._run(self._admin.list_transactions(
+            states=None if states is None else list(states),
+            producer_ids=None if producer_ids is None else list(producer_ids),
+            duration_filter_ms=duration_filter_ms, timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_producers(self, partitions: Iterable[TopicPartition], *,
+                           timeout_ms: int | None = None
+                           ) -> dict[TopicPartition, list[ProducerState]]:
+        return self._run(self._admin.describe_producers(list(partitions),
+                                                        timeout_ms=timeout_ms), timeout_ms)
+
+    def abort_transaction(self, spec: AbortTransactionSpec, *,
+                          timeout_ms: int | None = None) -> None:
+        return self._run(self._admin.abort_transaction(spec, timeout_ms=timeout_ms), timeout_ms)
 
     # ------------------------------------------------------------ offsets and records
 

@@ -26,7 +26,9 @@ from clients._blocking import LoopThread
 from clients.aio.consumer import Consumer as AioConsumer
 from clients.aio.consumer import ConsumerRebalanceListener
 from clients.errors import ClientClosedError
-from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from clients.types import (
+    ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
+)
 
 __all__ = ["Consumer", "ConsumerRebalanceListener"]
 
@@ -127,6 +129,10 @@ class Consumer:
     @property
     def generation_id(self) -> int:
         return self._aio.generation_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For ``Producer.send_offsets_to_transaction`` (KIP-447)."""
+        return self._aio.group_metadata()
 
     # -- records ---------------------------------------------------------------
 

@@ -28,7 +28,7 @@ __all__ = [
     "KafkaClientError", "ConfigError", "KafkaTimeoutError", "ClientClosedError",
     "KafkaConnectionError", "NodeNotReadyError", "RequestTimeoutError", "ConnectionClosedError",
     "NoBrokersAvailableError", "SerializationError", "IllegalStateError", "CommitFailedError",
-    "RecordTooLargeError",
+    "RecordTooLargeError", "TransactionAbortedError",
 ]
 
 
@@ -89,6 +89,11 @@ class CommitFailedError(KafkaClientError, RuntimeError):
     generation that owns the partitions (UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION /
     FENCED_INSTANCE_ID on commit): the partitions may already belong to another member
     (Kafka's CommitFailedException). Not retriable: rejoin, then commit what you own."""
+
+
+class TransactionAbortedError(KafkaClientError, RuntimeError):
+    """A record queued in a transaction that was aborted before it was sent (Kafka's
+    TransactionAbortedException)."""
 
 
 # Kafka's Java client names code 10 (MESSAGE_TOO_LARGE) RecordTooLargeException; the issue

@@ -39,7 +39,7 @@ from clients.aio.producer import Producer as AioProducer
 from clients.aio.producer import RecordFuture
 from clients.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from clients.records import BATCH_HEADER_SIZE
-from clients.types import RecordMetadata
+from clients.types import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = ["Producer", "FutureRecordMetadata"]
 
@@ -187,6 +187,7 @@ class Producer:
         self._drain_scheduled = False
         self._schedule_lock = threading.Lock()
         self._closed = False
+        self._transactional = self.config["transactional.id"] is not None
         self._loop_thread.run(self._producer.start(), self._max_block_s + 30)
 
     def __enter__(self) -> Producer:
@@ -206,6 +207,8 @@ class Producer:
         `callback(metadata, exception)`, if given, is called once on the loop thread."""
         if self._closed:
             raise ClientClosedError("the producer is closed")
+        if self._transactional:
+            self._producer.check_send_allowed()   # outside a transaction: raised here
         if (not headers and type(value) is bytes and (key is None or type(key) is bytes)
                 and self._plain_serializers):
             # The common case, without a call: bytes in, nothing to serialize.
@@ -357,6 +360,40 @@ class Producer:
             finally:
                 await self._producer.close(timeout)
         self._loop_thread.run(go(), None if timeout is None else timeout + 5)
+
+    # --- transactions (the asyncio producer's, waited for) ---
+
+    def _run_txn(self, coro: Any, timeout: float | None) -> Any:
+        return self._loop_thread.run(coro, (self._max_block_s if timeout is None else timeout) + 5)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._run_txn(self._producer.init_transactions(timeout), timeout)
+
+    def begin_transaction(self) -> None:
+        self._run_txn(self._producer.begin_transaction(), None)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+                                    group_metadata: ConsumerGroupMetadata | str,
+                                    timeout: float | None = None) -> None:
+        self._run_txn(self._producer.send_offsets_to_transaction(offsets, group_metadata,
+                                                                 timeout), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush every record sent so far (those handed to the loop too), then commit."""
+        async def go() -> None:
+            while self._handoff or self._drain_scheduled:
+                self._start_drain()
+                await asyncio.shield(self._drain_task)  # type: ignore[arg-type]
+            await self._producer.commit_transaction(timeout)
+        self._run_txn(go(), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        async def go() -> None:
+            while self._handoff or self._drain_scheduled:
+                self._start_drain()
+                await asyncio.shield(self._drain_task)  # type: ignore[arg-type]
+            await self._producer.abort_transaction(timeout)
+        self._run_txn(go(), timeout)
 
     def partitions_for(self, topic: str) -> list[int] | None:
         async def go() -> list[int] | None:

@@ -19,7 +19,7 @@ from clients.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, TimestampTy
 
 __all__ = [
     "TopicPartition", "TopicIdPartition", "TopicPartitionReplica", "OffsetAndMetadata",
-    "OffsetAndTimestamp", "RecordMetadata",
+    "OffsetAndTimestamp", "RecordMetadata", "ConsumerGroupMetadata",
     "ConsumerRecord", "Header", "NO_TIMESTAMP", "TimestampType", "NO_LEADER_EPOCH",
 ]
 
@@ -63,6 +63,16 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""
     leader_epoch: int = NO_LEADER_EPOCH
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's place in its group, for ``send_offsets_to_transaction`` (KIP-447: the
+    group coordinator fences a transactional commit of a member that left the generation).
+    -1 / "" / None: a consumer outside group management."""
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class OffsetAndTimestamp(NamedTuple):

@@ -650,8 +650,9 @@ class ConsumerGroupProtocol:
 
     def _validate_consumer_group_commit(self, group: ConsumerGroup, member_id: str,
                                         instance_id: str | None, member_epoch: int,
-                                        version: int, now_ms: int) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit."""
+                                        version: int, now_ms: int,
+                                        transactional: bool = False) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit (TxnOffsetCommit: ``transactional``)."""
         if member_epoch < 0 and not group.members:
             return E.NONE      # an admin or a consumer without group management
         member = group.members.get(member_id)
@@ -659,7 +660,7 @@ class ConsumerGroupProtocol:
             return E.UNKNOWN_MEMBER_ID
         if instance_id is not None and member.instance_id != instance_id:
             return E.FENCED_INSTANCE_ID
-        if member.classic is None and version < 9:
+        if member.classic is None and version < 9 and not transactional:
             return E.UNSUPPORTED_VERSION   # the consumer protocol commits with member epochs
         return _member_epoch_error(member, member_epoch)
 

@@ -10,7 +10,8 @@ clock, a socket or the log.
 **Inputs.** ``handle_<api>_request``-style methods (``handle_join_group``,
 ``handle_sync_group``, ``handle_heartbeat``, ``handle_leave_group``,
 ``handle_offset_commit``, ``handle_offset_fetch``, ``handle_offset_delete``,
-``handle_list_groups``, ``handle_describe_groups``, ``handle_delete_groups``) take a
+``handle_list_groups``, ``handle_describe_groups``, ``handle_delete_groups``,
+``handle_txn_offset_commit``) take a
 ``token`` (any hashable the shell uses to find the waiting request), the decoded request
 message, its API version and ``now_ms``. ``on_append_result`` reports how an ``Append``
 ended; ``poll`` fires timers; ``begin_load`` / ``complete_load`` / ``unload_partition``
@@ -60,9 +61,15 @@ Deliberate differences from Kafka, each for a reason given where it is coded: ti
 protocol votes are broken by join order; a lone member may change its assignors; a member
 removed while a SyncGroup waits gets UNKNOWN_MEMBER_ID instead of silence; a retried
 JoinGroup or SyncGroup answers the superseded one with REBALANCE_IN_PROGRESS; a group
-refused before anything joined is not kept. Not implemented: transactional offset
-commits (TxnOffsetCommit), the KIP-848 consumer protocol, and the scan in ``poll`` is
-linear in groups and members (a timer wheel would make it logarithmic).
+refused before anything joined is not kept. The scan in ``poll`` is linear in groups and
+members (a timer wheel would make it logarithmic).
+
+**Transactional offsets** (TxnOffsetCommit, KIP-98/447): written as a transactional batch
+under the producer's id and epoch, replayed as *pending* per producer id, and committed or
+dropped when ``on_txn_marker`` reports that producer's COMMIT/ABORT marker on the
+partition (replayed after any append still in flight, which precedes it in the log).
+OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition with a
+pending transactional offset; such offsets, and their group, never expire.
 """
 from __future__ import annotations
 
@@ -70,7 +77,7 @@ import enum
 import random
 import uuid
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Mapping
 
 from clients.protocol import messages
@@ -87,10 +94,12 @@ from broker.group.consumer_group import ConsumerGroup, TopicsView
 from broker.group.consumer_group import group_tombstones as consumer_group_tombstones
 from broker.group.consumer_group import member_tombstones as consumer_group_member_tombstones
 from clients._core.assignors import Assignment, encode_assignment
+from clients.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from clients.types import TopicPartition
 from broker.group.offsets import (
     commit_append_error, commit_value, expired_offsets, offset_delete_eligibility,
-    offset_fetch_response, offsets_for, validate_offset_commit,
+    offset_fetch_response, offsets_for, txn_commit_value, validate_offset_commit,
+    validate_txn_offset_commit,
 )
 from broker.group.records import (
     CoordinatorImage, CoordinatorRecord, CoordinatorRecordError, GroupMetadataKey,
@@ -161,6 +170,10 @@ class _PendingAppend:
     partition: int
     records: tuple[CoordinatorRecord, ...]
     on_done: OnDone
+    producer_id: int = NO_PRODUCER_ID     # a TxnOffsetCommit's records are transactional
+    # Transaction markers appended to the partition after this append (and before the
+    # next): (producer id, committed), replayed right after it, in log order.
+    markers_after: list[tuple[int, bool]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +220,18 @@ def _leave_response(version: int, error: ErrorCode,
     if error == E.NONE and members:
         error = members[0][2]
     return R(error_code=int(error))
+
+
+def _txn_commit_response(request: "messages.TxnOffsetCommitRequest",
+                         errors: Mapping[tuple[str, int], ErrorCode] | ErrorCode
+                         ) -> "messages.TxnOffsetCommitResponse":
+    R = messages.TxnOffsetCommitResponse
+    return R(topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        R.TxnOffsetCommitResponsePartition(
+            partition_index=p.partition_index,
+            error_code=int(errors if isinstance(errors, ErrorCode)
+                           else errors[(t.name, p.partition_index)]))
+        for p in t.partitions]) for t in request.topics])
 
 
 def _commit_response(request: "messages.OffsetCommitRequest",
@@ -400,12 +425,19 @@ class GroupCoordinator(ConsumerGroupProtocol):
         # early (an append refused at once while an earlier one awaits replication).
         assert error != E.NONE or order[0] == append_id, \
             "successful appends to one partition must be reported in append order"
+        position = order.index(append_id)
         order.remove(append_id)
         image = self._images[pending.partition]
         if error == E.NONE:
             for record in pending.records:
-                image.replay(record)
+                image.replay(record, pending.producer_id)
         pending.on_done(error, now_ms, effects)
+        if pending.markers_after and position > 0:
+            # A failure reported early: the markers follow the append still before it.
+            self._pending[order[position - 1]].markers_after += pending.markers_after
+        else:
+            for producer_id, committed in pending.markers_after:
+                self._replay_end_txn(pending.partition, producer_id, committed, now_ms)
         if error == E.NONE:
             # A group whose records outlived its in-memory object (a commit acknowledged
             # after the group was deleted) comes back as the log would load it.
@@ -422,14 +454,119 @@ class GroupCoordinator(ConsumerGroupProtocol):
         return effects
 
     def _append(self, group_id: str, records: list[CoordinatorRecord], now_ms: int,
-                on_done: OnDone) -> Append:
+                on_done: OnDone, producer_id: int = NO_PRODUCER_ID,
+                producer_epoch: int = NO_PRODUCER_EPOCH) -> Append:
         partition = self.partition_for(group_id)
         assert self._partitions.get(partition) is PartitionStatus.ACTIVE
         append_id = self._next_append_id
         self._next_append_id += 1
-        self._pending[append_id] = _PendingAppend(partition, tuple(records), on_done)
+        self._pending[append_id] = _PendingAppend(partition, tuple(records), on_done,
+                                                  producer_id)
         self._pending_order.setdefault(partition, deque()).append(append_id)
-        return Append(append_id, partition, tuple(records), now_ms)
+        return Append(append_id, partition, tuple(records), now_ms, producer_id, producer_epoch)
+
+    # ================================================================== transactions
+
+    def on_txn_marker(self, partition: int, producer_id: int, committed: bool,
+                      now_ms: int) -> list[Effect]:
+        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` was appended to
+        ``__consumer_offsets-<partition>``'s leader log: its pending transactional offsets
+        become visible or are dropped.
+
+        Appends still awaiting their acknowledgement precede the marker in the log, so
+        the marker is replayed after them (their offsets may be the transaction's). A
+        partition still loading needs nothing: the loader reads the marker from the log."""
+        if self._partitions.get(partition) is not PartitionStatus.ACTIVE:
+            return []
+        order = self._pending_order.get(partition)
+        if order:
+            self._pending[order[-1]].markers_after.append((producer_id, committed))
+        else:
+            self._replay_end_txn(partition, producer_id, committed, now_ms)
+        return []
+
+    def _replay_end_txn(self, partition: int, producer_id: int, committed: bool,
+                        now_ms: int) -> None:
+        image = self._images[partition]
+        for group_id in sorted(image.replay_end_txn(producer_id, committed)):
+            # A group deleted while the transaction was open comes back, as a load would.
+            if group_id not in self._groups and group_id not in self._consumer_groups \
+                    and group_id not in image.consumer_groups:
+                self._groups[group_id] = self._group_from_image(group_id, image, now_ms)
+
+    def handle_txn_offset_commit(self, token: Hashable,
+                                 request: "messages.TxnOffsetCommitRequest",
+                                 version: int, now_ms: int) -> list[Effect]:
+        """TxnOffsetCommit: the offsets are written as a transactional batch under the
+        producer's id and epoch (the log fences a stale epoch) and stay pending, invisible
+        to OffsetFetch, until the transaction's marker lands on the partition
+        (``on_txn_marker``). Kafka's OffsetMetadataManager.commitTransactionalOffset."""
+        effects: list[Effect] = []
+        group_id = request.group_id
+
+        def reply(errors: Mapping[tuple[str, int], ErrorCode] | ErrorCode) -> list[Effect]:
+            effects.append(Completion(token, _txn_commit_response(request, errors)))
+            return effects
+
+        error = self._status_error(group_id)
+        if error is not None:
+            return reply(error)
+        # v3+ (KIP-447) carries the consumer's group metadata, so a zombie is fenced here.
+        generation_id = request.generation_id if version >= 3 else -1
+        member_id = request.member_id if version >= 3 else UNKNOWN_MEMBER_ID
+        instance_id = request.group_instance_id if version >= 3 else None
+        consumer_group = self._consumer_groups.get(group_id)
+        group: ClassicGroup | None = self._groups.get(group_id)
+        if consumer_group is not None:
+            error = self._validate_consumer_group_commit(
+                consumer_group, member_id, instance_id, generation_id, version, now_ms,
+                transactional=True)
+            if error == E.STALE_MEMBER_EPOCH:
+                error = E.ILLEGAL_GENERATION     # Kafka's validateTransactionalOffsetCommit
+        else:
+            if group is None:
+                if generation_id >= 0:
+                    return reply(E.ILLEGAL_GENERATION)
+                group = ClassicGroup(group_id, now_ms)
+            error = validate_txn_offset_commit(group, member_id, instance_id, generation_id)
+        if error != E.NONE:
+            return reply(error)
+
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        records: list[CoordinatorRecord] = []
+        committed: list[tuple[str, str, int]] = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                metadata = p.committed_metadata or ""
+                if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                    errors[tp] = E.OFFSET_METADATA_TOO_LARGE
+                    continue
+                errors[tp] = E.NONE
+                records.append(CoordinatorRecord(
+                    OffsetCommitKey(group_id, topic.name, p.partition_index),
+                    txn_commit_value(p, version, now_ms)))
+                committed.append((group_id, topic.name, p.partition_index))
+        if not records:
+            return reply(errors)
+        if group is not None:
+            self._groups.setdefault(group_id, group)
+        self._busy_offsets.update(committed)
+
+        def done(error: ErrorCode, now: int, out: list[Effect]) -> None:
+            self._busy_offsets.subtract(committed)
+            self._busy_offsets += Counter()
+            if error != E.NONE:
+                # Fencing errors of the log (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+                # INVALID_TXN_STATE) reach the producer unchanged.
+                failed = group_append_error(error)
+                for _, topic_name, partition in committed:
+                    errors[(topic_name, partition)] = failed
+            out.append(Completion(token, _txn_commit_response(request, errors)))
+
+        effects.append(self._append(group_id, records, now_ms, done,
+                                    request.producer_id, request.producer_epoch))
+        return effects
 
     # ================================================================== validation
 
@@ -1225,8 +1362,13 @@ class GroupCoordinator(ConsumerGroupProtocol):
                 error = self._validate_consumer_group_fetch(group_id, member_id, member_epoch)
             if error is not None:
                 return group_id, error, []
-            # require_stable (v7+) waits out pending *transactional* commits; Ketch has none.
-            return group_id, E.NONE, offsets_for(self._committed(group_id), requested)
+            # require_stable (v7+): a partition with a transactional commit awaiting its
+            # marker answers UNSTABLE_OFFSET_COMMIT; the consumer retries (KIP-447).
+            unstable: set[tuple[str, int]] = set()
+            if version >= 7 and request.require_stable:
+                unstable = self._images[self.partition_for(group_id)] \
+                    .pending_txn_partitions(group_id)
+            return group_id, E.NONE, offsets_for(self._committed(group_id), requested, unstable)
 
         if version >= 8:
             groups = [answer(g.group_id, g.topics,
@@ -1292,6 +1434,8 @@ class GroupCoordinator(ConsumerGroupProtocol):
                 continue
             offsets = self._images[self.partition_for(group_id)].offsets.get(group_id, {})
             busy = {(t, p) for (g, t, p) in self._busy_offsets if g == group_id}
+            # Kafka keeps offsets with a transaction open on them (and so the group).
+            busy |= self._images[self.partition_for(group_id)].pending_txn_partitions(group_id)
             expired = expired_offsets(group, offsets, busy, now_ms, retention_ms)
             drop_group = group.is_unused() and not busy and len(expired) == len(offsets)
             if not expired and not drop_group:

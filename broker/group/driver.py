@@ -1,11 +1,16 @@
 """The group coordinator's asyncio shell: the only place the pure core meets the broker.
 
 - requests (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups) become core inputs
-  under a token; the core's ``Completion`` resolves the request's future, now or later;
+  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups, TxnOffsetCommit)
+  become core inputs under a token; the core's ``Completion`` resolves the request's
+  future, now or later;
 - ``Append`` effects are written to ``__consumer_offsets-<p>`` through the replica manager
-  with acks=all (the same durability as user data), and their outcome is reported back
-  in append order per partition, as the core requires;
+  with acks=all (the same durability as user data) as the coordinator's own appends
+  (no client sequence checks), and their outcome is reported back in append order per
+  partition, as the core requires;
+- transaction markers appended to a ``__consumer_offsets`` partition this broker leads
+  (``ReplicaDriver.subscribe_txn_markers``) complete or drop that producer's pending
+  transactional offsets at once (``GroupCoordinator.on_txn_marker``);
 - leadership of ``__consumer_offsets`` partitions (from the metadata image) loads a
   partition's groups by replaying its log from the start to the log end offset (what a
   new leader holds becomes committed as its followers catch up), or unloads them;
@@ -49,6 +54,8 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # Kafka 4.1 serves v0-5; v5 (KIP-890 part 2) is not in the reference schemas.
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 
 
@@ -62,6 +69,7 @@ class GroupCoordinatorDriver:
         self.core = GroupCoordinator(config, rng)
         self._partition_counts: dict[str, int] = {}
         replicas.subscribe_leadership(self.on_leadership)
+        replicas.subscribe_txn_markers(self.on_txn_marker)
         self._tokens = itertools.count(1)
         self._waiting: dict[Hashable, asyncio.Future] = {}
         self._append_chains: dict[int, asyncio.Future | None] = {}
@@ -85,6 +93,7 @@ class GroupCoordinatorDriver:
             ApiKey.DELETE_GROUPS: self._simple("handle_delete_groups"),
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
             ApiKey.CONSUMER_GROUP_DESCRIBE: self._simple("handle_consumer_group_describe"),
+            ApiKey.TXN_OFFSET_COMMIT: self._txn_offset_commit,
         }
         return {key: (handler, GROUP_VERSIONS[key]) for key, handler in handlers.items()}
 
@@ -126,7 +135,7 @@ class GroupCoordinatorDriver:
     def _start_append(self, append: Append) -> None:
         tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, append.partition)
         replicas = self.replicas
-        result = replicas.append(tp, bytearray(append.batch()), -1)
+        result = replicas.append(tp, bytearray(append.batch()), -1, from_coordinator=True)
         required = result.required_offset
         previous = self._append_chains.get(append.partition)
         done = asyncio.get_running_loop().create_future()
@@ -195,6 +204,45 @@ class GroupCoordinatorDriver:
                 partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         return cls(throttle_time_ms=throttle_time_ms, topics=[
             cls.OffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in answered.items()])
+
+    async def _txn_offset_commit(self, req: Any, version: int, client: Any) -> Any:
+        # As OffsetCommit: partitions of unknown topics are refused before the core
+        # (Kafka's KafkaApis.handleTxnOffsetCommitRequest).
+        image = self.replicas.image
+
+        def known(name: str, index: int) -> bool:
+            topic = image.topics.get(name)
+            return topic is not None and index in topic.partitions
+        unknown = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+                   if not known(t.name, p.partition_index)]
+        if not unknown:
+            return await self._call("handle_txn_offset_commit", req, version, self.now_ms())
+        cls = messages.TxnOffsetCommitResponse
+        req_cls = messages.TxnOffsetCommitRequest
+        known_topics = [req_cls.TxnOffsetCommitRequestTopic(name=t.name, partitions=parts)
+                        for t in req.topics
+                        for parts in [[p for p in t.partitions if known(t.name, p.partition_index)]]
+                        if parts]
+        answered: dict[str, list] = {}
+        if known_topics:
+            resp = await self._call("handle_txn_offset_commit",
+                                    dataclasses.replace(req, topics=known_topics),
+                                    version, self.now_ms())
+            for t in resp.topics:
+                answered.setdefault(t.name, []).extend(t.partitions)
+        for name, index in unknown:
+            answered.setdefault(name, []).append(cls.TxnOffsetCommitResponsePartition(
+                partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        return cls(topics=[cls.TxnOffsetCommitResponseTopic(name=n, partitions=ps)
+                           for n, ps in answered.items()])
+
+    def on_txn_marker(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
+        """Contract with the partition log (ReplicaDriver.subscribe_txn_markers): called
+        synchronously right after a COMMIT/ABORT marker is appended on this leader."""
+        if tp.topic != CONSUMER_OFFSETS_TOPIC:
+            return
+        self._carry_out(self.core.on_txn_marker(tp.partition, producer_id, committed,
+                                                self.now_ms()))
 
     async def _poll_loop(self) -> None:
         while not self._stopped:

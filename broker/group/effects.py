@@ -7,6 +7,7 @@ from typing import Any, Callable, Hashable, Union
 
 from clients.protocol import messages
 from clients.protocol.errors import ERROR_INFO, ErrorCode
+from clients.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 from broker.group.records import CoordinatorRecord, encode_batch
 from broker.group.state import UNKNOWN_GENERATION_ID, UNKNOWN_MEMBER_ID
@@ -31,9 +32,13 @@ class Append:
     partition: int
     records: tuple[CoordinatorRecord, ...]
     timestamp_ms: int
+    # A TxnOffsetCommit's: the batch is transactional, under the producer's id and epoch.
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
     def batch(self) -> bytes:
-        return encode_batch(self.records, self.timestamp_ms)
+        return encode_batch(self.records, self.timestamp_ms, self.producer_id,
+                            self.producer_epoch)
 
 
 Effect = Union[Completion, Append]

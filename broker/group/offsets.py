@@ -40,7 +40,7 @@ Retention (KIP-211, Kafka ``GroupMetadata.removeExpiredOffsets``), checked every
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import AbstractSet, Any, Iterable, Mapping
 
 from clients.protocol import messages
 from clients.protocol.errors import ERROR_INFO, ErrorCode
@@ -50,8 +50,8 @@ from broker.group.state import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 
 __all__ = [
     "INVALID_OFFSET", "commit_append_error", "commit_value", "expired_offsets",
-    "offset_delete_eligibility", "offset_fetch_response", "offsets_for",
-    "validate_offset_commit",
+    "offset_delete_eligibility", "offset_fetch_response", "offsets_for", "txn_commit_value",
+    "validate_offset_commit", "validate_txn_offset_commit",
 ]
 
 INVALID_OFFSET = -1
@@ -76,6 +76,39 @@ def validate_offset_commit(group: ClassicGroup, member_id: str, group_instance_i
         return ErrorCode.REBALANCE_IN_PROGRESS
     assert group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE), group
     return ErrorCode.NONE
+
+
+def validate_txn_offset_commit(group: ClassicGroup, member_id: str,
+                               group_instance_id: str | None, generation_id: int) -> ErrorCode:
+    """NONE if a transactional producer may commit for this member now (Kafka's
+    ClassicGroup.validateOffsetCommit with isTransactional). Unlike OffsetCommit, a
+    request without member information (TxnOffsetCommit v0-v2) is accepted whatever the
+    group's state, and a rebalance in progress does not refuse it."""
+    if group.state is GroupState.DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and group.state is GroupState.EMPTY:
+        return ErrorCode.NONE
+    if generation_id < 0 and member_id == "" and group_instance_id is None:
+        return ErrorCode.NONE
+    if group.is_static_member_fenced(group_instance_id, member_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if not group.has(member_id):
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
+def txn_commit_value(partition: "messages.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition",
+                     version: int, now_ms: int) -> OffsetCommitValue:
+    """The record value a TxnOffsetCommit partition becomes (leader epoch from v2)."""
+    leader_epoch = partition.committed_leader_epoch if version >= 2 else NO_LEADER_EPOCH
+    return OffsetCommitValue(
+        offset=partition.committed_offset,
+        leader_epoch=leader_epoch if leader_epoch >= 0 else NO_LEADER_EPOCH,
+        metadata=partition.committed_metadata if partition.committed_metadata is not None
+        else NO_METADATA,
+        commit_timestamp_ms=now_ms)
 
 
 def commit_value(partition: "messages.OffsetCommitRequest.OffsetCommitRequestPartition",
@@ -166,18 +199,26 @@ def offset_delete_eligibility(group: ClassicGroup, partitions: Iterable[TopicPar
 
 # ------------------------------------------------------------------ OffsetFetch
 
+FetchedOffset = OffsetCommitValue | ErrorCode | None
+
+
 def offsets_for(offsets: Mapping[TopicPartitionKey, OffsetCommitValue] | None,
-                requested: list[tuple[str, list[int]]] | None
-                ) -> list[tuple[str, list[tuple[int, OffsetCommitValue | None]]]]:
+                requested: list[tuple[str, list[int]]] | None,
+                unstable: AbstractSet[TopicPartitionKey] = frozenset()
+                ) -> list[tuple[str, list[tuple[int, FetchedOffset]]]]:
     """The (topic, [(partition, committed or None)]) a fetch answers, in request order;
-    ``requested`` None means every committed partition of the group, sorted."""
+    ``requested`` None means every committed partition of the group, sorted. A partition
+    in ``unstable`` answers UNSTABLE_OFFSET_COMMIT instead of its offset."""
     offsets = offsets or {}
+
+    def fetched(tp: TopicPartitionKey) -> FetchedOffset:
+        return ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else offsets.get(tp)
     if requested is None:
-        by_topic: dict[str, list[tuple[int, OffsetCommitValue | None]]] = {}
-        for (topic, partition), value in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append((partition, value))
+        by_topic: dict[str, list[tuple[int, FetchedOffset]]] = {}
+        for (topic, partition) in sorted(offsets):
+            by_topic.setdefault(topic, []).append((partition, fetched((topic, partition))))
         return list(by_topic.items())
-    return [(topic, [(p, offsets.get((topic, p))) for p in partitions])
+    return [(topic, [(p, fetched((topic, p))) for p in partitions])
             for topic, partitions in requested]
 
 
@@ -215,11 +256,11 @@ def offset_fetch_response(version: int, groups: list[tuple[str, ErrorCode, list]
         for topic, parts in topics])
 
 
-def _fetch_partition(cls: Any, partition: int, value: OffsetCommitValue | None) -> Any:
-    if value is None:
+def _fetch_partition(cls: Any, partition: int, value: FetchedOffset) -> Any:
+    if value is None or isinstance(value, ErrorCode):
         return cls(partition_index=partition, committed_offset=INVALID_OFFSET,
                    committed_leader_epoch=NO_LEADER_EPOCH, metadata=NO_METADATA,
-                   error_code=0)
+                   error_code=int(value or 0))
     return cls(partition_index=partition, committed_offset=value.offset,
                committed_leader_epoch=value.leader_epoch, metadata=value.metadata,
                error_code=0)

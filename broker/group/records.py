@@ -35,7 +35,8 @@ the bytes that remain and fails with ``CoordinatorRecordError``, never IndexErro
 
 A ``CoordinatorImage`` is what replaying the records of one partition in offset order
 yields: the last group metadata value per group and the committed offset per (group,
-topic, partition). The live coordinator replays its own acknowledged appends into the same
+topic, partition), plus the offsets of transactional batches (TxnOffsetCommit) pending per
+producer id until that producer's COMMIT or ABORT control record. The live coordinator replays its own acknowledged appends into the same
 structure, and ``CoordinatorLoader`` rebuilds it from the partition's batches when this
 broker becomes the partition's leader, so failover and the live path share one code path.
 
@@ -51,7 +52,11 @@ from typing import Any, Iterable, TypeVar, Union
 
 from clients.protocol import CorruptFrameError, decode_message, encode_message
 from clients.protocol import messages as schemas
-from clients.records import Record, build_batch, decode_batches
+from clients.records import (
+    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlRecord, ControlRecordType, Record, build_batch,
+    decode_batches,
+)
+
 from clients.records.errors import RecordError
 
 __all__ = [
@@ -334,12 +339,20 @@ def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord | None:
     return CoordinatorRecord(k, _decode_group_metadata_value(value))
 
 
-def encode_batch(records: Iterable[CoordinatorRecord], timestamp_ms: int) -> bytes:
-    """One uncompressed v2 batch holding ``records`` (offsets relative; the log assigns)."""
+def encode_batch(records: Iterable[CoordinatorRecord], timestamp_ms: int,
+                 producer_id: int = NO_PRODUCER_ID,
+                 producer_epoch: int = NO_PRODUCER_EPOCH) -> bytes:
+    """One uncompressed v2 batch holding ``records`` (offsets relative; the log assigns);
+    transactional, with the producer's id and epoch and base sequence 0, for a
+    TxnOffsetCommit, as Kafka's GroupMetadataManager.storeOffsets builds it (the log takes
+    the coordinator's batches without checking sequences: Kafka's AppendOrigin.COORDINATOR)."""
     recs = [Record(offset=i, timestamp=timestamp_ms, key=r.encode_key(), value=r.encode_value())
             for i, r in enumerate(records)]
     assert recs, "an append holds at least one record"
-    return build_batch(recs)
+    if producer_id == NO_PRODUCER_ID:
+        return build_batch(recs)
+    return build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_sequence=0, is_transactional=True)
 
 
 # ------------------------------------------------------------------ replay
@@ -353,9 +366,29 @@ class CoordinatorImage:
     # KIP-848 groups: group id -> (record type, member id) -> the latest value, in the order
     # first written (a member's records after the group's epoch, as Kafka writes them).
     consumer_groups: dict[str, dict[tuple[int, str], Any]] = field(default_factory=dict)
+    # Transactional offset commits awaiting their producer's marker: producer id -> group
+    # id -> (topic, partition) -> (value, replay position). Invisible to OffsetFetch.
+    pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], tuple[OffsetCommitValue, int]]]] \
+        = field(default_factory=dict)
+    # The replay position of each committed offset: a COMMIT marker keeps, per partition,
+    # the offset whose record came later in the log (Kafka compares record offsets; the
+    # live coordinator and the loader replay the same records in the same order, so a
+    # replay counter orders them alike without knowing log offsets).
+    committed_positions: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    replayed: int = 0
 
-    def replay(self, record: CoordinatorRecord) -> None:
+    def replay(self, record: CoordinatorRecord, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Replay one record; ``producer_id`` is the batch's when it is transactional."""
+        self.replayed += 1
         key = record.key
+        if producer_id != NO_PRODUCER_ID:
+            # Kafka writes only offset commits transactionally (TxnOffsetCommit).
+            if not isinstance(key, OffsetCommitKey) or record.value is None:
+                raise CoordinatorRecordError(f"unexpected transactional record {key}")
+            assert isinstance(record.value, OffsetCommitValue)
+            self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(
+                key.group_id, {})[(key.topic, key.partition)] = (record.value, self.replayed)
+            return
         if isinstance(key, ConsumerGroupKey):
             values = self.consumer_groups.setdefault(key.group_id, {})
             if record.value is None:
@@ -375,6 +408,7 @@ class CoordinatorImage:
             else:
                 assert isinstance(record.value, OffsetCommitValue)
                 self.offsets.setdefault(key.group_id, {})[tp] = record.value
+            self.committed_positions[(key.group_id, key.topic, key.partition)] = self.replayed
         else:
             if record.value is None:
                 self.groups.pop(key.group_id, None)
@@ -382,8 +416,34 @@ class CoordinatorImage:
                 assert isinstance(record.value, GroupMetadataValue)
                 self.groups[key.group_id] = record.value
 
+    def replay_end_txn(self, producer_id: int, committed: bool) -> set[str]:
+        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` on this partition:
+        its pending offsets become committed, unless a later record already committed the
+        same partition, or are dropped. Returns the groups whose offsets it committed."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not committed:
+            return set()
+        for group_id, offsets in pending.items():
+            group_offsets = self.offsets.setdefault(group_id, {})
+            for (topic, partition), (value, position) in offsets.items():
+                key = (group_id, topic, partition)
+                if (topic, partition) not in group_offsets \
+                        or self.committed_positions.get(key, 0) < position:
+                    group_offsets[(topic, partition)] = value
+                    self.committed_positions[key] = position
+        return set(pending)
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        return any((topic, partition) in groups.get(group_id, ())
+                   for groups in self.pending_txn_offsets.values())
+
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        return {tp for groups in self.pending_txn_offsets.values()
+                for tp in groups.get(group_id, ())}
+
     def group_ids(self) -> set[str]:
-        return set(self.groups) | set(self.offsets) | set(self.consumer_groups)
+        return (set(self.groups) | set(self.offsets) | set(self.consumer_groups)
+                | {g for groups in self.pending_txn_offsets.values() for g in groups})
 
     def consumer_group_records(self, group_id: str) -> list[CoordinatorRecord]:
         """A KIP-848 group's live records, to rebuild the group by replaying them."""
@@ -396,9 +456,11 @@ class CoordinatorLoader:
 
     The broker reads ``__consumer_offsets-<p>`` from its log start to its high watermark
     (only committed records count) and feeds the bytes to ``replay_batches``; then it hands
-    ``image`` to ``GroupCoordinator.complete_load``. Control batches (transaction markers)
-    are skipped; transactional offset commits are not supported by Ketch, so a
-    transactional data batch is refused with CoordinatorRecordError rather than misread.
+    ``image`` to ``GroupCoordinator.complete_load``. A transactional batch holds a
+    producer's TxnOffsetCommit: its offsets stay pending until that producer's COMMIT
+    marker (a control batch) commits them or its ABORT marker drops them, as the live
+    coordinator does when the marker is appended; a transaction still open at the end of
+    the log stays pending in the image.
     """
 
     def __init__(self) -> None:
@@ -413,15 +475,21 @@ class CoordinatorLoader:
         except RecordError as e:
             raise CoordinatorRecordError(f"bad batch in {CONSUMER_OFFSETS_TOPIC}: {e}") from None
         for batch in batches:
-            if batch.header.is_control:
-                self.next_offset = max(self.next_offset, batch.header.last_offset + 1)
+            header = batch.header
+            if header.is_control:
+                self.next_offset = max(self.next_offset, header.last_offset + 1)
+                for record in batch.records:
+                    if isinstance(record, ControlRecord) and record.control_type in (
+                            ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                        self.image.replay_end_txn(
+                            header.producer_id, record.control_type is ControlRecordType.COMMIT)
                 continue
-            if batch.header.is_transactional:
-                raise CoordinatorRecordError("transactional offset commits are not supported")
+            producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
             for record in batch.records:
-                self.replay_record(record.offset, record.key, record.value)
+                self.replay_record(record.offset, record.key, record.value, producer_id)
 
-    def replay_record(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+    def replay_record(self, offset: int, key: bytes | None, value: bytes | None,
+                      producer_id: int = NO_PRODUCER_ID) -> None:
         if offset < self.next_offset:
             raise CoordinatorRecordError(
                 f"record at offset {offset} replayed after offset {self.next_offset - 1}")
@@ -432,5 +500,5 @@ class CoordinatorLoader:
         if record is None:
             self.skipped_records += 1
             return
-        self.image.replay(record)
+        self.image.replay(record, producer_id)
         self.records_replayed += 1

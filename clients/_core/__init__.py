@@ -2,7 +2,8 @@
 
 Lives here: configuration keys and validation (`config`), the metadata view
 (`metadata`), the partitioner (`partitioner`), the producer's record accumulator and
-idempotence state (`accumulator`), and the consumer's assignors, group membership state
+idempotence state (`accumulator`), the transactional producer's state machine
+(`transactions`), and the consumer's assignors, group membership state
 and fetch planning.
 
 Does not live here: anything that touches a socket, the event loop, threads, the clock or

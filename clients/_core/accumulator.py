@@ -85,6 +85,8 @@ _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
 _PRODUCER_FIELDS_OFFSET = 43
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, producer epoch, base sequence
+_ATTRIBUTES = struct.Struct(">h")
+_TRANSACTIONAL_BIT = 0x10
 _UINT32 = struct.Struct(">I")
 _INT32_MAX = 0x7FFFFFFF
 _EPOCH_MAX = 0x7FFF
@@ -272,15 +274,20 @@ class ProducerBatch:
             self.payload = bytearray(self.builder.build())
             self.builder = None  # its record buffer is garbage now
 
-    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Write the producer fields into the built header and fix the CRC (they are
-        covered by it): a retry under a new epoch resends the same records."""
+    def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int,
+              transactional: bool = False) -> None:
+        """Write the producer fields (and a transactional producer's bit) into the built
+        header and fix the CRC (they are covered by it): a retry under a new epoch resends
+        the same records."""
         assert self.payload is not None
         self.producer_id, self.producer_epoch, self.base_sequence = (
             producer_id, producer_epoch, base_sequence)
         buf = self.payload
         _PRODUCER_FIELDS.pack_into(buf, _PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch,
                                    base_sequence)
+        if transactional:
+            attributes = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_OFFSET)[0]
+            _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_OFFSET, attributes | _TRANSACTIONAL_BIT)
         _UINT32.pack_into(buf, _CRC_OFFSET, crc32c.crc32c(memoryview(buf)[_ATTRIBUTES_OFFSET:]))
 
     # --- outcome ---
@@ -354,7 +361,7 @@ class ProducerBatch:
             child.close()
             if self.has_sequence:
                 child.stamp(self.producer_id, self.producer_epoch,
-                            (self.base_sequence + offset) & _INT32_MAX)
+                            (self.base_sequence + offset) & _INT32_MAX, decoded.header.is_transactional)
             offset += child.record_count
         self.children = mapping
         self.state = BatchState.SPLIT
@@ -382,10 +389,13 @@ class _PartitionSequences:
 class IdempotenceState:
     """Producer id, epoch and per-partition sequences of an idempotent producer."""
 
-    def __init__(self) -> None:
+    def __init__(self, transactional: bool = False) -> None:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.epoch_bump_required = False
+        # A transactional producer's batches carry the transactional bit; its epoch is
+        # the transaction coordinator's to bump (never locally: see transactions.py).
+        self.transactional = transactional
         self._partitions: dict[TopicPartition, _PartitionSequences] = {}
 
     @property
@@ -442,7 +452,8 @@ class IdempotenceState:
     def on_drain(self, batch: ProducerBatch) -> None:
         entry = self._entry(batch.tp)
         if not batch.has_sequence:
-            batch.stamp(self.producer_id, self.producer_epoch, entry.next_sequence)
+            batch.stamp(self.producer_id, self.producer_epoch, entry.next_sequence,
+                        self.transactional)
             entry.next_sequence = (entry.next_sequence + batch.record_count) & _INT32_MAX
         entry.in_flight.append(batch)
         entry.in_flight.sort(key=lambda b: b.base_sequence)
@@ -513,6 +524,9 @@ class RecordAccumulator:
         self.flushes_in_progress = 0
         self.closing = False
         self.waiting_for_memory = 0  # senders blocked on buffer.memory (shell's count)
+        # A transactional producer sends to a partition only once AddPartitionsToTxn
+        # added it to the transaction (TransactionManager.can_send_to).
+        self.may_send_to: Callable[[TopicPartition], bool] | None = None
 
     # --- appending ---
 
@@ -616,6 +630,8 @@ class RecordAccumulator:
                 continue
             head = queue[0]
             if not self._sendable(head, len(queue), now_ms):
+                continue
+            if self.may_send_to is not None and not self.may_send_to(tp):
                 continue
             if self.idempotence is not None and not self.idempotence.can_drain(tp, head):
                 continue

@@ -48,6 +48,7 @@ __all__ = [
     "OffsetSpec", "PartitionLag", "QuorumInfo", "QuorumReplica", "ReplicaLogDir", "ReplicaLogDirInfo", "LogDirDescription", "ReplicaInfo",
     "TopicDescription",
     "TopicListing", "TopicPartitionInfo", "ZERO_TOPIC_ID", "decode_assignment",
+    "AbortTransactionSpec", "ProducerState", "TransactionDescription", "TransactionListing",
     "client_quota_entity", "decode_subscription", "group_lag", "leader_log_end",
     "plan_offset_reset", "quorum_replicas",
 ]
@@ -315,6 +316,48 @@ def quorum_replicas(states: Sequence, leader_log_end_offset: int) -> tuple[Quoru
 
 
 # ------------------------------------------------------------------ consumer groups
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """One transactional id a transaction coordinator holds (ListTransactions)."""
+    transactional_id: str
+    producer_id: int
+    state: str                # Kafka's names: Ongoing, PrepareCommit, CompleteAbort, ...
+    coordinator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """A transactional id's state on its coordinator (DescribeTransactions)."""
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int   # -1 when no transaction is open
+    topic_partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """A producer a partition leader remembers (DescribeProducers)."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int            # -1 when unknown
+    current_transaction_start_offset: int   # -1 when no transaction is open
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTransactionSpec:
+    """A hanging transaction to abort on one partition (Kafka's AbortTransactionSpec):
+    the producer and coordinator epochs come from ``describe_producers``."""
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ Ketch's differences, on purpose:
   names; the names of Kafka's own String/ByteArray (de)serializers are also accepted.
 * Keys Ketch's client does not implement (SASL/SSL, transactions, interceptors, metrics
   reporters) are refused as unknown rather than silently ignored; `security.protocol`
-  accepts only PLAINTEXT and `transactional.id` only null.
+  accepts only PLAINTEXT.
 * Assignor names are kept as protocol names: `range`, `roundrobin`, `sticky`,
   `cooperative-sticky` (Java class names such as
   `org.apache.kafka.clients.consumer.RangeAssignor` are accepted and mapped).
@@ -303,10 +303,10 @@ _key("key.serializer", F, None, _P, "callable(key) -> bytes; None: bytes as is, 
      _named(_SERIALIZERS), nullable=True)
 _key("value.serializer", F, None, _P, "callable(value) -> bytes; None: bytes as is, str as UTF-8",
      _named(_SERIALIZERS), nullable=True)
-_key("transactional.id", S, None, _P, "transactions are not implemented in Ketch's client",
-     _only(None, "transactions are not supported by Ketch's client"), nullable=True)
-_key("transaction.timeout.ms", I, 60000, _P, "transaction timeout (unused without transactions)",
-     _at_least(0))
+_key("transactional.id", S, None, _P, "the transactional id (KIP-98); implies idempotence",
+     nullable=True)
+_key("transaction.timeout.ms", I, 60000, _P, "the coordinator aborts a transaction open "
+     "this long", _at_least(0))
 
 # --- consumer (ConsumerConfig) ---
 _key("group.id", S, None, _C, "the consumer group; None: no group (assign() only)", nullable=True)
@@ -504,8 +504,14 @@ def _cross_checks(kind: str, values: dict[str, Any], given: frozenset[str]) -> N
                               "must be at most 5 for an idempotent producer"))
         if values["retries"] == 0:
             conflicts.append(("retries", "must be above 0 for an idempotent producer"))
+        transactional = values["transactional.id"] is not None
+        if transactional and values["transactional.id"] == "":
+            raise ConfigError("transactional.id", "must not be empty (use None for none)")
+        if transactional and not values["enable.idempotence"]:
+            raise ConfigError("enable.idempotence",
+                              "cannot be false with a transactional.id (it implies idempotence)")
         if values["enable.idempotence"] and conflicts:
-            if "enable.idempotence" in given:
+            if "enable.idempotence" in given or transactional:
                 raise ConfigError(*conflicts[0])
             values["enable.idempotence"] = False
         # ProducerConfig: delivery.timeout.ms >= linger.ms + request.timeout.ms.

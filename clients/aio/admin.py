@@ -40,8 +40,12 @@ Log directories: ``describe_log_dirs`` (each partition's log on its leader),
 ``describe_replica_log_dirs`` and ``alter_replica_log_dirs`` (one replica on one broker:
 where its log is, and moving it to another of that broker's log dirs, KIP-113).
 
-Not here: ACLs, transactions, delegation tokens and SCRAM users (Ketch's brokers serve none
-of them yet).
+Transactions (KIP-98, KIP-664): ``describe_transactions`` (each id's coordinator),
+``list_transactions`` (every broker's coordinator), ``describe_producers`` (each
+partition's leader) and ``abort_transaction``, which has the partition leader write an
+ABORT marker for a hanging transaction (WriteTxnMarkers, as Kafka's Admin.abortTransaction).
+
+Not here: ACLs, delegation tokens and SCRAM users (Ketch's brokers serve none of them yet).
 """
 from __future__ import annotations
 
@@ -58,6 +62,7 @@ from clients._core.admin import (
     TopicDescription, TopicListing, TopicPartitionInfo,
     ZERO_TOPIC_ID, decode_assignment, decode_subscription, group_lag, leader_log_end,
     plan_offset_reset, quorum_replicas,
+    AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing,
 )
 from clients._core.config import ADMIN, ClientConfig, parse_config
 from clients._core.reassignment import ElectionType, PartitionReassignment, plan_decommission
@@ -77,9 +82,11 @@ __all__ = [
     "OffsetSpec", "PartitionLag", "QuorumInfo", "TopicDescription", "TopicListing",
     "TopicPartitionInfo", "ElectionType", "PartitionReassignment", "ReplicaLogDir",
     "ReplicaLogDirInfo", "TopicPartitionReplica", "LogDirDescription", "ReplicaInfo",
+    "AbortTransactionSpec", "ProducerState", "TransactionDescription", "TransactionListing",
 ]
 
 K = TypeVar("K", bound=Hashable)
+KEY_TYPE_TRANSACTION = 1      # FindCoordinator's key type for a transactional id
 
 METADATA_TOPIC = "__cluster_metadata"       # KRaft's metadata log, partition 0
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -279,6 +286,14 @@ class Admin:
         # retriable); a topic that stays unknown ends the call with its name.
         return (await self._cluster.leader_for(
             tp, timeout_ms=min(remaining_ms, UNKNOWN_TOPIC_GRACE_MS)))[0]
+
+    async def _txn_coordinator(self, transactional_id: str, remaining_ms: int) -> int:
+        return await self._cluster.coordinator(transactional_id, KEY_TYPE_TRANSACTION,
+                                               timeout_ms=remaining_ms)
+
+    def _forget_txn_coordinator(self, transactional_id: str, error: BaseException) -> None:
+        if not isinstance(error, KafkaApiError) or error.error_code in _COORDINATOR_MOVED:
+            self._cluster.invalidate_coordinator(transactional_id, KEY_TYPE_TRANSACTION)
 
     def _forget_coordinator(self, group_id: str, error: BaseException) -> None:
         if not isinstance(error, KafkaApiError) or error.error_code in _COORDINATOR_MOVED:
@@ -1017,6 +1032,128 @@ class Admin:
         listed = {g.group_id: g for groups in per_broker.values() for g in groups}
         return [g for _, g in sorted(listed.items())
                 if wanted is None or g.state.lower() in wanted]
+
+    # ------------------------------------------------------------ transactions
+
+    async def describe_transactions(self, transactional_ids: Iterable[str], *,
+                                    timeout_ms: int | None = None
+                                    ) -> dict[str, TransactionDescription]:
+        """Each id's state on its transaction coordinator: producer id and epoch, timeout,
+        when the open transaction started, the partitions it holds."""
+        async def send(node: int | None, ids: list[str], request_ms: int) -> dict:
+            _, resp = await self._request(
+                node, ApiKey.DESCRIBE_TRANSACTIONS,
+                messages.DescribeTransactionsRequest(transactional_ids=ids), (0, 0), request_ms)
+            out: dict[str, Any] = {}
+            for t in resp.transaction_states:
+                if t.error_code != ErrorCode.NONE:
+                    out[t.transactional_id] = _error(t.error_code,
+                                                     f"transactional id {t.transactional_id!r}")
+                    continue
+                assert node is not None
+                out[t.transactional_id] = TransactionDescription(
+                    coordinator_id=node, state=t.transaction_state,
+                    producer_id=t.producer_id, producer_epoch=t.producer_epoch,
+                    transaction_timeout_ms=t.transaction_timeout_ms,
+                    transaction_start_time_ms=t.transaction_start_time_ms,
+                    topic_partitions=frozenset(TopicPartition(d.topic, p)
+                                               for d in t.topics for p in d.partitions))
+            return self._answered(out, ids, "DescribeTransactions", "transactional id")
+
+        return _raise_first(await self._fan_out(
+            "describe transaction", transactional_ids, timeout_ms, self._txn_coordinator, send,
+            describe=repr, on_retry=self._forget_txn_coordinator))
+
+    async def list_transactions(self, *, states: Iterable[str] | None = None,
+                                producer_ids: Iterable[int] | None = None,
+                                duration_filter_ms: int = -1,
+                                timeout_ms: int | None = None) -> list[TransactionListing]:
+        """Transactional ids of every broker's coordinator (ListTransactions to each live
+        broker), sorted; filtered by state (Kafka's names), producer id, and (v1,
+        KIP-994) transactions open longer than ``duration_filter_ms``."""
+        metadata = await self._cluster.refresh_metadata([])
+        L = messages.ListTransactionsRequest
+        wanted_states = sorted(states or [])
+        wanted_pids = sorted(producer_ids or [])
+
+        async def route(broker_id: int, _remaining_ms: int) -> int:
+            return broker_id
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            body = L(state_filters=wanted_states, producer_id_filters=wanted_pids,
+                     duration_filter=duration_filter_ms)
+            version, resp = await self._request(node, ApiKey.LIST_TRANSACTIONS, body,
+                                                (0, 0 if duration_filter_ms < 0 else 1),
+                                                request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, f"ListTransactions on broker {node}")}
+            return {keys[0]: [TransactionListing(t.transactional_id, t.producer_id,
+                                                 t.transaction_state, keys[0])
+                              for t in resp.transaction_states]}
+
+        per_broker = _raise_first(await self._fan_out(
+            "list transactions on broker", sorted(metadata.brokers), timeout_ms, route, send))
+        listed = {t.transactional_id: t for ts in per_broker.values() for t in ts}
+        return [t for _, t in sorted(listed.items())]
+
+    async def describe_producers(self, partitions: Iterable[TopicPartition], *,
+                                 timeout_ms: int | None = None
+                                 ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers each partition's leader remembers (DescribeProducers), with the
+        first offset of each one's open transaction (-1: none)."""
+        D = messages.DescribeProducersRequest
+
+        async def send(node: int | None, tps: list[TopicPartition], request_ms: int) -> dict:
+            by_topic: dict[str, list[int]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            body = D(topics=[D.TopicRequest(name=t, partition_indexes=ps)
+                             for t, ps in by_topic.items()])
+            _, resp = await self._request(node, ApiKey.DESCRIBE_PRODUCERS, body, (0, 0),
+                                          request_ms)
+            out: dict[TopicPartition, Any] = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code != ErrorCode.NONE:
+                        out[tp] = _error(p.error_code, f"partition {tp}", p.error_message)
+                        continue
+                    out[tp] = [ProducerState(s.producer_id, s.producer_epoch, s.last_sequence,
+                                             s.last_timestamp, s.coordinator_epoch,
+                                             s.current_txn_start_offset)
+                               for s in p.active_producers]
+            return {tp: out.get(tp, _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"partition {tp}"))
+                    for tp in tps}
+
+        return _raise_first(await self._fan_out("describe producers of", partitions, timeout_ms,
+                                                self._leader, send, on_retry=self._refresh_topic))
+
+    async def abort_transaction(self, spec: AbortTransactionSpec, *,
+                                timeout_ms: int | None = None) -> None:
+        """Abort a hanging transaction on one partition: its leader writes an ABORT
+        marker for the producer (WriteTxnMarkers v1), so the last stable offset can move
+        on. For an open transaction its coordinator forgot (Kafka's
+        Admin.abortTransaction, KIP-664); take the epochs from ``describe_producers``."""
+        W = messages.WriteTxnMarkersRequest
+        tp = spec.topic_partition
+
+        async def send(node: int | None, tps: list[TopicPartition], request_ms: int) -> dict:
+            body = W(markers=[W.WritableTxnMarker(
+                producer_id=spec.producer_id, producer_epoch=spec.producer_epoch,
+                transaction_result=False, coordinator_epoch=spec.coordinator_epoch,
+                topics=[W.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])])])
+            _, resp = await self._request(node, ApiKey.WRITE_TXN_MARKERS, body, (1, 1), request_ms)
+            codes = [p.error_code for m in resp.markers if m.producer_id == spec.producer_id
+                     for t in m.topics if t.name == tp.topic
+                     for p in t.partitions if p.partition_index == tp.partition]
+            if not codes:
+                return {tp: _error(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                   f"WriteTxnMarkers answered nothing for {tp}")}
+            code = codes[0]
+            return {tp: None if code == ErrorCode.NONE else _error(code, f"partition {tp}")}
+
+        _raise_first(await self._fan_out("abort transaction on", [tp], timeout_ms, self._leader,
+                                         send, on_retry=self._refresh_topic))
 
     async def describe_consumer_groups(self, group_ids: Iterable[str], *,
                                        timeout_ms: int | None = None

@@ -47,7 +47,7 @@ from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients._core.metadata import BrokerMetadata
 from clients.protocol.fetch_session import TOPIC_ID_FETCH_VERSION, ZERO_TOPIC_ID, FetchSessionHandler
-from clients.types import NO_LEADER_EPOCH, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from clients.types import NO_LEADER_EPOCH, ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "ConsumerRebalanceListener"]
 
@@ -336,6 +336,18 @@ class Consumer:
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, s in self._subs.partitions.items() if s.paused}
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's place in its group, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447): the group coordinator refuses the
+        offsets if the member has left this generation (Kafka's groupMetadata())."""
+        self._need_group("group_metadata()")
+        assert self._group_id is not None
+        instance_id = self.config["group.instance.id"]
+        if self._membership is None or self._mode == "assign":
+            return ConsumerGroupMetadata(self._group_id, group_instance_id=instance_id)
+        generation, member_id = self._membership.commit_generation()
+        return ConsumerGroupMetadata(self._group_id, generation, member_id or "", instance_id)
 
     def highwater(self, tp: TopicPartition) -> int | None:
         s = self._subs.partitions.get(TopicPartition(*tp))

@@ -19,6 +19,21 @@ epoch bumps live in `clients._core.accumulator`.
 `flush()` makes every queued batch ready and waits for all batches accepted before the
 call; `close()` flushes, then stops the sender. Nothing accepted is dropped silently: each
 record's future ends with its metadata or its error.
+
+Transactions (`transactional.id`, KIP-98), as Kafka's Java producer::
+
+    await p.init_transactions()
+    await p.begin_transaction()
+    await p.send("out", b"v")
+    await p.send_offsets_to_transaction({tp: offset}, consumer.group_metadata())
+    await p.commit_transaction()        # or abort_transaction()
+
+The decisions are `clients._core.transactions.TransactionManager`'s; this shell sends
+FindCoordinator (key type 1), InitProducerId, AddPartitionsToTxn (once per sender step for
+the partitions new to the transaction; nothing is sent to a partition before it is
+added), AddOffsetsToTxn then TxnOffsetCommit (to the group's coordinator), and EndTxn
+after a flush. An abortable error fails the commit (the user aborts); a fatal one
+(PRODUCER_FENCED ...) fails every later call but `close`.
 """
 from __future__ import annotations
 
@@ -30,26 +45,38 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from clients._core.accumulator import (
-    FAIL, IdempotenceState, ProducerBatch, RecordAccumulator, record_size_upper_bound,
+    FAIL, RETRY_AND_BUMP, IdempotenceState, ProducerBatch, RecordAccumulator,
+    record_size_upper_bound,
 )
+from clients._core.transactions import Outcome, TransactionManager
 from clients._core.config import ClientConfig, parse_config
 from clients._core.metadata import BrokerMetadata
 from clients._core.partitioner import StickyPartitioner, partition_for_key
-from clients.aio._cluster import Cluster
+from clients.aio._cluster import Cluster, dedicated_node
 from clients.clock import now_ms
 from clients.errors import (
-    ClientClosedError, KafkaApiError, KafkaTimeoutError, NoBrokersAvailableError,
-    RecordTooLargeError, SerializationError, UnknownTopicOrPartitionError, for_code,
+    ClientClosedError, IllegalStateError, KafkaApiError, KafkaTimeoutError,
+    NoBrokersAvailableError, RecordTooLargeError, SerializationError,
+    TransactionAbortedError, UnknownTopicOrPartitionError, for_code,
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ERROR_INFO, ErrorCode
 from clients.records import BATCH_HEADER_SIZE, CompressionType, TimestampType
-from clients.types import RecordMetadata, TopicPartition
+from clients.types import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = ["Producer", "RecordFuture"]
 
 PRODUCE_VERSIONS = (3, 11)          # v3: record batches v2 (magic 2)
 INIT_PRODUCER_ID_VERSIONS = (0, 5)
+# v4+ of AddPartitionsToTxn is the brokers' batched form; EndTxn v5 is KIP-890 part 2
+# (a new epoch per transaction, with Produce v12), which Ketch's schemas do not have.
+ADD_PARTITIONS_TO_TXN_VERSIONS = (0, 3)
+ADD_OFFSETS_TO_TXN_VERSIONS = (0, 4)
+END_TXN_VERSIONS = (0, 4)
+TXN_OFFSET_COMMIT_VERSIONS = (0, 4)
+KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_GROUP = 0
+TXN_RETRY_BACKOFF_MS = 20     # Java's sender retries CONCURRENT_TRANSACTIONS this soon
 _COMPRESSION = {"none": CompressionType.NONE, "gzip": CompressionType.GZIP,
                 "snappy": CompressionType.SNAPPY, "lz4": CompressionType.LZ4,
                 "zstd": CompressionType.ZSTD}
@@ -141,7 +168,9 @@ class Producer:
         self._rng = rng or random.Random()
         self._cluster = Cluster(c, rng=self._rng)
         self._acks: int = c["acks"]
-        self._idempotence = IdempotenceState() if c["enable.idempotence"] else None
+        self._transactional_id: str | None = c["transactional.id"]
+        self._idempotence = IdempotenceState(transactional=self._transactional_id is not None) \
+            if c["enable.idempotence"] else None
         compression = _COMPRESSION[c["compression.type"]]
         level = {CompressionType.GZIP: None if c["compression.gzip.level"] == -1
                  else c["compression.gzip.level"],
@@ -153,6 +182,14 @@ class Producer:
             buffer_memory=c["buffer.memory"], delivery_timeout_ms=c["delivery.timeout.ms"],
             retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
             compression=compression, compression_level=level, idempotence=self._idempotence)
+        self._txn: TransactionManager | None = None
+        if self._transactional_id is not None:
+            assert self._idempotence is not None, "parse_config: transactions imply idempotence"
+            self._txn = TransactionManager(self._transactional_id, c["transaction.timeout.ms"],
+                                           self._idempotence)
+            self._accumulator.may_send_to = self._txn.can_send_to
+        self._add_partitions_task: asyncio.Task | None = None
+        self._txn_coordinator_lock = asyncio.Lock()
         self._sticky = StickyPartitioner(self._rng, c["batch.size"],
                                          c["partitioner.adaptive.partitioning.enable"])
         self._key_serializer = c["key.serializer"] or _default_serializer
@@ -353,6 +390,9 @@ class Producer:
                 if self._fatal is not None:
                     raise self._fatal
                 raise ClientClosedError("the producer is closed")
+            txn = self._txn
+            if txn is not None:
+                self.check_send_allowed()
             meta = self._cluster.metadata
             if meta is not self._counts_of:
                 self._counts_of, self._counts = meta, {}
@@ -385,6 +425,9 @@ class Producer:
                     (lambda p: acc.queued_bytes(tps[p])) if self._adaptive else None)
                 sticky = True
             tp = tps[partition]
+            if txn is not None and not txn.can_send_to(tp):
+                txn.maybe_add_partition(tp)
+                self._on_loop(self._wake.set)  # type: ignore[union-attr]
             found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
             if found is None:
                 now = self._now_ms()
@@ -609,6 +652,8 @@ class Producer:
         idem = self._idempotence
         for batch in acc.expired(now):
             self.metrics["record-error-total"] += batch.record_count
+            if self._txn is not None:
+                self._txn.on_batch_failed(ErrorCode.REQUEST_TIMED_OUT)
             acc.fail(batch, KafkaTimeoutError(
                 f"expiring {batch.record_count} record(s) for {batch.tp}: "
                 f"{now - batch.created_ms} ms passed since the batch was created "
@@ -619,7 +664,15 @@ class Producer:
             self._forget_idle_topics(now)
         if not acc.has_queued():
             return None
-        if idem is not None:
+        if self._txn is not None:
+            if self._txn.has_error:
+                # Nothing more is sent in a transaction that cannot commit (Kafka's
+                # sender aborts the undrained batches with the transaction's error).
+                self._fail_queued_in_error(self._txn_error("the transaction failed"))
+                return None
+            # The epoch is the coordinator's (InitProducerId, EndTxn): no local bump here.
+            self._maybe_add_partitions()
+        elif idem is not None:
             if idem.epoch_bump_required:
                 self.metrics["epoch-bump-total"] += 1
             if not idem.maybe_bump_epoch() or not idem.has_producer_id:
@@ -753,7 +806,8 @@ class Producer:
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(
                 P.TopicProduceData.PartitionProduceData(index=b.tp.partition, records=b.payload))
-        request = P(transactional_id=None, acks=self._acks, timeout_ms=self._request_timeout_ms,
+        request = P(transactional_id=self._transactional_id, acks=self._acks,
+                    timeout_ms=self._request_timeout_ms,
                     topic_data=[P.TopicProduceData(name=t, partition_data=parts)
                                 for t, parts in by_topic.items()])
         acc = self._accumulator
@@ -840,6 +894,8 @@ class Producer:
         acc = self._accumulator
         if self._idempotence is not None:
             verdict = self._idempotence.on_error(b, code, log_start_offset, retriable)
+            if self._txn is not None and verdict == RETRY_AND_BUMP:
+                verdict = FAIL   # a transactional producer's epoch is bumped by an abort
         else:
             verdict = FAIL if not retriable or b.attempts > self._retries else "retry"
         if verdict != FAIL and now < b.deadline_ms and b.attempts <= self._retries:
@@ -848,9 +904,293 @@ class Producer:
             name = ErrorCode(code).name if code in ERROR_INFO else str(code)
             self.metrics["retries_by_error"][name] += 1
         else:
+            if self._txn is not None:
+                self._txn.on_batch_failed(code)
             acc.fail(b, error)
             self.metrics["record-error-total"] += b.record_count
 
     def partitions_for(self, topic: str) -> list[int] | None:
         t = self._cluster.metadata.topic(topic)
         return None if t is None else sorted(t.partitions)
+
+    # --- transactions ---
+
+    def _require_txn(self) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError("transactional methods need a transactional.id")
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        return self._txn
+
+    def check_send_allowed(self) -> None:
+        """A transactional producer sends only inside a transaction: raise (IllegalStateError,
+        or the transaction's abortable / fatal error) otherwise, as Kafka's send() does.
+        The blocking facade calls it in the caller's thread."""
+        txn = self._txn
+        if txn is not None:
+            why = txn.check_send()
+            if why is not None:
+                raise self._txn_error(why)
+
+    def _txn_error(self, why: str) -> BaseException:
+        """The exception for a refused call: the fatal or abortable Kafka error itself
+        (ProducerFencedError ...), else IllegalStateError."""
+        txn = self._txn
+        assert txn is not None
+        if txn.has_error:
+            return for_code(txn.last_error)(why)
+        return IllegalStateError(why)
+
+    def _txn_deadline(self, timeout_s: float | None) -> float:
+        return asyncio.get_running_loop().time() + (
+            self._max_block_s if timeout_s is None else timeout_s)
+
+    async def _txn_request(self, api_key: ApiKey, body: Any, versions: tuple[int, int],
+                           handle: Callable[[Any], Outcome], deadline: float, what: str,
+                           key: str | None = None, key_type: int = KEY_TYPE_TRANSACTION
+                           ) -> None:
+        """Send ``body`` to the coordinator of ``key`` (the transactional id by default)
+        until ``handle`` (the core) says DONE; raise on ABORTABLE / FATAL or at ``deadline``."""
+        txn = self._txn
+        assert txn is not None
+        key = self._transactional_id if key is None else key
+        assert key is not None
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            remaining_ms = int((deadline - loop.time()) * 1000)
+            if remaining_ms <= 0:
+                raise KafkaTimeoutError(f"{what} did not complete within the time allowed "
+                                        "(max.block.ms); it may be called again")
+            try:
+                node = await self._cluster.coordinator(key, key_type, timeout_ms=remaining_ms)
+                if key_type == KEY_TYPE_TRANSACTION:
+                    # One request to the transaction coordinator at a time, as Java's
+                    # sender: AddOffsetsToTxn sent while AddPartitionsToTxn is being
+                    # written would only hear CONCURRENT_TRANSACTIONS.
+                    async with self._txn_coordinator_lock:
+                        _, resp = await self._cluster.request(dedicated_node(node), api_key,
+                                                              body, versions=versions)
+                else:
+                    _, resp = await self._cluster.request(dedicated_node(node), api_key, body,
+                                                          versions=versions)
+                outcome = handle(resp)
+            except ConnectionError:
+                outcome = Outcome.LOOKUP
+            if outcome is Outcome.DONE:
+                return
+            if outcome in (Outcome.ABORTABLE, Outcome.FATAL):
+                raise self._txn_error(f"{what}: {txn.state.value}")
+            if outcome is Outcome.LOOKUP:
+                self._cluster.invalidate_coordinator(key, key_type)
+                delay_ms = self._cluster.retry_backoff.backoff_ms(attempt)
+            else:
+                delay_ms = TXN_RETRY_BACKOFF_MS
+            attempt += 1
+            await asyncio.sleep(delay_ms / 1000)
+
+    async def _init_producer_id(self, deadline: float) -> None:
+        txn = self._txn
+        assert txn is not None
+
+        def body(version: int) -> Any:
+            producer_id, producer_epoch = txn.init_producer_id_fields()
+            return messages.InitProducerIdRequest(
+                transactional_id=self._transactional_id,
+                transaction_timeout_ms=txn.transaction_timeout_ms,
+                producer_id=producer_id, producer_epoch=producer_epoch)
+        await self._txn_request(
+            ApiKey.INIT_PRODUCER_ID, body, INIT_PRODUCER_ID_VERSIONS,
+            lambda r: txn.handle_init_producer_id_response(r.error_code, r.producer_id,
+                                                           r.producer_epoch),
+            deadline, "InitProducerId")
+
+    async def init_transactions(self, timeout_s: float | None = None) -> None:
+        """Register the transactional id with its coordinator (InitProducerId): fences
+        older producers of the id and completes their open transaction. Call once,
+        before the first transaction; after a timeout it may be called again."""
+        txn = self._require_txn()
+        await self.start()
+        why = txn.initialize()
+        if why is not None:
+            raise self._txn_error(why)
+        await self._init_producer_id(self._txn_deadline(timeout_s))
+        self._wake.set()  # type: ignore[union-attr]
+
+    async def begin_transaction(self) -> None:
+        txn = self._require_txn()
+        why = txn.begin()
+        if why is not None:
+            raise self._txn_error(why)
+
+    async def send_offsets_to_transaction(
+            self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+            group_metadata: ConsumerGroupMetadata | str,
+            timeout_s: float | None = None) -> None:
+        """Commit a consumer's offsets as part of this transaction: visible to the group
+        only if the transaction commits (AddOffsetsToTxn, then TxnOffsetCommit to the
+        group's coordinator). ``group_metadata`` is ``consumer.group_metadata()``; a bare
+        group id is a consumer outside group management."""
+        txn = self._require_txn()
+        why = txn.check_send_offsets()
+        if why is not None:
+            raise self._txn_error(why)
+        if not offsets:
+            return            # as Kafka's producer: nothing to add to the transaction
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        deadline = self._txn_deadline(timeout_s)
+        await self._await_add_partitions()    # Java's sender sends AddPartitions first
+        idem = txn.idempotence
+        group_id = group_metadata.group_id
+        await self._txn_request(
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            messages.AddOffsetsToTxnRequest(
+                transactional_id=txn.transactional_id, producer_id=idem.producer_id,
+                producer_epoch=idem.producer_epoch, group_id=group_id),
+            ADD_OFFSETS_TO_TXN_VERSIONS,
+            lambda r: txn.handle_add_offsets_response(r.error_code), deadline, "AddOffsetsToTxn")
+        T = messages.TxnOffsetCommitRequest
+        by_topic: dict[str, list[Any]] = {}
+        for tp, value in offsets.items():
+            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+            by_topic.setdefault(tp[0], []).append(T.TxnOffsetCommitRequestPartition(
+                partition_index=tp[1], committed_offset=om.offset,
+                committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
+        body = T(transactional_id=txn.transactional_id, group_id=group_id,
+                 producer_id=idem.producer_id, producer_epoch=idem.producer_epoch,
+                 generation_id=group_metadata.generation_id, member_id=group_metadata.member_id,
+                 group_instance_id=group_metadata.group_instance_id,
+                 topics=[T.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                         for t, ps in by_topic.items()])
+
+        def handle(resp: Any) -> Outcome:
+            return txn.handle_txn_offset_commit_response({
+                TopicPartition(t.name, p.partition_index): p.error_code
+                for t in resp.topics for p in t.partitions})
+        await self._txn_request(ApiKey.TXN_OFFSET_COMMIT, body, TXN_OFFSET_COMMIT_VERSIONS,
+                                handle, deadline, "TxnOffsetCommit", group_id, KEY_TYPE_GROUP)
+
+    async def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Flush, then commit (EndTxn). An abortable error (a record that failed, a
+        consumer fenced from its group) raises it: abort the transaction then."""
+        txn = self._require_txn()
+        why = txn.begin_commit()
+        if why is not None:
+            raise self._txn_error(why)
+        deadline = self._txn_deadline(timeout_s)
+        await self.flush(max(0.0, deadline - asyncio.get_running_loop().time()))
+        await self._await_add_partitions()
+        if txn.has_error:
+            raise self._txn_error("cannot commit the transaction")
+        await self._end_transaction(deadline)
+
+    async def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Abort: queued records fail with TransactionAbortedError, records in flight are
+        awaited, and the coordinator writes ABORT markers (EndTxn)."""
+        txn = self._require_txn()
+        why = txn.begin_abort()
+        if why is not None:
+            raise self._txn_error(why)
+        deadline = self._txn_deadline(timeout_s)
+        with self._lock:
+            for batch in self._accumulator.abort_all():
+                if not batch.is_done:
+                    self._accumulator.fail(batch, TransactionAbortedError(
+                        f"the transaction was aborted before the record to {batch.tp} was sent"))
+        await self.flush(max(0.0, deadline - asyncio.get_running_loop().time()))
+        await self._await_add_partitions()
+        await self._end_transaction(deadline)
+        if txn.needs_epoch_bump:
+            # A batch failed for good: its sequence gap is closed by a new epoch (KIP-360).
+            txn.begin_epoch_bump()
+            await self._init_producer_id(deadline)
+
+    async def _end_transaction(self, deadline: float) -> None:
+        txn = self._txn
+        assert txn is not None
+        if not txn.needs_end_txn:
+            txn.complete_transaction()   # the coordinator never heard of it
+            return
+        idem = txn.idempotence
+        await self._txn_request(
+            ApiKey.END_TXN,
+            messages.EndTxnRequest(transactional_id=txn.transactional_id,
+                                   producer_id=idem.producer_id,
+                                   producer_epoch=idem.producer_epoch,
+                                   committed=txn.committing),
+            END_TXN_VERSIONS, lambda r: txn.handle_end_txn_response(r.error_code), deadline,
+            "EndTxn")
+
+    async def _await_add_partitions(self) -> None:
+        task = self._add_partitions_task
+        if task is not None:
+            await asyncio.gather(asyncio.shield(task), return_exceptions=True)
+
+    def _maybe_add_partitions(self) -> None:
+        """Sender step: one AddPartitionsToTxn at a time, for every partition new to the
+        transaction so far."""
+        txn = self._txn
+        assert txn is not None
+        if self._add_partitions_task is not None:
+            return
+        partitions = txn.take_partitions_to_add()
+        if not partitions:
+            return
+        idem = txn.idempotence
+        A = messages.AddPartitionsToTxnRequest
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = A(v3_and_below_transactional_id=txn.transactional_id,
+                 v3_and_below_producer_id=idem.producer_id,
+                 v3_and_below_producer_epoch=idem.producer_epoch,
+                 v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                      for t, ps in by_topic.items()])
+
+        def handle(resp: Any) -> Outcome:
+            errors = {TopicPartition(t.name, p.partition_index): p.partition_error_code
+                      for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+            for tp in partitions:    # v4+ may answer with one top-level error
+                errors.setdefault(tp, resp.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
+            with self._lock:         # senders in other threads add partitions meanwhile
+                return txn.handle_add_partitions_response(errors)
+
+        async def go() -> None:
+            try:
+                # One request; a RETRY/LOOKUP puts the partitions back for the next step.
+                deadline = asyncio.get_running_loop().time() + self._request_timeout_ms / 1000
+                loop_once: list[Outcome] = []
+
+                def once(resp: Any) -> Outcome:
+                    outcome = handle(resp)
+                    loop_once.append(outcome)
+                    return Outcome.DONE if outcome in (Outcome.RETRY, Outcome.LOOKUP) else outcome
+                try:
+                    await self._txn_request(ApiKey.ADD_PARTITIONS_TO_TXN, body,
+                                            ADD_PARTITIONS_TO_TXN_VERSIONS, once, deadline,
+                                            "AddPartitionsToTxn")
+                except (KafkaApiError, KafkaTimeoutError) as e:
+                    if txn.has_error:
+                        self._fail_queued_in_error(e)
+                    elif not loop_once:
+                        with self._lock:
+                            txn.handle_add_partitions_response({})   # puts them back
+                if loop_once and loop_once[-1] is Outcome.LOOKUP:
+                    self._cluster.invalidate_coordinator(self._transactional_id or "",
+                                                         KEY_TYPE_TRANSACTION)
+                if loop_once and loop_once[-1] in (Outcome.RETRY, Outcome.LOOKUP):
+                    await asyncio.sleep(TXN_RETRY_BACKOFF_MS / 1000)
+            finally:
+                self._add_partitions_task = None
+                self._wake.set()  # type: ignore[union-attr]
+        self._add_partitions_task = self._spawn(go())
+
+    def _fail_queued_in_error(self, error: BaseException) -> None:
+        """The transaction cannot commit: records still queued fail now (Kafka's sender
+        fails them with the abortable or fatal error) instead of waiting for a partition
+        that will never be added."""
+        with self._lock:
+            for batch in self._accumulator.abort_all():
+                if not batch.is_done:
+                    self._accumulator.fail(batch, error)

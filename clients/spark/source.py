@@ -14,13 +14,18 @@ partition leaders: there is no JVM jar and no central reader.
   for ``minPartitions``).
 - Driver, streaming (``KetchStreamReader``): offsets are Spark's Kafka source's JSON,
   ``{"topic": {"0": 120}}``; ``latestOffset`` reads the high watermarks (so records are
-  only ever read through what the leader has committed), picks up new partitions (read
+  only ever read through what the leader has committed; under
+  ``kafka.isolation.level=read_committed`` the last stable offsets, so a batch never ends
+  inside an open transaction, as Spark's Kafka source), picks up new partitions (read
   from their start), applies ``maxOffsetsPerTrigger`` / ``minOffsetsPerTrigger`` +
   ``maxTriggerDelay`` unless the trigger asks for everything (AvailableNow, Once), and
   ``commit`` optionally commits the batch's end offsets to a consumer group.
 - Executor (``read_range``): a group-less consumer assigned to one partition seeks to the
   range's start, polls until its position reaches the end, and yields pyarrow
-  RecordBatches in the Kafka source's schema. Records below the log start (removed by
+  RecordBatches in the Kafka source's schema. Under read_committed the consumer skips
+  aborted records and transaction markers, so offsets in a range may have gaps: the
+  consumer's position, not a record count, says when the range is done (not data loss).
+  Records below the log start (removed by
   retention between planning and reading) fail the task, or with failOnDataLoss=false
   are skipped with a warning. A dead leader is the client's business: it refreshes
   metadata and fetches from the new leader.

@@ -411,6 +411,56 @@ def test_dump_log_reads_the_indexes_of_a_rolled_segment(cluster) -> None:
 
 # ---------------------------------------------------------------- last: a broker goes away
 
+def test_transactions_describe_producers_shows_an_idempotent_producer(cluster) -> None:
+    ketch(cluster, "topic", "create", "idem", "-p", "1", "-r", "3")
+    refused(cluster, "transactions", "abort", "idem", "0")          # which transaction?
+    refused(cluster, "transactions", "describe-producers", "nosuch", "0")
+    p = CKProducer(ck_conf(cluster, **{"enable.idempotence": True}))
+    for i in range(5):
+        p.produce("idem", f"v{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    [producer] = ketch_json(cluster, "transactions", "describe-producers", "idem", "0")
+    assert producer["producer_id"] >= 0 and producer["producer_epoch"] >= 0
+    assert producer["last_sequence"] == 4
+    assert producer["current_transaction_start_offset"] == -1      # not transactional
+    assert "no open transaction starts at offset 0" in refused(
+        cluster, "transactions", "abort", "idem", "0", "--start-offset", "0")
+
+
+def test_transactions_list_describe_and_abort_a_hanging_transaction(cluster) -> None:
+    """Needs txncoord and txnlog (issue 15): runs after the merge."""
+    ketch(cluster, "topic", "create", "hang", "-p", "1", "-r", "3")
+    p = CKProducer(ck_conf(cluster, **{"transactional.id": "cli-hang",
+                                       "transaction.timeout.ms": 600_000}))
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("hang", b"open", partition=0)
+    assert p.flush(30) == 0           # written, never committed: the LSO stays at 0
+    listed = ketch_json(cluster, "transactions", "list")
+    assert {"transactional_id": "cli-hang", "state": "Ongoing"}.items() <= next(
+        t for t in listed if t["transactional_id"] == "cli-hang").items()
+    d = ketch_json(cluster, "transactions", "describe", "cli-hang")
+    assert d["state"] == "Ongoing" and d["partitions"] == ["hang-0"] and d["duration_ms"] >= 0
+    [producer] = ketch_json(cluster, "transactions", "describe-producers", "hang", "0")
+    assert producer["current_transaction_start_offset"] == 0
+    ketch(cluster, "transactions", "abort", "hang", "0", "--start-offset", "0")
+    [after] = ketch_json(cluster, "transactions", "describe-producers", "hang", "0")
+    assert after["current_transaction_start_offset"] == -1
+    # The LSO moved past the aborted record: a later plain record is readable committed.
+    plain = CKProducer(ck_conf(cluster))
+    plain.produce("hang", b"after", partition=0)
+    assert plain.flush(30) == 0
+    c = CKConsumer(ck_conf(cluster, **{"group.id": "hang-check", "isolation.level": "read_committed"}))
+    try:
+        c.assign([CKTopicPartition("hang", 0, 0)])
+        got: list[bytes] = []
+        wait_until(lambda: got.extend(m.value() for m in c.consume(10, 0.5) if not m.error())
+                   or b"after" in got, 30, "read_committed reads past the aborted transaction")
+        assert b"open" not in got
+    finally:
+        c.close()
+
+
 def test_health_fails_when_a_broker_stops(cluster) -> None:
     """Stops broker 3 (the module's last test: the cluster is not needed whole after it)."""
     ketch(cluster, "topic", "create", "spread", "-p", "3", "-r", "3")

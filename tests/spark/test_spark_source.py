@@ -90,6 +90,36 @@ def test_a_batch_read_with_exact_offsets_returns_exactly_those_records(spark, cl
     assert everything == 60
 
 
+def test_read_committed_reads_committed_transactions_up_to_the_lso(spark, cluster) -> None:
+    """Needs the transaction coordinator and markers (issue 15): runs after the merge."""
+    create(cluster, "txn1", 1)
+    p = Producer({"bootstrap.servers": cluster.spec.bootstrap_servers,
+                  "transactional.id": "spark-txn"})
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(3):
+            p.send("txn1", b"c%d" % i, partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(2):
+            p.send("txn1", b"a%d" % i, partition=0)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("txn1", b"open", partition=0)
+        p.flush()             # written, left open: the LSO stays before it
+        committed = reader(spark, cluster, subscribe="txn1",
+                           **{"kafka.isolation.level": "read_committed"}).collect()
+        assert sorted(bytes(r.value) for r in committed) == [b"c0", b"c1", b"c2"]
+        everything = reader(spark, cluster, subscribe="txn1").collect()
+        assert sorted(bytes(r.value) for r in everything) == [b"a0", b"a1", b"c0", b"c1", b"c2",
+                                                               b"open"]
+        p.abort_transaction()
+    finally:
+        p.close()
+
+
 def test_a_batch_write_then_read_round_trips_keys_values_and_headers(spark, cluster) -> None:
     from pyspark.sql.types import (ArrayType, BinaryType, StringType, StructField, StructType)
     create(cluster, "written", 2)

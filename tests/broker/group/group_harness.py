@@ -17,7 +17,9 @@ from broker.group import (
 from broker.group.state import GroupState
 from clients.protocol import encode_message, messages
 from clients.protocol.errors import ErrorCode
-from clients.records import assign_offsets
+from clients.records import (
+    ControlRecordType, assign_offsets, build_control_batch, end_transaction_marker_value,
+)
 
 E = ErrorCode
 RANGE = "range"
@@ -47,6 +49,17 @@ class AckedLog:
         batch = bytearray(append.batch())
         self.next_offset[append.partition] = assign_offsets(batch, base)
         self.batches.setdefault(append.partition, []).append(bytes(batch))
+
+    def marker(self, partition: int, producer_id: int, producer_epoch: int, committed: bool,
+               timestamp_ms: int = 0) -> None:
+        """A transaction marker, as the partition leader appends it (WriteTxnMarkers)."""
+        batch = bytearray(build_control_batch(
+            ControlRecordType.COMMIT if committed else ControlRecordType.ABORT,
+            end_transaction_marker_value(0), timestamp_ms=timestamp_ms,
+            producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True))
+        base = self.next_offset.get(partition, 0)
+        self.next_offset[partition] = assign_offsets(batch, base)
+        self.batches.setdefault(partition, []).append(bytes(batch))
 
     def load(self, partition: int) -> CoordinatorLoader:
         loader = CoordinatorLoader()
@@ -218,6 +231,55 @@ class Harness:
         t = self.token("commit", version)
         self.run(self.coordinator.handle_offset_commit(t, req, version, self.now_ms))
         return t
+
+    def txn_commit(self, group_id: str, offsets: dict[tuple[str, int], int], *,
+                   producer_id: int = 1000, producer_epoch: int = 0, member_id: str = "",
+                   generation_id: int = -1, version: int = 3, instance_id: str | None = None,
+                   metadata: str | None = "") -> int:
+        R = messages.TxnOffsetCommitRequest
+        by_topic: dict[str, list] = {}
+        for (topic, partition), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(R.TxnOffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset,
+                committed_leader_epoch=-1, committed_metadata=metadata))
+        req = R(transactional_id="txn", group_id=group_id, producer_id=producer_id,
+                producer_epoch=producer_epoch, generation_id=generation_id,
+                member_id=member_id, group_instance_id=instance_id,
+                topics=[R.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                        for t, ps in by_topic.items()])
+        t = self.token("txn_commit", version)
+        self.run(self.coordinator.handle_txn_offset_commit(t, req, version, self.now_ms))
+        return t
+
+    def marker(self, group_id: str, producer_id: int, committed: bool, *,
+               producer_epoch: int = 0, in_log: bool = True) -> None:
+        """The transaction coordinator's marker lands on the group's partition."""
+        p = partition_for_group(group_id, self.config.offsets_topic_num_partitions)
+        if in_log:
+            self.log.marker(p, producer_id, producer_epoch, committed, self.now_ms)
+        self.run(self.coordinator.on_txn_marker(p, producer_id, committed, self.now_ms))
+
+    def fetch_stable(self, group_id: str, partitions: dict[str, list[int]] | None, *,
+                     version: int = 7) -> dict[tuple[str, int], tuple[int, int]]:
+        """OffsetFetch with require_stable: (offset, error code) per partition."""
+        R = messages.OffsetFetchRequest
+        if version >= 8:
+            topics8 = None if partitions is None else [
+                R.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
+                for t, ps in partitions.items()]
+            req = R(require_stable=True,
+                    groups=[R.OffsetFetchRequestGroup(group_id=group_id, topics=topics8)])
+        else:
+            topics = None if partitions is None else [
+                R.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                for t, ps in partitions.items()]
+            req = R(group_id=group_id, topics=topics, require_stable=True)
+        t = self.token("fetch", version)
+        self.run(self.coordinator.handle_offset_fetch(t, req, version, self.now_ms))
+        r = self.response(t)
+        topics_out = r.groups[0].topics if version >= 8 else r.topics
+        return {(x.name, p.partition_index): (p.committed_offset, p.error_code)
+                for x in topics_out for p in x.partitions}
 
     def commit_errors(self, token: int) -> dict[tuple[str, int], int]:
         r = self.response(token)

@@ -290,3 +290,22 @@ def test_list_offsets_v8_v9_sentinels_without_tiered_storage(tmp_path) -> None:
         (ErrorCode.NONE, -1, 2)
     # LATEST_TIERED_TIMESTAMP (-5): nothing is tiered, as Kafka answers with remote storage off.
     assert core.list_offset(TP, -5, -1, -1) == (ErrorCode.NONE, -1, -1, -1)
+
+
+def test_the_group_coordinators_txn_offset_batches_skip_sequence_checks_not_the_epoch(tmp_path) -> None:
+    # Every TxnOffsetCommit batch has base sequence 0 (Kafka's storeOffsets): as a client's
+    # they would be duplicates of the first; from the coordinator they are all appended.
+    core, _ = leader_with_isr(tmp_path, [1])
+
+    def offsets_batch(producer_epoch: int) -> bytes:
+        return bytes(build_batch([Record(0, 0, b"k", b"v")], producer_id=7,
+                                 producer_epoch=producer_epoch, base_sequence=0,
+                                 is_transactional=True))
+    first = core.append(TP, offsets_batch(2), acks=1, now_ms=1, from_coordinator=True)
+    second = core.append(TP, offsets_batch(2), acks=1, now_ms=2, from_coordinator=True)
+    assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
+    assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 1)
+    as_client = core.append(TP, offsets_batch(2), acks=1, now_ms=3)
+    assert as_client.records_appended == 0    # a client's "retry": acknowledged, not appended
+    stale = core.append(TP, offsets_batch(1), acks=1, now_ms=4, from_coordinator=True)
+    assert stale.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
