@@ -1,6 +1,6 @@
 """The group coordinator's asyncio shell: the only place the pure core meets the broker.
 
-- requests (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+- requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
   OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups, TxnOffsetCommit)
   become core inputs under a token; the core's ``Completion`` resolves the request's
   future, now or later;
