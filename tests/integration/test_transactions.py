@@ -78,7 +78,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation_level: str,
 
 def test_confluent_read_process_write_is_exactly_once(cluster) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
-    bootstrap = cluster.bootstrap_servers
+    bootstrap = cluster.spec.bootstrap_servers
     src, dst = "rpw-in", "rpw-out"
     create_topics(bootstrap, src, dst)
     plain = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 2})
@@ -141,7 +141,7 @@ def test_read_uncommitted_clients_see_aborted_records_and_skip_markers(cluster) 
     from confluent_kafka import Producer
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
-    bootstrap = cluster.bootstrap_servers
+    bootstrap = cluster.spec.bootstrap_servers
     topic = "txn-mixed"
     create_topics(bootstrap, topic, partitions=1)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "mixed-txn", "log_level": 2})
@@ -190,7 +190,7 @@ def test_read_uncommitted_clients_see_aborted_records_and_skip_markers(cluster) 
 
 def test_a_second_producer_with_the_same_id_fences_the_first(cluster) -> None:
     from confluent_kafka import KafkaException, Producer
-    bootstrap = cluster.bootstrap_servers
+    bootstrap = cluster.spec.bootstrap_servers
     topic = "txn-zombie"
     create_topics(bootstrap, topic, partitions=1)
     conf = {"bootstrap.servers": bootstrap, "transactional.id": "zombie-txn", "log_level": 2}
@@ -212,7 +212,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster) -> None:
 
 def test_a_transaction_left_open_by_a_dead_producer_is_aborted_after_its_timeout(cluster, tmp_path) -> None:
     from confluent_kafka import Producer
-    bootstrap = cluster.bootstrap_servers
+    bootstrap = cluster.spec.bootstrap_servers
     topic = "txn-timeout"
     create_topics(bootstrap, topic, partitions=1)
     script = tmp_path / "dying_producer.py"
