@@ -14,6 +14,7 @@ The log file is the story the scenario reads (lines unbuffered, so SIGKILL loses
 
     S <pid>                    started, after init_transactions
     B <n> <records>            transaction n began (its records are about to be produced)
+    W <n>                      transaction n: its first half is written to the output log (flushed)
     E <n>                      transaction n: about to call commit_transaction
     C <n>                      transaction n committed
     A <n> <error>              transaction n aborted (the consumer rewound to the committed offsets)
@@ -82,10 +83,15 @@ def main(argv: list[str] | None = None) -> int:
             producer.begin_transaction()
             out.write(f"B {n} {len(msgs)}\n")
             ends: dict[int, int] = {}
-            for m in msgs:
+            for i, m in enumerate(msgs):
                 time.sleep(args.process_ms / 1000)
                 producer.produce(args.output, value=m.value(), key=m.key(), partition=m.partition())
                 ends[m.partition()] = m.offset() + 1
+                if i == len(msgs) // 2:
+                    # In the log, inside the open transaction: what a kill now leaves behind
+                    # must be aborted (and seen by read_uncommitted readers only).
+                    producer.flush(60)
+                    out.write(f"W {n}\n")
             offsets = [TopicPartition(args.input, p, o) for p, o in sorted(ends.items())]
             try:
                 producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)

@@ -761,14 +761,14 @@ class TxnWorker(WorkerProcess):
     def events(self, kind: str) -> int:
         return sum(1 for line in self.lines() if line.split(" ", 1)[0] == kind)
 
-    def in_transaction(self) -> bool:
-        """Its last transaction began and has not ended (committed or aborted) yet."""
+    def written_in_transaction(self) -> bool:
+        """Its open transaction has records in the output log (flushed), not yet ended."""
         for line in reversed(self.lines()):
             kind = line.split(" ", 1)[0]
-            if kind in ("C", "A", "S", "X", "F"):
-                return False
-            if kind == "B":
+            if kind == "W":
                 return True
+            if kind in ("B", "E", "C", "A", "S", "X", "F"):
+                return False
         return False
 
 

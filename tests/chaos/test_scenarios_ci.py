@@ -1,4 +1,4 @@
-"""The CI-sized subset of the chaos suite: N1, N2, N4, N9, N11, N13, L2, L6 with the small profile
+"""The CI-sized subset of the chaos suite: N1, N2, N4, N9, N11, N12, N13, L2, L6, L7 with the small profile
 (fewer records and repeats). Each starts its own cluster of real processes and stops it
 by pid; a failing scenario keeps its cluster directory and names it in the message.
 
@@ -13,7 +13,7 @@ from chaos.scenarios.base import CI
 
 pytestmark = [pytest.mark.process]
 
-CI_SUBSET = ["N1", "N2", "N4", "N9", "N11", "N13", "L2", "L6"]
+CI_SUBSET = ["N1", "N2", "N4", "N9", "N11", "N12", "N13", "L2", "L6", "L7"]
 
 
 @pytest.mark.parametrize("scenario_id", CI_SUBSET)
