@@ -117,6 +117,8 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             records.append(messages.ClientQuotaRecord(
                 entity=[messages.ClientQuotaRecord.EntityData(entity_type=t, entity_name=n)
                         for t, n in entity], key=key, value=values[key], remove=False))
+    for acl_id in sorted(image.acls.by_id):
+        records.append(image.acls.by_id[acl_id].to_record(acl_id))
     if image.producer_ids.next_producer_id != -1:
         # Kafka's ProducerIdsImage writes the block owner as -1: only the next id matters.
         records.append(messages.ProducerIdsRecord(

@@ -2,15 +2,17 @@
 apply to which resource type (Kafka's ``AclEntry.supportedOperations``), and the
 ``*_authorized_operations`` bit fields of Metadata, DescribeCluster and DescribeGroups.
 
-Ketch has no authorizer yet (issue 16), so every principal may do every operation a
-resource supports, which is what Kafka answers with no ``authorizer.class.name`` set."""
+With no ``authorizer.class.name`` set every principal may do every operation a resource
+supports (``authorized_operations``); the authorizer itself is metadata_log/authorizer.py."""
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
 
-__all__ = ["AclOperation", "AclResourceType", "ANONYMOUS", "AUTHORIZED_OPERATIONS_OMITTED",
-           "KafkaPrincipal", "SUPPORTED_OPERATIONS", "authorized_operations"]
+__all__ = ["AclOperation", "AclPatternType", "AclPermissionType", "AclResourceType", "ANONYMOUS",
+           "AUTHORIZED_OPERATIONS_OMITTED", "CLUSTER_NAME", "KafkaPrincipal", "SUPPORTED_OPERATIONS",
+           "WILDCARD_HOST", "WILDCARD_PRINCIPAL", "WILDCARD_RESOURCE", "authorized_operations",
+           "operations_bits"]
 
 # What the *_authorized_operations fields hold when the request did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -56,6 +58,31 @@ class AclOperation(enum.IntEnum):
     TWO_PHASE_COMMIT = 15
 
 
+class AclPatternType(enum.IntEnum):
+    """Kafka's PatternType: how an ACL's resource name matches. Only LITERAL and PREFIXED
+    are stored; ANY and MATCH are for filters (DescribeAcls, DeleteAcls)."""
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclPermissionType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1            # filters only
+    DENY = 2
+    ALLOW = 3
+
+
+# Kafka's names: a literal ACL on "*" covers every resource of its type; "User:*" every
+# principal of type User; host "*" every host; the one cluster resource is "kafka-cluster".
+WILDCARD_RESOURCE = "*"
+WILDCARD_PRINCIPAL = "User:*"
+WILDCARD_HOST = "*"
+CLUSTER_NAME = "kafka-cluster"
+
+
 class AclResourceType(enum.IntEnum):
     UNKNOWN = 0
     ANY = 1
@@ -81,12 +108,18 @@ SUPPORTED_OPERATIONS: dict[AclResourceType, frozenset[AclOperation]] = {
 }
 
 
-def authorized_operations(resource_type: AclResourceType, asked: bool) -> int:
-    """The bit field (bit n set: operation n allowed) a response carries for a resource:
-    every supported operation, as with no authorizer; the "omitted" value unless asked."""
-    if not asked:
-        return AUTHORIZED_OPERATIONS_OMITTED
+def operations_bits(operations: "frozenset[AclOperation] | set[AclOperation]") -> int:
+    """The bit field (bit n set: operation n allowed) of the *_authorized_operations fields."""
     bits = 0
-    for op in SUPPORTED_OPERATIONS[resource_type]:
+    for op in operations:
         bits |= 1 << op
     return bits
+
+
+def authorized_operations(resource_type: AclResourceType, asked: bool) -> int:
+    """The bit field a response carries for a resource with no authorizer configured:
+    every supported operation; the "omitted" value unless asked. With an authorizer the
+    broker asks it instead (metadata_log.authorizer)."""
+    if not asked:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    return operations_bits(SUPPORTED_OPERATIONS[resource_type])
