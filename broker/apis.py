@@ -23,10 +23,12 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Generator, Mapping
 
+from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ANONYMOUS, ClientQuotas, describe_quotas
+from broker.group_authz import guard_group_api
 from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
 from broker.metrics import BrokerMetrics, request_name
 from broker.client_telemetry import ClientAttributes
@@ -37,10 +39,11 @@ from broker.replica_manager import ReadResult
 from clients.types import TopicIdPartition, TopicPartition
 from metadata_log.features import SUPPORTED_FEATURES
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
-from clients.protocol.acls import AclResourceType, authorized_operations
+from clients.protocol.acls import AclOperation as Op, AclResourceType
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
+from metadata_log.acls import AclBindingFilter
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
 from quorum.network import ClientInfo
@@ -99,6 +102,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
     ApiKey.PUSH_TELEMETRY: (0, 0),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
+    # Kafka 4's (KIP-896 dropped v0 of all three).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 
 # Kafka 4.1's maximum where it is above ours, and why (see above).
@@ -187,11 +194,33 @@ _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIO
               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
               ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
               ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
-              ApiKey.UPDATE_FEATURES,
+              ApiKey.UPDATE_FEATURES, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
               # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
               # leader answers, as it is the one tracking its voters' positions.
               ApiKey.DESCRIBE_QUORUM}
 
+
+
+# Forwarded APIs about the cluster as a whole: the operation each needs on it (Kafka's
+# ControllerApis); denied, the whole request gets CLUSTER_AUTHORIZATION_FAILED. The other
+# forwarded APIs are authorized per topic or config resource (forward_authorized).
+_FORWARDED_CLUSTER_OPS = {
+    ApiKey.ELECT_LEADERS: Op.ALTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS: Op.ALTER,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Op.DESCRIBE, ApiKey.ALTER_CLIENT_QUOTAS: Op.ALTER_CONFIGS,
+    ApiKey.UPDATE_FEATURES: Op.ALTER, ApiKey.CREATE_ACLS: Op.ALTER, ApiKey.DELETE_ACLS: Op.ALTER,
+    ApiKey.DESCRIBE_QUORUM: Op.DESCRIBE,
+}
+
+# Config resource types (ConfigResource.Type ids) -> the ACL resource their configs belong
+# to and the error a denial answers (Kafka's AuthHelper / ConfigAdminManager).
+_CONFIG_ACL_RESOURCE = {
+    int(ConfigResourceType.TOPIC): (AclResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    int(ConfigResourceType.BROKER): (AclResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    8: (AclResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),         # BROKER_LOGGER
+    int(ConfigResourceType.CLIENT_METRICS): (AclResourceType.CLUSTER,
+                                             ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    32: (AclResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),            # GROUP
+}
 
 
 class KafkaApis:
@@ -200,7 +229,7 @@ class KafkaApis:
                  producer_ids: ProducerIdManager, broker_epoch: Callable[[], int],
                  metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]],
                  fetch_sessions: FetchSessionCache, quotas: ClientQuotas,
-                 telemetry: ClientTelemetryDriver) -> None:
+                 telemetry: ClientTelemetryDriver, auth: AuthHelper) -> None:
         """``coordinator_apis``: the APIs other components serve (the group coordinator),
         each with its handler and (min, max) versions."""
         self.config = config
@@ -214,8 +243,10 @@ class KafkaApis:
         self.fetch_sessions = fetch_sessions
         self.quotas = quotas
         self.telemetry = telemetry
+        self.auth = auth
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
-        self._handlers: dict[int, Handler] = {k: h for k, (h, _) in coordinator_apis.items()}
+        self._handlers: dict[int, Handler] = {k: guard_group_api(auth, k, h)
+                                              for k, (h, _) in coordinator_apis.items()}
         self._handlers.update({
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -235,6 +266,7 @@ class KafkaApis:
             ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: self.handle_get_telemetry_subscriptions,
             ApiKey.PUSH_TELEMETRY: self.handle_push_telemetry,
             ApiKey.LIST_CLIENT_METRICS_RESOURCES: self.handle_list_client_metrics_resources,
+            ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -255,7 +287,7 @@ class KafkaApis:
         started = time.perf_counter()
         handling: Awaitable[Any]
         if api_key in _FORWARDED:
-            handling = self.forward(api_key, version, request.body)
+            handling = self.forward_authorized(api_key, version, request.body, client)
         else:
             handling = self._handlers[api_key](request.body, version, client)
         busy = BusyTime(handling)

@@ -18,6 +18,9 @@
         dynamic layers by metadata_log.config_layers, not here)
     ketch.http.port=-1                 (the HTTP admin API and /metrics; 0 = any free port, -1 = off)
     ketch.metrics.enable=true          ketch.metrics.group.lag.interval.ms=30000
+    authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+        (unset: every request allowed)    super.users=User:admin;User:ops
+    allow.everyone.if.no.acl.found=false
     ketch.event.loop=asyncio           (or uvloop: faster request handling, but its loop has no
                                         sendfile, so fetches copy log data through Python)
 
@@ -38,6 +41,7 @@ from typing import Mapping
 from broker.log import LogConfig
 from broker.log.config import LogConfigError
 from clients.properties import parse_listeners
+from metadata_log.authorizer import AuthorizerConfig
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.config_defs import TOPIC_CONFIGS
 from metadata_log.image import EMPTY_IMAGE
@@ -80,6 +84,8 @@ class BrokerConfig:
     event_loop: str
     metrics_enable: bool = True
     group_lag_interval_ms: int = 30_000
+    # authorizer.class.name, super.users, allow.everyone.if.no.acl.found; None: no authorizer.
+    authorizer: AuthorizerConfig | None = None
 
 
 # replica.selector.class (KIP-392): Kafka's two selectors, by their Java class names.
@@ -128,6 +134,10 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
                      props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip())
     if not log_dirs:
         raise ConfigError("log.dirs is required")
+    try:
+        authorizer = AuthorizerConfig.from_properties(props)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if len(set(log_dirs)) != len(log_dirs):
         raise ConfigError(f"log.dirs names a directory twice: {','.join(log_dirs)}")
     config = BrokerConfig(
@@ -151,6 +161,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         event_loop=(node.get_str("ketch.event.loop") or "asyncio").lower(),
         metrics_enable=node.get_bool("ketch.metrics.enable"),
         group_lag_interval_ms=node.get_int("ketch.metrics.group.lag.interval.ms"),
+        authorizer=authorizer,
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")

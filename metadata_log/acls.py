@@ -40,7 +40,8 @@ from clients.protocol.acls import (
     WILDCARD_RESOURCE, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
 )
 
-__all__ = ["AclBindingFilter", "AclKey", "AclsImage", "StandardAcl", "acl_from_record"]
+__all__ = ["AclBindingFilter", "AclKey", "AclsImage", "StandardAcl", "acl_from_record",
+           "enum_or_unknown"]
 
 AclKey = tuple[AclResourceType, AclPatternType, str]
 
@@ -86,6 +87,14 @@ def acl_from_record(r: Any) -> StandardAcl:
     return acl
 
 
+def enum_or_unknown(cls: Any, value: int) -> Any:
+    """Kafka's fromCode: a value outside the enum is its UNKNOWN."""
+    try:
+        return cls(value)
+    except ValueError:
+        return cls.UNKNOWN
+
+
 @dataclass(frozen=True, slots=True)
 class AclBindingFilter:
     """Kafka's AclBindingFilter: None (or ANY) in a field matches every value."""
@@ -97,10 +106,19 @@ class AclBindingFilter:
     operation: AclOperation
     permission_type: AclPermissionType
 
+    @classmethod
+    def from_wire(cls, f: Any) -> "AclBindingFilter":
+        """A DeleteAclsFilter or a DescribeAclsRequest (the same fields) as a filter; a
+        value outside Kafka's enums is UNKNOWN."""
+        return cls(enum_or_unknown(AclResourceType, f.resource_type_filter), f.resource_name_filter,
+                   enum_or_unknown(AclPatternType, f.pattern_type_filter), f.principal_filter,
+                   f.host_filter, enum_or_unknown(AclOperation, f.operation),
+                   enum_or_unknown(AclPermissionType, f.permission_type))
+
     def unknown_element(self) -> bool:
         """Kafka's ``isUnknown``: a filter with an UNKNOWN field matches nothing sensible
         and is refused (INVALID_REQUEST)."""
-        return AclResourceType.UNKNOWN in (self.resource_type,) or \
+        return self.resource_type == AclResourceType.UNKNOWN or \
             self.pattern_type == AclPatternType.UNKNOWN or \
             self.operation == AclOperation.UNKNOWN or \
             self.permission_type == AclPermissionType.UNKNOWN
