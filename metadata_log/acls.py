@@ -20,9 +20,8 @@ backwards; the lookups here do the same job with plain dicts).
 Like every part of the image, an ``AclsImage`` never changes; ``with_changes`` returns a
 new one that shares every untouched group with the old.
 
-``AclBindingFilter`` is Kafka's AclBindingFilter: DescribeAcls and DeleteAcls select ACLs
-with it; its pattern type may be ANY (any pattern with exactly this name) or MATCH (every
-pattern that covers this name, as the authorizer would look them up).
+``AclBindingFilter`` (clients/protocol/acls.py, shared with the admin client) selects ACLs
+for DescribeAcls and DeleteAcls.
 
 Not here: deciding who may do what (authorizer.py), validating new ACLs
 (quorum/controller/acl_control.py).
@@ -37,39 +36,25 @@ from typing import Any
 
 from clients.protocol import messages
 from clients.protocol.acls import (
-    WILDCARD_RESOURCE, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
+    WILDCARD_RESOURCE, AclBinding, AclBindingFilter, AclKey, AclOperation, AclPatternType,
+    AclPermissionType, AclResourceType, enum_or_unknown,
 )
 
 __all__ = ["AclBindingFilter", "AclKey", "AclsImage", "StandardAcl", "acl_from_record",
-           "enum_or_unknown"]
-
-AclKey = tuple[AclResourceType, AclPatternType, str]
+           "acl_record", "enum_or_unknown"]
 
 _EMPTY: Mapping = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class StandardAcl:
-    """One ACL: ``principal`` from ``host`` is ALLOWed / DENYed ``operation`` on the
-    resources of ``resource_type`` that the pattern (``pattern_type``, ``resource_name``)
-    covers."""
-    resource_type: AclResourceType      # never ANY or UNKNOWN
-    resource_name: str                  # "*" with LITERAL: every resource of the type
-    pattern_type: AclPatternType        # LITERAL or PREFIXED
-    principal: str                      # "User:alice", or "User:*" for every user
-    host: str                           # an IP address, or "*" for every host
-    operation: AclOperation             # ALL or one concrete operation
-    permission_type: AclPermissionType  # ALLOW or DENY
+# Kafka's StandardAcl is the client's AclBinding, stored: one class for both.
+StandardAcl = AclBinding
 
-    @property
-    def key(self) -> AclKey:
-        return (self.resource_type, self.pattern_type, self.resource_name)
 
-    def to_record(self, acl_id: uuid.UUID) -> Any:
-        return messages.AccessControlEntryRecord(
-            id=acl_id, resource_type=int(self.resource_type), resource_name=self.resource_name,
-            pattern_type=int(self.pattern_type), principal=self.principal, host=self.host,
-            operation=int(self.operation), permission_type=int(self.permission_type))
+def acl_record(acl: StandardAcl, acl_id: uuid.UUID) -> Any:
+    return messages.AccessControlEntryRecord(
+        id=acl_id, resource_type=int(acl.resource_type), resource_name=acl.resource_name,
+        pattern_type=int(acl.pattern_type), principal=acl.principal, host=acl.host,
+        operation=int(acl.operation), permission_type=int(acl.permission_type))
 
 
 def acl_from_record(r: Any) -> StandardAcl:
@@ -85,68 +70,6 @@ def acl_from_record(r: Any) -> StandardAcl:
             or not acl.resource_name or not acl.principal or not acl.host):
         raise ValueError(f"not a storable ACL: {acl}")
     return acl
-
-
-def enum_or_unknown(cls: Any, value: int) -> Any:
-    """Kafka's fromCode: a value outside the enum is its UNKNOWN."""
-    try:
-        return cls(value)
-    except ValueError:
-        return cls.UNKNOWN
-
-
-@dataclass(frozen=True, slots=True)
-class AclBindingFilter:
-    """Kafka's AclBindingFilter: None (or ANY) in a field matches every value."""
-    resource_type: AclResourceType
-    resource_name: str | None
-    pattern_type: AclPatternType
-    principal: str | None
-    host: str | None
-    operation: AclOperation
-    permission_type: AclPermissionType
-
-    @classmethod
-    def from_wire(cls, f: Any) -> "AclBindingFilter":
-        """A DeleteAclsFilter or a DescribeAclsRequest (the same fields) as a filter; a
-        value outside Kafka's enums is UNKNOWN."""
-        return cls(enum_or_unknown(AclResourceType, f.resource_type_filter), f.resource_name_filter,
-                   enum_or_unknown(AclPatternType, f.pattern_type_filter), f.principal_filter,
-                   f.host_filter, enum_or_unknown(AclOperation, f.operation),
-                   enum_or_unknown(AclPermissionType, f.permission_type))
-
-    def unknown_element(self) -> bool:
-        """Kafka's ``isUnknown``: a filter with an UNKNOWN field matches nothing sensible
-        and is refused (INVALID_REQUEST)."""
-        return self.resource_type == AclResourceType.UNKNOWN or \
-            self.pattern_type == AclPatternType.UNKNOWN or \
-            self.operation == AclOperation.UNKNOWN or \
-            self.permission_type == AclPermissionType.UNKNOWN
-
-    def matches_pattern(self, acl: StandardAcl) -> bool:
-        """Kafka's ResourcePatternFilter.matches."""
-        if self.resource_type != AclResourceType.ANY and self.resource_type != acl.resource_type:
-            return False
-        if self.pattern_type not in (AclPatternType.ANY, AclPatternType.MATCH) \
-                and self.pattern_type != acl.pattern_type:
-            return False
-        name = self.resource_name
-        if name is None:
-            return True
-        if self.pattern_type in (AclPatternType.ANY, acl.pattern_type):
-            return name == acl.resource_name
-        # MATCH: the patterns that cover `name`.
-        if acl.pattern_type == AclPatternType.LITERAL:
-            return name == acl.resource_name or acl.resource_name == WILDCARD_RESOURCE
-        return name.startswith(acl.resource_name)
-
-    def matches(self, acl: StandardAcl) -> bool:
-        """The pattern and Kafka's AccessControlEntryFilter.matches."""
-        return (self.matches_pattern(acl)
-                and (self.principal is None or self.principal == acl.principal)
-                and (self.host is None or self.host == acl.host)
-                and self.operation in (AclOperation.ANY, acl.operation)
-                and self.permission_type in (AclPermissionType.ANY, acl.permission_type))
 
 
 @dataclass(frozen=True, slots=True)

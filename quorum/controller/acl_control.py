@@ -27,7 +27,7 @@ from clients.protocol.acls import (
     CLUSTER_NAME, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
 )
 from clients.protocol.errors import ErrorCode
-from metadata_log.acls import AclBindingFilter, StandardAcl, enum_or_unknown
+from metadata_log.acls import AclBindingFilter, StandardAcl, acl_record, enum_or_unknown
 from metadata_log.image import MetadataImage
 from quorum.controller.result import ControllerResult
 
@@ -85,7 +85,7 @@ def create_acls(image: MetadataImage, request: messages.CreateAclsRequest, rng: 
         assert acl is not None
         if acl not in made and image.acls.find(acl) is None:
             made.add(acl)
-            records.append(acl.to_record(_new_id(rng, taken)))
+            records.append(acl_record(acl, _new_id(rng, taken)))
         results.append(R.AclCreationResult(error_code=ErrorCode.NONE, error_message=None))
     return ControllerResult(tuple(records), R(results=results))
 
