@@ -50,10 +50,12 @@ from clients.protocol import (
     messages,
 )
 from clients.protocol import _schemas
-from clients.protocol.acls import AclResourceType, authorized_operations
+from clients.protocol.acls import CLUSTER_NAME, AclOperation, AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch
+from metadata_log.acls import AclsImage
+from metadata_log.authorizer import StandardAuthorizer
 from metadata_log.image import Provenance
 from metadata_log.records import decode_record, encode_record
 from metadata_log.snapshot import image_to_records, records_to_image
@@ -422,10 +424,25 @@ SERVED_APIS: dict[int, str] = {
 }
 
 
+# With an authorizer (authorizer.class.name in the controller's properties), what the
+# principal of a connection to a controller needs on the cluster, as Kafka's ControllerApis:
+# brokers' own requests and the metadata fetch need CLUSTER_ACTION. Admin requests reach a
+# controller forwarded by a broker, which authorized the client's principal before
+# forwarding (broker/apis.py; Ketch has no Envelope carrying that principal), so here they
+# need CLUSTER_ACTION (the forwarding broker) or the cluster-wide operation (an admin
+# client using bootstrap.controllers); per-topic ACLs are checked by brokers only.
+_CLUSTER_ACTION_APIS = {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
+                        ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT}
+_DESCRIBE_APIS = {ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_CLUSTER,
+                  ApiKey.LIST_PARTITION_REASSIGNMENTS}
+
+
 class ControllerApis:
     def __init__(self, node_id: int, quorum: MetadataQuorum, driver: ControllerDriver,
                  voters: dict[int, tuple[str, int]], listener_name: str = "CONTROLLER",
-                 cluster_id: str | None = None, fetch_wait_max_ms: int = 30_000) -> None:
+                 cluster_id: str | None = None, fetch_wait_max_ms: int = 30_000,
+                 authorizer: StandardAuthorizer | None = None) -> None:
+        self.authorizer = authorizer
         self.node_id = node_id
         self.quorum = quorum
         self.driver = driver
@@ -481,6 +498,9 @@ class ControllerApis:
         key, version, body = event.header.api_key, event.header.api_version, event.body
         if key == ApiKey.API_VERSIONS:
             return version, self.api_versions(ErrorCode.NONE)
+        if self.authorizer is not None and client is not None and not self._authorized(key, client):
+            return version, error_response(key, body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                           "not allowed on the cluster")
         if key == ApiKey.FETCH:
             return version, await self.fetch(body, version)
         if key == ApiKey.FETCH_SNAPSHOT:
@@ -500,6 +520,21 @@ class ControllerApis:
             return version, response
         return version, error_response(key, body, ErrorCode.UNSUPPORTED_VERSION,
                                        "not served by a controller")
+
+    def _authorized(self, key: int, client: Any) -> bool:
+        assert self.authorizer is not None
+        controller = self.driver.controller
+        acls = controller.image.acls if controller is not None else AclsImage()
+
+        def allowed(op: AclOperation) -> bool:
+            assert self.authorizer is not None
+            return self.authorizer.authorize(acls, client.principal, client.host, op,
+                                             AclResourceType.CLUSTER, CLUSTER_NAME)
+        if allowed(AclOperation.CLUSTER_ACTION):
+            return True
+        if key in _CLUSTER_ACTION_APIS:
+            return False
+        return allowed(AclOperation.DESCRIBE if key in _DESCRIBE_APIS else AclOperation.ALTER)
 
     def connection_closed(self, client: ClientInfo) -> None:
         """KafkaServer's hook: if a broker heartbeated on this connection last, tell the

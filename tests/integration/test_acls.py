@@ -31,7 +31,10 @@ ME = "User:ANONYMOUS"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    c = start_cluster(tmp_path_factory, "acls", broker_props=AUTHORIZER, controllers=1, brokers=1)
+    # The controller authorizes too: the broker's own requests (ANONYMOUS as well) pass
+    # because the cluster resource has no ACLs.
+    c = start_cluster(tmp_path_factory, "acls", broker_props=AUTHORIZER,
+                      controller_props=AUTHORIZER, controllers=1, brokers=1)
     try:
         yield c
     finally:
