@@ -146,11 +146,11 @@ class StandardAuthorizer:
             return False
         for acl in allow:
             name = acl.resource_name
-            if acl.pattern_type == AclPatternType.LITERAL and (
-                    name == WILDCARD_RESOURCE or name not in deny_literal) and not any(
-                    name.startswith(p) for p in deny_prefixes):
-                return True
-            if acl.pattern_type == AclPatternType.PREFIXED and not any(
-                    name.startswith(p) for p in deny_prefixes):
-                return True
+            literal = acl.pattern_type == AclPatternType.LITERAL
+            if literal and name == WILDCARD_RESOURCE:
+                return True             # every resource of the type, and no "*" DENY above
+            if literal and name in deny_literal:
+                continue
+            if not any(name.startswith(p) for p in deny_prefixes):
+                return True             # no DENY prefix dominates this name or prefix
         return False
