@@ -24,6 +24,7 @@ EXAMPLES = """examples:
   ketch acl add --allow-principal User:bob --operation Read --topic orders- --resource-pattern-type prefixed
   ketch acl add --deny-principal User:mallory --deny-host 10.0.0.7 --operation All --topic '*'
   ketch acl add --allow-principal User:bob --operation Read --group billing
+  ketch acl add --allow-principal User:carol --consumer --topic orders --group billing
   ketch acl list --topic orders --resource-pattern-type match
   ketch acl remove --allow-principal User:alice --operation Write --topic orders
 """
@@ -52,6 +53,11 @@ def _entry_args(a: argparse.ArgumentParser) -> None:
     g.add_argument("--operation", action="append", default=[], metavar="OPERATION",
                    help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
                         "DescribeConfigs, AlterConfigs, IdempotentWrite, All (default: All)")
+    g.add_argument("--producer", action="store_true",
+                   help="kafka-acls.sh's shortcut: WRITE, DESCRIBE and CREATE on the topics")
+    g.add_argument("--consumer", action="store_true",
+                   help="kafka-acls.sh's shortcut: READ and DESCRIBE on the topics, READ on "
+                        "the groups (name both)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,11 +103,13 @@ def _pattern(args: argparse.Namespace, *, filters: bool) -> Any:
     return pattern
 
 
-def _entries(args: argparse.Namespace, *, required: bool) -> list[tuple[str, str, Any, Any]]:
+def _entries(args: argparse.Namespace, *, required: bool,
+             ops: list[Any] | None = None) -> list[tuple[str, str, Any, Any]]:
     """(principal, host, permission, operation) for every combination asked for."""
     from clients.admin import AclOperation, AclPermissionType
     from clients.protocol.acls import KafkaPrincipal
-    ops = [_operation(o) for o in args.operation] or [AclOperation.ALL]
+    if ops is None:
+        ops = [_operation(o) for o in args.operation] or [AclOperation.ALL]
     out = []
     for principals, hosts, perm in ((args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
                                     (args.deny_principal, args.deny_host, AclPermissionType.DENY)):
@@ -138,14 +146,42 @@ def _rows(bindings: list) -> list[dict[str, Any]]:
 _HEADERS = ["resource_type", "name", "pattern_type", "principal", "host", "operation", "permission"]
 
 
+def _shortcut_bindings(args: argparse.Namespace, pattern: Any) -> list[Any]:
+    """kafka-acls.sh's --producer / --consumer: the operations each resource type needs."""
+    from clients.admin import AclBinding, AclOperation as Op, AclResourceType as R
+    if args.operation:
+        raise c.CliError("--producer / --consumer choose the operations: drop --operation")
+    if args.deny_principal:
+        raise c.CliError("--producer / --consumer grant: use --allow-principal")
+    wanted: dict[Any, list[Any]] = {R.TOPIC: [], R.GROUP: []}
+    if args.producer:
+        wanted[R.TOPIC] += [Op.WRITE, Op.DESCRIBE, Op.CREATE]
+    if args.consumer:
+        if not args.group:
+            raise c.CliError("--consumer needs --group")
+        wanted[R.TOPIC] += [Op.READ, Op.DESCRIBE]
+        wanted[R.GROUP] += [Op.READ]
+    if not args.topic:
+        raise c.CliError("--producer / --consumer need --topic")
+    out = []
+    for rtype, name in _resources(args, required=True):
+        ops = list(dict.fromkeys(wanted.get(rtype, [])))
+        out += [AclBinding(rtype, name, pattern, p, h, op, perm)
+                for p, h, perm, op in _entries(args, required=True, ops=ops)]
+    return out
+
+
 def add(args: argparse.Namespace) -> int:
     from clients.admin import AclBinding
-    resources = _resources(args, required=True)
-    entries = _entries(args, required=True)
-    _check_supported(resources, entries)
     pattern = _pattern(args, filters=False)
-    bindings = [AclBinding(rtype, name, pattern, p, h, op, perm)
-                for rtype, name in resources for p, h, perm, op in entries]
+    if args.producer or args.consumer:
+        bindings = _shortcut_bindings(args, pattern)
+    else:
+        resources = _resources(args, required=True)
+        entries = _entries(args, required=True)
+        _check_supported(resources, entries)
+        bindings = [AclBinding(rtype, name, pattern, p, h, op, perm)
+                    for rtype, name in resources for p, h, perm, op in entries]
     with c.admin(args) as admin:
         admin.create_acls(bindings)
     c.emit(args, _rows(bindings), _HEADERS)
@@ -154,6 +190,8 @@ def add(args: argparse.Namespace) -> int:
 
 def remove(args: argparse.Namespace) -> int:
     from clients.admin import AclBindingFilter
+    if args.producer or args.consumer:
+        raise c.CliError("--producer / --consumer are for add; remove names operations")
     resources = _resources(args, required=True)
     entries = _entries(args, required=False)
     pattern = _pattern(args, filters=True)
