@@ -508,7 +508,7 @@ class ControllerApis:
         if key == ApiKey.DESCRIBE_QUORUM:
             return version, self.describe_quorum(body)
         if key == ApiKey.DESCRIBE_CLUSTER:
-            return version, self.describe_cluster(body)
+            return version, self.describe_cluster(body, client)
         if key in WRITE_HANDLERS and key in self.served():
             response = await self.driver.write(key, body)
             if key == ApiKey.BROKER_HEARTBEAT and response.error_code == ErrorCode.NONE:
@@ -705,13 +705,18 @@ class ControllerApis:
         tracker.forget_idle(now_ms)
         return voters, [state(p) for p in tracker.replicas()]
 
-    def describe_cluster(self, request: messages.DescribeClusterRequest | None = None
-                         ) -> messages.DescribeClusterResponse:
+    def describe_cluster(self, request: messages.DescribeClusterRequest | None = None,
+                         client: Any = None) -> messages.DescribeClusterResponse:
         """The registered, unfenced brokers; with endpoint_type 2 (v1+, KIP-919: an admin
         client bootstrapped from the controllers) the controllers instead."""
         m = messages.DescribeClusterResponse
-        operations = authorized_operations(
-            AclResourceType.CLUSTER, request is not None and request.include_cluster_authorized_operations)
+        asked = request is not None and request.include_cluster_authorized_operations
+        operations = authorized_operations(AclResourceType.CLUSTER, asked)
+        if asked and self.authorizer is not None and client is not None:
+            controller = self.driver.controller
+            operations = self.authorizer.authorized_operations(
+                controller.image.acls if controller is not None else AclsImage(),
+                client.principal, client.host, AclResourceType.CLUSTER, CLUSTER_NAME)
         if request is not None and request.endpoint_type == CONTROLLER_ENDPOINT_TYPE:
             return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
                      endpoint_type=CONTROLLER_ENDPOINT_TYPE, cluster_authorized_operations=operations,
