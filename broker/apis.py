@@ -888,7 +888,18 @@ class KafkaApis:
             everything = auth.authorize_cluster(client, Op.CREATE)
             denied = lambda t: ErrorCode.NONE if everything or auth.authorize_topic(  # noqa: E731
                 client, Op.CREATE, t.name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            return await self._forward_allowed(api_key, version, body, "topics", "topics", denied)
+            resp = await self._forward_allowed(api_key, version, body, "topics", "topics", denied)
+            # v5+ answers each new topic's configs: only to who may describe them (Kafka's
+            # KafkaApis: TOPIC_AUTHORIZATION_FAILED as the config error, no configs).
+            hidden = {t.name for t in resp.topics if t.error_code == ErrorCode.NONE} - \
+                auth.filter_authorized(client, Op.DESCRIBE_CONFIGS, AclResourceType.TOPIC,
+                                       (t.name for t in resp.topics))
+            if not hidden:
+                return resp
+            return dataclasses.replace(resp, topics=[
+                dataclasses.replace(t, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    num_partitions=-1, replication_factor=-1, configs=[])
+                if t.name in hidden else t for t in resp.topics])
         if api_key == ApiKey.CREATE_PARTITIONS:
             denied = lambda t: ErrorCode.NONE if auth.authorize_topic(  # noqa: E731
                 client, Op.ALTER, t.name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
