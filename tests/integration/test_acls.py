@@ -2,7 +2,8 @@
 admin creates and lists ACLs, and a kafka-python producer and consumer, connected as
 User:ANONYMOUS (a plaintext listener authenticates nobody), meet them: a WRITE-only topic
 takes records but refuses reads, a READ-only topic refuses the produce
-(TOPIC_AUTHORIZATION_FAILED), a DENY beats an ALLOW, Metadata hides a topic ANONYMOUS may
+(TOPIC_AUTHORIZATION_FAILED), a DENY beats an ALLOW, committing to another's group is refused
+(GROUP_AUTHORIZATION_FAILED), Metadata hides a topic ANONYMOUS may
 not describe, and ``ketch acl`` lists and removes what the admin made.
 
 ``allow.everyone.if.no.acl.found=true`` lets ANONYMOUS manage the cluster (it has no ACLs)
@@ -20,7 +21,8 @@ from kafka.admin import (
     ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, NewTopic,
     ResourcePattern, ResourcePatternFilter, ResourceType,
 )
-from kafka.errors import TopicAuthorizationFailedError
+from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+from kafka.structs import OffsetAndMetadata
 
 from integration_helpers import STOP_TIMEOUT_S, start_cluster, wait_until
 
@@ -60,13 +62,15 @@ def test_acls_from_kafka_python_are_enforced_for_anonymous(cluster) -> None:
             acl("User:bob", ACLOperation.ALL, ACLPermissionType.ALLOW, "hidden"),
             acl(ME, ACLOperation.READ, ACLPermissionType.ALLOW, "orders-",
                 ACLResourcePatternType.PREFIXED),
+            ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                ResourcePattern(ResourceType.GROUP, "billing")),
         ])
-        assert len(created["succeeded"]) == 6 and not created["failed"]
+        assert len(created["succeeded"]) == 7 and not created["failed"]
         everything = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
                                ResourcePatternFilter(ResourceType.ANY, None,
                                                      ACLResourcePatternType.ANY))
         # The broker answers from its own image, which applies the commit a moment later.
-        acls = wait_until(lambda: len(admin.describe_acls(everything)[0]) == 6
+        acls = wait_until(lambda: len(admin.describe_acls(everything)[0]) == 7
                           and admin.describe_acls(everything)[0], 10, "the ACLs on the broker")
         assert {(a.resource_pattern.resource_name, a.operation, a.permission_type) for a in acls} >= {
             ("denied", ACLOperation.WRITE, ACLPermissionType.DENY),
@@ -97,6 +101,16 @@ def test_acls_from_kafka_python_are_enforced_for_anonymous(cluster) -> None:
                 consumer.poll(timeout_ms=200)
     finally:
         consumer.close()
+
+    # Committing needs READ on the group: "billing" is bob's, so ANONYMOUS is refused (at
+    # FindCoordinator already, which needs DESCRIBE on the group).
+    committer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="billing",
+                              enable_auto_commit=False, request_timeout_ms=10_000)
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            committer.commit({TopicPartition("orders-eu", 0): OffsetAndMetadata(0, "", -1)})
+    finally:
+        committer.close()
 
     def ketch_acl(*args: str) -> list[dict]:
         out = subprocess.run([sys.executable, "-m", "clients.cli", "acl", *args, "-b", bootstrap,
