@@ -23,10 +23,12 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Generator, Mapping
 
+from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ANONYMOUS, ClientQuotas, describe_quotas
+from broker.group_authz import guard_group_api
 from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
 from broker.metrics import BrokerMetrics, request_name
 from broker.client_telemetry import ClientAttributes
@@ -38,7 +40,7 @@ from broker.replica_manager import ReadResult
 from clients.types import TopicIdPartition, TopicPartition
 from metadata_log.features import SUPPORTED_FEATURES
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
-from clients.protocol.acls import AclResourceType, authorized_operations
+from clients.protocol.acls import CLUSTER_NAME, AclOperation as Op, AclResourceType
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from clients.protocol.tag_filter import tag_filter_of
@@ -46,6 +48,7 @@ from clients.protocol.types import CorruptFrameError
 from clients.records import RecordError, read_batch_header
 from clients.records.tags import filter_batches
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
+from metadata_log.acls import AclBindingFilter
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
 from quorum.network import ClientInfo
@@ -105,6 +108,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PUSH_TELEMETRY: (0, 0),
     ApiKey.LIST_CLIENT_METRICS_RESOURCES: (0, 0),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),          # v0 removed in Kafka 4.0 (KIP-896)
+    # Kafka 4's (KIP-896 dropped v0 of all three).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 
 # Kafka 4.1's maximum where it is above ours, and why (see above).
@@ -212,11 +219,33 @@ _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIO
               ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
               ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
               ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
-              ApiKey.UPDATE_FEATURES,
+              ApiKey.UPDATE_FEATURES, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
               # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
               # leader answers, as it is the one tracking its voters' positions.
               ApiKey.DESCRIBE_QUORUM}
 
+
+
+# Forwarded APIs about the cluster as a whole: the operation each needs on it (Kafka's
+# ControllerApis); denied, the whole request gets CLUSTER_AUTHORIZATION_FAILED. The other
+# forwarded APIs are authorized per topic or config resource (forward_authorized).
+_FORWARDED_CLUSTER_OPS: dict[int, Op] = {
+    ApiKey.ELECT_LEADERS: Op.ALTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS: Op.ALTER,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Op.DESCRIBE, ApiKey.ALTER_CLIENT_QUOTAS: Op.ALTER_CONFIGS,
+    ApiKey.UPDATE_FEATURES: Op.ALTER, ApiKey.CREATE_ACLS: Op.ALTER, ApiKey.DELETE_ACLS: Op.ALTER,
+    ApiKey.DESCRIBE_QUORUM: Op.DESCRIBE,
+}
+
+# Config resource types (ConfigResource.Type ids) -> the ACL resource their configs belong
+# to and the error a denial answers (Kafka's AuthHelper / ConfigAdminManager).
+_CONFIG_ACL_RESOURCE = {
+    int(ConfigResourceType.TOPIC): (AclResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    int(ConfigResourceType.BROKER): (AclResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    8: (AclResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),         # BROKER_LOGGER
+    int(ConfigResourceType.CLIENT_METRICS): (AclResourceType.CLUSTER,
+                                             ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    32: (AclResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),            # GROUP
+}
 
 
 class KafkaApis:
@@ -226,11 +255,12 @@ class KafkaApis:
                  metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]],
                  fetch_sessions: FetchSessionCache, quotas: ClientQuotas,
                  telemetry: ClientTelemetryDriver,
-                 transactions: TransactionCoordinatorDriver) -> None:
+                 transactions: TransactionCoordinatorDriver, auth: AuthHelper) -> None:
         """``coordinator_apis``: the APIs other components serve (FindCoordinator, the group
         and transaction coordinators), each with its handler and (min, max) versions.
         ``transactions``: InitProducerId with a transactional id, and KIP-890's
-        verification before a transactional Produce is appended."""
+        verification before a transactional Produce is appended. ``auth``: every decision
+        of the authorizer (allow-all without one)."""
         self.config = config
         self.cluster_id = cluster_id
         self.replicas = replicas
@@ -243,8 +273,10 @@ class KafkaApis:
         self.quotas = quotas
         self.telemetry = telemetry
         self.transactions = transactions
+        self.auth = auth
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
-        self._handlers: dict[int, Handler] = {k: h for k, (h, _) in coordinator_apis.items()}
+        self._handlers: dict[int, Handler] = {k: guard_group_api(auth, k, h)
+                                              for k, (h, _) in coordinator_apis.items()}
         self._handlers.update({
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -265,6 +297,7 @@ class KafkaApis:
             ApiKey.PUSH_TELEMETRY: self.handle_push_telemetry,
             ApiKey.LIST_CLIENT_METRICS_RESOURCES: self.handle_list_client_metrics_resources,
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
+            ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -285,7 +318,7 @@ class KafkaApis:
         started = time.perf_counter()
         handling: Awaitable[Any]
         if api_key in _FORWARDED:
-            handling = self.forward(api_key, version, request.body)
+            handling = self.forward_authorized(api_key, version, request.body, client)
         else:
             handling = self._handlers[api_key](request.body, version, client)
         busy = BusyTime(handling)
@@ -390,13 +423,36 @@ class KafkaApis:
             explicit = True
         allow_create = (req.allow_auto_topic_creation if version >= 4 else True) and \
             self.config.auto_create_topics_enable
+        # Kafka's order: topics the principal may not describe are hidden from an
+        # all-topics request and answered TOPIC_AUTHORIZATION_FAILED when named; creating
+        # a missing topic needs CREATE on the cluster or on that topic.
+        describable = self.auth.filter_authorized(client, Op.DESCRIBE, AclResourceType.TOPIC, names)
+        refused: list[str] = []
+        if len(describable) < len(set(names)):
+            refused = [] if not explicit else [n for n in names if n not in describable]
+            names = [n for n in names if n in describable]
         missing = [n for n in names if image.topics.get(n) is None]
         create_errors: dict[str, int] = {}
         if explicit and missing and allow_create:
-            create_errors = await self.topic_creation.auto_create(missing)
-            image = self.replicas.image
+            if not self.auth.authorize_cluster(client, Op.CREATE):
+                creatable = self.auth.filter_authorized(client, Op.CREATE, AclResourceType.TOPIC,
+                                                        missing)
+                create_errors = {n: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                                 for n in missing if n not in creatable}
+                missing = [n for n in missing if n in creatable]
+            if missing:
+                create_errors.update(await self.topic_creation.auto_create(missing))
+                image = self.replicas.image
         topics = [cls.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                             topic_id=i) for i in unknown_ids]
+        by_id = req.topics is not None and any(t.topic_id != _ZERO_UUID for t in req.topics)
+        for name in refused:
+            topic = image.topics.get(name)
+            # By id, Kafka answers the id and no name: the name is not the principal's to see.
+            topics.append(cls.MetadataResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None if by_id else name,
+                topic_id=topic.topic_id if topic is not None and by_id else _ZERO_UUID,
+                is_internal=name.startswith("__")))
         for name in names:
             topic = image.topics.get(name)
             if topic is None:
@@ -415,12 +471,13 @@ class KafkaApis:
             topics.append(cls.MetadataResponseTopic(
                 error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
                 is_internal=name.startswith("__"), partitions=partitions,
-                topic_authorized_operations=authorized_operations(
-                    AclResourceType.TOPIC, version >= 8 and req.include_topic_authorized_operations)))
+                topic_authorized_operations=self.auth.authorized_operations(
+                    client, AclResourceType.TOPIC, name,
+                    version >= 8 and req.include_topic_authorized_operations)))
         return cls(brokers=self._live_brokers(cls.MetadataResponseBroker), cluster_id=self.cluster_id,
                    controller_id=self.config.node_id, topics=topics,
-                   cluster_authorized_operations=authorized_operations(
-                       AclResourceType.CLUSTER,
+                   cluster_authorized_operations=self.auth.authorized_operations(
+                       client, AclResourceType.CLUSTER, CLUSTER_NAME,
                        8 <= version <= 10 and req.include_cluster_authorized_operations))
 
     def _live_brokers(self, struct: type) -> list:
@@ -446,8 +503,15 @@ class KafkaApis:
         acks = req.acks
         results: dict[tuple[str, int], tuple] = {}
         waits = []
+        writable = self.auth.filter_authorized(client, Op.WRITE, AclResourceType.TOPIC,
+                                               (t.name for t in req.topic_data))
+        denied_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if req.transactional_id is not None and not self.auth.authorize(
+                client, Op.WRITE, AclResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            # Kafka: a transactional produce needs WRITE on its transactional id first.
+            writable, denied_code = set(), ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         unverified: dict[TopicPartition, int] = {}
-        if req.transactional_id is not None and acks in (-1, 0, 1):
+        if req.transactional_id is not None and writable and acks in (-1, 0, 1):
             # KIP-890: ask the coordinator before the first batch of a transaction lands
             # here. Nothing is awaited between its answer and the appends below, so no
             # marker can slip in between (VerificationState's guards cover the wait).
@@ -456,6 +520,9 @@ class KafkaApis:
         for topic in req.topic_data:
             for p in topic.partition_data:
                 key = (topic.name, p.index)
+                if topic.name not in writable:
+                    results[key] = (denied_code, -1, -1, -1, None, ())
+                    continue
                 if acks not in (-1, 0, 1):
                     results[key] = (ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None, ())
                     continue
@@ -545,7 +612,17 @@ class KafkaApis:
                                cached))
             else:
                 wanted.append((key, key, cached))
-        readable = [tp for _, tp, _ in wanted if tp is not None]
+        # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's KafkaApis).
+        if replica_id >= 0:
+            allowed = (None if self.auth.authorize_cluster(client, Op.CLUSTER_ACTION)
+                       else set[str]())
+        elif self.auth.enabled:
+            allowed = self.auth.filter_authorized(client, Op.READ, AclResourceType.TOPIC,
+                                                  (tp.topic for _, tp, _ in wanted if tp is not None))
+        else:
+            allowed = None
+        readable = [tp for _, tp, _ in wanted if tp is not None
+                    and (allowed is None or tp.topic in allowed)]
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
         while True:
             total = 0
@@ -557,6 +634,10 @@ class KafkaApis:
                     # unless nothing else is read.
                     results.append((key, tp, p, ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)))
                     any_error |= not readable
+                    continue
+                if allowed is not None and tp.topic not in allowed:
+                    results.append((key, tp, p, ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+                    any_error = True
                     continue
                 budget = max(0, req.max_bytes - total)
                 result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
@@ -636,6 +717,10 @@ class KafkaApis:
         cls = messages.DescribeTopicPartitionsResponse
         image = self.replicas.image
         names = sorted({t.name for t in req.topics}) if req.topics else sorted(image.topics.by_name)
+        # As Metadata: undescribable topics are left out of "all", refused when named.
+        describable = self.auth.filter_authorized(client, Op.DESCRIBE, AclResourceType.TOPIC, names)
+        refused = [n for n in names if n not in describable] if req.topics else []
+        names = [n for n in names if n in describable]
         start_partition = 0
         if req.cursor is not None:
             if req.cursor.topic_name not in names or req.cursor.partition_index < 0:
@@ -645,8 +730,9 @@ class KafkaApis:
             names = names[names.index(req.cursor.topic_name):]
             start_partition = req.cursor.partition_index
         budget = max(1, min(req.response_partition_limit, self.config.partitions_per_describe_max))
-        operations = authorized_operations(AclResourceType.TOPIC, True)
-        topics, next_cursor = [], None
+        topics = [cls.DescribeTopicPartitionsResponseTopic(
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n) for n in refused]
+        next_cursor = None
         for name in names:
             topic = image.topics.get(name)
             if topic is None:
@@ -676,7 +762,8 @@ class KafkaApis:
             topics.append(cls.DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
                 is_internal=name.startswith("__"), partitions=partitions,
-                topic_authorized_operations=operations))
+                topic_authorized_operations=self.auth.authorized_operations(
+                    client, AclResourceType.TOPIC, name, True)))
             if next_cursor is not None:
                 break
         return cls(topics=topics, next_cursor=next_cursor)
@@ -686,6 +773,9 @@ class KafkaApis:
             client: ClientInfo) -> messages.ListClientMetricsResourcesResponse:
         """The client-metrics subscriptions (KIP-714) this broker's metadata holds."""
         cls = messages.ListClientMetricsResourcesResponse
+        if not self.auth.authorize_cluster(client, Op.DESCRIBE_CONFIGS):
+            return cls(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                       client_metrics_resources=[])
         names = sorted(r.name for r in self.replicas.image.configs.resources
                        if r.type == ConfigResourceType.CLIENT_METRICS)
         return cls(error_code=ErrorCode.NONE, client_metrics_resources=[
@@ -695,6 +785,8 @@ class KafkaApis:
             self, req: messages.DescribeClientQuotasRequest, version: int,
             client: ClientInfo) -> messages.DescribeClientQuotasResponse:
         cls = messages.DescribeClientQuotasResponse
+        if not self.auth.authorize_cluster(client, Op.DESCRIBE_CONFIGS):
+            return cls(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, entries=None)
         problem, found = describe_quotas(
             self.replicas.image.client_quotas,
             [(c.entity_type, c.match_type, c.match) for c in req.components], req.strict)
@@ -712,9 +804,16 @@ class KafkaApis:
         marker and the first offset of an ongoing transaction (-1: none)."""
         cls = messages.DescribeProducersResponse
         topics = []
+        readable = self.auth.filter_authorized(client, Op.READ, AclResourceType.TOPIC,
+                                               (t.name for t in req.topics))
         for t in req.topics:
             partitions = []
             for index in t.partition_indexes:
+                if t.name not in readable:
+                    partitions.append(cls.PartitionResponse(
+                        partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        active_producers=[]))
+                    continue
                 code, producers = self.replicas.core.describe_producers(TopicPartition(t.name, index))
                 partitions.append(cls.PartitionResponse(
                     partition_index=index, error_code=code, active_producers=[
@@ -731,9 +830,16 @@ class KafkaApis:
                                   client: ClientInfo) -> messages.ListOffsetsResponse:
         cls = messages.ListOffsetsResponse
         topics = []
+        describable = self.auth.filter_authorized(client, Op.DESCRIBE, AclResourceType.TOPIC,
+                                                  (t.name for t in req.topics))
         for t in req.topics:
             parts = []
             for p in t.partitions:
+                if t.name not in describable:
+                    parts.append(cls.ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 code, ts, offset, epoch = self.replicas.core.list_offset(
                     TopicPartition(t.name, p.partition_index), p.timestamp, p.current_leader_epoch,
                     req.replica_id, req.isolation_level)
@@ -787,9 +893,18 @@ class KafkaApis:
                                              client: ClientInfo) -> messages.OffsetForLeaderEpochResponse:
         cls = messages.OffsetForLeaderEpochResponse
         topics = []
+        # Followers (CLUSTER_ACTION) may ask about every topic, consumers about those they
+        # may describe.
+        everything = self.auth.authorize_cluster(client, Op.CLUSTER_ACTION)
+        describable = set() if everything else self.auth.filter_authorized(
+            client, Op.DESCRIBE, AclResourceType.TOPIC, (t.topic for t in req.topics))
         for t in req.topics:
             parts = []
             for p in t.partitions:
+                if not everything and t.topic not in describable:
+                    parts.append(cls.EpochEndOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                    partition=p.partition))
+                    continue
                 code, epoch, end = self.replicas.core.end_offset_for_epoch(
                     TopicPartition(t.topic, p.partition), p.leader_epoch, p.current_leader_epoch)
                 parts.append(cls.EpochEndOffset(error_code=code, partition=p.partition,
@@ -801,9 +916,16 @@ class KafkaApis:
                                     client: ClientInfo) -> messages.DeleteRecordsResponse:
         cls = messages.DeleteRecordsResponse
         topics = []
+        deletable = self.auth.filter_authorized(client, Op.DELETE, AclResourceType.TOPIC,
+                                                (t.name for t in req.topics))
         for t in req.topics:
             parts = []
             for p in t.partitions:
+                if t.name not in deletable:
+                    parts.append(cls.DeleteRecordsPartitionResult(
+                        partition_index=p.partition_index, low_watermark=-1,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 code, low = self.replicas.delete_records(TopicPartition(t.name, p.partition_index), p.offset)
                 parts.append(cls.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                                low_watermark=low, error_code=code))
@@ -815,7 +937,18 @@ class KafkaApis:
     async def handle_init_producer_id(self, req: messages.InitProducerIdRequest, version: int,
                                       client: ClientInfo) -> messages.InitProducerIdResponse:
         cls = messages.InitProducerIdResponse
+        # A transactional producer needs WRITE on its id (below); an idempotent one needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        # (KIP-679; Kafka checks here since 3.0, not on every Produce).
+        if req.transactional_id is None and not (
+                self.auth.authorize_cluster(client, Op.IDEMPOTENT_WRITE)
+                or self.auth.authorize_by_resource_type(client, Op.WRITE, AclResourceType.TOPIC)):
+            return cls(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
+                       producer_epoch=-1)
         if req.transactional_id is not None:
+            if not self.auth.authorize(client, Op.WRITE, AclResourceType.TRANSACTIONAL_ID,
+                                       req.transactional_id):
+                return cls(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           producer_id=-1, producer_epoch=-1)
             return await self.transactions.handle_init_producer_id(req, version, client)
         if version >= 3 and req.producer_id >= 0:
             # KIP-360: an idempotent producer bumps its epoch after an error; the id stays.
@@ -832,6 +965,111 @@ class KafkaApis:
         return cls(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
 
     # ------------------------------------------------------------ admin
+
+    async def forward_authorized(self, api_key: int, version: int, body: Any,
+                                 client: ClientInfo) -> Any:
+        """Authorize a forwardable request here, before it leaves the broker (the principal
+        is this connection's); forward what is allowed and answer the rest."""
+        auth = self.auth
+        if not auth.enabled:
+            return await self.forward(api_key, version, body)
+        cluster_op = _FORWARDED_CLUSTER_OPS.get(api_key)
+        if cluster_op is not None:
+            if not auth.authorize_cluster(client, cluster_op):
+                return error_response(api_key, body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                      f"{cluster_op.name} on the cluster is not allowed")
+            return await self.forward(api_key, version, body)
+        denied: Callable[[Any], int]       # item -> the error it gets, NONE if allowed
+        if api_key == ApiKey.CREATE_TOPICS:
+            # CREATE on the cluster covers every topic (Kafka's KafkaApis/ControllerApis).
+            everything = auth.authorize_cluster(client, Op.CREATE)
+            denied = lambda t: ErrorCode.NONE if everything or auth.authorize_topic(  # noqa: E731
+                client, Op.CREATE, t.name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            resp = await self._forward_allowed(api_key, version, body, "topics", "topics", denied)
+            # v5+ answers each new topic's configs: only to who may describe them (Kafka's
+            # KafkaApis: TOPIC_AUTHORIZATION_FAILED as the config error, no configs).
+            hidden = {t.name for t in resp.topics if t.error_code == ErrorCode.NONE} - \
+                auth.filter_authorized(client, Op.DESCRIBE_CONFIGS, AclResourceType.TOPIC,
+                                       (t.name for t in resp.topics))
+            if not hidden:
+                return resp
+            return dataclasses.replace(resp, topics=[
+                dataclasses.replace(t, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    num_partitions=-1, replication_factor=-1, configs=[])
+                if t.name in hidden else t for t in resp.topics])
+        if api_key == ApiKey.CREATE_PARTITIONS:
+            denied = lambda t: ErrorCode.NONE if auth.authorize_topic(  # noqa: E731
+                client, Op.ALTER, t.name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            return await self._forward_allowed(api_key, version, body, "topics", "results", denied)
+        if api_key == ApiKey.DELETE_TOPICS:
+            topics = self.replicas.image.topics
+
+            def delete_denied(t: Any) -> int:
+                name = t if isinstance(t, str) else (t.name or getattr(
+                    topics.get_by_id(t.topic_id), "name", None))
+                if name is None:
+                    return ErrorCode.NONE      # an unknown id: the controller says so
+                return (ErrorCode.NONE if auth.authorize_topic(client, Op.DELETE, name)
+                        else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            field = "topics" if body.topics else "topic_names"
+            return await self._forward_allowed(api_key, version, body, field, "responses",
+                                               delete_denied)
+        assert api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS), api_key
+
+        def config_denied(r: Any) -> int:
+            rtype, code = _CONFIG_ACL_RESOURCE.get(r.resource_type, (None, ErrorCode.NONE))
+            if rtype is None:
+                return ErrorCode.NONE          # an unknown type: the controller refuses it
+            name = r.resource_name if rtype != AclResourceType.CLUSTER else "kafka-cluster"
+            return (ErrorCode.NONE if auth.authorize(client, Op.ALTER_CONFIGS, rtype, name)
+                    else code)
+        return await self._forward_allowed(api_key, version, body, "resources", "responses",
+                                           config_denied)
+
+    async def _forward_allowed(self, api_key: int, version: int, body: Any, field: str,
+                               response_field: str, denied: Callable[[Any], int]) -> Any:
+        """Forward the items of ``body.<field>`` that ``denied`` answers NONE for; the
+        others get their error, merged into ``response.<response_field>``."""
+        items = list(getattr(body, field))
+        codes = [denied(i) for i in items]
+        kept = [i for i, c in zip(items, codes) if c == ErrorCode.NONE]
+        refused: list[Any] = []
+        for code in sorted({c for c in codes if c != ErrorCode.NONE}):
+            part = dataclasses.replace(body, **{field: [i for i, c in zip(items, codes) if c == code]})
+            refused += getattr(error_response(api_key, part, code), response_field)
+        if not refused:
+            return await self.forward(api_key, version, body)
+        if kept:
+            resp = await self.forward(api_key, version, dataclasses.replace(body, **{field: kept}))
+        else:
+            resp = error_response(api_key, dataclasses.replace(body, **{field: []}), ErrorCode.NONE)
+        return dataclasses.replace(resp, **{response_field: list(getattr(resp, response_field)) + refused})
+
+    async def handle_describe_acls(self, req: messages.DescribeAclsRequest, version: int,
+                                   client: ClientInfo) -> messages.DescribeAclsResponse:
+        """The ACLs a filter matches, from this broker's image, grouped by resource pattern
+        (Kafka's AclApis); needs DESCRIBE on the cluster."""
+        cls = messages.DescribeAclsResponse
+        if not self.auth.authorize_cluster(client, Op.DESCRIBE):
+            return cls(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                       error_message="DESCRIBE on the cluster is not allowed", resources=[])
+        acl_filter = AclBindingFilter.from_wire(req)
+        if acl_filter.unknown_element():
+            return cls(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message="Filter contains UNKNOWN elements", resources=[])
+        by_resource: dict[tuple[int, str, int], list] = {}
+        acls = self.replicas.image.acls
+        for acl_id in sorted(acls.by_id):
+            acl = acls.by_id[acl_id]
+            if acl_filter.matches(acl):
+                by_resource.setdefault(
+                    (int(acl.resource_type), acl.resource_name, int(acl.pattern_type)), []).append(
+                    cls.AclDescription(principal=acl.principal, host=acl.host,
+                                       operation=int(acl.operation),
+                                       permission_type=int(acl.permission_type)))
+        return cls(error_code=ErrorCode.NONE, resources=[
+            cls.DescribeAclsResource(resource_type=t, resource_name=n, pattern_type=p, acls=a)
+            for (t, n, p), a in sorted(by_resource.items())])
 
     async def forward(self, api_key: int, version: int, body: Any) -> Any:
         """Forward an admin request to the active controller and relay its answer."""
@@ -865,6 +1103,12 @@ class KafkaApis:
                 return cls.DescribeConfigsResult(error_code=code, error_message=message,
                                                  resource_type=r.resource_type,
                                                  resource_name=r.resource_name, configs=[])
+            acl_resource, denied = _CONFIG_ACL_RESOURCE.get(r.resource_type, (None, ErrorCode.NONE))
+            if acl_resource is not None and not self.auth.authorize(
+                    client, Op.DESCRIBE_CONFIGS, acl_resource,
+                    CLUSTER_NAME if acl_resource == AclResourceType.CLUSTER else r.resource_name):
+                results.append(failed(denied, "DESCRIBE_CONFIGS is not allowed"))
+                continue
             if r.resource_type == ConfigResourceType.TOPIC:
                 if self.replicas.image.topics.get(r.resource_name) is None:
                     results.append(failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -934,14 +1178,17 @@ class KafkaApis:
         return cls(error_code=ErrorCode.NONE, cluster_id=self.cluster_id,
                    controller_id=self.config.node_id, endpoint_type=1,
                    brokers=self._live_brokers(cls.DescribeClusterBroker),
-                   cluster_authorized_operations=authorized_operations(
-                       AclResourceType.CLUSTER, req.include_cluster_authorized_operations))
+                   cluster_authorized_operations=self.auth.authorized_operations(
+                       client, AclResourceType.CLUSTER, CLUSTER_NAME,
+                       req.include_cluster_authorized_operations))
 
     async def handle_describe_log_dirs(self, req: messages.DescribeLogDirsRequest, version: int,
                                        client: ClientInfo) -> messages.DescribeLogDirsResponse:
         """Every log dir of this broker, with its current and future (moving) logs; an
         offline dir answers KAFKA_STORAGE_ERROR and no partitions, as Kafka's does."""
         cls = messages.DescribeLogDirsResponse
+        if not self.auth.authorize_cluster(client, Op.DESCRIBE):
+            return cls(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
         wanted = None if req.topics is None else {
             TopicPartition(t.topic, p) for t in req.topics for p in t.partitions}
         results = []
@@ -974,11 +1221,13 @@ class KafkaApis:
         answer is its own (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE)."""
         cls = messages.AlterReplicaLogDirsResponse
         by_topic: dict[str, list] = {}
+        allowed = self.auth.authorize_cluster(client, Op.ALTER)
         for d in req.dirs:
             for t in d.topics:
                 for index in t.partitions:
                     tp = TopicPartition(t.name, index)
-                    code = self.replicas.alter_replica_log_dir(tp, os.path.normpath(d.path))
+                    code = (self.replicas.alter_replica_log_dir(tp, os.path.normpath(d.path))
+                            if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                     by_topic.setdefault(t.name, []).append(cls.AlterReplicaLogDirPartitionResult(
                         partition_index=index, error_code=code))
         return cls(throttle_time_ms=0, results=[

@@ -39,9 +39,11 @@ import uuid
 
 from broker.admin_http import BrokerView
 from broker.apis import KafkaApis
+from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.cleaner_driver import CleanerDriver, CleanerSettings
 from broker.config import BrokerConfig
+from metadata_log.authorizer import StandardAuthorizer
 from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ClientQuotas
 from broker.fetch_session import FetchSessionCache
@@ -260,7 +262,10 @@ class Broker:
                               coordinator_apis,
                               FetchSessionCache(config.fetch_session_cache_slots,
                                                 rng=random.Random(rng.getrandbits(64))),
-                              ClientQuotas(), self.telemetry, self.transactions)
+                              ClientQuotas(), self.telemetry, self.transactions,
+                              AuthHelper(None if config.authorizer is None
+                                         else StandardAuthorizer(config.authorizer),
+                                         lambda: self.core.image.acls))
         self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
                                   frame_bytes_max=config.socket_request_max_bytes,
                                   use_sendfile=zero_copy)

@@ -24,6 +24,9 @@
         dynamic layers by metadata_log.config_layers, not here)
     ketch.http.port=-1                 (the HTTP admin API and /metrics; 0 = any free port, -1 = off)
     ketch.metrics.enable=true          ketch.metrics.group.lag.interval.ms=30000
+    authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+        (unset: every request allowed)    super.users=User:admin;User:ops
+    allow.everyone.if.no.acl.found=false
     ketch.event.loop=asyncio           (or uvloop: faster request handling, but its loop has no
                                         sendfile, so fetches copy log data through Python)
 
@@ -44,6 +47,7 @@ from typing import Mapping
 from broker.log import LogConfig
 from broker.log.config import LogConfigError
 from clients.properties import parse_listeners
+from metadata_log.authorizer import AuthorizerConfig
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.config_defs import TOPIC_CONFIGS
 from metadata_log.image import EMPTY_IMAGE
@@ -95,6 +99,8 @@ class BrokerConfig:
     transaction_state_log_segment_bytes: int = 104_857_600
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    # authorizer.class.name, super.users, allow.everyone.if.no.acl.found; None: no authorizer.
+    authorizer: AuthorizerConfig | None = None
 
 
 # replica.selector.class (KIP-392): Kafka's two selectors, by their Java class names.
@@ -143,6 +149,10 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
                      props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip())
     if not log_dirs:
         raise ConfigError("log.dirs is required")
+    try:
+        authorizer = AuthorizerConfig.from_properties(props)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if len(set(log_dirs)) != len(log_dirs):
         raise ConfigError(f"log.dirs names a directory twice: {','.join(log_dirs)}")
     config = BrokerConfig(
@@ -177,6 +187,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         transaction_remove_expired_transaction_cleanup_interval_ms=node.get_int(
             "transaction.remove.expired.transaction.cleanup.interval.ms"),
+        authorizer=authorizer,
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")

@@ -30,13 +30,17 @@ from clients._core.admin import (
     AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing,
 )
 from clients._core.config import ClientConfig
+from clients.protocol.acls import (
+    AclBinding, AclBindingFilter, AclOperation, AclPatternType, AclPermissionType, AclResourceType,
+)
 from clients._core.reassignment import ElectionType, PartitionReassignment
 from clients.aio.admin import Admin as AsyncAdmin
 from clients.errors import ClientClosedError, KafkaApiError
 from clients.types import OffsetAndMetadata, TopicPartition, TopicPartitionReplica
 
 __all__ = [
-    "ANY_NAME", "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
+    "AclBinding", "AclBindingFilter", "AclOperation", "AclPatternType", "AclPermissionType",
+    "AclResourceType", "ANY_NAME", "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
     "ClientQuotaEntity", "client_quota_entity",
     "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
     "ConfigSource", "ConfigSynonym", "ConfigType", "ConsumerGroupDescription",
@@ -158,6 +162,20 @@ class Admin:
                             ) -> dict[ClientQuotaEntity, None]:
         return self._run(self._admin.alter_client_quotas(
             dict(alterations), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ ACLs
+
+    def create_acls(self, acls: Sequence[AclBinding], *,
+                    timeout_ms: int | None = None) -> dict[AclBinding, None]:
+        return self._run(self._admin.create_acls(list(acls), timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter(), *,
+                      timeout_ms: int | None = None) -> list[AclBinding]:
+        return self._run(self._admin.describe_acls(acl_filter, timeout_ms=timeout_ms), timeout_ms)
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
+                    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        return self._run(self._admin.delete_acls(list(filters), timeout_ms=timeout_ms), timeout_ms)
 
     # ------------------------------------------------------------ cluster
 

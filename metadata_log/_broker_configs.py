@@ -328,8 +328,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Class checking CreateTopics requests. Accepted; no effect in Ketch: Ketch loads no "
               "Java plugin classes (policies, authorizers, callbacks)", applied=False),
     ConfigDef("authorizer.class.name", T.STRING, "", None,
-              "Class authorizing requests (empty: none). Accepted; no effect in Ketch: Ketch has "
-              "no authentication or authorization until the security issue lands", applied=False),
+              "Class authorizing requests (empty: none); Ketch has Kafka's "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs in the metadata log)"),
     ConfigDef("principal.builder.class", T.CLASS,
               "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
               None,
@@ -777,13 +777,11 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Classes adding Java security providers. Accepted; no effect in Ketch: Ketch has no "
               "authentication or authorization until the security issue lands", applied=False),
     ConfigDef("super.users", T.STRING, None, None,
-              "Principals the authorizer allows everything (StandardAuthorizer's key). Accepted; "
-              "no effect in Ketch: Ketch has no authentication or authorization until the "
-              "security issue lands", applied=False),
+              "Principals the authorizer allows everything, separated by semicolons "
+              "(StandardAuthorizer's key): User:admin;User:ops"),
     ConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, "false", None,
               "Whether the authorizer allows resources that have no ACLs (StandardAuthorizer's "
-              "key). Accepted; no effect in Ketch: Ketch has no authentication or authorization "
-              "until the security issue lands", applied=False),
+              "key)"),
     ConfigDef("ssl.protocol", T.STRING, "TLSv1.3", None,
               "TLS protocol used to build the SSL context. Accepted; no effect in Ketch: Ketch "
               "listeners speak PLAINTEXT only until the security issue lands",

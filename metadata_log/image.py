@@ -20,6 +20,8 @@ maps: ``apply`` copies only what changed. Every level is a read-only mapping
                      TopicImage       partition index -> PartitionRegistration
       configs      ConfigsImage       (resource type, name) -> {config name: value}
       producer_ids ProducerIdsImage   the first id of the next block to hand out
+      client_quotas ClientQuotasImage quota entity -> {key: value}
+      acls         AclsImage          acl id -> StandardAcl, grouped by resource (acls.py)
 
 A change to one partition copies that topic's partition dict and the two top-level topic
 dicts (one entry per *topic*), and shares every other ``TopicImage``,
@@ -40,9 +42,10 @@ from enum import IntEnum
 from types import MappingProxyType
 
 from clients.protocol.configs import ConfigResourceType
+from metadata_log.acls import AclsImage
 
 __all__ = [
-    "BrokerFeatureRange", "BrokerRegistration", "ClientQuotasImage", "ClusterImage", "ConfigResource",
+    "AclsImage", "BrokerFeatureRange", "BrokerRegistration", "ClientQuotasImage", "ClusterImage", "ConfigResource",
     "ConfigResourceType", "ConfigsImage", "EMPTY_IMAGE", "EMPTY_PROVENANCE", "Endpoint",
     "FeaturesImage", "LEADER_UNCHANGED", "LeaderRecoveryState", "MetadataImage", "NO_LEADER",
     "PartitionRegistration", "ProducerIdsImage", "Provenance", "QuotaEntity", "TopicImage",
@@ -271,12 +274,13 @@ class MetadataImage:
     configs: ConfigsImage = ConfigsImage()
     producer_ids: ProducerIdsImage = ProducerIdsImage()
     client_quotas: ClientQuotasImage = ClientQuotasImage()
+    acls: AclsImage = AclsImage()
 
     def is_empty(self) -> bool:
         return (not self.features.levels and not self.cluster.brokers
                 and not self.topics.by_id and not self.configs.resources
                 and self.producer_ids.next_producer_id == -1
-                and not self.client_quotas.entities)
+                and not self.client_quotas.entities and not self.acls.by_id)
 
 
 EMPTY_IMAGE = MetadataImage()

@@ -44,6 +44,7 @@ import crc32c
 
 from clients.protocol import CorruptFrameError, messages
 from clients.records import RecordBatchBuilder, RecordError, decode_batches
+from metadata_log.acls import acl_record
 from metadata_log.delta import MetadataDelta, MetadataReplayError
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record, encode_record
@@ -117,6 +118,8 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             records.append(messages.ClientQuotaRecord(
                 entity=[messages.ClientQuotaRecord.EntityData(entity_type=t, entity_name=n)
                         for t, n in entity], key=key, value=values[key], remove=False))
+    for acl_id in sorted(image.acls.by_id):
+        records.append(acl_record(image.acls.by_id[acl_id], acl_id))
     if image.producer_ids.next_producer_id != -1:
         # Kafka's ProducerIdsImage writes the block owner as -1: only the next id matters.
         records.append(messages.ProducerIdsRecord(

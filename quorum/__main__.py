@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
 from clients.http_api import AdminHttpServer, ControllerAdmins
+from metadata_log.authorizer import StandardAuthorizer
 from quorum.admin_http import ControllerMetrics, ControllerView
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
@@ -45,7 +46,9 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                               poll_interval_ms=config.poll_interval_ms,
                               snapshot_bytes=config.snapshot_bytes)
     apis = ControllerApis(config.node_id, quorum, driver, config.voters,
-                          cluster_id=config.cluster_id)
+                          cluster_id=config.cluster_id,
+                          authorizer=None if config.authorizer is None
+                          else StandardAuthorizer(config.authorizer))
     listener = KafkaServer(apis, config.listener_host, config.listener_port,
                            on_connection_closed=apis.connection_closed)
     metrics = ControllerMetrics(quorum, driver, lambda: listener.connection_count)

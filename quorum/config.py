@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from clients.properties import load_properties, parse_listeners
+from metadata_log.authorizer import AuthorizerConfig
 from metadata_log.node_config import ConfigError, parse_voters, read_node_properties
 
 __all__ = ["ConfigError", "ControllerProcessConfig", "from_properties", "load", "parse_voters"]
@@ -77,6 +78,8 @@ class ControllerProcessConfig:
     # The server.properties as given: the static layer of the effective topic configs
     # the HTTP API's health view resolves (min.insync.replicas).
     properties: Mapping[str, str] = field(default_factory=dict)
+    # authorizer.class.name, super.users, allow.everyone.if.no.acl.found; None: no authorizer.
+    authorizer: AuthorizerConfig | None = None
 
     @property
     def raft_address(self) -> str:
@@ -159,7 +162,12 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
     election_max = node.get_int("ketch.raft.election.timeout.max.ms")
     if not 0 < election_min < election_max:
         raise ConfigError("ketch.raft.election.timeout.min.ms must be below ...max.ms")
+    try:
+        authorizer = AuthorizerConfig.from_properties(props)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     config = ControllerProcessConfig(
+        authorizer=authorizer,
         node_id=node_id, voters=voters, raft_voters=raft_voters,
         listener_host=host, listener_port=port,
         metadata_log_dir=os.path.join(base_dir, log_dir),

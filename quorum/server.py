@@ -50,10 +50,12 @@ from clients.protocol import (
     messages,
 )
 from clients.protocol import _schemas
-from clients.protocol.acls import AclResourceType, authorized_operations
+from clients.protocol.acls import CLUSTER_NAME, AclOperation, AclResourceType, authorized_operations
 from clients.protocol.error_responses import error_response
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch
+from metadata_log.acls import AclsImage
+from metadata_log.authorizer import StandardAuthorizer
 from metadata_log.image import Provenance
 from metadata_log.records import decode_record, encode_record
 from metadata_log.snapshot import image_to_records, records_to_image
@@ -132,6 +134,8 @@ WRITE_HANDLERS: dict[int, str] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "handle_incremental_alter_configs",
     ApiKey.ALTER_CONFIGS: "handle_alter_configs",
     ApiKey.ALTER_CLIENT_QUOTAS: "handle_alter_client_quotas",
+    ApiKey.CREATE_ACLS: "handle_create_acls",
+    ApiKey.DELETE_ACLS: "handle_delete_acls",
     ApiKey.UPDATE_FEATURES: "handle_update_features",
     ApiKey.ALLOCATE_PRODUCER_IDS: "handle_allocate_producer_ids",
     ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
@@ -408,6 +412,8 @@ SERVED_APIS: dict[int, str] = {
         ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigsRequest",
         ApiKey.ALTER_CONFIGS: "AlterConfigsRequest",
         ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotasRequest",
+        ApiKey.CREATE_ACLS: "CreateAclsRequest",
+        ApiKey.DELETE_ACLS: "DeleteAclsRequest",
         ApiKey.UPDATE_FEATURES: "UpdateFeaturesRequest",
         ApiKey.ALLOCATE_PRODUCER_IDS: "AllocateProducerIdsRequest",
         ApiKey.UNREGISTER_BROKER: "UnregisterBrokerRequest",
@@ -418,10 +424,25 @@ SERVED_APIS: dict[int, str] = {
 }
 
 
+# With an authorizer (authorizer.class.name in the controller's properties), what the
+# principal of a connection to a controller needs on the cluster, as Kafka's ControllerApis:
+# brokers' own requests and the metadata fetch need CLUSTER_ACTION. Admin requests reach a
+# controller forwarded by a broker, which authorized the client's principal before
+# forwarding (broker/apis.py; Ketch has no Envelope carrying that principal), so here they
+# need CLUSTER_ACTION (the forwarding broker) or the cluster-wide operation (an admin
+# client using bootstrap.controllers); per-topic ACLs are checked by brokers only.
+_CLUSTER_ACTION_APIS = {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
+                        ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT}
+_DESCRIBE_APIS = {ApiKey.DESCRIBE_QUORUM, ApiKey.DESCRIBE_CLUSTER,
+                  ApiKey.LIST_PARTITION_REASSIGNMENTS}
+
+
 class ControllerApis:
     def __init__(self, node_id: int, quorum: MetadataQuorum, driver: ControllerDriver,
                  voters: dict[int, tuple[str, int]], listener_name: str = "CONTROLLER",
-                 cluster_id: str | None = None, fetch_wait_max_ms: int = 30_000) -> None:
+                 cluster_id: str | None = None, fetch_wait_max_ms: int = 30_000,
+                 authorizer: StandardAuthorizer | None = None) -> None:
+        self.authorizer = authorizer
         self.node_id = node_id
         self.quorum = quorum
         self.driver = driver
@@ -477,6 +498,9 @@ class ControllerApis:
         key, version, body = event.header.api_key, event.header.api_version, event.body
         if key == ApiKey.API_VERSIONS:
             return version, self.api_versions(ErrorCode.NONE)
+        if self.authorizer is not None and client is not None and not self._authorized(key, client):
+            return version, error_response(key, body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                           "not allowed on the cluster")
         if key == ApiKey.FETCH:
             return version, await self.fetch(body, version)
         if key == ApiKey.FETCH_SNAPSHOT:
@@ -484,7 +508,7 @@ class ControllerApis:
         if key == ApiKey.DESCRIBE_QUORUM:
             return version, self.describe_quorum(body)
         if key == ApiKey.DESCRIBE_CLUSTER:
-            return version, self.describe_cluster(body)
+            return version, self.describe_cluster(body, client)
         if key in WRITE_HANDLERS and key in self.served():
             response = await self.driver.write(key, body)
             if key == ApiKey.BROKER_HEARTBEAT and response.error_code == ErrorCode.NONE:
@@ -496,6 +520,21 @@ class ControllerApis:
             return version, response
         return version, error_response(key, body, ErrorCode.UNSUPPORTED_VERSION,
                                        "not served by a controller")
+
+    def _authorized(self, key: int, client: Any) -> bool:
+        assert self.authorizer is not None
+        controller = self.driver.controller
+        acls = controller.image.acls if controller is not None else AclsImage()
+
+        def allowed(op: AclOperation) -> bool:
+            assert self.authorizer is not None
+            return self.authorizer.authorize(acls, client.principal, client.host, op,
+                                             AclResourceType.CLUSTER, CLUSTER_NAME)
+        if allowed(AclOperation.CLUSTER_ACTION):
+            return True
+        if key in _CLUSTER_ACTION_APIS:
+            return False
+        return allowed(AclOperation.DESCRIBE if key in _DESCRIBE_APIS else AclOperation.ALTER)
 
     def connection_closed(self, client: ClientInfo) -> None:
         """KafkaServer's hook: if a broker heartbeated on this connection last, tell the
@@ -666,13 +705,18 @@ class ControllerApis:
         tracker.forget_idle(now_ms)
         return voters, [state(p) for p in tracker.replicas()]
 
-    def describe_cluster(self, request: messages.DescribeClusterRequest | None = None
-                         ) -> messages.DescribeClusterResponse:
+    def describe_cluster(self, request: messages.DescribeClusterRequest | None = None,
+                         client: Any = None) -> messages.DescribeClusterResponse:
         """The registered, unfenced brokers; with endpoint_type 2 (v1+, KIP-919: an admin
         client bootstrapped from the controllers) the controllers instead."""
         m = messages.DescribeClusterResponse
-        operations = authorized_operations(
-            AclResourceType.CLUSTER, request is not None and request.include_cluster_authorized_operations)
+        asked = request is not None and request.include_cluster_authorized_operations
+        operations = authorized_operations(AclResourceType.CLUSTER, asked)
+        if asked and self.authorizer is not None and client is not None:
+            controller = self.driver.controller
+            operations = self.authorizer.authorized_operations(
+                controller.image.acls if controller is not None else AclsImage(),
+                client.principal, client.host, AclResourceType.CLUSTER, CLUSTER_NAME)
         if request is not None and request.endpoint_type == CONTROLLER_ENDPOINT_TYPE:
             return m(cluster_id=self.cluster_id or "", controller_id=self.quorum.leader_id,
                      endpoint_type=CONTROLLER_ENDPOINT_TYPE, cluster_authorized_operations=operations,

@@ -52,7 +52,7 @@ PURE = (
     "metadata_log",
     "quorum/controller", "quorum/progress.py", "quorum/prevote.py",
     "broker/log", "broker/replica", "broker/producer_state.py", "broker/replica_manager.py",
-    "broker/fetch_session.py", "broker/client_quotas.py",
+    "broker/fetch_session.py", "broker/client_quotas.py", "broker/auth_helper.py",
     "broker/client_telemetry.py", "broker/otlp.py", "broker/client_metrics_export.py",
     "clients/spark/options.py", "clients/spark/planning.py", "clients/http_api/spec.py",
     "broker/group/coordinator.py", "broker/group/state.py", "broker/group/offsets.py",

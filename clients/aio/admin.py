@@ -45,13 +45,21 @@ Transactions (KIP-98, KIP-664): ``describe_transactions`` (each id's coordinator
 partition's leader) and ``abort_transaction``, which has the partition leader write an
 ABORT marker for a hanging transaction (WriteTxnMarkers, as Kafka's Admin.abortTransaction).
 
-Not here: ACLs, delegation tokens and SCRAM users (Ketch's brokers serve none of them yet).
+ACLs: ``create_acls`` / ``delete_acls`` go to the active controller through a broker,
+``describe_acls`` is answered by any broker from its metadata (``AclBinding``,
+``AclBindingFilter`` from clients.protocol.acls).
+
+Not here: delegation tokens and SCRAM users.
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
+from clients.protocol.acls import (
+    AclBinding, AclBindingFilter, AclOperation, AclPatternType, AclPermissionType,
+    AclResourceType, enum_or_unknown,
+)
 from clients._core.admin import (
     ANY_NAME, AlterConfigOp, AlterConfigOpType, BrokerNode, ClientQuotaEntity, ClusterDescription,
     ConfigEntry, FeatureMetadata, FeatureUpdate, UpgradeType, client_quota_entity,
@@ -637,6 +645,82 @@ class Admin:
         return _raise_first(await self._fan_out(
             "alter client quotas", [client_quota_entity(dict(e)) for e in alterations],
             timeout_ms, self._any, send))
+
+    # ------------------------------------------------------------ ACLs
+
+    async def create_acls(self, acls: Sequence[AclBinding], *,
+                          timeout_ms: int | None = None) -> dict[AclBinding, None]:
+        """Create ACLs (CreateAcls, decided by the active controller); each succeeds or
+        fails on its own (INVALID_REQUEST names what Kafka refuses)."""
+        C = messages.CreateAclsRequest
+
+        async def send(node: int | None, bindings: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.CREATE_ACLS, C(creations=[
+                C.AclCreation(resource_type=int(b.resource_type), resource_name=b.resource_name,
+                              resource_pattern_type=int(b.pattern_type), principal=b.principal,
+                              host=b.host, operation=int(b.operation),
+                              permission_type=int(b.permission_type)) for b in bindings]),
+                (1, 3), request_ms)
+            if len(resp.results) != len(bindings):
+                return {b: _error(ErrorCode.UNKNOWN_SERVER_ERROR, f"CreateAcls {b}",
+                                  "the answer has another number of results") for b in bindings}
+            return {b: None if r.error_code == ErrorCode.NONE else
+                    _error(r.error_code, f"CreateAcls {b}", r.error_message)
+                    for b, r in zip(bindings, resp.results)}
+
+        return _raise_first(await self._fan_out("create ACLs", acls, timeout_ms, self._any, send))
+
+    async def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter(), *,
+                            timeout_ms: int | None = None) -> list[AclBinding]:
+        """The ACLs a filter matches (DescribeAcls, answered from a broker's metadata)."""
+        D = messages.DescribeAclsRequest
+        f = acl_filter
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.DESCRIBE_ACLS, D(
+                resource_type_filter=int(f.resource_type), resource_name_filter=f.resource_name,
+                pattern_type_filter=int(f.pattern_type), principal_filter=f.principal,
+                host_filter=f.host, operation=int(f.operation),
+                permission_type=int(f.permission_type)), (1, 3), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, "DescribeAcls", resp.error_message)}
+            return {keys[0]: [AclBinding(
+                enum_or_unknown(AclResourceType, r.resource_type), r.resource_name,
+                enum_or_unknown(AclPatternType, r.pattern_type), a.principal, a.host,
+                enum_or_unknown(AclOperation, a.operation),
+                enum_or_unknown(AclPermissionType, a.permission_type))
+                for r in resp.resources for a in r.acls]}
+
+        (result,) = _raise_first(await self._fan_out("describe ACLs", ["acls"], timeout_ms,
+                                                     self._any, send)).values()
+        return result
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter], *,
+                          timeout_ms: int | None = None) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the ACLs each filter matches (DeleteAcls, decided by the active
+        controller); each filter's answer is the ACLs it deleted."""
+        D = messages.DeleteAclsRequest
+
+        async def send(node: int | None, fs: list, request_ms: int) -> dict:
+            _, resp = await self._request(node, ApiKey.DELETE_ACLS, D(filters=[
+                D.DeleteAclsFilter(
+                    resource_type_filter=int(f.resource_type), resource_name_filter=f.resource_name,
+                    pattern_type_filter=int(f.pattern_type), principal_filter=f.principal,
+                    host_filter=f.host, operation=int(f.operation),
+                    permission_type=int(f.permission_type)) for f in fs]), (1, 3), request_ms)
+            if len(resp.filter_results) != len(fs):
+                return {f: _error(ErrorCode.UNKNOWN_SERVER_ERROR, f"DeleteAcls {f}",
+                                  "the answer has another number of results") for f in fs}
+            return {f: _error(r.error_code, f"DeleteAcls {f}", r.error_message)
+                    if r.error_code != ErrorCode.NONE else [AclBinding(
+                        enum_or_unknown(AclResourceType, m.resource_type), m.resource_name,
+                        enum_or_unknown(AclPatternType, m.pattern_type), m.principal, m.host,
+                        enum_or_unknown(AclOperation, m.operation),
+                        enum_or_unknown(AclPermissionType, m.permission_type))
+                        for m in r.matching_acls]
+                    for f, r in zip(fs, resp.filter_results)}
+
+        return _raise_first(await self._fan_out("delete ACLs", filters, timeout_ms, self._any, send))
 
     async def describe_features(self, *, timeout_ms: int | None = None) -> FeatureMetadata:
         """The finalized feature levels as a broker knows them, with their epoch (the

@@ -60,6 +60,15 @@ def error_response(api_key: int, request: Any, code: int, message: str | None = 
                 error_code=code, error_message=message, resource_type=r.resource_type,
                 resource_name=r.resource_name)
             for r in request.resources])
+    if api_key == ApiKey.CREATE_ACLS:
+        return m.CreateAclsResponse(results=[
+            m.CreateAclsResponse.AclCreationResult(error_code=code, error_message=message)
+            for _ in request.creations])
+    if api_key == ApiKey.DELETE_ACLS:
+        return m.DeleteAclsResponse(filter_results=[
+            m.DeleteAclsResponse.DeleteAclsFilterResult(error_code=code, error_message=message,
+                                                        matching_acls=[])
+            for _ in request.filters])
     # Any other API: its response with the top-level error code set, where it has one.
     # Built once: the fields this response has are known from its class before building it.
     cls = getattr(m, RESPONSE_NAMES[api_key])

@@ -175,7 +175,11 @@ def test_configs_producer_ids_and_features() -> None:
     (M.ConfigRecord(resource_type=3, resource_name="x", name="k", value="v"), "bad type"),
     (M.ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=-5), "negative"),
     (M.FeatureLevelRecord(name="f", feature_level=-1), "negative level"),
-    (M.AccessControlEntryRecord(), "not modelled"),
+    (M.AccessControlEntryRecord(), "zero acl id"),
+    (M.AccessControlEntryRecord(id=tid(7), resource_type=2, resource_name="t", pattern_type=1,
+                                principal="User:a", host="*", operation=3, permission_type=3),
+     "a filter-only pattern type (ANY) stored"),
+    (M.RemoveAccessControlEntryRecord(id=tid(7)), "unknown acl id"),
     (M.RegisterControllerRecord(), "not modelled"),
 ])
 def test_contradicting_records_are_refused_without_changing_the_delta(record, why) -> None:
