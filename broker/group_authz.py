@@ -1,5 +1,6 @@
-"""Authorization of the coordinators' APIs (groups and transactions), in front of their handlers
-KafkaApis / GroupCoordinator checks), so the coordinator itself stays unaware of ACLs.
+"""Authorization of the coordinators' APIs (groups and transactions), in front of their
+handlers (Kafka's KafkaApis / GroupCoordinator checks), so the coordinators themselves stay
+unaware of ACLs.
 
 Per API, after Kafka:
 
