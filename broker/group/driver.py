@@ -260,7 +260,8 @@ class GroupCoordinatorDriver:
             if req.key_type != KEY_TYPE_GROUP:
                 answers.append((key, ErrorCode.INVALID_REQUEST, "only group coordinators exist", -1, "", -1))
                 continue
-            answers.append((key, *await self._coordinator_for(key)))
+            answers.append((key, *await self._coordinator_for(
+                key, getattr(client, "listener_name", self.listener_name))))
         if version >= 4:
             return cls(coordinators=[cls.Coordinator(key=k, node_id=n, host=h, port=pt, error_code=c,
                                                      error_message=m)
@@ -268,7 +269,9 @@ class GroupCoordinatorDriver:
         _, code, message, node, host, port = answers[0]
         return cls(error_code=code, error_message=message, node_id=node, host=host, port=port)
 
-    async def _coordinator_for(self, group_id: str) -> tuple[int, str | None, int, str, int]:
+    async def _coordinator_for(self, group_id: str, listener_name: str
+                               ) -> tuple[int, str | None, int, str, int]:
+        """The coordinator's endpoint on ``listener_name`` (the one the request came in on)."""
         image = self.replicas.image
         topic = image.topics.get(CONSUMER_OFFSETS_TOPIC)
         if topic is None:
@@ -282,7 +285,7 @@ class GroupCoordinatorDriver:
         if reg is None or reg.leader < 0:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader yet", -1, "", -1
         broker = image.cluster.get(reg.leader)
-        endpoint = None if broker is None else (broker.endpoint(self.listener_name)
+        endpoint = None if broker is None else (broker.endpoint(listener_name)
                                                 or (broker.endpoints[0] if broker.endpoints else None))
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator has no endpoint", -1, "", -1

@@ -113,6 +113,12 @@ class ServerConnection(_FrameReader):
             raise
         return RequestReceived(header, body, len(payload))
 
+    def next_token(self) -> bytes | _Sentinel:
+        """The next frame as raw bytes: a SASL token on the legacy path (after SaslHandshake
+        v0 the client sends length-prefixed tokens with no request header)."""
+        payload = self._next_payload()
+        return NEED_DATA if payload is None else bytes(payload)
+
     def send(self, api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Any]:
         """The response frame as chunks (bytes and zero-copy file regions), length first."""
         parts = _headers.encode_response_parts(api_key, api_version, correlation_id, body)

@@ -65,7 +65,7 @@ from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
 from metadata_log.features import SUPPORTED_FEATURES
 from quorum.controller import (
-    cluster_control, config_control, feature_control, quota_control, reassignment,
+    cluster_control, config_control, feature_control, quota_control, reassignment, scram_control,
     replication_control,
 )
 from quorum.controller.broker_index import BrokersToPartitions
@@ -284,6 +284,11 @@ class QuorumController:
     def handle_alter_client_quotas(self, request: messages.AlterClientQuotasRequest, now_ms: int
                                    ) -> ControllerResult[messages.AlterClientQuotasResponse]:
         return quota_control.alter_client_quotas(self._image, request)
+
+    def handle_alter_user_scram_credentials(
+            self, request: messages.AlterUserScramCredentialsRequest, now_ms: int
+    ) -> ControllerResult[messages.AlterUserScramCredentialsResponse]:
+        return scram_control.alter_user_scram_credentials(self._image, request)
 
     def handle_update_features(self, request: messages.UpdateFeaturesRequest, now_ms: int
                                ) -> ControllerResult[messages.UpdateFeaturesResponse]:

@@ -1,0 +1,290 @@
+"""A broker with four listeners (PLAINTEXT for brokers and admin, SASL_SSL, SASL_PLAINTEXT,
+SSL with client certificates), driven by the real clients the issue names, each also with
+wrong credentials; SCRAM users created with confluent-kafka's Admin (AlterUserScramCredentials
+through the controller, replayed into the brokers' images)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import ssl
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from clients.cli.launcher import LocalCluster, free_ports
+from clients.properties import format_properties, load_properties
+from clients.security.certs import LocalCA
+from clients.waiting import wait_until
+
+pytestmark = [pytest.mark.process, pytest.mark.interop]
+
+PLAIN_USERS = {"admin": "admin-secret", "carol": "carol-secret"}
+ALICE, ALICE_PW = "alice", "alice-secret"
+
+
+class Secured:
+    def __init__(self, cluster: LocalCluster, ports: dict[str, int], ca: LocalCA, client_cert) -> None:
+        self.cluster = cluster
+        self.ports = ports
+        self.ca = ca
+        self.client_cert = client_cert
+
+    def bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}"
+
+    @property
+    def broker_log(self) -> str:
+        with open(self.cluster.spec.brokers[0].log) as f:
+            return f.read()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("secured")
+    ca = LocalCA(str(base / "ca"))
+    broker_cert = ca.issue("broker", "broker-1", organization="Ketch")
+    client_cert = ca.issue("client", "kcat-client", organization="Ketch tests")
+    cluster = LocalCluster(str(base / "cluster"), controllers=1, brokers=1,
+                           broker_props={"broker.heartbeat.interval.ms": "300",
+                                         "offsets.topic.num.partitions": "1"},
+                           controller_props={"broker.heartbeat.interval.ms": "300"})
+    try:
+        broker = cluster.spec.brokers[0]
+        extra = dict(zip(("SASL_SSL", "SASL_PLAINTEXT", "SSL"),
+                         free_ports(3, exclude=[n.port for n in cluster.spec.nodes])))
+        ports = {"PLAINTEXT": broker.port, **extra}
+        jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
+        props = load_properties(broker.config)
+        props.update({
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+            "inter.broker.listener.name": "PLAINTEXT",
+            "ssl.keystore.location": broker_cert.keystore,
+            "ssl.truststore.location": ca.ca_path,
+            "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        })
+        with open(broker.config, "w") as f:
+            f.write(format_properties(props))
+        cluster.start(timeout_s=60)
+        _create_scram_user(f"127.0.0.1:{broker.port}")
+        yield Secured(cluster, ports, ca, client_cert)
+    finally:
+        cluster.stop(timeout_s=10)
+
+
+def _create_scram_user(bootstrap: str) -> None:
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(ALICE, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), ALICE_PW.encode()),
+        UserScramCredentialUpsertion(ALICE, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), ALICE_PW.encode()),
+    ])
+    for f in futures.values():
+        f.result(timeout=15)
+
+    def described() -> list | None:
+        # The broker answers from its image, which replays the controller's records a
+        # moment after the write commits (as Kafka's brokers do).
+        try:
+            infos = admin.describe_user_scram_credentials([ALICE])[ALICE].result(timeout=15)
+        except Exception:
+            return None
+        return sorted((i.mechanism.name, i.iterations) for i in infos.scram_credential_infos)
+    wait_until(described, timeout_s=10, what="the broker to replay the SCRAM credentials")
+    assert described() == [("SCRAM_SHA_256", 4096), ("SCRAM_SHA_512", 8192)]
+
+
+def _failures(secured: Secured, listener: str, mechanism: str) -> int:
+    """Failed authentications the broker logged for this listener and mechanism."""
+    return sum(1 for line in secured.broker_log.splitlines()
+               if f"failed authentication on listener {listener} " in line and f": {mechanism}: " in line)
+
+
+def _topic() -> str:
+    return "sec-" + uuid.uuid4().hex[:8]
+
+
+# ------------------------------------------------------------------ confluent-kafka
+
+def _confluent_round_trip(conf: dict) -> list[bytes]:
+    from confluent_kafka import Consumer, Producer
+    topic = _topic()
+    producer = Producer({**conf, "linger.ms": 5})
+    for i in range(5):
+        producer.produce(topic, f"m{i}".encode())
+    assert producer.flush(20) == 0
+    consumer = Consumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(got) < 5 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    consumer.close()
+    return got
+
+
+def test_confluent_kafka_sasl_ssl_scram_sha_512(secured: Secured) -> None:
+    conf = {"bootstrap.servers": secured.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+            "ssl.ca.location": secured.ca.ca_path, "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": ALICE, "sasl.password": ALICE_PW}
+    assert _confluent_round_trip(conf) == [f"m{i}".encode() for i in range(5)]
+
+
+def test_confluent_kafka_wrong_password_fails_with_authentication_error(secured: Secured) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+    errors: list = []
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+                         "ssl.ca.location": secured.ca.ca_path, "sasl.mechanism": "SCRAM-SHA-512",
+                         "sasl.username": ALICE, "sasl.password": "not-the-password",
+                         "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=5)
+    wait_until(lambda: admin.poll(0.2) is not None and errors, timeout_s=10, what="error_cb")
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    wait_until(lambda: "failed authentication on listener SASL_SSL" in secured.broker_log, timeout_s=5,
+               what="the failed attempt in the broker log")
+    assert "not-the-password" not in secured.broker_log
+
+
+# ------------------------------------------------------------------ kafka-python
+
+def test_kafka_python_sasl_plaintext_scram_sha_256(secured: Secured) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    conf = {"bootstrap_servers": secured.bootstrap("SASL_PLAINTEXT"), "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": ALICE,
+            "sasl_plain_password": ALICE_PW}
+    topic = _topic()
+    producer = KafkaProducer(**conf)
+    for i in range(3):
+        producer.send(topic, f"k{i}".encode()).get(timeout=20)
+    producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10_000,
+                             group_id="g-" + topic, **conf)
+    got = []
+    for record in consumer:
+        got.append(record.value)
+        if len(got) == 3:
+            break
+    consumer.close()
+    assert got == [b"k0", b"k1", b"k2"]
+
+
+def test_kafka_python_wrong_password(secured: Secured) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+    before = _failures(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256")
+    # kafka-python logs the broker's SASL_AUTHENTICATION_FAILED and gives up bootstrapping.
+    with pytest.raises(KafkaTimeoutError):
+        KafkaProducer(bootstrap_servers=secured.bootstrap("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                      sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=ALICE,
+                      sasl_plain_password="wrong",
+                      max_block_ms=5000)
+    assert _failures(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256") > before
+
+
+# ------------------------------------------------------------------ aiokafka
+
+def test_aiokafka_sasl_ssl_plain_and_wrong_password(secured: Secured) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.errors import KafkaConnectionError
+    from aiokafka.helpers import create_ssl_context
+
+    async def run() -> None:
+        context = create_ssl_context(cafile=secured.ca.ca_path)
+        conf = {"bootstrap_servers": secured.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+                "ssl_context": context, "sasl_mechanism": "PLAIN",
+                "sasl_plain_username": "carol", "sasl_plain_password": PLAIN_USERS["carol"]}
+        topic = _topic()
+        producer = AIOKafkaProducer(**conf)
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send_and_wait(topic, f"a{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id="g-" + topic, auto_offset_reset="earliest", **conf)
+        await consumer.start()
+        try:
+            got = []
+            while len(got) < 3:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                got += [r.value for rs in batch.values() for r in rs]
+        finally:
+            await consumer.stop()
+        assert got == [b"a0", b"a1", b"a2"]
+        before = _failures(secured, "SASL_SSL", "PLAIN")
+        bad = AIOKafkaProducer(**{**conf, "sasl_plain_password": "nope", "request_timeout_ms": 5000})
+        # aiokafka reports the failed SaslAuthenticate as a failed bootstrap.
+        with pytest.raises(KafkaConnectionError):
+            await bad.start()
+        assert _failures(secured, "SASL_SSL", "PLAIN") > before
+        await bad.stop()
+
+    asyncio.run(run())
+
+
+# ------------------------------------------------------------------ kcat, SSL with a client certificate
+
+def _kcat(secured: Secured, *args: str, with_cert: bool = True, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    opts = ["-b", secured.bootstrap("SSL"), "-X", "security.protocol=SSL",
+            "-X", f"ssl.ca.location={secured.ca.ca_path}"]
+    if with_cert:
+        opts += ["-X", f"ssl.certificate.location={secured.client_cert.certificate}",
+                 "-X", f"ssl.key.location={secured.client_cert.key}"]
+    return subprocess.run(["kcat", *opts, *args], input=stdin, capture_output=True, timeout=30)
+
+
+def test_kcat_ssl_with_a_client_certificate(secured: Secured) -> None:
+    topic = _topic()
+    produced = _kcat(secured, "-P", "-t", topic, stdin=b"c0\nc1\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = _kcat(secured, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.split() == [b"c0", b"c1"]
+    refused = _kcat(secured, "-L", "-m", "5", with_cert=False)
+    assert refused.returncode != 0
+
+
+# ------------------------------------------------------------------ the network layer's refusals
+
+def _closed_without_answer(sock: socket.socket) -> bool:
+    sock.settimeout(5)
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_requests_before_authentication_close_the_connection(secured: Secured) -> None:
+    from clients.protocol import ApiKey, messages
+    from clients.protocol.framing import ClientConnection
+    conn = ClientConnection("raw")
+    _, data = conn.send(ApiKey.METADATA, 12, messages.MetadataRequest(topics=None))
+    with socket.create_connection(("127.0.0.1", secured.ports["SASL_PLAINTEXT"])) as sock:
+        sock.sendall(data)
+        assert _closed_without_answer(sock)
+
+
+def test_wrong_protocol_on_a_port_is_closed_cleanly(secured: Secured) -> None:
+    with socket.create_connection(("127.0.0.1", secured.ports["SSL"])) as sock:   # plaintext on TLS
+        sock.sendall(b"\x00\x00\x00\x10" + b"\x00" * 16)
+        assert _closed_without_answer(sock)
+    context = ssl.create_default_context(cafile=secured.ca.ca_path)
+    with socket.create_connection(("127.0.0.1", secured.ports["PLAINTEXT"])) as raw:  # TLS on plaintext
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.recv(1)
+    # The broker serves on.
+    from confluent_kafka.admin import AdminClient
+    metadata = AdminClient({"bootstrap.servers": secured.bootstrap("PLAINTEXT")}).list_topics(timeout=10)
+    assert metadata.brokers[1].port == secured.ports["PLAINTEXT"]
