@@ -15,7 +15,7 @@ import sys
 
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
 VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign", "log_dirs", "topic",
-                          "produce", "consume", "group", "config", "quota", "feature", "cluster",
+                          "produce", "consume", "group", "config", "quota", "user", "feature", "cluster",
                           "dump_log", "metadata_shell")
 
 

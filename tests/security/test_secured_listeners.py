@@ -148,7 +148,7 @@ def test_confluent_kafka_wrong_password_fails_with_authentication_error(secured:
                          "sasl.username": ALICE, "sasl.password": "not-the-password",
                          "error_cb": errors.append})
     with pytest.raises(KafkaException):
-        admin.list_topics(timeout=5)
+        admin.list_topics(timeout=2)
     wait_until(lambda: admin.poll(0.2) is not None and errors, timeout_s=10, what="error_cb")
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     wait_until(lambda: "failed authentication on listener SASL_SSL" in secured.broker_log, timeout_s=5,
@@ -187,8 +187,8 @@ def test_kafka_python_wrong_password(secured: Secured) -> None:
     with pytest.raises(KafkaTimeoutError):
         KafkaProducer(bootstrap_servers=secured.bootstrap("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
                       sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=ALICE,
-                      sasl_plain_password="wrong",
-                      max_block_ms=5000)
+                      sasl_plain_password="wrong", bootstrap_timeout_ms=3000,
+                      max_block_ms=3000)
     assert _failures(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256") > before
 
 
@@ -251,7 +251,7 @@ def test_kcat_ssl_with_a_client_certificate(secured: Secured) -> None:
     consumed = _kcat(secured, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e")
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.split() == [b"c0", b"c1"]
-    refused = _kcat(secured, "-L", "-m", "5", with_cert=False)
+    refused = _kcat(secured, "-L", "-m", "2", with_cert=False)
     assert refused.returncode != 0
 
 
@@ -288,3 +288,80 @@ def test_wrong_protocol_on_a_port_is_closed_cleanly(secured: Secured) -> None:
     from confluent_kafka.admin import AdminClient
     metadata = AdminClient({"bootstrap.servers": secured.bootstrap("PLAINTEXT")}).list_topics(timeout=10)
     assert metadata.brokers[1].port == secured.ports["PLAINTEXT"]
+
+
+# ------------------------------------------------------------------ Ketch's own clients and CLI
+
+def _ketch_conf(secured: Secured, password: str = ALICE_PW) -> dict:
+    return {"bootstrap.servers": secured.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                f'username="{ALICE}" password="{password}";',
+            "ssl.truststore.location": secured.ca.ca_path}
+
+
+def test_ketch_clients_on_sasl_ssl_scram(secured: Secured) -> None:
+    from clients.admin import Admin
+    from clients.consumer import Consumer
+    from clients.producer import Producer
+    topic = _topic()
+    conf = _ketch_conf(secured)
+    with Producer(conf) as producer:
+        for i in range(3):
+            producer.send(topic, value=f"k{i}".encode())
+        producer.flush()
+    with Admin(conf) as admin:
+        assert topic in admin.list_topics()
+    consumer = Consumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        got: list = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [r.value for r in consumer.poll(500)]
+    finally:
+        consumer.close()
+    assert got == [b"k0", b"k1", b"k2"]
+
+
+def test_ketch_client_wrong_password_names_the_refusal(secured: Secured) -> None:
+    from clients.admin import Admin
+    with pytest.raises(Exception) as raised:
+        with Admin({**_ketch_conf(secured, "wrong"), "default.api.timeout.ms": 3000}) as admin:
+            admin.list_topics()
+    assert "SASL_AUTHENTICATION_FAILED" in str(raised.value) or \
+        "SASL_AUTHENTICATION_FAILED" in str(raised.value.__cause__), raised.value
+
+
+def test_ketch_user_cli_on_the_secured_listener(secured: Secured) -> None:
+    import json
+    import sys
+    xs = [a for k, v in _ketch_conf(secured).items() if k != "bootstrap.servers" for a in ("-X", f"{k}={v}")]
+    base = [sys.executable, "-m", "clients.cli", "user"]
+    common = ["--bootstrap", secured.bootstrap("SASL_SSL"), *xs]
+    env = {**os.environ, "KETCH_USER_PASSWORD": "bob-secret"}
+    created = subprocess.run([*base, "create", "bob", "--mechanism", "SCRAM-SHA-256", *common],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert created.returncode == 0, created.stderr
+
+    from clients.admin import Admin
+    admin = Admin(_ketch_conf(secured))
+    try:
+        wait_until(lambda: "bob" in admin.describe_user_scram_credentials(), timeout_s=10, what="bob")
+        out = subprocess.run([*base, "list", "--output", "json", *common], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        rows = json.loads(out.stdout)
+        assert {"user": "bob", "mechanism": "SCRAM-SHA-256", "iterations": 4096} in rows
+        assert not any("secret" in str(r) for r in rows)
+        # bob logs in with SCRAM-SHA-256 on the SASL_PLAINTEXT listener
+        from kafka import KafkaProducer
+        KafkaProducer(bootstrap_servers=secured.bootstrap("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                      sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
+                      sasl_plain_password="bob-secret").close()
+        deleted = subprocess.run([*base, "delete", "bob", *common], capture_output=True, text=True, timeout=60)
+        assert deleted.returncode == 0, deleted.stderr
+        wait_until(lambda: "bob" not in admin.describe_user_scram_credentials(), timeout_s=10,
+                   what="bob gone")
+    finally:
+        admin.close()
