@@ -64,6 +64,7 @@ from clients.http_api import AdminHttpServer, BrokerAdmins
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
+from clients.security.client_auth import ClientSecurity, listener_client_properties
 from clients.security.scram import ScramCredential, ScramMechanism
 from quorum.network import KafkaServer, ListenerConfigError, listener_security
 
@@ -190,9 +191,19 @@ class Broker:
                                       broker_epoch=lambda: self.lifecycle.broker_epoch,
                                       use_sendfile=zero_copy,
                                       on_log_dir_failure=self._on_log_dir_failure)
+        # How this broker logs in to the other brokers' (and its own) inter-broker listener.
+        inter_broker = next(s for s in config.listeners if s.name == config.listener_name)
+        inter_broker_client = listener_client_properties(
+            properties, inter_broker.name, inter_broker.security_protocol,
+            "sasl.mechanism.inter.broker.protocol")
+        try:
+            inter_broker_security = ClientSecurity.from_config(inter_broker_client.get)
+        except ValueError as e:
+            raise SystemExit(f"inter-broker listener {inter_broker.name}: {e}") from None
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               broker_epoch=lambda: self.lifecycle.broker_epoch,
-                                              fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
+                                              fetch_max_wait_ms=config.replica_fetch_wait_max_ms,
+                                              security=inter_broker_security)
         self.cleaner = CleanerDriver(self.logs, self.storage, self.core.high_watermark_of, now_ms)
         self._apply_broker_configs()
         self.topic_creation = AutoTopicCreationManager(
@@ -227,7 +238,7 @@ class Broker:
         # One admin client, through this broker's own listener, for the HTTP API and the
         # group-lag metrics.
         self.admins = BrokerAdmins(lambda: f"{config.advertised_host}:{self.server.port}",
-                                   f"ketch-broker-{config.node_id}-admin")
+                                   f"ketch-broker-{config.node_id}-admin", inter_broker_client)
         self.group_lag = GroupLagMonitor(self.groups.core.committed_offsets,
                                          self.admins.cluster_admin, config.group_lag_interval_ms)
         self.metrics.registry.register(BrokerStateCollector(

@@ -40,7 +40,7 @@ from typing import Mapping
 
 from broker.log import LogConfig
 from broker.log.config import LogConfigError
-from clients.security.listeners import ListenerError, ListenerSpec, SecurityProtocol, parse_listener_specs
+from clients.security.listeners import ListenerError, ListenerSpec, parse_listener_specs
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.config_defs import TOPIC_CONFIGS
 from metadata_log.image import EMPTY_IMAGE
@@ -124,11 +124,14 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         else specs[0]
     if inter_broker is None:
         raise ConfigError(f"inter.broker.listener.name={inter_broker_name} is not in listeners")
-    if inter_broker.security_protocol is not SecurityProtocol.PLAINTEXT:
-        # Ketch's own client (replica fetchers, the broker's admin client) does not speak
-        # TLS or SASL yet (issue 16, part 5): brokers reach each other in plaintext.
-        raise ConfigError(f"inter.broker.listener.name={inter_broker.name}: the inter-broker "
-                          f"listener must be PLAINTEXT for now, not {inter_broker.security_protocol.name}")
+    if inter_broker.security_protocol.uses_sasl:
+        mechanism = (props.get("sasl.mechanism.inter.broker.protocol") or "").upper()
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism or '(unset)'}: the "
+                              f"inter-broker listener {inter_broker.name} is {inter_broker.security_protocol.name}; "
+                              "set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 and that mechanism's "
+                              f"listener.name.{inter_broker.name.lower()}.<mechanism>.sasl.jaas.config "
+                              'with username="..." password="..."')
     name, host, port = inter_broker.name, inter_broker.host, inter_broker.port
     adv_host, adv_port = inter_broker.advertised_host, inter_broker.advertised_port
     log_dirs = tuple(os.path.normpath(d.strip()) for d in

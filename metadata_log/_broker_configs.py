@@ -887,9 +887,9 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "configured)",
               dynamic=D.PER_BROKER),
     ConfigDef("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", None,
-              "SASL mechanism brokers use with each other. Accepted; no effect in Ketch: Ketch "
-              "has no SASL authentication until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "SASL mechanism brokers log in to each other with on a SASL inter-broker "
+              "listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI is not one Ketch has)",
+              dynamic=D.PER_BROKER),
     ConfigDef("sasl.mechanism.controller.protocol", T.STRING, "GSSAPI", None,
               "SASL mechanism used to reach controllers. Accepted; no effect in Ketch: Ketch has "
               "no SASL authentication until the security issue lands", applied=False),

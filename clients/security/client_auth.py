@@ -7,7 +7,7 @@ login, from Kafka's client keys or librdkafka's names for them:
     ssl.truststore.location=ca.pem       (or ssl.ca.location)
 
 Brokers use it too, to reach other brokers on the inter-broker listener
-(``ClientSecurity.for_listener``).
+(``listener_client_properties``).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from clients.security.listeners import SecurityProtocol, listener_value
 from clients.security.sasl import PLAIN, PlainClient, ScramClient
 from clients.security.tls import TlsConfigError, client_ssl_context
 
-__all__ = ["ClientSecurity", "PLAINTEXT_SECURITY"]
+__all__ = ["ClientSecurity", "PLAINTEXT_SECURITY", "listener_client_properties"]
 
 Lookup = Callable[[str], "str | None"]
 
@@ -72,26 +72,34 @@ class ClientSecurity:
             raise ConfigError("sasl.jaas.config", "SASL needs a username and a password")
         return cls(protocol, context, mechanism, username, password)
 
-    @classmethod
-    def for_listener(cls, props: Mapping[str, str], listener: str, protocol: SecurityProtocol,
-                     mechanism_key: str) -> "ClientSecurity":
-        """How a broker logs in to ``listener`` of another node: the listener's own TLS
-        keys (its key store is this node's client certificate) and, for SASL, the
-        mechanism in ``mechanism_key`` (``sasl.mechanism.inter.broker.protocol``) with the
-        ``username``/``password`` of that mechanism's JAAS config on the listener."""
-        mechanism = (props.get(mechanism_key) or "").upper() if protocol.uses_sasl else ""
 
-        def get(key: str) -> str | None:
-            if key == "security.protocol":
-                return protocol.name
-            if key == "sasl.mechanism":
-                return mechanism
-            if key == "sasl.jaas.config":
-                return listener_value(props, listener, key, mechanism=mechanism or None)
-            if key in ("sasl.username", "sasl.password"):
-                return None
-            return listener_value(props, listener, key)
-        return cls.from_config(get)
+# The client keys a node's own connections to a listener take from that listener's settings.
+_LISTENER_CLIENT_KEYS = ("ssl.truststore.location", "ssl.truststore.certificates", "ssl.truststore.type",
+                         "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password",
+                         "ssl.keystore.certificate.chain", "ssl.keystore.key",
+                         "ssl.endpoint.identification.algorithm")
+
+
+def listener_client_properties(props: Mapping[str, str], listener: str, protocol: SecurityProtocol,
+                               mechanism_key: str) -> dict[str, str]:
+    """The client properties with which a node logs in to ``listener`` of another node (a
+    broker to the inter-broker listener): the listener's own TLS keys (its key store is
+    this node's client certificate too) and, for SASL, the mechanism named by
+    ``mechanism_key`` (``sasl.mechanism.inter.broker.protocol``) with the
+    ``username``/``password`` options of that mechanism's JAAS config on the listener
+    (``listener.name.<l>.<mechanism>.sasl.jaas.config``), as Kafka's brokers do."""
+    out = {"security.protocol": protocol.name}
+    for key in _LISTENER_CLIENT_KEYS:
+        value = listener_value(props, listener, key)
+        if value is not None:
+            out[key] = value
+    if protocol.uses_sasl:
+        mechanism = (props.get(mechanism_key) or "").upper()
+        out["sasl.mechanism"] = mechanism
+        jaas = listener_value(props, listener, "sasl.jaas.config", mechanism=mechanism or None)
+        if jaas is not None:
+            out["sasl.jaas.config"] = jaas
+    return out
 
 
 PLAINTEXT_SECURITY = ClientSecurity()

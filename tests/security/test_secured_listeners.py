@@ -1,7 +1,8 @@
-"""A broker with four listeners (PLAINTEXT for brokers and admin, SASL_SSL, SASL_PLAINTEXT,
-SSL with client certificates), driven by the real clients the issue names, each also with
-wrong credentials; SCRAM users created with confluent-kafka's Admin (AlterUserScramCredentials
-through the controller, replayed into the brokers' images)."""
+"""Two brokers with four listeners each (PLAINTEXT, SASL_SSL, SASL_PLAINTEXT, SSL with client
+certificates; brokers replicate over SASL_SSL with PLAIN), driven by the real clients the
+issue names, each also with wrong credentials; SCRAM users created with confluent-kafka's
+Admin (AlterUserScramCredentials through the controller, replayed into the brokers' images).
+Clients bootstrap from broker 1 and find broker 2 on the listener they came in on."""
 from __future__ import annotations
 
 import asyncio
@@ -21,14 +22,16 @@ from clients.waiting import wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
-PLAIN_USERS = {"admin": "admin-secret", "carol": "carol-secret"}
+PLAIN_USERS = {"admin": "admin-secret", "carol": "carol-secret", "broker": "broker-secret"}
 ALICE, ALICE_PW = "alice", "alice-secret"
 
 
 class Secured:
-    def __init__(self, cluster: LocalCluster, ports: dict[str, int], ca: LocalCA, client_cert) -> None:
+    def __init__(self, cluster: LocalCluster, ports: dict[str, int], ca: LocalCA, client_cert,
+                 all_ports: list[dict[str, int]]) -> None:
         self.cluster = cluster
-        self.ports = ports
+        self.ports = ports              # broker 1's, by listener name
+        self.all_ports = all_ports      # every broker's
         self.ca = ca
         self.client_cert = client_cert
 
@@ -37,8 +40,11 @@ class Secured:
 
     @property
     def broker_log(self) -> str:
-        with open(self.cluster.spec.brokers[0].log) as f:
-            return f.read()
+        text = ""
+        for broker in self.cluster.spec.brokers:
+            with open(broker.log) as f:
+                text += f.read()
+        return text
 
 
 @pytest.fixture(scope="module")
@@ -47,33 +53,39 @@ def secured(tmp_path_factory: pytest.TempPathFactory):
     ca = LocalCA(str(base / "ca"))
     broker_cert = ca.issue("broker", "broker-1", organization="Ketch")
     client_cert = ca.issue("client", "kcat-client", organization="Ketch tests")
-    cluster = LocalCluster(str(base / "cluster"), controllers=1, brokers=1,
+    cluster = LocalCluster(str(base / "cluster"), controllers=1, brokers=2,
                            broker_props={"broker.heartbeat.interval.ms": "300",
+                                         "replica.fetch.wait.max.ms": "200",
                                          "offsets.topic.num.partitions": "1"},
                            controller_props={"broker.heartbeat.interval.ms": "300"})
     try:
-        broker = cluster.spec.brokers[0]
-        extra = dict(zip(("SASL_SSL", "SASL_PLAINTEXT", "SSL"),
-                         free_ports(3, exclude=[n.port for n in cluster.spec.nodes])))
-        ports = {"PLAINTEXT": broker.port, **extra}
         jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="broker" password="broker-secret" '
                 + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
-        props = load_properties(broker.config)
-        props.update({
-            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
-            "inter.broker.listener.name": "PLAINTEXT",
-            "ssl.keystore.location": broker_cert.keystore,
-            "ssl.truststore.location": ca.ca_path,
-            "listener.name.ssl.ssl.client.auth": "required",
-            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-            "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
-            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        })
-        with open(broker.config, "w") as f:
-            f.write(format_properties(props))
+        taken = [n.port for n in cluster.spec.nodes]
+        all_ports = []
+        for broker in cluster.spec.brokers:
+            extra = dict(zip(("SASL_SSL", "SASL_PLAINTEXT", "SSL"), free_ports(3, exclude=taken)))
+            taken += extra.values()
+            ports = {"PLAINTEXT": broker.port, **extra}
+            all_ports.append(ports)
+            props = load_properties(broker.config)
+            props.update({
+                "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+                "inter.broker.listener.name": "SASL_SSL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "ssl.keystore.location": broker_cert.keystore,
+                "ssl.truststore.location": ca.ca_path,
+                "listener.name.ssl.ssl.client.auth": "required",
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+                "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            })
+            with open(broker.config, "w") as f:
+                f.write(format_properties(props))
         cluster.start(timeout_s=60)
-        _create_scram_user(f"127.0.0.1:{broker.port}")
-        yield Secured(cluster, ports, ca, client_cert)
+        _create_scram_user(f"127.0.0.1:{cluster.spec.brokers[0].port}")
+        yield Secured(cluster, all_ports[0], ca, client_cert, all_ports)
     finally:
         cluster.stop(timeout_s=10)
 
@@ -284,10 +296,34 @@ def test_wrong_protocol_on_a_port_is_closed_cleanly(secured: Secured) -> None:
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
                 tls.recv(1)
-    # The broker serves on.
+    # The broker serves on, and answers Metadata with the listener the request came in on.
     from confluent_kafka.admin import AdminClient
     metadata = AdminClient({"bootstrap.servers": secured.bootstrap("PLAINTEXT")}).list_topics(timeout=10)
-    assert metadata.brokers[1].port == secured.ports["PLAINTEXT"]
+    assert {b.port for b in metadata.brokers.values()} == {p["PLAINTEXT"] for p in secured.all_ports}
+    metadata = AdminClient({"bootstrap.servers": secured.bootstrap("SSL"), "security.protocol": "SSL",
+                            "ssl.ca.location": secured.ca.ca_path,
+                            "ssl.certificate.location": secured.client_cert.certificate,
+                            "ssl.key.location": secured.client_cert.key}).list_topics(timeout=10)
+    assert {b.port for b in metadata.brokers.values()} == {p["SSL"] for p in secured.all_ports}
+
+
+def test_brokers_replicate_over_the_sasl_ssl_inter_broker_listener(secured: Secured) -> None:
+    from clients.admin import Admin, NewTopic
+    from clients.producer import Producer
+    topic = _topic()
+    conf = _ketch_conf(secured)
+    with Admin(conf) as admin:
+        admin.create_topics([NewTopic(topic, 1, 2)])
+        started = time.monotonic()
+        with Producer({**conf, "acks": "all", "request.timeout.ms": 10_000,
+                       "delivery.timeout.ms": 20_000}) as producer:
+            producer.send(topic, value=b"r0").get(timeout=20)
+        # acks=all completes only once every ISR member has the record; the follower can
+        # only have fetched it over SASL_SSL (a follower that could not would stay in the
+        # ISR for replica.lag.time.max.ms, 30 s, and the send would time out first).
+        assert time.monotonic() - started < 20
+        (partition,) = admin.describe_topics([topic])[topic].partitions
+        assert sorted(partition.isr) == [1, 2]
 
 
 # ------------------------------------------------------------------ Ketch's own clients and CLI
