@@ -997,9 +997,9 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Where OAuth tokens are requested. Accepted; no effect in Ketch: Ketch has no SASL "
               "authentication until the security issue lands", applied=False),
     ConfigDef("connections.max.reauth.ms", T.LONG, "0", None,
-              "Longest session before a SASL client must reauthenticate (0: never). Accepted; no "
-              "effect in Ketch: Ketch has no SASL authentication until the security issue lands",
-              applied=False),
+              "Longest SASL session before the client must re-authenticate on its connection "
+              "(KIP-368; 0: never); a connection whose session ended is closed at its next "
+              "request"),
     ConfigDef("password.encoder.secret", T.PASSWORD, None, None,
               "Secret encrypting dynamic password configs. Accepted; no effect in Ketch: KRaft, "
               "and so Ketch, keeps dynamic passwords in the metadata log without this encoder (a "

@@ -36,6 +36,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
@@ -91,6 +92,10 @@ class ApiHandler(Protocol):
         """A response for an unknown version (ApiVersions), or None to close."""
 
 
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 class ListenerConfigError(ValueError):
     """A listener's security settings cannot be used; the process refuses to start."""
 
@@ -105,7 +110,7 @@ def listener_security(spec: ListenerSpec, props: Mapping[str, str], scram_creden
     (default: SCRAM-SHA-256 and SCRAM-SHA-512, and PLAIN when a PLAIN user table is set),
     PLAIN's users from ``listener.name.<l>.plain.sasl.jaas.config`` or ``sasl.jaas.config``
     (``user_<name>="<password>"``), SCRAM verifiers from ``scram_credentials`` (the
-    metadata image's)."""
+    metadata image's), the session lifetime from ``connections.max.reauth.ms`` (KIP-368)."""
     protocol = spec.security_protocol
     context = None
     if protocol.uses_tls:
@@ -143,7 +148,12 @@ def listener_security(spec: ListenerSpec, props: Mapping[str, str], scram_creden
                                           "Ketch has (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
         if not factories:
             raise ListenerConfigError(f"listener {spec.name}: sasl.enabled.mechanisms is empty")
-        authenticator = functools.partial(SaslServerAuthenticator, factories)
+        try:
+            lifetime = int(listener_value(props, spec.name, "connections.max.reauth.ms") or 0)
+        except ValueError:
+            raise ListenerConfigError(f"listener {spec.name}: connections.max.reauth.ms must be "
+                                      "an integer") from None
+        authenticator = functools.partial(SaslServerAuthenticator, factories, max(0, lifetime))
     return ListenerSecurity(spec.name, protocol, context, authenticator)
 
 
@@ -287,13 +297,19 @@ class KafkaServer:
                         if token is NEED_DATA:
                             break
                         assert isinstance(token, bytes)
-                        if not await self._sasl_answer(writer, client, auth, auth.legacy_token(token), None):
+                        if not await self._sasl_answer(writer, client, auth,
+                                                       auth.legacy_token(token, _now_ms()), None):
                             return
                         continue
                     event = conn.next_event()
                     if event is NEED_DATA:
                         break
                     key = event.api_key if isinstance(event, UnsupportedRequest) else event.header.api_key
+                    if auth is not None and key != ApiKey.SASL_HANDSHAKE and auth.expired(_now_ms()):
+                        log.info("closing %s:%s on listener %s: its SASL session of %s ended without "
+                                 "re-authentication (KIP-368)", client.host, client.port,
+                                 self.listener.name, client.principal)
+                        return
                     if isinstance(event, RequestReceived) and key in SASL_VERSIONS:
                         if not await self._sasl_request(writer, conn, client, auth, event):
                             return
@@ -342,9 +358,9 @@ class KafkaServer:
                             event: RequestReceived) -> bool:
         """SaslHandshake / SaslAuthenticate; False: the connection is to close."""
         header = event.header
-        if auth is None or auth.complete:
-            # Not a SASL listener, or already authenticated (KIP-368 re-authentication is
-            # not done: Ketch never gives a session lifetime, so clients never start it).
+        if auth is None or (auth.complete and not auth.reauthenticates):
+            # Not a SASL listener, or authenticated for good (no session lifetime: clients
+            # never re-authenticate, KIP-368).
             if header.api_key == ApiKey.SASL_HANDSHAKE:
                 body: Any = messages.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                                                            mechanisms=[])
@@ -358,7 +374,7 @@ class KafkaServer:
         if header.api_key == ApiKey.SASL_HANDSHAKE:
             answer = auth.handshake(event.body, header.api_version)
         else:
-            answer = auth.authenticate(event.body, header.api_version)
+            answer = auth.authenticate(event.body, header.api_version, _now_ms())
         return await self._sasl_answer(writer, client, auth, answer,
                                        (conn, header.api_key, header.api_version, header.correlation_id))
 
@@ -383,6 +399,8 @@ class KafkaServer:
             client.principal = KafkaPrincipal("User", auth.authorization_id)
             log.debug("%s:%s authenticated as %s with %s", client.host, client.port,
                       client.principal, auth.mechanism_name)
+        elif auth.complete:
+            log.debug("%s:%s re-authenticated as %s", client.host, client.port, client.principal)
         return True
 
     async def _write(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:

@@ -11,7 +11,12 @@ send, and whether to close the connection afterwards. The order Kafka enforces:
                                                             length-prefixed tokens, no header)
 
 Anything else before authentication completes is refused by closing the connection, as
-Kafka does (IllegalSaslStateException). A failed authentication is answered
+Kafka does (IllegalSaslStateException).
+
+KIP-368: with a session lifetime (``connections.max.reauth.ms``), the final
+SaslAuthenticate response carries it; before it ends the client logs in again on the same
+connection (SaslHandshake, SaslAuthenticate) with the same mechanism and principal, and a
+connection whose session has ended is closed at its next request that is not a re-login. A failed authentication is answered
 (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM) and the connection closed; the
 reason, never the password, goes to the log through ``failure``.
 """
@@ -244,13 +249,28 @@ class SaslServerAuthenticator:
     factory for a fresh server mechanism. ``failure`` holds why authentication failed,
     for the log."""
 
-    def __init__(self, mechanisms: Mapping[str, Callable[[], SaslServerMechanism]]) -> None:
+    def __init__(self, mechanisms: Mapping[str, Callable[[], SaslServerMechanism]],
+                 session_lifetime_ms: int = 0) -> None:
         self._factories = mechanisms
         self.enabled: Sequence[str] = list(mechanisms)
+        self.session_lifetime_ms = session_lifetime_ms      # 0: sessions never end
         self.state = AuthenticatorState.HANDSHAKE
         self.mechanism_name: str | None = None
         self._mechanism: SaslServerMechanism | None = None
         self.failure: str | None = None
+        self.session_expires_ms: int | None = None
+        # While re-authenticating (KIP-368): (mechanism, principal) of the session it renews.
+        self._renewing: tuple[str, str] | None = None
+
+    @property
+    def reauthenticates(self) -> bool:
+        """Whether a logged-in connection may (and must) log in again."""
+        return self.session_lifetime_ms > 0
+
+    def expired(self, now_ms: int) -> bool:
+        """The session ended: anything but a re-login now closes the connection."""
+        return (self.state is AuthenticatorState.COMPLETE and self.session_expires_ms is not None
+                and now_ms >= self.session_expires_ms)
 
     @property
     def complete(self) -> bool:
@@ -262,7 +282,7 @@ class SaslServerAuthenticator:
 
     @property
     def authorization_id(self) -> str:
-        assert self._mechanism is not None and self.complete
+        assert self._mechanism is not None and self._mechanism.complete
         return self._mechanism.authorization_id
 
     def allows(self, api_key: int) -> bool:
@@ -281,11 +301,19 @@ class SaslServerAuthenticator:
 
     def handshake(self, request: messages.SaslHandshakeRequest, version: int) -> SaslAnswer:
         cls = messages.SaslHandshakeResponse
+        if self.state is AuthenticatorState.COMPLETE and self.reauthenticates and version >= 1:
+            assert self.mechanism_name is not None
+            self._renewing = (self.mechanism_name, self.authorization_id)
+            self.state = AuthenticatorState.HANDSHAKE
         if self.state is not AuthenticatorState.HANDSHAKE:
             self._fail(f"SaslHandshake in state {self.state.name}")
             return SaslAnswer(cls(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=list(self.enabled)),
                               close=True)
         factory = self._factories.get(request.mechanism)
+        if self._renewing is not None and request.mechanism != self._renewing[0]:
+            self._fail(f"re-authentication with {request.mechanism}, not {self._renewing[0]}")
+            return SaslAnswer(cls(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[self._renewing[0]]),
+                              close=True)
         if factory is None:
             self._fail(f"unsupported SASL mechanism {request.mechanism!r}")
             return SaslAnswer(cls(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
@@ -295,7 +323,8 @@ class SaslServerAuthenticator:
         self.state = AuthenticatorState.LEGACY_TOKEN if version == 0 else AuthenticatorState.AUTHENTICATE
         return SaslAnswer(cls(error_code=ErrorCode.NONE, mechanisms=list(self.enabled)))
 
-    def authenticate(self, request: messages.SaslAuthenticateRequest, version: int) -> SaslAnswer:
+    def authenticate(self, request: messages.SaslAuthenticateRequest, version: int,
+                     now_ms: int = 0) -> SaslAnswer:
         cls = messages.SaslAuthenticateResponse
         if self.state is not AuthenticatorState.AUTHENTICATE:
             self._fail(f"SaslAuthenticate in state {self.state.name}")
@@ -307,18 +336,32 @@ class SaslServerAuthenticator:
         except SaslAuthenticationError as e:
             return SaslAnswer(cls(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                                   error_message=str(e), auth_bytes=b""), close=True)
-        # session_lifetime_ms 0: no re-authentication (KIP-368 is not done yet).
+        lifetime = 0
+        if self.complete:
+            if self._renewing is not None and self.authorization_id != self._renewing[1]:
+                message = "Cannot change principals during re-authentication"
+                self._fail(f"re-authentication as {self.authorization_id}, not {self._renewing[1]}")
+                return SaslAnswer(cls(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                      error_message=message, auth_bytes=b""), close=True)
+            self._renewing = None
+            if self.reauthenticates:
+                lifetime = self.session_lifetime_ms
+                self.session_expires_ms = now_ms + lifetime
         return SaslAnswer(cls(error_code=ErrorCode.NONE, error_message=None, auth_bytes=challenge,
-                              session_lifetime_ms=0))
+                              session_lifetime_ms=lifetime))
 
-    def legacy_token(self, token: bytes) -> SaslAnswer:
+    def legacy_token(self, token: bytes, now_ms: int = 0) -> SaslAnswer:
         """A raw token after SaslHandshake v0; the answer's response is the raw challenge.
-        A failure has no way to be reported on this path: the connection closes."""
+        A failure has no way to be reported on this path: the connection closes. Such a
+        client cannot re-authenticate: with a session lifetime its connection closes when
+        the session ends (KIP-368)."""
         assert self.state is AuthenticatorState.LEGACY_TOKEN
         try:
             challenge = self._evaluate(token)
         except SaslAuthenticationError:
             return SaslAnswer(None, close=True)
+        if self.complete and self.reauthenticates:
+            self.session_expires_ms = now_ms + self.session_lifetime_ms
         # Kafka sends every challenge, PLAIN's empty one too (a zero-length frame).
         return SaslAnswer(challenge)
 

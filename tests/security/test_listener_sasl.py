@@ -153,3 +153,32 @@ def test_sasl_on_a_plaintext_listener_is_an_illegal_state() -> None:
         finally:
             await server.stop()
     asyncio.run(run())
+
+
+def test_a_session_is_renewed_on_its_connection_and_closed_once_it_ends() -> None:
+    """KIP-368 through the network layer: connections.max.reauth.ms=600; Ketch's client
+    logs in again on the same connection (the broker renews the session), and once the
+    session has ended the next request closes the connection."""
+    async def run() -> None:
+        handler = Handler()
+        spec = ListenerSpec("SASL_PLAINTEXT", "127.0.0.1", 0, SecurityProtocol.SASL_PLAINTEXT, "127.0.0.1", 0)
+        props = {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
+                 "connections.max.reauth.ms": "600"}
+        server = KafkaServer(handler, "127.0.0.1", 0,
+                             listener=listener_security(spec, props, lambda user, m: None))
+        await server.start()
+        try:
+            security = ClientSecurity(SecurityProtocol.SASL_PLAINTEXT, None, "PLAIN", "alice", "alice-pw")
+            conn = await connect("127.0.0.1", server.port, security=security)
+            await conn.sasl_authenticate(security)                 # a re-login, same principal
+            await conn.request(ApiKey.METADATA, 12, messages.MetadataRequest(topics=[]))
+            await asyncio.sleep(0.8)                               # past the session's end
+            try:
+                await conn.request(ApiKey.METADATA, 12, messages.MetadataRequest(topics=[]), timeout_s=5)
+                raise AssertionError("served after the session ended")
+            except ConnectionClosedError:
+                pass
+            assert handler.principals == ["User:alice"]
+        finally:
+            await server.stop()
+    asyncio.run(run())

@@ -193,3 +193,46 @@ def test_jaas_options() -> None:
     assert "s3cret" not in str(e.value)
     with pytest.raises(JaasError):
         parse_jaas_config('username="x";')
+
+
+# ------------------------------------------------------------------ KIP-368 re-authentication
+
+def _plain_session(lifetime_ms: int) -> SaslServerAuthenticator:
+    return SaslServerAuthenticator({"PLAIN": lambda: PlainServer({"alice": "pw", "bob": "pw2"}),
+                                    "SCRAM-SHA-256": lambda: ScramServer(SCRAM_SHA_256, {}.get, bytes)},
+                                   session_lifetime_ms=lifetime_ms)
+
+
+def test_session_lifetime_is_given_and_ends() -> None:
+    auth = _plain_session(1000)
+    _handshake(auth, "PLAIN")
+    answer = auth.authenticate(messages.SaslAuthenticateRequest(auth_bytes=b"\0alice\0pw"), 2, now_ms=5000)
+    assert answer.response.session_lifetime_ms == 1000
+    assert not auth.expired(5999) and auth.expired(6000)
+
+
+def test_reauthentication_renews_the_session_for_the_same_principal_only() -> None:
+    auth = _plain_session(1000)
+    _handshake(auth, "PLAIN")
+    auth.authenticate(messages.SaslAuthenticateRequest(auth_bytes=b"\0alice\0pw"), 2, now_ms=0)
+    assert _handshake(auth, "PLAIN").response.error_code == ErrorCode.NONE       # a re-login
+    answer = auth.authenticate(messages.SaslAuthenticateRequest(auth_bytes=b"\0alice\0pw"), 2, now_ms=900)
+    assert answer.response.error_code == ErrorCode.NONE and auth.complete
+    assert not auth.expired(1500) and auth.expired(1900)
+    # Another principal on the same connection: refused and closed.
+    _handshake(auth, "PLAIN")
+    answer = auth.authenticate(messages.SaslAuthenticateRequest(auth_bytes=b"\0bob\0pw2"), 2, now_ms=1000)
+    assert answer.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and answer.close
+    # Another mechanism: refused too.
+    auth = _plain_session(1000)
+    _handshake(auth, "PLAIN")
+    auth.authenticate(messages.SaslAuthenticateRequest(auth_bytes=b"\0alice\0pw"), 2, now_ms=0)
+    assert _handshake(auth, "SCRAM-SHA-256").close
+
+
+def test_without_a_lifetime_a_session_never_ends_and_no_relogin_is_taken() -> None:
+    auth = _plain_session(0)
+    _handshake(auth, "PLAIN")
+    answer = auth.authenticate(messages.SaslAuthenticateRequest(auth_bytes=b"\0alice\0pw"), 2, now_ms=0)
+    assert answer.response.session_lifetime_ms == 0 and not auth.expired(10**12)
+    assert not auth.reauthenticates

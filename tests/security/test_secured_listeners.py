@@ -65,7 +65,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory):
         taken = [n.port for n in cluster.spec.nodes]
         all_ports = []
         for broker in cluster.spec.brokers:
-            extra = dict(zip(("SASL_SSL", "SASL_PLAINTEXT", "SSL"), free_ports(3, exclude=taken)))
+            extra = dict(zip(("SASL_SSL", "SASL_PLAINTEXT", "SSL", "REAUTH"), free_ports(4, exclude=taken)))
             taken += extra.values()
             ports = {"PLAINTEXT": broker.port, **extra}
             all_ports.append(ports)
@@ -80,6 +80,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory):
                 "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
                 "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
                 "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                # A listener whose sessions last 1.5 s (KIP-368).
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,"
+                                                  "SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT",
+                "listener.name.reauth.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.reauth.connections.max.reauth.ms": "1500",
             })
             with open(broker.config, "w") as f:
                 f.write(format_properties(props))
@@ -168,6 +173,41 @@ def test_confluent_kafka_wrong_password_fails_with_authentication_error(secured:
     assert "not-the-password" not in secured.broker_log
 
 
+def test_confluent_kafka_reauthenticates_before_its_session_ends(secured: Secured) -> None:
+    """KIP-368: librdkafka logs in again on its connection when told the session lifetime;
+    the broker renews the session, so nothing is disconnected while producing across
+    several lifetimes."""
+    import logging
+    from confluent_kafka import Producer
+
+    class Lines(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+    lines = Lines()
+    logger = logging.getLogger("secauthn-librdkafka")
+    logger.addHandler(lines)
+    logger.setLevel(logging.DEBUG)
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{secured.ports['REAUTH']}",
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                         "sasl.username": ALICE, "sasl.password": ALICE_PW, "linger.ms": 0,
+                         "debug": "security,broker", "logger": logger})
+    topic = _topic()
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"x")
+        assert producer.flush(10) == 0
+        time.sleep(0.25)
+    producer.flush(10)
+    renewals = [x for x in lines.lines if "Auth in state REAUTH" in x]
+    assert len(renewals) >= 2, lines.lines[-20:]
+    assert not [x for x in lines.lines if "Disconnected" in x], [x for x in lines.lines if "Disconnected" in x]
+    assert "ended without re-authentication" not in secured.broker_log
+
+
 # ------------------------------------------------------------------ kafka-python
 
 def test_kafka_python_sasl_plaintext_scram_sha_256(secured: Secured) -> None:
@@ -201,7 +241,8 @@ def test_kafka_python_wrong_password(secured: Secured) -> None:
                       sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=ALICE,
                       sasl_plain_password="wrong", bootstrap_timeout_ms=3000,
                       max_block_ms=3000)
-    assert _failures(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256") > before
+    wait_until(lambda: _failures(secured, "SASL_PLAINTEXT", "SCRAM-SHA-256") > before, timeout_s=5,
+               what="the failed SCRAM-SHA-256 login in the broker log")
 
 
 # ------------------------------------------------------------------ aiokafka
@@ -239,7 +280,9 @@ def test_aiokafka_sasl_ssl_plain_and_wrong_password(secured: Secured) -> None:
         # aiokafka reports the failed SaslAuthenticate as a failed bootstrap.
         with pytest.raises(KafkaConnectionError):
             await bad.start()
-        assert _failures(secured, "SASL_SSL", "PLAIN") > before
+        # Logged after the answer went out: wait for the line.
+        wait_until(lambda: _failures(secured, "SASL_SSL", "PLAIN") > before, timeout_s=5,
+                   what="the failed PLAIN login in the broker log")
         await bad.stop()
 
     asyncio.run(run())
