@@ -285,6 +285,7 @@ for _name, _doc in (
         ("ssl.keystore.certificate.chain", "this client's certificate chain as PEM text"),
         ("ssl.keystore.key", "this client's private key as PEM text")):
     _key(_name, S, None, _ALL, _doc, nullable=True)
+del _name, _doc
 _key("ssl.endpoint.identification.algorithm", S, "https", _ALL,
      "https: the broker's certificate must name the host dialled; empty: not checked",
      _one_of("https", "none", ""))
