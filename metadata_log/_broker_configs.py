@@ -369,9 +369,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Idle time after which a connection is closed. Accepted; no effect in Ketch: not "
               "read yet", applied=False),
     ConfigDef("connection.failed.authentication.delay.ms", T.INT, "100", at_least(0),
-              "Delay before closing a connection that failed authentication. Accepted; no effect "
-              "in Ketch: Ketch has no authentication or authorization until the security issue "
-              "lands", applied=False),
+              "Delay before closing a connection that failed authentication (the answer goes "
+              "out at once; only that connection waits): slows password guessing"),
     ConfigDef("max.connections", T.INT, str(INT32_MAX), at_least(0),
               "Most connections a broker accepts (per listener when prefixed). Accepted; no "
               "effect in Ketch: Ketch leaves socket buffers and connection limits to the "

@@ -75,6 +75,9 @@ class ListenerSecurity:
     security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
     ssl_context: ssl.SSLContext | None = None
     authenticator: Callable[[], SaslServerAuthenticator] | None = None
+    # connection.failed.authentication.delay.ms: a failed login's connection is closed
+    # this long after the answer (only that connection waits), slowing password guessing.
+    failed_authentication_delay_ms: int = 100
 
 READ_CHUNK_BYTES = 256 * 1024
 # Below this, a log region is read into the response buffer rather than sent with
@@ -154,7 +157,12 @@ def listener_security(spec: ListenerSpec, props: Mapping[str, str], scram_creden
             raise ListenerConfigError(f"listener {spec.name}: connections.max.reauth.ms must be "
                                       "an integer") from None
         authenticator = functools.partial(SaslServerAuthenticator, factories, max(0, lifetime))
-    return ListenerSecurity(spec.name, protocol, context, authenticator)
+    try:
+        delay_ms = int(listener_value(props, spec.name, "connection.failed.authentication.delay.ms") or 100)
+    except ValueError:
+        raise ListenerConfigError(f"listener {spec.name}: connection.failed.authentication.delay.ms "
+                                  "must be an integer") from None
+    return ListenerSecurity(spec.name, protocol, context, authenticator, max(0, delay_ms))
 
 
 def _scram_lookup(credentials: ScramLookup, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
@@ -394,6 +402,7 @@ class KafkaServer:
             self.failed_authentications += 1
             log.warning("failed authentication on listener %s from %s:%s: %s", self.listener.name,
                         client.host, client.port, auth.failure)
+            await asyncio.sleep(self.listener.failed_authentication_delay_ms / 1000)
             return False
         if auth.complete and client.principal is ANONYMOUS:
             client.principal = KafkaPrincipal("User", auth.authorization_id)

@@ -81,7 +81,9 @@ class _FrameReader:
         size = INT32.unpack_from(self._buf, 0)[0]
         if size < 0 or size > self.frame_bytes_max:
             self.state = ConnectionState.ERROR
-            raise CorruptFrameError(f"frame size {size} outside 0..{self.frame_bytes_max}")
+            # A TLS record (handshake, TLS 1.x) where a Kafka frame should be.
+            hint = " (a TLS handshake on a plaintext listener?)" if self._buf[:2] == b"\x16\x03" else ""
+            raise CorruptFrameError(f"frame size {size} outside 0..{self.frame_bytes_max}{hint}")
         if len(self._buf) < 4 + size:
             return None
         payload = self._buf[4:4 + size]   # a new bytearray: records in it can be stamped in place

@@ -5,6 +5,7 @@ authentication sets on ClientInfo."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from clients.connection import connect
@@ -87,8 +88,11 @@ def test_wrong_legacy_token_closes_and_counts() -> None:
             _, data = conn.send(ApiKey.SASL_HANDSHAKE, 0, messages.SaslHandshakeRequest(mechanism="PLAIN"))
             writer.write(data)
             await _read_frame(reader)
+            started = time.monotonic()
             writer.write(frame(b"\0alice\0guess"))
             assert await reader.read() == b""                  # closed, nothing said
+            # ... after connection.failed.authentication.delay.ms (default 100 ms).
+            assert time.monotonic() - started >= 0.09
             assert server.failed_authentications == 1
         finally:
             await server.stop()
