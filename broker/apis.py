@@ -27,7 +27,7 @@ from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
-from broker.client_quotas import ANONYMOUS, ClientQuotas, describe_quotas
+from broker.client_quotas import ClientQuotas, describe_quotas
 from broker.group_authz import guard_group_api
 from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
 from broker.metrics import BrokerMetrics, request_name
@@ -51,7 +51,8 @@ from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
 from metadata_log.acls import AclBindingFilter
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
-from quorum.network import ClientInfo
+from broker.scram_describe import describe_user_scram_credentials
+from quorum.network import SASL_VERSIONS, ClientInfo
 
 Handler = Callable[[Any, int, ClientInfo], Awaitable[Any]]
 
@@ -112,6 +113,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    **SASL_VERSIONS,        # served by the network layer (quorum/network.py)
 }
 
 # Kafka 4.1's maximum where it is above ours, and why (see above).
@@ -220,6 +224,7 @@ _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIO
               ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
               ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
               ApiKey.UPDATE_FEATURES, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+              ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
               # Admin clients ask a broker (KIP-836's kafka-metadata-quorum); the quorum's
               # leader answers, as it is the one tracking its voters' positions.
               ApiKey.DESCRIBE_QUORUM}
@@ -233,6 +238,7 @@ _FORWARDED_CLUSTER_OPS: dict[int, Op] = {
     ApiKey.ELECT_LEADERS: Op.ALTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS: Op.ALTER,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Op.DESCRIBE, ApiKey.ALTER_CLIENT_QUOTAS: Op.ALTER_CONFIGS,
     ApiKey.UPDATE_FEATURES: Op.ALTER, ApiKey.CREATE_ACLS: Op.ALTER, ApiKey.DELETE_ACLS: Op.ALTER,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Op.ALTER,
     ApiKey.DESCRIBE_QUORUM: Op.DESCRIBE,
 }
 
@@ -298,6 +304,7 @@ class KafkaApis:
             ApiKey.LIST_CLIENT_METRICS_RESOURCES: self.handle_list_client_metrics_resources,
             ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
             ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.handle_describe_user_scram_credentials,
         })
 
     # ------------------------------------------------------------ dispatch
@@ -340,7 +347,7 @@ class KafkaApis:
         a throttle rides on the response (the larger of it and a byte-rate throttle), and
         the network server mutes the connection for it (KIP-219)."""
         throttle_ms = self.quotas.request.record(
-            self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "", busy_ms,
+            self.replicas.image.client_quotas, client.principal.name, client.client_id or "", busy_ms,
             self.replicas.now_ms())
         if throttle_ms > getattr(answer, "throttle_time_ms", throttle_ms):
             answer = dataclasses.replace(answer, throttle_time_ms=throttle_ms)
@@ -474,19 +481,21 @@ class KafkaApis:
                 topic_authorized_operations=self.auth.authorized_operations(
                     client, AclResourceType.TOPIC, name,
                     version >= 8 and req.include_topic_authorized_operations)))
-        return cls(brokers=self._live_brokers(cls.MetadataResponseBroker), cluster_id=self.cluster_id,
+        return cls(brokers=self._live_brokers(cls.MetadataResponseBroker, client.listener_name),
+                   cluster_id=self.cluster_id,
                    controller_id=self.config.node_id, topics=topics,
                    cluster_authorized_operations=self.auth.authorized_operations(
                        client, AclResourceType.CLUSTER, CLUSTER_NAME,
                        8 <= version <= 10 and req.include_cluster_authorized_operations))
 
-    def _live_brokers(self, struct: type) -> list:
+    def _live_brokers(self, struct: type, name: str) -> list:
+        """The unfenced brokers' endpoints on listener ``name``: the listener the request
+        came in on, as Kafka answers (a broker without it is left out)."""
         out = []
-        name = self.config.listener_name
         for b in sorted(self.replicas.image.cluster.brokers.values(), key=lambda b: b.broker_id):
             if b.fenced:
                 continue
-            endpoint = b.endpoint(name) or (b.endpoints[0] if b.endpoints else None)
+            endpoint = b.endpoint(name)
             if endpoint is None:
                 continue
             if struct is messages.DescribeClusterResponse.DescribeClusterBroker:
@@ -538,7 +547,7 @@ class KafkaApis:
                 if result.required_offset is not None:
                     waits.append((key, tp, result.required_offset))
         throttle_ms = self.quotas.produce.record(
-            self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "",
+            self.replicas.image.client_quotas, client.principal.name, client.client_id or "",
             sum(len(p.records) for t in req.topic_data for p in t.partition_data
                 if p.records is not None), self.replicas.now_ms())
         if acks == 0:
@@ -555,7 +564,8 @@ class KafkaApis:
         leaders: dict[int, Any] = {}
         for (name, index), (code, base, append_time, start, message, refused) in results.items():
             # KIP-951 (v10+): a NOT_LEADER_OR_FOLLOWER names the current leader and its endpoint.
-            current_leader = (self._current_leader(cls, TopicPartition(name, index), leaders)
+            current_leader = (self._current_leader(cls, TopicPartition(name, index), leaders,
+                                                    client.listener_name)
                               if version >= 10 and code == ErrorCode.NOT_LEADER_OR_FOLLOWER
                               else _NO_PRODUCE_LEADER)
             by_topic.setdefault(name, []).append(cls.PartitionProduceResponse(
@@ -660,7 +670,7 @@ class KafkaApis:
                                    r.records is not None or r.preferred_read_replica >= 0,
                                    r.high_watermark, r.log_start_offset):
                 continue
-            current_leader = (self._current_leader(cls, tp, leaders)
+            current_leader = (self._current_leader(cls, tp, leaders, client.listener_name)
                               if version >= 16 and tp is not None and r.error_code in _LEADER_MOVED
                               else _NO_CURRENT_LEADER)
             data = cls.PartitionData(
@@ -680,7 +690,7 @@ class KafkaApis:
                 self.metrics.record_fetch(tp.topic, r.error_code, r.size_in_bytes)
             fetched += r.size_in_bytes
         throttle_ms = 0 if replica_id >= 0 else self.quotas.fetch.record(
-            self.replicas.image.client_quotas, ANONYMOUS, client.client_id or "", fetched,
+            self.replicas.image.client_quotas, client.principal.name, client.client_id or "", fetched,
             self.replicas.now_ms())
         return cls(error_code=ErrorCode.NONE, session_id=session.session_id,
                    throttle_time_ms=throttle_ms, responses=[
@@ -689,7 +699,8 @@ class KafkaApis:
                        for t, ps in by_topic.items()],
                    node_endpoints=list(leaders.values()))
 
-    def _current_leader(self, cls: Any, tp: TopicPartition, endpoints: dict[int, Any]) -> Any:
+    def _current_leader(self, cls: Any, tp: TopicPartition, endpoints: dict[int, Any],
+                        listener_name: str) -> Any:
         """KIP-951: the partition's leader and epoch as this broker's metadata has them,
         its endpoint on this listener added to ``endpoints`` (Kafka's getCurrentLeader),
         as ``cls``'s (ProduceResponse's or FetchResponse's) structs."""
@@ -700,7 +711,7 @@ class KafkaApis:
             return cls.LeaderIdAndEpoch(leader_id=NO_LEADER, leader_epoch=-1)
         broker = image.cluster.brokers.get(reg.leader)
         if broker is not None and not broker.fenced:
-            endpoint = broker.endpoint(self.config.listener_name)
+            endpoint = broker.endpoint(listener_name)
             if endpoint is not None:
                 endpoints[reg.leader] = cls.NodeEndpoint(node_id=reg.leader, host=endpoint.host,
                                                          port=endpoint.port, rack=broker.rack)
@@ -1172,12 +1183,23 @@ class KafkaApis:
             synonyms=synonyms, config_type=e.definition.type.wire,
             documentation=(e.definition.doc or None) if req.include_documentation else None)
 
+    async def handle_describe_user_scram_credentials(
+            self, req: messages.DescribeUserScramCredentialsRequest, version: int,
+            client: ClientInfo) -> messages.DescribeUserScramCredentialsResponse:
+        # Answered from this broker's image, as Kafka's brokers answer it; DESCRIBE on the
+        # cluster first.
+        if not self.auth.authorize_cluster(client, Op.DESCRIBE):
+            return messages.DescribeUserScramCredentialsResponse(
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                error_message="DESCRIBE on the cluster is needed to describe SCRAM credentials")
+        return describe_user_scram_credentials(self.replicas.image, req)
+
     async def handle_describe_cluster(self, req: messages.DescribeClusterRequest, version: int,
                                       client: ClientInfo) -> messages.DescribeClusterResponse:
         cls = messages.DescribeClusterResponse
         return cls(error_code=ErrorCode.NONE, cluster_id=self.cluster_id,
                    controller_id=self.config.node_id, endpoint_type=1,
-                   brokers=self._live_brokers(cls.DescribeClusterBroker),
+                   brokers=self._live_brokers(cls.DescribeClusterBroker, client.listener_name),
                    cluster_authorized_operations=self.auth.authorized_operations(
                        client, AclResourceType.CLUSTER, CLUSTER_NAME,
                        req.include_cluster_authorized_operations))

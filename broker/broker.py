@@ -75,7 +75,9 @@ from clients.protocol import ApiKey
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
-from quorum.network import KafkaServer
+from clients.security.client_auth import ClientSecurity, listener_client_properties
+from clients.security.scram import ScramCredential, ScramMechanism
+from quorum.network import KafkaServer, ListenerConfigError, listener_security
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +218,8 @@ class Broker:
                                          replica_id=config.node_id,
                                          fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
         self.lifecycle = BrokerLifecycleManager(
-            Registration(config.node_id, self.cluster_id, config.listener_name, config.advertised_host,
-                         config.advertised_port, config.rack, config.heartbeat_interval_ms,
-                         self.directory_ids),
+            Registration(config.node_id, self.cluster_id, config.listeners, config.rack,
+                         config.heartbeat_interval_ms, self.directory_ids),
             self.heartbeat_channel,
             metadata_offset=lambda: max(self.observer.fetch_offset - 1, -1),
             on_registered=self._on_registered,
@@ -229,9 +230,19 @@ class Broker:
                                       broker_epoch=lambda: self.lifecycle.broker_epoch,
                                       use_sendfile=zero_copy,
                                       on_log_dir_failure=self._on_log_dir_failure)
+        # How this broker logs in to the other brokers' (and its own) inter-broker listener.
+        inter_broker = next(s for s in config.listeners if s.name == config.listener_name)
+        inter_broker_client = listener_client_properties(
+            properties, inter_broker.name, inter_broker.security_protocol,
+            "sasl.mechanism.inter.broker.protocol")
+        try:
+            inter_broker_security = ClientSecurity.from_config(inter_broker_client.get)
+        except ValueError as e:
+            raise SystemExit(f"inter-broker listener {inter_broker.name}: {e}") from None
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               broker_epoch=lambda: self.lifecycle.broker_epoch,
-                                              fetch_max_wait_ms=config.replica_fetch_wait_max_ms)
+                                              fetch_max_wait_ms=config.replica_fetch_wait_max_ms,
+                                              security=inter_broker_security)
         # The last stable offset bounds cleaning: never at or past an ongoing transaction.
         self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms)
         self._apply_broker_configs()
@@ -266,18 +277,28 @@ class Broker:
                               AuthHelper(None if config.authorizer is None
                                          else StandardAuthorizer(config.authorizer),
                                          lambda: self.core.image.acls))
-        self.server = KafkaServer(self.apis, config.listener_host, config.listener_port,
-                                  frame_bytes_max=config.socket_request_max_bytes,
-                                  use_sendfile=zero_copy)
+        # One server per listener; SCRAM verifiers come from the newest applied image.
+        try:
+            self.servers = {
+                spec.name: KafkaServer(
+                    self.apis, spec.host, spec.port, frame_bytes_max=config.socket_request_max_bytes,
+                    # TLS encrypts in user space: sendfile cannot carry a TLS stream.
+                    use_sendfile=zero_copy and not spec.security_protocol.uses_tls,
+                    listener=listener_security(spec, properties, self._scram_credential))
+                for spec in config.listeners}
+        except ListenerConfigError as e:
+            raise SystemExit(str(e)) from None
+        self.server = self.servers[config.listener_name]      # the inter-broker listener
         # One admin client, through this broker's own listener, for the HTTP API and the
         # group-lag metrics.
         self.admins = BrokerAdmins(lambda: f"{config.advertised_host}:{self.server.port}",
-                                   f"ketch-broker-{config.node_id}-admin")
+                                   f"ketch-broker-{config.node_id}-admin", inter_broker_client)
         self.group_lag = GroupLagMonitor(self.groups.core.committed_offsets,
                                          self.admins.cluster_admin, config.group_lag_interval_ms)
         self.metrics.registry.register(BrokerStateCollector(
             self.core, lambda: (self.replicas.produce_purgatory_size, self.replicas.fetch_purgatory_size),
-            lambda: self.server.connection_count, lambda: self.core.image.provenance.offset,
+            lambda: sum(s.connection_count for s in self.servers.values()),
+            lambda: self.core.image.provenance.offset,
             self.group_lag.snapshot))
         self.metrics.registry.register(ClientMetricsCollector(self.client_metrics))
         self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state),
@@ -348,8 +369,10 @@ class Broker:
     # ------------------------------------------------------------ running
 
     async def start(self) -> None:
-        port = await self.server.start()
-        log.info("broker %d listening on %s:%d", self.config.node_id, self.config.listener_host, port)
+        for name, server in self.servers.items():
+            port = await server.start()
+            log.info("broker %d listening on %s:%d (%s, %s)", self.config.node_id, server.host, port,
+                     name, server.listener.security_protocol.name)
         if self.http is not None:
             http_port = await self.http.start()
             log.info("broker %d HTTP admin API and /metrics on %s:%d", self.config.node_id,
@@ -436,6 +459,9 @@ class Broker:
         except ValueError:
             raise SystemExit("telemetry.max.bytes must be an integer") from None
 
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return self.core.image.scram.get(user, mechanism.wire_type)
+
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         reg = self.core.image.cluster.get(broker_id)
         if reg is None or not reg.endpoints:
@@ -466,7 +492,8 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.metrics.process.stop()
-        await self.server.stop()
+        for server in self.servers.values():
+            await server.stop()
         if self.http is not None:
             await self.http.stop()
         await self.admins.close()

@@ -7,8 +7,8 @@ the first entity that sets the key winning:
     default user + client-id, default user + default client-id, default user,
     client-id, default client-id
 
-The user is the connection's principal; without authentication (until issue 16) every
-client is Kafka's ``ANONYMOUS``. Each (user, client-id) has its own rate: bytes in
+The user is the connection's principal's name (``ClientInfo.principal``: the SASL user
+or the TLS certificate's subject); an unauthenticated client is Kafka's ``ANONYMOUS``. Each (user, client-id) has its own rate: bytes in
 ``samples`` windows of ``window_ms`` (Kafka's quota.window.num = 11 and
 quota.window.size.seconds = 1), measured over at least ``samples - 1`` windows. A request
 that takes the rate above the bound is still served; its response carries

@@ -2,8 +2,11 @@
 
     node.id=101                      process.roles=broker
     controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
-    listeners=PLAINTEXT://127.0.0.1:9092
-    advertised.listeners=PLAINTEXT://127.0.0.1:9092      (defaults to listeners)
+    listeners=PLAINTEXT://127.0.0.1:9092      (several: INTERNAL://...:9092,EXTERNAL://...:9192)
+    advertised.listeners=PLAINTEXT://127.0.0.1:9092      (per name; defaults to listeners)
+    listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL
+    inter.broker.listener.name=INTERNAL (the listener brokers reach each other on; default:
+        the first listener), with each listener's ssl.* / sasl.* keys (quorum/network.py)
     log.dirs=/var/ketch/broker-101   broker.rack=r1
         (several directories, comma-separated: JBOD; each gets its own meta.properties
         with a directory.id, and new partitions go to the one with the fewest)
@@ -46,8 +49,8 @@ from typing import Mapping
 
 from broker.log import LogConfig
 from broker.log.config import LogConfigError
-from clients.properties import parse_listeners
 from metadata_log.authorizer import AuthorizerConfig
+from clients.security.listeners import ListenerError, ListenerSpec, parse_listener_specs
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.config_defs import TOPIC_CONFIGS
 from metadata_log.image import EMPTY_IMAGE
@@ -66,6 +69,8 @@ class BrokerConfig:
     """The keys a broker process acts on at start-up; defaults are the catalogue's."""
     node_id: int
     controller_voters: dict[int, tuple[str, int]]
+    # The inter-broker listener (inter.broker.listener.name): what other brokers and this
+    # broker's own clients connect to; every listener is in ``listeners``.
     listener_name: str
     listener_host: str
     listener_port: int
@@ -101,6 +106,7 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     # authorizer.class.name, super.users, allow.everyone.if.no.acl.found; None: no authorizer.
     authorizer: AuthorizerConfig | None = None
+    listeners: tuple[ListenerSpec, ...] = ()
 
 
 # replica.selector.class (KIP-392): Kafka's two selectors, by their Java class names.
@@ -131,20 +137,24 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
                           "broker role only (controllers are their own processes)")
     voters = parse_voters(props.get("controller.quorum.voters", ""), "controller.quorum.voters")
     try:
-        listeners = parse_listeners(props.get("listeners", DEFAULT_LISTENERS))
-    except ValueError as e:
-        raise ConfigError(f"listeners: {e}") from None
-    try:
-        advertised = parse_listeners(props.get("advertised.listeners", "")) or listeners
-    except ValueError as e:
-        raise ConfigError(f"advertised.listeners: {e}") from None
-    if not listeners:
-        raise ConfigError("listeners is required, e.g. PLAINTEXT://127.0.0.1:9092")
-    name = next(iter(listeners))
-    host, port = listeners[name]
-    adv_host, adv_port = advertised.get(name, (host, port))
-    if adv_host in ("0.0.0.0", ""):
-        raise ConfigError("advertised.listeners must name a host clients can reach")
+        specs = parse_listener_specs(props, DEFAULT_LISTENERS)
+    except ListenerError as e:
+        raise ConfigError(str(e)) from None
+    inter_broker_name = (props.get("inter.broker.listener.name") or "").strip().upper()
+    inter_broker = next((s for s in specs if s.name == inter_broker_name), None) if inter_broker_name \
+        else specs[0]
+    if inter_broker is None:
+        raise ConfigError(f"inter.broker.listener.name={inter_broker_name} is not in listeners")
+    if inter_broker.security_protocol.uses_sasl:
+        mechanism = (props.get("sasl.mechanism.inter.broker.protocol") or "").upper()
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism or '(unset)'}: the "
+                              f"inter-broker listener {inter_broker.name} is {inter_broker.security_protocol.name}; "
+                              "set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 and that mechanism's "
+                              f"listener.name.{inter_broker.name.lower()}.<mechanism>.sasl.jaas.config "
+                              'with username="..." password="..."')
+    name, host, port = inter_broker.name, inter_broker.host, inter_broker.port
+    adv_host, adv_port = inter_broker.advertised_host, inter_broker.advertised_port
     log_dirs = tuple(os.path.normpath(d.strip()) for d in
                      props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip())
     if not log_dirs:
@@ -188,6 +198,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
         transaction_remove_expired_transaction_cleanup_interval_ms=node.get_int(
             "transaction.remove.expired.transaction.cleanup.interval.ms"),
         authorizer=authorizer,
+        listeners=tuple(specs),
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")

@@ -18,6 +18,7 @@ from typing import Callable
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import EpochAnswer, FetchedPartition, FollowerWork
 from clients.connection import KafkaConnection, connect
+from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 from clients.protocol import ApiKey, messages
 from clients.protocol.fetch_session import (
     TOPIC_ID_FETCH_VERSION, ZERO_TOPIC_ID, FetchSessionHandler, SessionRequest, WantedPartition,
@@ -37,8 +38,11 @@ class ReplicaFetcherManager:
                  endpoint_of: Callable[[int], tuple[str, int] | None],
                  broker_epoch: Callable[[], int] = lambda: -1,
                  fetch_max_wait_ms: int = 500, fetch_max_bytes: int = 10 * 1024 * 1024,
-                 partition_fetch_max_bytes: int = 1024 * 1024) -> None:
+                 partition_fetch_max_bytes: int = 1024 * 1024,
+                 security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
+        """``security``: how to log in to the leaders' inter-broker listener."""
         self.driver = driver
+        self.security = security
         self.broker_id = broker_id
         self.endpoint_of = endpoint_of
         self.broker_epoch = broker_epoch        # this broker's registration, for ReplicaState
@@ -115,7 +119,8 @@ class ReplicaFetcherManager:
         endpoint = self.endpoint_of(leader_id)
         if endpoint is None:
             raise ConnectionError(f"leader {leader_id} has no endpoint in the metadata")
-        conn = await connect(*endpoint, client_id=f"replica-fetcher-{self.broker_id}")
+        conn = await connect(*endpoint, client_id=f"replica-fetcher-{self.broker_id}",
+                             security=self.security)
         try:
             await conn.negotiate_versions()
         except BaseException:

@@ -61,7 +61,9 @@ class FindCoordinatorHandler:
         keys = req.coordinator_keys if version >= 4 else [req.key]
         answers: list[tuple[str, Answer]] = []
         for key in keys:
-            answers.append((key, await self.coordinator_for(req.key_type, key)))
+            # The coordinator's endpoint on the listener the request came in on.
+            answers.append((key, await self.coordinator_for(
+                req.key_type, key, getattr(client, "listener_name", None) or self.listener_name)))
         if version >= 4:
             return cls(coordinators=[cls.Coordinator(key=k, node_id=n, host=h, port=pt,
                                                      error_code=c, error_message=m)
@@ -69,7 +71,7 @@ class FindCoordinatorHandler:
         code, message, node, host, port = answers[0][1]
         return cls(error_code=code, error_message=message, node_id=node, host=host, port=port)
 
-    async def coordinator_for(self, key_type: int, key: str) -> Answer:
+    async def coordinator_for(self, key_type: int, key: str, listener_name: str | None = None) -> Answer:
         spec = self.topics.get(key_type)       # type: ignore[call-overload]
         if spec is None:
             return ErrorCode.INVALID_REQUEST, f"no coordinator of key type {key_type}", -1, "", -1
@@ -85,7 +87,7 @@ class FindCoordinatorHandler:
         if reg is None or reg.leader < 0:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader yet", -1, "", -1
         broker = image.cluster.get(reg.leader)
-        endpoint = None if broker is None else (broker.endpoint(self.listener_name)
+        endpoint = None if broker is None else (broker.endpoint(listener_name or self.listener_name)
                                                 or (broker.endpoints[0] if broker.endpoints else None))
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator has no endpoint", -1, "", -1

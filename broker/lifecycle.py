@@ -17,22 +17,18 @@ from typing import Any, Callable
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
+from clients.security.listeners import ListenerSpec
 from metadata_log.features import SUPPORTED_FEATURES
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BrokerLifecycleManager", "Registration"]
 
-SECURITY_PROTOCOL_PLAINTEXT = 0
-
-
 @dataclass(frozen=True, slots=True)
 class Registration:
     broker_id: int
     cluster_id: str
-    listener_name: str
-    advertised_host: str
-    advertised_port: int
+    listeners: tuple[ListenerSpec, ...]      # each advertised with its security protocol
     rack: str | None
     heartbeat_interval_ms: int
     # The directory.id of each log dir (KIP-858's BrokerRegistration LogDirs; the
@@ -61,9 +57,10 @@ class BrokerLifecycleManager:
         r = self.registration
         cls = messages.BrokerRegistrationRequest
         req = cls(broker_id=r.broker_id, cluster_id=r.cluster_id, incarnation_id=self.incarnation_id,
-                  listeners=[cls.Listener(name=r.listener_name, host=r.advertised_host,
-                                          port=r.advertised_port,
-                                          security_protocol=SECURITY_PROTOCOL_PLAINTEXT)],
+                  listeners=[cls.Listener(name=spec.name, host=spec.advertised_host,
+                                          port=spec.advertised_port,
+                                          security_protocol=int(spec.security_protocol))
+                             for spec in r.listeners],
                   features=[cls.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
                             for name, (lo, hi) in sorted(SUPPORTED_FEATURES.items())],
                   rack=r.rack, previous_broker_epoch=(self.broker_epoch if self.broker_epoch != -1

@@ -21,6 +21,7 @@ from clients._blocking import LoopThread
 from clients._core.admin import (
     ANY_NAME, AlterConfigOp, AlterConfigOpType, BrokerNode, ClientQuotaEntity, ClusterDescription,
     ConfigEntry, FeatureMetadata, FeatureUpdate, UpgradeType, client_quota_entity,
+    ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion,
     ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym, ConfigType,
     ConsumerGroupDescription, ConsumerGroupListing, CreateTopicResult, ListOffsetsResult,
     MemberDescription, NewPartitions, NewTopic, OffsetReset, OffsetSpec, PartitionLag,
@@ -41,7 +42,8 @@ from clients.types import OffsetAndMetadata, TopicPartition, TopicPartitionRepli
 __all__ = [
     "AclBinding", "AclBindingFilter", "AclOperation", "AclPatternType", "AclPermissionType",
     "AclResourceType", "ANY_NAME", "Admin", "AlterConfigOp", "AlterConfigOpType", "AsyncAdmin", "BrokerNode",
-    "ClientQuotaEntity", "client_quota_entity",
+    "ClientQuotaEntity", "client_quota_entity", "ScramCredentialInfo",
+    "UserScramCredentialDeletion", "UserScramCredentialUpsertion",
     "ClusterDescription", "ConfigEntry", "ConfigResource", "ConfigResourceType",
     "ConfigSource", "ConfigSynonym", "ConfigType", "ConsumerGroupDescription",
     "ConsumerGroupListing", "CreateTopicResult", "ElectionType", "FeatureMetadata",
@@ -176,6 +178,20 @@ class Admin:
     def delete_acls(self, filters: Sequence[AclBindingFilter], *, timeout_ms: int | None = None
                     ) -> dict[AclBindingFilter, list[AclBinding]]:
         return self._run(self._admin.delete_acls(list(filters), timeout_ms=timeout_ms), timeout_ms)
+
+    # ------------------------------------------------------------ SCRAM users (KIP-554)
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None = None, *,
+                                        timeout_ms: int | None = None
+                                        ) -> dict[str, list[ScramCredentialInfo]]:
+        return self._run(self._admin.describe_user_scram_credentials(users, timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def alter_user_scram_credentials(
+            self, alterations: Sequence[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+            *, timeout_ms: int | None = None) -> dict[str, None]:
+        return self._run(self._admin.alter_user_scram_credentials(list(alterations), timeout_ms=timeout_ms),
+                         timeout_ms)
 
     # ------------------------------------------------------------ cluster
 

@@ -12,10 +12,13 @@ import os
 import socket
 from typing import Any, Callable
 
-from clients.errors import ConnectionClosedError
+from clients.errors import ConnectionClosedError, SaslAuthenticationError
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, CorruptFrameError, messages
+from clients.protocol.errors import ErrorCode
+from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
+from clients.security.sasl import SaslAuthenticationError as MechanismError
 
-__all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect", "parse_connect_via",
+__all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect", "open_stream", "parse_connect_via",
            "roundtrip"]
 
 
@@ -109,6 +112,32 @@ class KafkaConnection:
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         return self.api_versions
 
+    async def sasl_authenticate(self, security: ClientSecurity, timeout_s: float = 30.0) -> None:
+        """Log in (KIP-152: SaslHandshake v1, then SaslAuthenticate until the mechanism is
+        done). Raises SaslAuthenticationError when the broker refuses; it then closes."""
+        assert security.sasl_mechanism is not None
+        mechanism = security.sasl_client()
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(
+            mechanism=security.sasl_mechanism), timeout_s)
+        if handshake.error_code != ErrorCode.NONE:
+            self.close()
+            raise SaslAuthenticationError(
+                f"{ErrorCode(handshake.error_code).name}: the broker enables "
+                f"{', '.join(handshake.mechanisms) or 'no SASL mechanism'}, not {security.sasl_mechanism}")
+        version = self.pick_version(ApiKey.SASL_AUTHENTICATE, 0, 2) if self.api_versions else 1
+        token: bytes | None = mechanism.initial_response()
+        while token is not None:
+            resp = await self.request(ApiKey.SASL_AUTHENTICATE, version,
+                                      messages.SaslAuthenticateRequest(auth_bytes=token), timeout_s)
+            if resp.error_code != ErrorCode.NONE:
+                self.close()
+                raise SaslAuthenticationError(f"{ErrorCode(resp.error_code).name}: {resp.error_message}")
+            try:
+                token = mechanism.evaluate(resp.auth_bytes)
+            except MechanismError as e:
+                self.close()
+                raise SaslAuthenticationError(str(e)) from None
+
     def pick_version(self, api_key: int, lo: int, hi: int) -> int:
         peer = self.api_versions.get(api_key)
         if peer is None:
@@ -147,12 +176,30 @@ CONNECT_VIA: dict[tuple[str, int], tuple[str, int]] = parse_connect_via(
     os.environ.get("KETCH_CONNECT_VIA", ""))
 
 
+async def open_stream(host: str, port: int, security: ClientSecurity, timeout_s: float
+                      ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """TCP, or TLS checked against the host dialled (before CONNECT_VIA rerouting)."""
+    dial_host, dial_port = CONNECT_VIA.get((host, port), (host, port))
+    if security.ssl_context is None:
+        return await asyncio.wait_for(asyncio.open_connection(dial_host, dial_port), timeout_s)
+    return await asyncio.wait_for(asyncio.open_connection(
+        dial_host, dial_port, ssl=security.ssl_context, server_hostname=host,
+        ssl_handshake_timeout=timeout_s), timeout_s)
+
+
 async def connect(host: str, port: int, client_id: str | None = "ketch",
                   timeout_s: float = 10.0,
-                  on_closed: Callable[[], None] | None = None) -> KafkaConnection:
-    host, port = CONNECT_VIA.get((host, port), (host, port))
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    return KafkaConnection(reader, writer, client_id=client_id, on_closed=on_closed)
+                  on_closed: Callable[[], None] | None = None,
+                  security: ClientSecurity = PLAINTEXT_SECURITY) -> KafkaConnection:
+    reader, writer = await open_stream(host, port, security, timeout_s)
+    conn = KafkaConnection(reader, writer, client_id=client_id, on_closed=on_closed)
+    if security.sasl_mechanism is not None:
+        try:
+            await conn.sasl_authenticate(security, timeout_s)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
 
 
 def roundtrip(host: str, port: int, api_key: int, api_version: int, body: Any, *,

@@ -71,6 +71,14 @@ class KafkaConnectionError(ConnectionError):
     retriable = True
 
 
+class SaslAuthenticationError(KafkaConnectionError):
+    """The broker refused our SASL credentials or mechanism (SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM) and closed the connection. Not retriable: the same
+    credentials fail again."""
+
+    retriable = False
+
+
 class NodeNotReadyError(KafkaConnectionError):
     """Connecting to the node failed, or it is in its reconnect backoff."""
 

@@ -112,12 +112,13 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("listener.security.protocol.map", T.STRING,
               "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
               None,
-              "Maps each listener name to its security protocol. Accepted; no effect in Ketch: "
-              "Ketch listeners speak PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Maps each listener name to its security protocol (PLAINTEXT, SSL, "
+              "SASL_PLAINTEXT, SASL_SSL); a listener named after a protocol needs no entry. "
+              "Read at start-up",
+              dynamic=D.PER_BROKER),
     ConfigDef("inter.broker.listener.name", T.STRING, None, None,
-              "The listener brokers use to reach each other; Ketch uses the first listener. "
-              "Accepted; no effect in Ketch: not read yet", applied=False),
+              "The listener brokers use to reach each other (default: the first listener); "
+              "PLAINTEXT only for now: Ketch's own client does not speak TLS or SASL yet"),
     ConfigDef("early.start.listeners", T.STRING, None, None,
               "Listeners opened before the authorizer is ready. Accepted; no effect in Ketch: "
               "Ketch has no authentication or authorization until the security issue lands",
@@ -368,9 +369,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Idle time after which a connection is closed. Accepted; no effect in Ketch: not "
               "read yet", applied=False),
     ConfigDef("connection.failed.authentication.delay.ms", T.INT, "100", at_least(0),
-              "Delay before closing a connection that failed authentication. Accepted; no effect "
-              "in Ketch: Ketch has no authentication or authorization until the security issue "
-              "lands", applied=False),
+              "Delay before closing a connection that failed authentication (the answer goes "
+              "out at once; only that connection waits): slows password guessing"),
     ConfigDef("max.connections", T.INT, str(INT32_MAX), at_least(0),
               "Most connections a broker accepts (per listener when prefixed). Accepted; no "
               "effect in Ketch: Ketch leaves socket buffers and connection limits to the "
@@ -799,9 +799,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "listeners speak PLAINTEXT only until the security issue lands",
               dynamic=D.PER_BROKER, applied=False),
     ConfigDef("ssl.client.auth", T.STRING, "none", one_of("required", "requested", "none"),
-              "Whether TLS clients must, may or need not present a certificate. Accepted; no "
-              "effect in Ketch: Ketch listeners speak PLAINTEXT only until the security issue "
-              "lands", dynamic=D.PER_BROKER, applied=False),
+              "Whether TLS clients must, may or need not present a certificate (none, "
+              "requested, required); the principal is then the certificate's subject", dynamic=D.PER_BROKER),
     ConfigDef("ssl.endpoint.identification.algorithm", T.STRING, "https", None,
               "Host name check of peer certificates (https, or empty for none). Accepted; no "
               "effect in Ketch: Ketch listeners speak PLAINTEXT only until the security issue "
@@ -811,45 +810,40 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "PLAINTEXT only until the security issue lands",
               dynamic=D.PER_BROKER, applied=False),
     ConfigDef("ssl.keystore.type", T.STRING, "JKS", None,
-              "Format of the key store. Accepted; no effect in Ketch: Ketch listeners speak "
-              "PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Format of the key store: Ketch reads PEM (JKS, the default name, is taken to "
+              "mean a PEM file too)",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.keystore.location", T.STRING, None, None,
-              "Path of the key store. Accepted; no effect in Ketch: Ketch listeners speak "
-              "PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Path of a PEM file with the listener's certificate chain and private key",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.keystore.password", T.PASSWORD, None, None,
               "Password of the key store. Accepted; no effect in Ketch: Ketch listeners speak "
               "PLAINTEXT only until the security issue lands",
               dynamic=D.PER_BROKER, applied=False),
     ConfigDef("ssl.keystore.key", T.PASSWORD, None, None,
-              "Private key in PEM, instead of a key store file. Accepted; no effect in Ketch: "
-              "Ketch listeners speak PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Private key in PEM, instead of a key store file (with "
+              "ssl.keystore.certificate.chain)",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.keystore.certificate.chain", T.PASSWORD, None, None,
-              "Certificate chain in PEM, instead of a key store file. Accepted; no effect in "
-              "Ketch: Ketch listeners speak PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Certificate chain in PEM, instead of a key store file (with ssl.keystore.key)",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.key.password", T.PASSWORD, None, None,
-              "Password of the private key. Accepted; no effect in Ketch: Ketch listeners speak "
-              "PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Password of the private key, if it is encrypted",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.truststore.type", T.STRING, "JKS", None,
-              "Format of the trust store. Accepted; no effect in Ketch: Ketch listeners speak "
-              "PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Format of the trust store: Ketch reads PEM (JKS, the default name, is taken to "
+              "mean a PEM file too)",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.truststore.location", T.STRING, None, None,
-              "Path of the trust store. Accepted; no effect in Ketch: Ketch listeners speak "
-              "PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Path of a PEM file with the CAs that client certificates must chain to",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.truststore.password", T.PASSWORD, None, None,
               "Password of the trust store. Accepted; no effect in Ketch: Ketch listeners speak "
               "PLAINTEXT only until the security issue lands",
               dynamic=D.PER_BROKER, applied=False),
     ConfigDef("ssl.truststore.certificates", T.PASSWORD, None, None,
-              "Trusted certificates in PEM, instead of a trust store file. Accepted; no effect in "
-              "Ketch: Ketch listeners speak PLAINTEXT only until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "Trusted CA certificates in PEM, instead of a trust store file",
+              dynamic=D.PER_BROKER),
     ConfigDef("ssl.keymanager.algorithm", T.STRING, "SunX509", None,
               "Key manager factory algorithm. Accepted; no effect in Ketch: Ketch listeners speak "
               "PLAINTEXT only until the security issue lands",
@@ -875,20 +869,22 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "names. Accepted; no effect in Ketch: Ketch listeners speak PLAINTEXT only until "
               "the security issue lands", applied=False),
     ConfigDef("sasl.enabled.mechanisms", T.LIST, "GSSAPI", None,
-              "SASL mechanisms listeners accept. Accepted; no effect in Ketch: Ketch has no SASL "
-              "authentication until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+              "(unset: both SCRAM mechanisms, and PLAIN when a PLAIN user table is "
+              "configured)",
+              dynamic=D.PER_BROKER),
     ConfigDef("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", None,
-              "SASL mechanism brokers use with each other. Accepted; no effect in Ketch: Ketch "
-              "has no SASL authentication until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "SASL mechanism brokers log in to each other with on a SASL inter-broker "
+              "listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI is not one Ketch has)",
+              dynamic=D.PER_BROKER),
     ConfigDef("sasl.mechanism.controller.protocol", T.STRING, "GSSAPI", None,
               "SASL mechanism used to reach controllers. Accepted; no effect in Ketch: Ketch has "
               "no SASL authentication until the security issue lands", applied=False),
     ConfigDef("sasl.jaas.config", T.PASSWORD, None, None,
-              "JAAS login configuration, inline. Accepted; no effect in Ketch: Ketch has no SASL "
-              "authentication until the security issue lands",
-              dynamic=D.PER_BROKER, applied=False),
+              "JAAS login configuration, inline; a SASL listener's PLAIN users are its "
+              "user_<name>=\"<password>\" options (listener.name.<l>.plain.sasl.jaas.config "
+              "first)",
+              dynamic=D.PER_BROKER),
     ConfigDef("sasl.client.callback.handler.class", T.CLASS, None, None,
               "Callback handler class of SASL clients. Accepted; no effect in Ketch: Ketch has no "
               "SASL authentication until the security issue lands", applied=False),
@@ -988,9 +984,9 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Where OAuth tokens are requested. Accepted; no effect in Ketch: Ketch has no SASL "
               "authentication until the security issue lands", applied=False),
     ConfigDef("connections.max.reauth.ms", T.LONG, "0", None,
-              "Longest session before a SASL client must reauthenticate (0: never). Accepted; no "
-              "effect in Ketch: Ketch has no SASL authentication until the security issue lands",
-              applied=False),
+              "Longest SASL session before the client must re-authenticate on its connection "
+              "(KIP-368; 0: never); a connection whose session ended is closed at its next "
+              "request"),
     ConfigDef("password.encoder.secret", T.PASSWORD, None, None,
               "Secret encrypting dynamic password configs. Accepted; no effect in Ketch: KRaft, "
               "and so Ketch, keeps dynamic passwords in the metadata log without this encoder (a "

@@ -38,9 +38,10 @@ from typing import Any, Callable, Iterable, Union
 from clients.protocol import messages
 from clients.protocol.types import ZERO_UUID
 from metadata_log.acls import StandardAcl, acl_from_record
+from clients.security.scram import BY_WIRE_TYPE, ScramCredential
 from metadata_log.image import (
     NO_LEADER, LEADER_UNCHANGED, BrokerFeatureRange, BrokerRegistration, ClusterImage,
-    ClientQuotasImage, ConfigResource, ConfigResourceType, ConfigsImage, Endpoint, FeaturesImage,
+    ClientQuotasImage, ScramImage, ConfigResource, ConfigResourceType, ConfigsImage, Endpoint, FeaturesImage,
     LeaderRecoveryState, MetadataImage, PartitionRegistration, ProducerIdsImage, Provenance,
     QuotaEntity, TopicImage, TopicsImage, frozen_mapping, quota_entity,
 )
@@ -247,6 +248,7 @@ class MetadataDelta:
         self._next_producer_id: int | None = None
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}        # full new mapping
         self._acls: dict[uuid.UUID, StandardAcl | None] = {}         # None: removed
+        self._scram: dict[tuple[str, int], ScramCredential | None] = {}  # None: removed
         self._replayers = {
             messages.RegisterBrokerRecord: self._replay_register_broker,
             messages.UnregisterBrokerRecord: self._replay_unregister_broker,
@@ -264,6 +266,8 @@ class MetadataDelta:
             messages.ClientQuotaRecord: self._replay_client_quota,
             messages.AccessControlEntryRecord: self._replay_access_control_entry,
             messages.RemoveAccessControlEntryRecord: self._replay_remove_access_control_entry,
+            messages.UserScramCredentialRecord: self._replay_user_scram_credential,
+            messages.RemoveUserScramCredentialRecord: self._replay_remove_user_scram_credential,
         }
 
     # ------------------------------------------------------------ lookups through overlays
@@ -549,6 +553,20 @@ class MetadataDelta:
             raise MetadataReplayError(f"RemoveAccessControlEntryRecord: no ACL has id {r.id}")
         self._acls[r.id] = None
 
+    def _replay_user_scram_credential(self, r: Any) -> None:
+        if r.mechanism not in BY_WIRE_TYPE or not r.name:
+            raise MetadataReplayError(f"UserScramCredentialRecord: mechanism {r.mechanism} for {r.name!r}")
+        self._scram[(r.name, r.mechanism)] = ScramCredential(bytes(r.salt), bytes(r.stored_key),
+                                                             bytes(r.server_key), r.iterations)
+
+    def _replay_remove_user_scram_credential(self, r: Any) -> None:
+        key = (r.name, r.mechanism)
+        current = self._scram[key] if key in self._scram else self.image.scram.get(*key)
+        if current is None:
+            raise MetadataReplayError(f"RemoveUserScramCredentialRecord: {r.name!r} has no "
+                                      f"credential for mechanism {r.mechanism}")
+        self._scram[key] = None
+
     def _replay_producer_ids(self, r: Any) -> None:
         current = (self.image.producer_ids.next_producer_id if self._next_producer_id is None
                    else self._next_producer_id)
@@ -582,7 +600,19 @@ class MetadataDelta:
                           else ProducerIdsImage(self._next_producer_id)),
             client_quotas=self._apply_client_quotas(base.client_quotas),
             acls=base.acls.with_changes(self._acls),
+            scram=self._apply_scram(base.scram),
         )
+
+    def _apply_scram(self, base: ScramImage) -> ScramImage:
+        if not self._scram:
+            return base
+        credentials = dict(base.credentials)
+        for key, credential in self._scram.items():
+            if credential is None:
+                credentials.pop(key, None)
+            else:
+                credentials[key] = credential
+        return ScramImage(frozen_mapping(credentials))
 
     def _apply_client_quotas(self, base: ClientQuotasImage) -> ClientQuotasImage:
         if not self._quotas:

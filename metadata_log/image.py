@@ -42,10 +42,12 @@ from enum import IntEnum
 from types import MappingProxyType
 
 from clients.protocol.configs import ConfigResourceType
+from clients.security.scram import ScramCredential
 from metadata_log.acls import AclsImage
 
 __all__ = [
-    "AclsImage", "BrokerFeatureRange", "BrokerRegistration", "ClientQuotasImage", "ClusterImage", "ConfigResource",
+    "AclsImage", "BrokerFeatureRange", "BrokerRegistration", "ClientQuotasImage", "ScramImage", "ClusterImage",
+    "ConfigResource",
     "ConfigResourceType", "ConfigsImage", "EMPTY_IMAGE", "EMPTY_PROVENANCE", "Endpoint",
     "FeaturesImage", "LEADER_UNCHANGED", "LeaderRecoveryState", "MetadataImage", "NO_LEADER",
     "PartitionRegistration", "ProducerIdsImage", "Provenance", "QuotaEntity", "TopicImage",
@@ -249,6 +251,16 @@ class ClientQuotasImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramImage:
+    """SCRAM verifiers by (user name, Kafka's ScramMechanism type: 1 SHA-256, 2 SHA-512),
+    from UserScramCredentialRecord / RemoveUserScramCredentialRecord (KIP-554)."""
+    credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=_empty)
+
+    def get(self, user: str, mechanism_type: int) -> ScramCredential | None:
+        return self.credentials.get((user, mechanism_type))
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIdsImage:
     # The first producer id of the next block to allocate; -1 before any allocation.
     # Invariant: only grows (ProducerIdsRecord replay refuses to go back).
@@ -275,12 +287,14 @@ class MetadataImage:
     producer_ids: ProducerIdsImage = ProducerIdsImage()
     client_quotas: ClientQuotasImage = ClientQuotasImage()
     acls: AclsImage = AclsImage()
+    scram: ScramImage = ScramImage()
 
     def is_empty(self) -> bool:
         return (not self.features.levels and not self.cluster.brokers
                 and not self.topics.by_id and not self.configs.resources
                 and self.producer_ids.next_producer_id == -1
-                and not self.client_quotas.entities and not self.acls.by_id)
+                and not self.client_quotas.entities and not self.acls.by_id
+                and not self.scram.credentials)
 
 
 EMPTY_IMAGE = MetadataImage()

@@ -120,6 +120,10 @@ def image_to_records(image: MetadataImage) -> list[Any]:
                         for t, n in entity], key=key, value=values[key], remove=False))
     for acl_id in sorted(image.acls.by_id):
         records.append(acl_record(image.acls.by_id[acl_id], acl_id))
+    for (user, mechanism), c in sorted(image.scram.credentials.items()):
+        records.append(messages.UserScramCredentialRecord(
+            name=user, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key,
+            server_key=c.server_key, iterations=c.iterations))
     if image.producer_ids.next_producer_id != -1:
         # Kafka's ProducerIdsImage writes the block owner as -1: only the next id matters.
         records.append(messages.ProducerIdsRecord(

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from clients.properties import load_properties, parse_listeners
+from clients.security.listeners import ListenerError, SecurityProtocol, parse_listener_specs
 from metadata_log.authorizer import AuthorizerConfig
 from metadata_log.node_config import ConfigError, parse_voters, read_node_properties
 
@@ -126,6 +127,16 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
     if name not in listeners:
         raise ConfigError(f"controller.listener.names names {name}, which is not in listeners")
     host, port = listeners[name]
+    try:
+        protocol = next(s for s in parse_listener_specs(props, "", frozenset({name}))
+                        if s.name == name).security_protocol
+    except ListenerError as e:
+        raise ConfigError(str(e)) from None
+    if protocol is not SecurityProtocol.PLAINTEXT:
+        # Brokers reach controllers with Ketch's own client, which does not speak TLS or
+        # SASL yet (issue 16, part 5).
+        raise ConfigError(f"controller listener {name}: {protocol.name} is not supported yet; "
+                          "the controller listener must be PLAINTEXT")
     log_dir = props.get("metadata.log.dir") or props.get("log.dirs", "").split(",")[0].strip()
     if not log_dir:
         raise ConfigError("metadata.log.dir (or log.dirs) is required")

@@ -16,23 +16,68 @@ key or version Ketch does not know is answered where Kafka answers it (ApiVersio
 
 Responses whose ``records`` are log file regions go out with ``os.sendfile`` through
 ``loop.sendfile`` (zero-copy) on plain TCP; other parts with ``transport.write``.
+
+Each listener has a name and a security protocol (``ListenerSecurity``, issue 16). On SSL
+and SASL_SSL, asyncio runs the TLS handshake before the first byte reaches
+``ServerConnection``; a plaintext client on a TLS port fails that handshake and is closed,
+and TLS bytes on a plaintext port are a frame size out of range (closed as any corrupt
+frame). On SASL_PLAINTEXT and SASL_SSL every request before authentication completes goes
+to the connection's pure ``SaslServerAuthenticator`` (clients/security/sasl.py): only
+ApiVersions, SaslHandshake and SaslAuthenticate (or the legacy raw tokens) are served, a
+failure is answered and closes the connection, and the attempt is logged without secrets.
+Authentication sets ``ClientInfo.principal``: the SASL user, or on SSL the client
+certificate's subject (``User:CN=...``), as Kafka's default principal builder does.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
-from typing import Any, Callable, Protocol
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
 
 from clients.protocol import (
-    NEED_DATA, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
+    NEED_DATA, ApiKey, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
+    messages,
 )
 from clients.protocol.acls import ANONYMOUS, KafkaPrincipal
+from clients.protocol.errors import ErrorCode
+from clients.protocol.framing import frame
+from clients.security import scram
+from clients.security.jaas import JaasError, parse_jaas_config
+from clients.security.listeners import ListenerSpec, SecurityProtocol, listener_value
+from clients.security.sasl import PLAIN, PlainServer, SaslAnswer, SaslServerAuthenticator, ScramServer
+from clients.security.scram import ScramCredential, ScramMechanism
+from clients.security.tls import TlsConfigError, principal_name, server_ssl_context
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ApiHandler", "FileRegion", "KafkaServer"]
+__all__ = ["ApiHandler", "ClientInfo", "FileRegion", "KafkaServer", "ListenerConfigError",
+           "ListenerSecurity", "SASL_VERSIONS", "listener_security"]
+
+# Served by this layer on every listener, so every ApiHandler advertises them in ApiVersions
+# (Kafka does, on PLAINTEXT listeners too, where they answer ILLEGAL_SASL_STATE).
+SASL_VERSIONS: dict[int, tuple[int, int]] = {ApiKey.SASL_HANDSHAKE: (0, 1),
+                                             ApiKey.SASL_AUTHENTICATE: (0, 2)}
+# A client that has not finished its TLS handshake by then is dropped.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """What a listener requires of its connections: TLS when ``ssl_context`` is set, SASL
+    when ``authenticator`` is (a factory: one pure state machine per connection)."""
+    name: str = "PLAINTEXT"
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    ssl_context: ssl.SSLContext | None = None
+    authenticator: Callable[[], SaslServerAuthenticator] | None = None
+    # connection.failed.authentication.delay.ms: a failed login's connection is closed
+    # this long after the answer (only that connection waits), slowing password guessing.
+    failed_authentication_delay_ms: int = 100
 
 READ_CHUNK_BYTES = 256 * 1024
 # Below this, a log region is read into the response buffer rather than sent with
@@ -50,14 +95,91 @@ class ApiHandler(Protocol):
         """A response for an unknown version (ApiVersions), or None to close."""
 
 
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ListenerConfigError(ValueError):
+    """A listener's security settings cannot be used; the process refuses to start."""
+
+
+ScramLookup = Callable[[str, ScramMechanism], "ScramCredential | None"]
+
+
+def listener_security(spec: ListenerSpec, props: Mapping[str, str], scram_credentials: ScramLookup,
+                      random_bytes: Callable[[int], bytes] = os.urandom) -> ListenerSecurity:
+    """A listener's TLS context and SASL mechanisms from Kafka's keys (``listener.name.<l>.``
+    prefixed first): ``ssl.*`` (clients/security/tls.py), ``sasl.enabled.mechanisms``
+    (default: SCRAM-SHA-256 and SCRAM-SHA-512, and PLAIN when a PLAIN user table is set),
+    PLAIN's users from ``listener.name.<l>.plain.sasl.jaas.config`` or ``sasl.jaas.config``
+    (``user_<name>="<password>"``), SCRAM verifiers from ``scram_credentials`` (the
+    metadata image's), the session lifetime from ``connections.max.reauth.ms`` (KIP-368)."""
+    protocol = spec.security_protocol
+    context = None
+    if protocol.uses_tls:
+        try:
+            context = server_ssl_context(lambda key: listener_value(props, spec.name, key))
+        except TlsConfigError as e:
+            raise ListenerConfigError(f"listener {spec.name}: {e}") from None
+    authenticator = None
+    if protocol.uses_sasl:
+        jaas_text = listener_value(props, spec.name, "sasl.jaas.config", mechanism=PLAIN)
+        try:
+            users = parse_jaas_config(jaas_text).users if jaas_text else {}
+        except JaasError as e:
+            raise ListenerConfigError(f"listener {spec.name}: {e}") from None
+        enabled_text = listener_value(props, spec.name, "sasl.enabled.mechanisms")
+        if enabled_text is None:
+            enabled = [*scram.MECHANISMS] + ([PLAIN] if users else [])
+        else:
+            enabled = [m.strip().upper() for m in enabled_text.split(",") if m.strip()]
+        factories: dict[str, Callable[[], Any]] = {}
+        for name in enabled:
+            if name == PLAIN:
+                if not users:
+                    raise ListenerConfigError(
+                        f"listener {spec.name}: PLAIN needs users: listener.name.{spec.name.lower()}"
+                        '.plain.sasl.jaas.config with user_<name>="<password>" entries')
+                factories[name] = functools.partial(PlainServer, users)
+            elif name in scram.MECHANISMS:
+                mechanism = scram.MECHANISMS[name]
+                factories[name] = functools.partial(
+                    ScramServer, mechanism, functools.partial(_scram_lookup, scram_credentials, mechanism),
+                    random_bytes)
+            else:
+                raise ListenerConfigError(f"listener {spec.name}: SASL mechanism {name} is not one "
+                                          "Ketch has (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+        if not factories:
+            raise ListenerConfigError(f"listener {spec.name}: sasl.enabled.mechanisms is empty")
+        try:
+            lifetime = int(listener_value(props, spec.name, "connections.max.reauth.ms") or 0)
+        except ValueError:
+            raise ListenerConfigError(f"listener {spec.name}: connections.max.reauth.ms must be "
+                                      "an integer") from None
+        authenticator = functools.partial(SaslServerAuthenticator, factories, max(0, lifetime))
+    try:
+        delay_ms = int(listener_value(props, spec.name, "connection.failed.authentication.delay.ms") or 100)
+    except ValueError:
+        raise ListenerConfigError(f"listener {spec.name}: connection.failed.authentication.delay.ms "
+                                  "must be an integer") from None
+    return ListenerSecurity(spec.name, protocol, context, authenticator, max(0, delay_ms))
+
+
+def _scram_lookup(credentials: ScramLookup, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+    return credentials(user, mechanism)
+
+
 class ClientInfo:
     __slots__ = ("host", "port", "connection_id", "client_id", "client_software_name",
-                 "client_software_version", "principal")
+                 "client_software_version", "principal", "listener_name")
 
-    def __init__(self, host: str, port: int, connection_id: int) -> None:
+    def __init__(self, host: str, port: int, connection_id: int,
+                 listener_name: str = "PLAINTEXT") -> None:
         self.host = host
         self.port = port
         self.connection_id = connection_id
+        # The listener the connection came in on: Metadata answers with its endpoints.
+        self.listener_name = listener_name
         self.client_id: str | None = None   # of the request being handled
         # What the client said in ApiVersions v3+ (KIP-511); None until then.
         self.client_software_name: str | None = None
@@ -112,8 +234,10 @@ class _FdFile:
 class KafkaServer:
     def __init__(self, handler: ApiHandler, host: str, port: int,
                  frame_bytes_max: int = 100 * 1024 * 1024, use_sendfile: bool = True,
-                 on_connection_closed: Callable[[ClientInfo], None] | None = None) -> None:
+                 on_connection_closed: Callable[[ClientInfo], None] | None = None,
+                 listener: ListenerSecurity = ListenerSecurity()) -> None:
         self.handler = handler
+        self.listener = listener
         # Told when a client's connection ends, however it ended (the controller fences a
         # broker whose heartbeat connection closed: its process died).
         self.on_connection_closed = on_connection_closed
@@ -125,14 +249,17 @@ class KafkaServer:
         self._connections: set[asyncio.Task] = set()
         self._next_connection_id = 0
         self.connections_closed_for_protocol_errors = 0
+        self.failed_authentications = 0
 
     @property
     def connection_count(self) -> int:
         return len(self._connections)
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                  reuse_address=True, limit=READ_CHUNK_BYTES)
+        tls = self.listener.ssl_context
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, reuse_address=True, limit=READ_CHUNK_BYTES,
+            ssl=tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -152,7 +279,13 @@ class KafkaServer:
         self._connections.add(task)
         peer = writer.get_extra_info("peername") or ("?", 0)
         self._next_connection_id += 1
-        client = ClientInfo(peer[0], peer[1], self._next_connection_id)
+        client = ClientInfo(peer[0], peer[1], self._next_connection_id, self.listener.name)
+        tls = writer.get_extra_info("ssl_object")
+        if tls is not None and self.listener.authenticator is None:
+            certificate = tls.getpeercert(binary_form=True)
+            if certificate:
+                client.principal = KafkaPrincipal("User", principal_name(certificate))
+        auth = self.listener.authenticator() if self.listener.authenticator is not None else None
         sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
@@ -166,7 +299,32 @@ class KafkaServer:
                 if not data:
                     return
                 conn.receive_data(data)
-                while (event := conn.next_event()) is not NEED_DATA:
+                while True:
+                    if auth is not None and auth.expects_legacy_token:
+                        token = conn.next_token()
+                        if token is NEED_DATA:
+                            break
+                        assert isinstance(token, bytes)
+                        if not await self._sasl_answer(writer, client, auth,
+                                                       auth.legacy_token(token, _now_ms()), None):
+                            return
+                        continue
+                    event = conn.next_event()
+                    if event is NEED_DATA:
+                        break
+                    key = event.api_key if isinstance(event, UnsupportedRequest) else event.header.api_key
+                    if auth is not None and key != ApiKey.SASL_HANDSHAKE and auth.expired(_now_ms()):
+                        log.info("closing %s:%s on listener %s: its SASL session of %s ended without "
+                                 "re-authentication (KIP-368)", client.host, client.port,
+                                 self.listener.name, client.principal)
+                        return
+                    if isinstance(event, RequestReceived) and key in SASL_VERSIONS:
+                        if not await self._sasl_request(writer, conn, client, auth, event):
+                            return
+                        continue
+                    if auth is not None and not auth.complete and not auth.allows(key):
+                        await self._sasl_answer(writer, client, auth, auth.refuse(key), None)
+                        return
                     if isinstance(event, UnsupportedRequest):
                         answer = self.handler.handle_unsupported(event)
                         if answer is None:
@@ -203,6 +361,57 @@ class KafkaServer:
             if self.on_connection_closed is not None:
                 self.on_connection_closed(client)
 
+    async def _sasl_request(self, writer: asyncio.StreamWriter, conn: ServerConnection,
+                            client: ClientInfo, auth: SaslServerAuthenticator | None,
+                            event: RequestReceived) -> bool:
+        """SaslHandshake / SaslAuthenticate; False: the connection is to close."""
+        header = event.header
+        if auth is None or (auth.complete and not auth.reauthenticates):
+            # Not a SASL listener, or authenticated for good (no session lifetime: clients
+            # never re-authenticate, KIP-368).
+            if header.api_key == ApiKey.SASL_HANDSHAKE:
+                body: Any = messages.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                                           mechanisms=[])
+            else:
+                body = messages.SaslAuthenticateResponse(
+                    error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
+                    error_message="SASL authentication is not expected on this connection")
+            await self._write(writer, conn.send(header.api_key, header.api_version,
+                                                header.correlation_id, body))
+            return True
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            answer = auth.handshake(event.body, header.api_version)
+        else:
+            answer = auth.authenticate(event.body, header.api_version, _now_ms())
+        return await self._sasl_answer(writer, client, auth, answer,
+                                       (conn, header.api_key, header.api_version, header.correlation_id))
+
+    async def _sasl_answer(self, writer: asyncio.StreamWriter, client: ClientInfo,
+                           auth: SaslServerAuthenticator, answer: SaslAnswer,
+                           framed: tuple[ServerConnection, int, int, int] | None) -> bool:
+        """Send what the authenticator answered (a response, or a raw token when not
+        ``framed``); log a failure; set the principal on success. False: close."""
+        if answer.response is not None:
+            if framed is None:
+                assert isinstance(answer.response, bytes)
+                await self._write(writer, [frame(answer.response)])
+            else:
+                conn, api_key, version, correlation_id = framed
+                await self._write(writer, conn.send(api_key, version, correlation_id, answer.response))
+        if answer.close:
+            self.failed_authentications += 1
+            log.warning("failed authentication on listener %s from %s:%s: %s", self.listener.name,
+                        client.host, client.port, auth.failure)
+            await asyncio.sleep(self.listener.failed_authentication_delay_ms / 1000)
+            return False
+        if auth.complete and client.principal is ANONYMOUS:
+            client.principal = KafkaPrincipal("User", auth.authorization_id)
+            log.debug("%s:%s authenticated as %s with %s", client.host, client.port,
+                      client.principal, auth.mechanism_name)
+        elif auth.complete:
+            log.debug("%s:%s re-authenticated as %s", client.host, client.port, client.principal)
+        return True
+
     async def _write(self, writer: asyncio.StreamWriter, parts: list[Any]) -> None:
         """One response: its bytes gathered into as few socket writes as possible (a
         write is a send() syscall), log regions below SENDFILE_MIN_BYTES read into the
@@ -227,7 +436,8 @@ class KafkaServer:
                     writer.write(b"".join(pending))
                     pending = []
                 await writer.drain()
-                sent = await loop.sendfile(writer.transport, _FdFile(part.fd, part.position),
+                sent = await loop.sendfile(writer.transport,
+                                           _FdFile(part.fd, part.position),  # type: ignore[arg-type]
                                            part.position, part.length)
                 if sent != part.length:
                     raise ConnectionError("log file shrank under a response: closing")

@@ -62,7 +62,7 @@ from metadata_log.snapshot import image_to_records, records_to_image
 from metadata_log.committed import (
     METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, CommittedBatch, MetadataSnapshot,
 )
-from quorum.network import ClientInfo
+from quorum.network import SASL_VERSIONS, ClientInfo
 from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
 from quorum.progress import ReplicaProgress, ReplicaTracker
 from quorum.replicated_log import ReadStatus
@@ -136,6 +136,7 @@ WRITE_HANDLERS: dict[int, str] = {
     ApiKey.ALTER_CLIENT_QUOTAS: "handle_alter_client_quotas",
     ApiKey.CREATE_ACLS: "handle_create_acls",
     ApiKey.DELETE_ACLS: "handle_delete_acls",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "handle_alter_user_scram_credentials",
     ApiKey.UPDATE_FEATURES: "handle_update_features",
     ApiKey.ALLOCATE_PRODUCER_IDS: "handle_allocate_producer_ids",
     ApiKey.UNREGISTER_BROKER: "handle_unregister_broker",
@@ -414,6 +415,7 @@ SERVED_APIS: dict[int, str] = {
         ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotasRequest",
         ApiKey.CREATE_ACLS: "CreateAclsRequest",
         ApiKey.DELETE_ACLS: "DeleteAclsRequest",
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentialsRequest",
         ApiKey.UPDATE_FEATURES: "UpdateFeaturesRequest",
         ApiKey.ALLOCATE_PRODUCER_IDS: "AllocateProducerIdsRequest",
         ApiKey.UNREGISTER_BROKER: "UnregisterBrokerRequest",
@@ -480,6 +482,7 @@ class ControllerApis:
 
     def served(self) -> dict[int, tuple[int, int]]:
         apis = {k: _schema_range(n) for k, n in SERVED_APIS.items()}
+        apis.update(SASL_VERSIONS)      # the network layer serves them (quorum/network.py)
         if self.driver.controller is None and self.driver.controller_factory is None:
             for k in WRITE_HANDLERS:
                 apis.pop(k, None)

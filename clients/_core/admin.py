@@ -50,10 +50,35 @@ __all__ = [
     "TopicListing", "TopicPartitionInfo", "ZERO_TOPIC_ID", "decode_assignment",
     "AbortTransactionSpec", "ProducerState", "TransactionDescription", "TransactionListing",
     "client_quota_entity", "decode_subscription", "group_lag", "leader_log_end",
-    "plan_offset_reset", "quorum_replicas",
+    "plan_offset_reset", "quorum_replicas", "ScramCredentialInfo", "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]
 
 ZERO_TOPIC_ID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialInfo:
+    """A user's credential as DescribeUserScramCredentials shows it (KIP-554)."""
+    mechanism: str          # SCRAM-SHA-256 or SCRAM-SHA-512
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialUpsertion:
+    """Create or replace a user's credential for one mechanism. The Admin salts and hashes
+    the password; only the salted password goes to the cluster (Kafka's Admin does the same)."""
+    user: str
+    mechanism: str
+    password: str = field(repr=False)
+    iterations: int = 4096
+    salt: bytes | None = None          # None: 32 random bytes
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialDeletion:
+    user: str
+    mechanism: str
 
 # A client quota entity (Kafka's ClientQuotaEntity): (entity type, name) pairs sorted by type,
 # the types "user", "client-id" or "ip"; a name of None is that type's default.

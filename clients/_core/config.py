@@ -24,9 +24,10 @@ before 4.0), `enable.idempotence` is true and `acks` is `all` (3.0, KIP-679),
 Ketch's differences, on purpose:
 * Serializers, deserializers and partitioners are Python callables, not Java class
   names; the names of Kafka's own String/ByteArray (de)serializers are also accepted.
-* Keys Ketch's client does not implement (SASL/SSL, transactions, interceptors, metrics
-  reporters) are refused as unknown rather than silently ignored; `security.protocol`
-  accepts only PLAINTEXT.
+* Keys Ketch's client does not implement (interceptors, metrics reporters) are refused as
+  unknown rather than silently ignored. TLS and SASL (PLAIN, SCRAM-SHA-256/512) take
+  Kafka's Java names and librdkafka's (`sasl.username`/`sasl.password`, `ssl.ca.location`,
+  `ssl.certificate.location`, `ssl.key.location`): see clients/security/client_auth.py.
 * Assignor names are kept as protocol names: `range`, `roundrobin`, `sticky`,
   `cooperative-sticky` (Java class names such as
   `org.apache.kafka.clients.consumer.RangeAssignor` are accepted and mapped).
@@ -114,6 +115,15 @@ def _one_of(*choices: str, lower: bool = True) -> Callable[[Any], Any]:
         s = v.lower() if lower else v
         if s not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}; got {v!r}")
+        return s
+    return check
+
+
+def _upper_one_of(*choices: str) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        s = v.strip().upper()
+        if s not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {v!r}")
         return s
     return check
 
@@ -252,8 +262,32 @@ _key("connections.max.idle.ms", L, 540000, _ALL, "close connections idle this lo
 _key("send.buffer.bytes", I, 131072, _ALL, "SO_SNDBUF; -1 keeps the OS default", _at_least(-1))
 _key("receive.buffer.bytes", I, 65536, _ALL, "SO_RCVBUF; -1 keeps the OS default", _at_least(-1),
      producer=32768)
-_key("security.protocol", S, "PLAINTEXT", _ALL, "only PLAINTEXT: Ketch's client has no TLS/SASL",
-     _only("PLAINTEXT", "only PLAINTEXT is supported by Ketch's client"))
+_key("security.protocol", S, "PLAINTEXT", _ALL, "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+     _upper_one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+_key("sasl.mechanism", S, "GSSAPI", _ALL, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default "
+     "GSSAPI is not one Ketch has)", _upper_one_of("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
+_key("sasl.jaas.config", S, None, _ALL, "Kafka's login options: ...LoginModule required "
+     'username="..." password="...";', nullable=True)
+_key("sasl.username", S, None, _ALL, "the SASL user (librdkafka's name)", nullable=True)
+_key("sasl.password", S, None, _ALL, "the SASL password (librdkafka's name)", nullable=True)
+for _name, _doc in (
+        ("ssl.truststore.location", "PEM file of the CAs the broker's certificate must chain to"),
+        ("ssl.ca.location", "librdkafka's name for ssl.truststore.location"),
+        ("ssl.truststore.certificates", "those CAs as PEM text"),
+        ("ssl.ca.pem", "librdkafka's name for ssl.truststore.certificates"),
+        ("ssl.truststore.type", "PEM (JKS is taken to mean a PEM file too)"),
+        ("ssl.keystore.location", "PEM file with this client's certificate chain and key"),
+        ("ssl.keystore.type", "PEM (JKS is taken to mean a PEM file too)"),
+        ("ssl.certificate.location", "librdkafka's: this client's certificate (PEM)"),
+        ("ssl.key.location", "librdkafka's: this client's private key (PEM)"),
+        ("ssl.key.password", "the private key's password"),
+        ("ssl.keystore.certificate.chain", "this client's certificate chain as PEM text"),
+        ("ssl.keystore.key", "this client's private key as PEM text")):
+    _key(_name, S, None, _ALL, _doc, nullable=True)
+del _name, _doc
+_key("ssl.endpoint.identification.algorithm", S, "https", _ALL,
+     "https: the broker's certificate must name the host dialled; empty: not checked",
+     _one_of("https", "none", ""))
 _key("metadata.recovery.strategy", S, "rebootstrap", _ALL,
      "what to do when every known broker is unreachable (KIP-899)", _one_of("none", "rebootstrap"))
 # Accepted, not enforced: with strategy rebootstrap, Ketch's Cluster falls back to the
@@ -531,6 +565,13 @@ def _cross_checks(kind: str, values: dict[str, Any], given: frozenset[str]) -> N
                 raise ConfigError("group.instance.id", "needs a group.id")
         elif values["group.id"] == "":
             raise ConfigError("group.id", "must not be empty (use None for no group)")
+    if values["security.protocol"].startswith("SASL_"):
+        if values["sasl.mechanism"] == "GSSAPI":
+            raise ConfigError("sasl.mechanism", "GSSAPI (Kerberos) is not supported by Ketch's client: "
+                                                "use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        if values["sasl.username"] is None and values["sasl.jaas.config"] is None:
+            raise ConfigError("sasl.jaas.config", "SASL needs credentials: sasl.jaas.config "
+                                                  "(or sasl.username and sasl.password)")
     if values["retry.backoff.max.ms"] < values["retry.backoff.ms"]:
         values["retry.backoff.max.ms"] = values["retry.backoff.ms"]  # as CommonClientConfigs
     if values["reconnect.backoff.max.ms"] < values["reconnect.backoff.ms"]:

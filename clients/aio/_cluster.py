@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from clients._core.config import ClientConfig
 from clients._core.metadata import BrokerMetadata, ClusterMetadata
-from clients.connection import CONNECT_VIA, KafkaConnection
+from clients.connection import KafkaConnection, open_stream
+from clients.security.client_auth import ClientSecurity
 from clients.errors import (
     ClientClosedError, CoordinatorNotAvailableError, KafkaApiError, KafkaConnectionError, KafkaTimeoutError,
     LeaderNotAvailableError, NoBrokersAvailableError, NodeNotReadyError, RequestTimeoutError,
@@ -121,6 +122,8 @@ class Cluster:
                                                  config["socket.connection.setup.timeout.max.ms"],
                                                  self._rng)
         self._request_timeout_s = config["request.timeout.ms"] / 1000
+        # TLS and SASL per connection (security.protocol and its keys).
+        self.security = ClientSecurity.from_config(lambda key: config[key])
         self._maintain_task: asyncio.Task | None = None
         self._closed = False
 
@@ -408,15 +411,15 @@ class Cluster:
             wait = node.ready_at - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            host, port = CONNECT_VIA.get(node.address, node.address)
             timeout_s = self._setup_timeout.backoff_ms(node.failures) / 1000
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                        timeout_s)
+                reader, writer = await open_stream(*node.address, self.security, timeout_s)
                 self._tune_socket(writer)
                 conn = KafkaConnection(reader, writer, client_id=self.client_id)
                 try:
                     await asyncio.wait_for(conn.negotiate_versions(), timeout_s)
+                    if self.security.sasl_mechanism is not None:
+                        await conn.sasl_authenticate(self.security, timeout_s)
                 except BaseException:
                     conn.close()
                     raise

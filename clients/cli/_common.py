@@ -126,9 +126,31 @@ def bootstrap(args: argparse.Namespace) -> str:
 
 
 def client_props(args: argparse.Namespace, **defaults: Any) -> dict[str, Any]:
-    """The client config: bootstrap, the verb's defaults, then -X (the user's word wins)."""
-    return {"bootstrap.servers": bootstrap(args), "client.id": "ketch-cli", **defaults,
+    """The client config: bootstrap, the cluster's own client properties (a ``ketch up
+    --secure`` directory's TLS and SASL settings), the verb's defaults, then -X (the
+    user's word wins)."""
+    return {"bootstrap.servers": bootstrap(args), "client.id": "ketch-cli",
+            **_cluster_client_properties(args), **defaults,
             **parse_kv(getattr(args, "props", []), "-X")}
+
+
+def _cluster_client_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The client.properties a secured ``ketch up`` directory names, when the cluster
+    comes from that directory (not from --bootstrap or KETCH_BOOTSTRAP)."""
+    from clients.properties import load_properties
+    if getattr(args, "bootstrap", None) or os.environ.get("KETCH_BOOTSTRAP"):
+        return {}
+    directory = getattr(args, "dir", None) or (
+        DEFAULT_DIR if os.path.exists(os.path.join(DEFAULT_DIR, "cluster.json")) else None)
+    if not directory:
+        return {}
+    name = cluster_json(directory).get("client_properties")
+    if not name:
+        return {}
+    try:
+        return load_properties(os.path.join(directory, name))
+    except OSError as e:
+        raise CliError(f"{directory}/{name}: {e.strerror or e}") from None
 
 
 def admin(args: argparse.Namespace):

@@ -129,6 +129,9 @@ class ClusterSpec:
     cluster_id: str
     nodes: list[NodeSpec] = field(default_factory=list)
     launcher_pid: int | None = None      # the process that runs the cluster (ketch up)
+    # ketch up --secure: brokers listen on SASL_SSL only; the client properties to use
+    # (admin user, CA) are in this file of the directory (see SecureSetup).
+    client_properties: str | None = None
 
     @property
     def brokers(self) -> list[NodeSpec]:
@@ -143,14 +146,17 @@ class ClusterSpec:
         return ",".join(f"127.0.0.1:{n.port}" for n in self.brokers)
 
     def to_json(self) -> dict:
-        return {"cluster_id": self.cluster_id, "dir": self.dir,
-                "bootstrap_servers": self.bootstrap_servers, "launcher_pid": self.launcher_pid,
-                "nodes": [asdict(n) for n in self.nodes]}
+        out = {"cluster_id": self.cluster_id, "dir": self.dir,
+               "bootstrap_servers": self.bootstrap_servers, "launcher_pid": self.launcher_pid,
+               "nodes": [asdict(n) for n in self.nodes]}
+        if self.client_properties:
+            out["client_properties"] = self.client_properties
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "ClusterSpec":
         return cls(data["dir"], data["cluster_id"], [NodeSpec(**n) for n in data["nodes"]],
-                   data.get("launcher_pid"))
+                   data.get("launcher_pid"), data.get("client_properties"))
 
     def node(self, node_id: int) -> NodeSpec:
         return next(n for n in self.nodes if n.id == node_id)
@@ -166,9 +172,13 @@ class LocalCluster:
     def __init__(self, directory: str, controllers: int | None = None, brokers: int | None = None,
                  broker_props: dict[str, str] | None = None,
                  controller_props: dict[str, str] | None = None,
-                 broker_racks: dict[int, str] | None = None, broker_log_dirs: int = 1) -> None:
+                 broker_racks: dict[int, str] | None = None, broker_log_dirs: int = 1,
+                 secure: bool = False) -> None:
         """``broker_log_dirs``: log directories per new broker (JBOD): its data dir, then
-        ``data-2``, ``data-3``... beside it."""
+        ``data-2``, ``data-3``... beside it. ``secure``: a new directory's brokers listen
+        with TLS and SASL only (``SecureSetup``); an existing directory keeps what it was
+        formatted with."""
+        self.secure_requested = secure
         assert broker_log_dirs >= 1, broker_log_dirs
         self.dir = os.path.abspath(directory)
         self.broker_log_dirs = broker_log_dirs
@@ -193,6 +203,7 @@ class LocalCluster:
             raise
         self.controllers = len(self.spec.controllers)
         self.brokers = len(self.spec.brokers)
+        self.security = SecureSetup(self.dir) if self.spec.client_properties else None
 
     @property
     def json_path(self) -> str:
@@ -263,6 +274,9 @@ class LocalCluster:
         os.makedirs(self.dir, exist_ok=True)
         ports = free_ports(3 * controllers + 2 * brokers)
         spec = ClusterSpec(self.dir, new_cluster_id())
+        if self.secure_requested:
+            SecureSetup.create(self.dir)
+            spec.client_properties = SecureSetup.CLIENT_PROPERTIES
         for i in range(controllers):
             node_id = CONTROLLER_ID_BASE + i + 1
             node = self._node(node_id, "controller", ports[3 * i], ports[3 * i + 1])
@@ -394,6 +408,8 @@ class LocalCluster:
                 props["ketch.http.port"] = str(node.http_port)
             if node.id in self.broker_racks:
                 props["broker.rack"] = self.broker_racks[node.id]
+            if spec.client_properties:
+                props.update(SecureSetup(self.dir).broker_props(node.port))
             props.update(self.broker_props)
         return props
 
@@ -445,9 +461,11 @@ class LocalCluster:
         want = {b.id for b in self.spec.brokers}
         while time.monotonic() < deadline:
             self._check_alive()
-            seen = [_metadata_broker_ids("127.0.0.1", b.port) for b in self.spec.brokers
+            seen = [_metadata_broker_ids("127.0.0.1", b.port, self.security) for b in self.spec.brokers
                     if self.processes.get(b.id) is not None]
             if seen and all(s is not None and want <= s for s in seen):
+                if self.security is not None:
+                    self.security.ensure_admin_user(self.spec.bootstrap_servers)
                 return
             time.sleep(0.2)
         raise TimeoutError(f"cluster in {self.dir} not ready after {timeout_s}s; see the node.log files")
@@ -557,23 +575,130 @@ def _tail(path: str, lines: int = 30) -> str:
         return "(no log)"
 
 
-def _metadata_broker_ids(host: str, port: int) -> set[int] | None:
-    """A blocking Metadata v1 round trip: the ids of the live brokers, or None."""
+def _metadata_broker_ids(host: str, port: int, security: "SecureSetup | None" = None) -> set[int] | None:
+    """A blocking Metadata v1 round trip: the ids of the live brokers, or None. On a
+    secured cluster over TLS, logged in with PLAIN as the bootstrap admin."""
     try:
-        with socket.create_connection((host, port), timeout=1.0) as s:
+        with socket.create_connection((host, port), timeout=1.0) as raw:
+            s = raw if security is None else security.client_ssl_context().wrap_socket(
+                raw, server_hostname=host)
             conn = ClientConnection(client_id="ketch-up")
-            _, data = conn.send(ApiKey.METADATA, 1, messages.MetadataRequest(topics=[]))
-            s.sendall(data)
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
+
+            def ask(api_key: int, version: int, body: object) -> object | None:
+                _, data = conn.send(api_key, version, body)
+                s.sendall(data)
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        return None
+                    conn.receive_data(chunk)
+                    event = conn.next_event()
+                    if event is not NEED_DATA:
+                        return event.body
+            if security is not None:
+                handshake = ask(ApiKey.SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(mechanism="PLAIN"))
+                login = ask(ApiKey.SASL_AUTHENTICATE, 1, messages.SaslAuthenticateRequest(
+                    auth_bytes=security.plain_token()))
+                if handshake is None or login is None or getattr(login, "error_code", 1) != 0:
                     return None
-                conn.receive_data(chunk)
-                event = conn.next_event()
-                if event is not NEED_DATA:
-                    return {b.node_id for b in event.body.brokers}
+            body = ask(ApiKey.METADATA, 1, messages.MetadataRequest(topics=[]))
+            return None if body is None else {b.node_id for b in body.brokers}   # type: ignore[attr-defined]
     except OSError:
         return None
+
+
+class SecureSetup:
+    """``ketch up --secure``: a private CA and a broker certificate (``tls/``), brokers
+    listening on SASL_SSL only, TLS between brokers too, and users: ``admin`` and
+    ``ketch-broker`` are PLAIN users of every broker's JAAS table (the accounts that exist
+    before the metadata log can hold SCRAM credentials; Kafka bootstraps these with
+    ``kafka-storage format --add-scram``, which Ketch has not yet), and once the cluster is
+    up ``admin`` also gets SCRAM-SHA-256 and SCRAM-SHA-512 credentials, which clients use.
+    The client properties (``client.properties``, mode 0600) hold the admin password.
+
+    Not secured yet: the controllers' listener stays PLAINTEXT on 127.0.0.1 (Ketch's
+    client speaks TLS/SASL to brokers, not yet to controllers)."""
+
+    CLIENT_PROPERTIES = "client.properties"
+    ADMIN = "admin"
+    BROKER_USER = "ketch-broker"
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.tls = os.path.join(directory, "tls")
+        with open(os.path.join(directory, "secure.json")) as f:
+            self._secrets = json.load(f)
+
+    @classmethod
+    def create(cls, directory: str) -> None:
+        from clients.security.certs import LocalCA
+        ca = LocalCA(os.path.join(directory, "tls"))
+        ca.issue("broker", "localhost", organization="Ketch local cluster")
+        ca.issue("client", "ketch-client", organization="Ketch local cluster")
+        secrets_path = os.path.join(directory, "secure.json")
+        with open(os.open(secrets_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            json.dump({"admin_password": secrets.token_urlsafe(18),
+                       "broker_password": secrets.token_urlsafe(18)}, f)
+        setup = cls(directory)
+        with open(os.open(os.path.join(directory, cls.CLIENT_PROPERTIES),
+                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(format_properties(setup.client_props()))
+
+    @property
+    def ca_path(self) -> str:
+        return os.path.join(self.tls, "ca.pem")
+
+    def client_props(self) -> dict[str, str]:
+        """What a client sets (librdkafka's and Kafka's names where they differ: both)."""
+        password = self._secrets["admin_password"]
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": self.ADMIN, "sasl.password": password,
+                "ssl.ca.location": self.ca_path}
+
+    def java_client_props(self) -> dict[str, str]:
+        password = self._secrets["admin_password"]
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                                    f'required username="{self.ADMIN}" password="{password}";',
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_path}
+
+    def broker_props(self, port: int) -> dict[str, str]:
+        broker_pw, admin_pw = self._secrets["broker_password"], self._secrets["admin_password"]
+        jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="{self.BROKER_USER}" password="{broker_pw}" '
+                f'user_{self.BROKER_USER}="{broker_pw}" user_{self.ADMIN}="{admin_pw}";')
+        return {"listeners": f"SASL_SSL://127.0.0.1:{port}",
+                "inter.broker.listener.name": "SASL_SSL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+                "ssl.keystore.location": os.path.join(self.tls, "broker.pem"),
+                "ssl.truststore.location": self.ca_path}
+
+    def client_ssl_context(self):
+        from clients.security.tls import client_ssl_context
+        return client_ssl_context({"ssl.ca.location": self.ca_path}.get)
+
+    def plain_token(self) -> bytes:
+        return b"\0" + self.ADMIN.encode() + b"\0" + self._secrets["admin_password"].encode()
+
+    def ensure_admin_user(self, bootstrap_servers: str) -> None:
+        """Give ``admin`` its SCRAM credentials (logged in with PLAIN), once."""
+        from clients.admin import Admin, UserScramCredentialUpsertion
+        password = self._secrets["admin_password"]
+        with Admin({"bootstrap.servers": bootstrap_servers, "security.protocol": "SASL_SSL",
+                    "sasl.mechanism": "PLAIN", "sasl.username": self.ADMIN, "sasl.password": password,
+                    "ssl.ca.location": self.ca_path, "default.api.timeout.ms": 30_000}) as admin:
+            if self.ADMIN in admin.describe_user_scram_credentials():
+                return
+            admin.alter_user_scram_credentials([
+                UserScramCredentialUpsertion(self.ADMIN, m, password, 8192)
+                for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")])
+            deadline = time.monotonic() + 30
+            while self.ADMIN not in admin.describe_user_scram_credentials():
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the admin user's SCRAM credentials did not reach the brokers")
+                time.sleep(0.1)
 
 
 def _count(n: int, noun: str) -> str:

@@ -97,7 +97,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     controller_props = _props(args.controller_prop, "--controller-prop")
     try:
         cluster = LocalCluster(args.dir, args.controllers, args.brokers,
-                               broker_props=broker_props, controller_props=controller_props)
+                               broker_props=broker_props, controller_props=controller_props,
+                               secure=args.secure)
     except ClusterInUseError as e:
         print(f"ketch up: {e}", file=sys.stderr)
         return 1
@@ -126,6 +127,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         cluster.start(timeout_s=args.timeout)
         print(f"ketch: cluster {cluster.spec.cluster_id} is up", flush=True)
         print(f"bootstrap.servers={cluster.spec.bootstrap_servers}", flush=True)
+        if cluster.security is not None:
+            path = os.path.join(cluster.dir, cluster.spec.client_properties or "")
+            print(f"ketch: TLS and SASL on every broker listener (CA: {cluster.security.ca_path}); "
+                  f"client properties, with the admin password, in {path} (mode 0600); the "
+                  "ketch verbs with --dir use them. librdkafka / confluent-kafka:", flush=True)
+            for key, value in cluster.security.client_props().items():
+                print(f"{key}={value}", flush=True)
+            print("ketch: Java clients:", flush=True)
+            for key, value in cluster.security.java_client_props().items():
+                print(f"{key}={value}", flush=True)
+        elif args.secure:
+            print(f"ketch: --secure applies to a new --dir only; {cluster.dir} was formatted "
+                  "without it and stays PLAINTEXT", flush=True)
         for n in cluster.spec.nodes:
             if n.http_port:
                 print(f"ketch: {n.role} {n.id} status page, admin API (/v1) and /metrics at "
@@ -193,6 +207,7 @@ examples:
                                                 set a key in every broker's server.properties
   ketch up --brokers 5                          on an existing 3-broker DIR: adds brokers 4, 5
   ketch up --restart-dead                       restart nodes that die (1 s, 2 s, ... 30 s)
+  ketch up --secure --dir /tmp/sec              TLS + SASL brokers, a CA, an admin user
 
 A later run on the same --dir starts the same cluster with its data, keeps each node's
 server.properties (edit them by hand between runs) and prints what --broker-prop /
@@ -217,6 +232,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "later runs)")
     up.add_argument("--controller-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="the same for every controller")
+    up.add_argument("--secure", action="store_true",
+                    help="a new DIR: a generated CA, TLS and SASL (SCRAM, PLAIN) on every broker "
+                         "listener, an admin user; the client properties are printed")
     up.add_argument("--restart-dead", action="store_true",
                     help="restart a node that exits, after 1 s, doubling while it keeps dying, "
                          f"up to {RESTART_DELAY_MAX_MS // 1000} s")

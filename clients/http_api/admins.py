@@ -8,7 +8,7 @@ names, re-bootstrapping when that set changes.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 from clients.aio.admin import Admin
 from clients.aio.controller_admin import ControllerAdmin
@@ -20,21 +20,24 @@ class NoBrokersError(ConnectionError):
     """No broker is registered and unfenced: calls that need brokers cannot run."""
 
 
-def _config(client_id: str, bootstrap: str) -> dict[str, object]:
+def _config(client_id: str, bootstrap: str, extra: Mapping[str, object] | None = None) -> dict[str, object]:
     return {"bootstrap.servers": bootstrap, "client.id": client_id,
-            "request.timeout.ms": 10_000, "default.api.timeout.ms": 15_000}
+            "request.timeout.ms": 10_000, "default.api.timeout.ms": 15_000, **(extra or {})}
 
 
 class BrokerAdmins:
-    def __init__(self, bootstrap: Callable[[], str], client_id: str) -> None:
-        """``bootstrap()``: this broker's own HOST:PORT (known once its listener is bound)."""
+    def __init__(self, bootstrap: Callable[[], str], client_id: str,
+                 client_properties: Mapping[str, object] | None = None) -> None:
+        """``bootstrap()``: this broker's own HOST:PORT (known once its listener is bound);
+        ``client_properties``: how to log in there (security.protocol, sasl.*, ssl.*)."""
         self.bootstrap = bootstrap
         self.client_id = client_id
+        self.client_properties = dict(client_properties or {})
         self.admin: Admin | None = None
 
     async def cluster_admin(self) -> Admin:
         if self.admin is None:
-            self.admin = Admin(_config(self.client_id, self.bootstrap()))
+            self.admin = Admin(_config(self.client_id, self.bootstrap(), self.client_properties))
         return await self.admin.start()
 
     async def quorum_admin(self) -> Admin:

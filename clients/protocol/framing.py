@@ -81,7 +81,9 @@ class _FrameReader:
         size = INT32.unpack_from(self._buf, 0)[0]
         if size < 0 or size > self.frame_bytes_max:
             self.state = ConnectionState.ERROR
-            raise CorruptFrameError(f"frame size {size} outside 0..{self.frame_bytes_max}")
+            # A TLS record (handshake, TLS 1.x) where a Kafka frame should be.
+            hint = " (a TLS handshake on a plaintext listener?)" if self._buf[:2] == b"\x16\x03" else ""
+            raise CorruptFrameError(f"frame size {size} outside 0..{self.frame_bytes_max}{hint}")
         if len(self._buf) < 4 + size:
             return None
         payload = self._buf[4:4 + size]   # a new bytearray: records in it can be stamped in place
@@ -112,6 +114,12 @@ class ServerConnection(_FrameReader):
             self.state = ConnectionState.ERROR
             raise
         return RequestReceived(header, body, len(payload))
+
+    def next_token(self) -> bytes | _Sentinel:
+        """The next frame as raw bytes: a SASL token on the legacy path (after SaslHandshake
+        v0 the client sends length-prefixed tokens with no request header)."""
+        payload = self._next_payload()
+        return NEED_DATA if payload is None else bytes(payload)
 
     def send(self, api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Any]:
         """The response frame as chunks (bytes and zero-copy file regions), length first."""

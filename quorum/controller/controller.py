@@ -66,6 +66,7 @@ from metadata_log.records import decode_record
 from metadata_log.features import SUPPORTED_FEATURES
 from quorum.controller import (
     acl_control, cluster_control, config_control, feature_control, quota_control, reassignment,
+    scram_control,
     replication_control,
 )
 from quorum.controller.broker_index import BrokersToPartitions
@@ -292,6 +293,11 @@ class QuorumController:
     def handle_delete_acls(self, request: messages.DeleteAclsRequest, now_ms: int
                            ) -> ControllerResult[messages.DeleteAclsResponse]:
         return acl_control.delete_acls(self._image, request)
+
+    def handle_alter_user_scram_credentials(
+            self, request: messages.AlterUserScramCredentialsRequest, now_ms: int
+    ) -> ControllerResult[messages.AlterUserScramCredentialsResponse]:
+        return scram_control.alter_user_scram_credentials(self._image, request)
 
     def handle_update_features(self, request: messages.UpdateFeaturesRequest, now_ms: int
                                ) -> ControllerResult[messages.UpdateFeaturesResponse]:

@@ -1,0 +1,82 @@
+"""``ketch up --secure`` as a user runs it: it prints the client properties, with which
+confluent-kafka (SASL_SSL, SCRAM-SHA-512) produces and consumes; a wrong password is
+refused; the ketch verbs with --dir find the cluster's TLS and SASL settings themselves;
+SIGTERM stops everything."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from clients.waiting import wait_until
+
+pytestmark = [pytest.mark.process, pytest.mark.interop]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+KETCH = [sys.executable, "-m", "clients.cli"]
+
+
+def test_ketch_up_secure(tmp_path) -> None:
+    directory = str(tmp_path / "secure")
+    proc = subprocess.Popen([*KETCH, "up", "--secure", "--dir", directory, "--controllers", "1",
+                             "--brokers", "1", "--timeout", "60",
+                             "--broker-prop", "broker.heartbeat.interval.ms=300",
+                             "--broker-prop", "offsets.topic.num.partitions=1",
+                             "--controller-prop", "broker.heartbeat.interval.ms=300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=ENV, cwd=ROOT, start_new_session=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: [lines.append(x.decode(errors="replace").rstrip("\n"))
+                                     for x in proc.stdout], daemon=True).start()
+    try:
+        def printed() -> bool:
+            assert proc.poll() is None, "\n".join(lines)
+            return any("Ctrl-C stops the cluster" in x for x in lines)
+        wait_until(printed, timeout_s=90, what="ketch up --secure to start")
+        start = lines.index(next(x for x in lines if "librdkafka / confluent-kafka:" in x)) + 1
+        props = dict(x.split("=", 1) for x in lines[start:start + 5])
+        assert props["security.protocol"] == "SASL_SSL" and props["sasl.mechanism"] == "SCRAM-SHA-512"
+        bootstrap = next(x.split("=", 1)[1] for x in lines if x.startswith("bootstrap.servers="))
+
+        from confluent_kafka import Consumer, Producer
+        from confluent_kafka.admin import AdminClient
+        conf = {"bootstrap.servers": bootstrap, **props}
+        producer = Producer(conf)
+        for i in range(3):
+            producer.produce("secure-topic", f"s{i}".encode())
+        assert producer.flush(20) == 0
+        consumer = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["secure-topic"])
+        got: list = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        consumer.close()
+        assert got == [b"s0", b"s1", b"s2"]
+
+        from confluent_kafka import KafkaException
+        with pytest.raises(KafkaException):
+            AdminClient({**conf, "sasl.password": "wrong"}).list_topics(timeout=2)
+        with pytest.raises(KafkaException):        # plaintext to the TLS listener
+            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=2)
+
+        listed = subprocess.run([*KETCH, "topic", "list", "--dir", directory], capture_output=True,
+                                text=True, env=ENV, cwd=ROOT, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        assert "secure-topic" in listed.stdout
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
