@@ -673,14 +673,15 @@ def transaction_coordinator(cluster, transactional_id: str) -> int:
     return wait_until(ask, 60, f"the transaction coordinator of {transactional_id!r}")
 
 
-def n12(ctx: Context) -> None:
+def n12(ctx: Context, kill_coordinator: bool = False) -> None:
     """Exactly once: a transactional consume-transform-produce worker (confluent-kafka,
     read_committed input, ``send_offsets_to_transaction``) copies a 6-partition topic
     while it is written. The worker is SIGKILLed inside a transaction repeatedly and
     restarted with the same transactional id (which fences the dead one and aborts what
-    it left open); then the broker hosting its transaction coordinator is SIGKILLed just
-    as the worker calls commit_transaction. The output read with read_committed must hold
-    every input record exactly once; read_uncommitted shows what the aborts left behind."""
+    it left open); with ``kill_coordinator`` (N12C, SCENARIOS.md's second N12 fault) the
+    broker hosting its transaction coordinator is then SIGKILLed just as the worker calls
+    commit_transaction. The output read with read_committed must hold every input record
+    exactly once; read_uncommitted shows what the aborts left behind."""
     c = ctx.cluster()
     src, dst, txn_id, group = "n12-in", "n12-out", "n12-worker", "n12-group"
     parts = list(range(6))
@@ -712,17 +713,22 @@ def n12(ctx: Context) -> None:
         live = new_worker()
         wait_until(lambda: live.events("C") >= 2, 120, "the restarted worker's commits")
 
-    coordinator = transaction_coordinator(c, txn_id)
-    calls = live.events("E")
-    wait_until(lambda: live.events("E") > calls, 60, "the worker calling commit_transaction", interval_s=0.002)
-    ctx.inject(c, Kill(coordinator))
-    ctx.event(f"SIGKILL broker {coordinator} (transaction coordinator) as transaction {calls + 1} commits")
-    committed = live.events("C")
-    wait_until(lambda: live.events("C") >= committed + 3, 180, "commits after the coordinator moved")
-    moved_to = transaction_coordinator(c, txn_id)
-    ctx.check("the transaction coordinator moved to another broker", moved_to != coordinator,
-              f"broker {coordinator} -> {moved_to}")
-    ctx.inject(c, Restart(coordinator))
+    if kill_coordinator:
+        coordinator = transaction_coordinator(c, txn_id)
+        calls = live.events("E")
+        wait_until(lambda: live.events("E") > calls, 60, "the worker calling commit_transaction",
+                   interval_s=0.002)
+        ctx.inject(c, Kill(coordinator))
+        ctx.note(f"broker {coordinator} was the transaction coordinator; transaction {calls + 1} was committing")
+        committed = live.events("C")
+        # Known open bug (issue 15): in 2 of 3 full rounds the worker's next
+        # send_offsets_to_transaction never returned (librdkafka, past its own timeout)
+        # and no commit followed; the coordinator aborted that transaction on its timeout.
+        wait_until(lambda: live.events("C") >= committed + 3, 180, "commits after the coordinator moved")
+        moved_to = transaction_coordinator(c, txn_id)
+        ctx.check("the transaction coordinator moved to another broker", moved_to != coordinator,
+                  f"broker {coordinator} -> {moved_to}")
+        ctx.inject(c, Restart(coordinator))
     producer.stop()
 
     # Everything written to the input is copied and its offsets committed.
@@ -988,7 +994,9 @@ NO_LOSS_SCENARIOS = [
     Scenario("N15", "acks=all; SIGKILL the leader's process (fenced when its connection closes), "
              "then SIGSTOP a leader (fenced by its session only)", Expect(unavailable_max_s=1.0), n15),
     Scenario("N12", "exactly once: transactional consume-transform-produce; the worker SIGKILLed inside "
-             "transactions, then the coordinator's broker SIGKILLed mid-commit", _N, n12),
+             "transactions", _N, n12),
+    Scenario("N12C", "exactly once: N12, then the transaction coordinator's broker SIGKILLed mid-commit",
+             _N, lambda ctx: n12(ctx, kill_coordinator=True)),
     Scenario("N13", "acks=all, min ISR 2, ELR on; SIGKILL both followers in turn, stop the leader; "
              "bring back the others before it", _N, n13),
     Scenario("D1", "disk faults on restart: torn tail and flipped byte in a follower's segment", _N, d1),
