@@ -18,6 +18,10 @@ The log file is the story the scenario reads (lines unbuffered, so SIGKILL loses
     E <n>                      transaction n: about to call commit_transaction
     C <n>                      transaction n committed
     A <n> <error>              transaction n aborted (the consumer rewound to the committed offsets)
+    H <n> <call>               a transactional call outlived its own timeout by 30 s: the worker
+                               exits (librdkafka #5456/#5511: send_offsets_to_transaction can
+                               block for ever once the group coordinator's broker is gone), as a
+                               supervisor's liveness check would end it; the scenario restarts it
     X                          closed cleanly (SIGTERM)
 """
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 
 
@@ -74,6 +79,20 @@ def main(argv: list[str] | None = None) -> int:
     consumer.subscribe([args.input])
     n = 0
     with open(args.out, "a", buffering=1) as out:
+
+        def watched(call: str, fn, *fn_args):  # type: ignore[no-untyped-def]
+            """``fn`` (given a 60 s timeout), or the process ends 30 s after that."""
+            def hung() -> None:
+                out.write(f"H {n} {call}\n")
+                os._exit(4)
+            dog = threading.Timer(90, hung)
+            dog.daemon = True
+            dog.start()
+            try:
+                return fn(*fn_args)
+            finally:
+                dog.cancel()
+
         out.write(f"S {os.getpid()}\n")
         while not stop:
             msgs = [m for m in consumer.consume(num_messages=args.batch, timeout=0.3) if m.error() is None]
@@ -94,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
                     out.write(f"W {n}\n")
             offsets = [TopicPartition(args.input, p, o) for p, o in sorted(ends.items())]
             try:
-                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+                watched("send_offsets_to_transaction", producer.send_offsets_to_transaction,
+                        offsets, consumer.consumer_group_metadata(), 60)
                 out.write(f"E {n}\n")
                 while True:
                     try:
-                        producer.commit_transaction(60)
+                        watched("commit_transaction", producer.commit_transaction, 60)
                         break
                     except KafkaException as e:
                         if not e.args[0].retriable():
@@ -111,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                     return 3
                 # Abortable (a rebalance took the group's generation, a coordinator moved):
                 # abort and read the same input again.
-                producer.abort_transaction(60)
+                watched("abort_transaction", producer.abort_transaction, 60)
                 rewind()
                 out.write(f"A {n} {err.name()}\n")
         consumer.close()
