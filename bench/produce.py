@@ -155,12 +155,15 @@ class Sink:
     def fetch(self, req):
         cls = messages.FetchResponse
         out = []
+        ids = {i: n for n, i in self.topic_ids.items()}
         for t in req.topics:
+            # Fetch v13+ names topics by id (KIP-516), as librdkafka does once Metadata gave one.
+            name = t.topic or ids.get(t.topic_id)
             parts = []
             for p in t.partitions:
-                batches = self.batches.get(p.partition) if t.topic == FETCH_SINK_TOPIC else None
+                batches = self.batches.get(p.partition) if name == FETCH_SINK_TOPIC else None
                 if batches is None:
-                    parts.append(cls.PartitionData(partition_index=p.partition, error_code=3))
+                    parts.append(cls.PartitionData(partition_index=p.partition, error_code=3, records=b""))
                     continue
                 chunks, size = [], 0
                 for base, data in batches:
@@ -174,7 +177,7 @@ class Sink:
                 parts.append(cls.PartitionData(partition_index=p.partition, high_watermark=hw,
                                                last_stable_offset=hw, log_start_offset=0,
                                                records=b"".join(chunks)))
-            out.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
+            out.append(cls.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts))
         return cls(responses=out)
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
