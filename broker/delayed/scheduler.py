@@ -1,0 +1,79 @@
+"""Delivery of one delay-store partition's records when due (pure core).
+
+The leader of store partition p runs one ``DeliveryScheduler``. Its shell
+(``broker.delayed.driver``) first fences the previous leader's delivery producer
+(InitProducerId for ``__ketch_delayed_delivery-<p>``, which also aborts its open
+transaction), then reads the partition read_committed from the beginning, feeding every
+record to ``replay`` (a parked record: into the index; a tombstone: out of it). Only when
+that read has reached the end the shell saw after fencing (``caught_up``) does ``due``
+hand out records, so nothing already delivered (its tombstone is further on) goes twice.
+The shell then appends the due records to their targets and tombstones for their keys to
+p in one transaction; ``delivered`` (after the commit) or ``failed`` (after an abort)
+settles them. One transaction is in flight at a time.
+
+A record is never handed out before its due time: ``due(now_ms)`` takes due <= now_ms.
+"""
+from __future__ import annotations
+
+from broker.delayed.index import DueIndex
+from broker.delayed.store import ParkedRecord, decode_parked
+
+__all__ = ["DeliveryScheduler", "IDLE_POLL_MS"]
+
+# How long the shell may sleep with nothing due (new records wake it anyway).
+IDLE_POLL_MS = 1000
+
+
+class DeliveryScheduler:
+    def __init__(self, index: DueIndex, batch_max: int = 500) -> None:
+        self.index = index
+        self.batch_max = batch_max
+        self.is_caught_up = False
+        self._in_flight: tuple[bytes, ...] | None = None
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """A record of the store partition, in log order. StoreFormatError for a value
+        this version cannot read (the shell logs it; the record is not delivered)."""
+        if value is None:
+            self.index.remove(key)
+            return
+        parked = decode_parked(key, value)
+        self.index.put(key, parked.due_ms, value)
+
+    def caught_up(self) -> None:
+        self.is_caught_up = True
+
+    def due(self, now_ms: int) -> list[ParkedRecord]:
+        """The records to deliver now, earliest first (at most ``batch_max``); none while
+        rebuilding or while a delivery is in flight."""
+        if not self.is_caught_up or self._in_flight is not None:
+            return []
+        out = [decode_parked(k, v) for k, d, v in self.index.earliest(self.batch_max) if d <= now_ms]
+        if out:
+            self._in_flight = tuple(r.store_key for r in out)
+        return out
+
+    def delivered(self) -> None:
+        """The in-flight transaction committed: its records are gone (their tombstones
+        will be replayed too; removing twice is harmless)."""
+        assert self._in_flight is not None
+        for key in self._in_flight:
+            self.index.remove(key)
+        self._in_flight = None
+
+    def failed(self) -> None:
+        """The in-flight transaction was aborted: its records stay, to be tried again."""
+        self._in_flight = None
+
+    def poll(self, now_ms: int) -> int:
+        """ms until the next record is due (0: now), at most IDLE_POLL_MS."""
+        if not self.is_caught_up or self._in_flight is not None:
+            return IDLE_POLL_MS
+        nxt = self.index.next_due()
+        if nxt is None:
+            return IDLE_POLL_MS
+        return max(0, min(IDLE_POLL_MS, nxt - now_ms))
+
+    @property
+    def pending(self) -> int:
+        return len(self.index)
