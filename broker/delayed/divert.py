@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from clients._core.delayed import DELIVER_AFTER, DELIVER_AT
 from clients.records import (
     CompressionType, RecordError, decode_batch, filtered_batch, iter_batches,
 )
@@ -36,9 +37,6 @@ from broker.delayed.store import ParkedRecord
 
 __all__ = ["DELIVER_AFTER", "DELIVER_AT", "Diversion", "DivertError", "divert",
            "delivery_time"]
-
-DELIVER_AT = "ketch.deliver.at"
-DELIVER_AFTER = "ketch.deliver.after"
 _MARKER = b"ketch.deliver."
 _NO_PRODUCER = -1
 

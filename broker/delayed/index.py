@@ -1,31 +1,21 @@
-"""The scheduler's index of parked records by due time, on disk (a storage port).
+"""The scheduler's index of parked records by due time, on disk: the file implementation
+of ``broker.delayed.scheduler.DueIndex`` (a storage port).
 
 Derived state: rebuilt from the delay store's log whenever a broker becomes the leader of
 a store partition, so it is never fsynced and a crash only costs a rebuild. On disk so
 that memory does not grow with the number of records pending (issue 18: millions).
 
-``SqliteDueIndex`` is stdlib sqlite3 in WAL-less, unsynced mode (one file per store
-partition); ``MemoryDueIndex`` is the same port in memory, for the pure tests.
+``SqliteDueIndex`` is stdlib sqlite3 without journal or fsync (one file per store
+partition); ``scheduler.MemoryDueIndex`` is the same port in memory, for the pure tests.
 """
 from __future__ import annotations
 
-import bisect
 import os
 import sqlite3
-from typing import Protocol
 
-__all__ = ["DueIndex", "MemoryDueIndex", "SqliteDueIndex"]
+from broker.delayed.scheduler import Entry
 
-Entry = tuple[bytes, int, bytes]      # store key, due ms, store value
-
-
-class DueIndex(Protocol):
-    def put(self, key: bytes, due_ms: int, value: bytes) -> None: ...
-    def remove(self, key: bytes) -> None: ...
-    def earliest(self, limit: int) -> list[Entry]: ...
-    def next_due(self) -> int | None: ...
-    def __len__(self) -> int: ...
-    def close(self) -> None: ...
+__all__ = ["SqliteDueIndex"]
 
 
 class SqliteDueIndex:
@@ -68,32 +58,3 @@ class SqliteDueIndex:
 
     def close(self) -> None:
         self._db.close()
-
-
-class MemoryDueIndex:
-    def __init__(self) -> None:
-        self._due: dict[bytes, tuple[int, bytes]] = {}
-        self._order: list[tuple[int, bytes]] = []
-
-    def put(self, key: bytes, due_ms: int, value: bytes) -> None:
-        self.remove(key)
-        self._due[key] = (due_ms, value)
-        bisect.insort(self._order, (due_ms, key))
-
-    def remove(self, key: bytes) -> None:
-        old = self._due.pop(key, None)
-        if old is not None:
-            self._order.remove((old[0], key))
-
-    def earliest(self, limit: int) -> list[Entry]:
-        return [(k, d, self._due[k][1]) for d, k in self._order[:limit]]
-
-    def next_due(self) -> int | None:
-        return self._order[0][0] if self._order else None
-
-    def __len__(self) -> int:
-        return len(self._due)
-
-    def close(self) -> None:
-        self._due.clear()
-        self._order.clear()

@@ -15,10 +15,14 @@ A record is never handed out before its due time: ``due(now_ms)`` takes due <= n
 """
 from __future__ import annotations
 
-from broker.delayed.index import DueIndex
+import bisect
+from typing import Protocol
+
 from broker.delayed.store import ParkedRecord, decode_parked
 
-__all__ = ["DeliveryScheduler", "IDLE_POLL_MS"]
+__all__ = ["DeliveryScheduler", "DueIndex", "Entry", "IDLE_POLL_MS", "MemoryDueIndex"]
+
+Entry = tuple[bytes, int, bytes]      # store key, due ms, store value
 
 # How long the shell may sleep with nothing due (new records wake it anyway).
 IDLE_POLL_MS = 1000
@@ -77,3 +81,43 @@ class DeliveryScheduler:
     @property
     def pending(self) -> int:
         return len(self.index)
+
+
+class DueIndex(Protocol):
+    """The index of parked records by due time (``broker.delayed.index.SqliteDueIndex`` on
+    disk; ``MemoryDueIndex`` for tests)."""
+    def put(self, key: bytes, due_ms: int, value: bytes) -> None: ...
+    def remove(self, key: bytes) -> None: ...
+    def earliest(self, limit: int) -> list[Entry]: ...
+    def next_due(self) -> int | None: ...
+    def __len__(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class MemoryDueIndex:
+    def __init__(self) -> None:
+        self._due: dict[bytes, tuple[int, bytes]] = {}
+        self._order: list[tuple[int, bytes]] = []
+
+    def put(self, key: bytes, due_ms: int, value: bytes) -> None:
+        self.remove(key)
+        self._due[key] = (due_ms, value)
+        bisect.insort(self._order, (due_ms, key))
+
+    def remove(self, key: bytes) -> None:
+        old = self._due.pop(key, None)
+        if old is not None:
+            self._order.remove((old[0], key))
+
+    def earliest(self, limit: int) -> list[Entry]:
+        return [(k, d, self._due[k][1]) for d, k in self._order[:limit]]
+
+    def next_due(self) -> int | None:
+        return self._order[0][0] if self._order else None
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def close(self) -> None:
+        self._due.clear()
+        self._order.clear()

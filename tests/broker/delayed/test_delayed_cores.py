@@ -7,8 +7,8 @@ import random
 import pytest
 
 from broker.delayed.divert import DELIVER_AFTER, DELIVER_AT, DivertError, delivery_time, divert
-from broker.delayed.index import MemoryDueIndex, SqliteDueIndex
-from broker.delayed.scheduler import IDLE_POLL_MS, DeliveryScheduler
+from broker.delayed.index import SqliteDueIndex
+from broker.delayed.scheduler import IDLE_POLL_MS, DeliveryScheduler, MemoryDueIndex
 from broker.delayed.store import (
     ParkedRecord, StoreFormatError, decode_parked, encode_parked, store_partition_for,
 )
