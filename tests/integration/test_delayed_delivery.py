@@ -216,9 +216,12 @@ def test_many_delayed_records_exactly_once_across_a_store_leader_kill(cluster) -
     produced_by = now_ms()
     victim = store_leader(cluster)
     assert victim >= 0
-    kill_at = t0 + SPREAD_S * 1000 / 2
-    time.sleep(max(0.0, (kill_at - now_ms()) / 1000))
+    # Midway: half the time spread and half the records delivered (on a loaded machine
+    # producing can take longer than the spread), so that the kill finds records pending.
+    wait_until(lambda: (now_ms() >= t0 + SPREAD_S * 1000 / 2 and len(received) >= RECORDS // 2) or None,
+               SPREAD_S + 60, lambda: f"{len(received)} of {RECORDS} delivered before the kill")
     killed_at = now_ms()
+    pending_at_kill = RECORDS - len(received)
     cluster.kill_node(victim)
     wait_until(lambda: len(received) == RECORDS or None, SPREAD_S + 60,
                lambda: f"{len(received)} of {RECORDS} delivered")
@@ -231,7 +234,8 @@ def test_many_delayed_records_exactly_once_across_a_store_leader_kill(cluster) -
     lateness = sorted(ts[0] - due[v] for v, ts in received.items())
     before = sorted(ts[0] - due[v] for v, ts in received.items() if due[v] < killed_at)
     print(f"\ndelayed delivery: {RECORDS} records due over {SPREAD_S:.0f} s, produced by "
-          f"t0{produced_by - t0:+d} ms, store leader {victim} SIGKILLed at t0+{killed_at - t0} ms; "
+          f"t0{produced_by - t0:+d} ms, store leader {victim} SIGKILLed at t0+{killed_at - t0} ms "
+          f"with {pending_at_kill} pending; "
           f"lateness p50 {pct(lateness, 50)} ms, p99 {pct(lateness, 99)} ms, max {lateness[-1]} ms; "
           f"of the {len(before)} due before the kill: p50 {pct(before, 50)} ms, p99 {pct(before, 99)} ms")
     cluster.start_node(victim)
