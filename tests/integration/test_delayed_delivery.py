@@ -1,7 +1,7 @@
 """Delayed delivery (issue 18) on a real cluster (3 controllers, 3 brokers; one module).
 
 1. Unmodified clients: confluent-kafka producers set ``ketch.deliver.at`` /
-   ``ketch.deliver.after``; a batch mixing due and delayed records is appended with gaps
+   ``ketch.deliver.after`` (and Ketch's producer its ``deliver_at=``); a batch mixing due and delayed records is appended with gaps
    (an all-delayed one as an empty batch), and kafka-python, aiokafka, confluent-kafka and
    kcat read it: the due records at once, the delayed ones only after their time. Bad
    delivery times are refused with INVALID_RECORD and a message.
@@ -149,19 +149,23 @@ def test_unmodified_clients_read_gapped_and_empty_batches(cluster) -> None:
     reports = confluent_produce(bootstrap, "gaps", [(b"now-1", []), (b"later-1", at), (b"now-2", []),
                                                     (b"later-2", after)])
     reports += confluent_produce(bootstrap, "gaps", [(b"later-3", at), (b"later-4", after)])
-    assert [e for e, _ in reports] == [None] * 6
-    assert sorted(o for _, o in reports) == list(range(6))       # the holes are reserved offsets
+    from clients import Producer
+    with Producer({"bootstrap.servers": bootstrap}) as ketch:     # Ketch's own argument
+        reports.append((None, ketch.send("gaps", b"later-5", partition=0, deliver_at=due).get(30).offset))
+    assert [e for e, _ in reports] == [None] * 7
+    assert sorted(o for _, o in reports) == list(range(7))       # the holes are reserved offsets
     for client in ("kafka-python", "aiokafka", "confluent-kafka", "kcat"):
         got = read_all(bootstrap, "gaps", client, 2, 20)
         assert [v for v, _ in got] == [b"now-1", b"now-2"], client
         assert [o for _, o in got] == [0, 2], client
     assert now_ms() < due, "the reads above ran before the due time"
     for client in ("kafka-python", "aiokafka", "confluent-kafka", "kcat"):
-        got = read_all(bootstrap, "gaps", client, 6, 30)
+        got = read_all(bootstrap, "gaps", client, 7, 30)
         assert now_ms() >= due
         values = [v for v, _ in got]
-        assert sorted(values) == [b"later-1", b"later-2", b"later-3", b"later-4", b"now-1", b"now-2"], client
-        assert [o for _, o in got][:2] == [0, 2] and min(o for _, o in got[2:]) >= 6, client
+        assert sorted(values) == [b"later-1", b"later-2", b"later-3", b"later-4", b"later-5",
+                                  b"now-1", b"now-2"], client
+        assert [o for _, o in got][:2] == [0, 2] and min(o for _, o in got[2:]) >= 7, client
 
 
 def test_bad_delivery_times_are_refused(cluster) -> None:
