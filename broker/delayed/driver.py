@@ -33,7 +33,7 @@ from broker.delayed.divert import DivertError, divert
 from broker.delayed.index import SqliteDueIndex
 from broker.delayed.scheduler import DeliveryScheduler
 from broker.delayed.store import (
-    DELAY_STORE_TOPIC, TRANSACTIONAL_ID_PREFIX, ParkedRecord, StoreFormatError, encode_parked,
+    DELAY_STORE_TOPIC, TRANSACTIONAL_ID_PREFIX, ParkedRecord, encode_parked,
     store_partition_for, transactional_id_for,
 )
 from clients.aio.consumer import Consumer
@@ -222,11 +222,9 @@ class DelayedDeliveryDriver:
                     core.caught_up()
                     log.info("delayed delivery: %s rebuilt, %d record(s) pending", tp, core.pending)
                 wait = core.poll(self.now_ms()) if core.is_caught_up else 100
-                for r in await consumer.poll(timeout_ms=wait):
-                    try:
-                        core.replay(r.key, r.value)    # type: ignore[arg-type]
-                    except StoreFormatError as e:
-                        log.error("%s offset %d: not delivered: %s", tp, r.offset, e)
+                records = await consumer.poll(timeout_ms=wait)
+                for i, e in core.replay([(r.key, r.value) for r in records]):  # type: ignore[misc]
+                    log.error("%s offset %d: not delivered: %s", tp, records[i].offset, e)
                 due = core.due(self.now_ms())
                 if due:
                     await self._deliver(producer, core, p, due)

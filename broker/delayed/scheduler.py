@@ -16,9 +16,9 @@ A record is never handed out before its due time: ``due(now_ms)`` takes due <= n
 from __future__ import annotations
 
 import bisect
-from typing import Protocol
+from typing import Iterable, Protocol
 
-from broker.delayed.store import ParkedRecord, decode_parked
+from broker.delayed.store import ParkedRecord, StoreFormatError, decode_parked
 
 __all__ = ["DeliveryScheduler", "DueIndex", "Entry", "IDLE_POLL_MS", "MemoryDueIndex"]
 
@@ -35,14 +35,23 @@ class DeliveryScheduler:
         self.is_caught_up = False
         self._in_flight: tuple[bytes, ...] | None = None
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """A record of the store partition, in log order. StoreFormatError for a value
-        this version cannot read (the shell logs it; the record is not delivered)."""
-        if value is None:
-            self.index.remove(key)
-            return
-        parked = decode_parked(key, value)
-        self.index.put(key, parked.due_ms, value)
+    def replay(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, StoreFormatError]]:
+        """Records of the store partition (key, value), in log order: a parked record goes
+        into the index, a tombstone takes its key out. Returns the (position, error) of
+        values this version cannot read (the shell logs them; they are not delivered)."""
+        bad: list[tuple[int, StoreFormatError]] = []
+        for i, (key, value) in enumerate(records):
+            if value is None:
+                self.index.remove(key)
+                continue
+            try:
+                parked = decode_parked(key, value)
+            except StoreFormatError as e:
+                bad.append((i, e))
+                continue
+            self.index.put(key, parked.due_ms, value)
+        self.index.commit()
+        return bad
 
     def caught_up(self) -> None:
         self.is_caught_up = True
@@ -63,6 +72,7 @@ class DeliveryScheduler:
         assert self._in_flight is not None
         for key in self._in_flight:
             self.index.remove(key)
+        self.index.commit()
         self._in_flight = None
 
     def failed(self) -> None:
@@ -88,6 +98,7 @@ class DueIndex(Protocol):
     disk; ``MemoryDueIndex`` for tests)."""
     def put(self, key: bytes, due_ms: int, value: bytes) -> None: ...
     def remove(self, key: bytes) -> None: ...
+    def commit(self) -> None: ...          # the changes so far in one write (no fsync)
     def earliest(self, limit: int) -> list[Entry]: ...
     def next_due(self) -> int | None: ...
     def __len__(self) -> int: ...
@@ -108,6 +119,9 @@ class MemoryDueIndex:
         old = self._due.pop(key, None)
         if old is not None:
             self._order.remove((old[0], key))
+
+    def commit(self) -> None:
+        pass
 
     def earliest(self, limit: int) -> list[Entry]:
         return [(k, d, self._due[k][1]) for d, k in self._order[:limit]]

@@ -168,6 +168,7 @@ def test_index_orders_by_due_and_replaces_by_key(index) -> None:
     index.put(b"a", 10, b"A")
     index.put(b"c", 10, b"C")
     index.put(b"b", 5, b"B2")
+    index.commit()
     assert len(index) == 3 and index.next_due() == 5
     assert index.earliest(2) == [(b"b", 5, b"B2"), (b"a", 10, b"A")]
     index.remove(b"b")
@@ -179,6 +180,7 @@ def test_sqlite_index_starts_empty(tmp_path) -> None:
     path = str(tmp_path / "0.sqlite")
     a = SqliteDueIndex(path)
     a.put(b"a", 1, b"x")
+    a.commit()
     a.close()
     b = SqliteDueIndex(path)
     assert len(b) == 0 and b.next_due() is None
@@ -191,10 +193,9 @@ def parked(key: str, due: int) -> bytes:
 
 def test_scheduler_delivers_nothing_before_caught_up_nor_before_due(index) -> None:
     s = DeliveryScheduler(index, batch_max=2)
-    s.replay(b"a", parked("a", NOW + 100))
-    s.replay(b"b", parked("b", NOW + 50))
-    s.replay(b"c", parked("c", NOW + 60))
-    s.replay(b"c", None)                           # delivered by the previous leader
+    assert s.replay([(b"a", parked("a", NOW + 100)), (b"b", parked("b", NOW + 50)),
+                     (b"c", parked("c", NOW + 60)),
+                     (b"c", None)]) == []          # delivered by the previous leader
     assert s.due(NOW + 1000) == [] and s.poll(NOW) == IDLE_POLL_MS
     s.caught_up()
     assert s.poll(NOW) == 50 and s.poll(NOW + 70) == 0
@@ -206,14 +207,13 @@ def test_scheduler_delivers_nothing_before_caught_up_nor_before_due(index) -> No
     assert [r.store_key for r in s.due(NOW + 100)] == [b"b", b"a"]
     s.delivered()
     assert s.pending == 0 and s.due(NOW + 10_000) == []
-    s.replay(b"a", None)                           # our own tombstones come back: harmless
+    s.replay([(b"a", None)])                       # our own tombstones come back: harmless
     assert s.poll(NOW) == IDLE_POLL_MS
 
 
 def test_scheduler_batches_at_most_batch_max(index) -> None:
     s = DeliveryScheduler(index, batch_max=2)
-    for i in range(5):
-        s.replay(f"k{i}".encode(), parked(f"k{i}", NOW + i))
+    s.replay([(f"k{i}".encode(), parked(f"k{i}", NOW + i)) for i in range(5)])
     s.caught_up()
     assert [r.value for r in s.due(NOW + 2)] == [b"k0", b"k1"]
     s.delivered()
@@ -224,6 +224,6 @@ def test_scheduler_batches_at_most_batch_max(index) -> None:
 
 def test_scheduler_refuses_an_unreadable_store_value(index) -> None:
     s = DeliveryScheduler(index)
-    with pytest.raises(StoreFormatError):
-        s.replay(b"x", b"\x09junk")
-    assert s.pending == 0
+    bad = s.replay([(b"x", b"\x09junk"), (b"y", parked("y", NOW))])
+    assert [(i, type(e)) for i, e in bad] == [(0, StoreFormatError)]
+    assert s.pending == 1
