@@ -105,18 +105,22 @@ class DelayedDeliveryDriver:
             return records, False, (ErrorCode.INVALID_RECORD, str(e))
         if diversion is None:
             return records, False, None
-        if not self._leads(tp):
+        not_led = self._not_led(tp)
+        if not_led is not None:
             # Parking for a partition we cannot append to would park it for nothing.
-            return records, False, (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+            return records, False, (not_led, None)
         refusal = await self._park(diversion.parked)
         if refusal is not None:
             return records, False, refusal
         return bytearray(diversion.records), True, None
 
-    def _leads(self, tp: TopicPartition) -> bool:
+    def _not_led(self, tp: TopicPartition) -> int | None:
+        """The error a Produce to ``tp`` gets here before anything is parked, if any."""
         topic = self.image().topics.get(tp.topic)
         reg = None if topic is None else topic.partitions.get(tp.partition)
-        return reg is not None and reg.leader == self.node_id
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None if reg.leader == self.node_id else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     async def _park(self, parked: tuple[ParkedRecord, ...]) -> tuple[int, str | None] | None:
         try:

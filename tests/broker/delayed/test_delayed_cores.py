@@ -227,3 +227,47 @@ def test_scheduler_refuses_an_unreadable_store_value(index) -> None:
     bad = s.replay([(b"x", b"\x09junk"), (b"y", parked("y", NOW))])
     assert [(i, type(e)) for i, e in bad] == [(0, StoreFormatError)]
     assert s.pending == 1
+
+
+def test_gapped_and_empty_batches_survive_reads_compaction_and_a_restart() -> None:
+    """The holes parked records leave, as the log's read path, the cleaner and recovery
+    see them: offsets never renumbered, the log end kept, the latest value per key kept."""
+    from broker.log import LogCleaner, PartitionLog, SimStorage
+    from clients.records import decode_batches
+    config = LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_bytes=64,
+                       delete_retention_ms=1_000)
+    storage = SimStorage()
+    plog, _ = PartitionLog.open(storage, "/d/c-0", config, now_ms=0)
+    seq = 0
+    for i in range(12):
+        # k0..k2 due now, the fourth parked; every third batch wholly parked (empty).
+        headers = [(at(NOW + 5),)] * 4 if i % 3 == 2 else [(), (), (), (at(NOW + 5),)]
+        b = RecordBatchBuilder(producer_id=7, producer_epoch=0, base_sequence=seq)
+        for j, h in enumerate(headers):
+            b.append(NOW, f"k{j}".encode(), f"v{i}".encode(), h)
+        seq += 4
+        d = divert(TP, b.build(), NOW, MAX, random.Random(i))
+        assert d is not None
+        result = plog.append_as_leader(bytearray(d.records), 0, NOW, reserved_gaps=True)
+        assert (result.error_code, result.base_offset) == (0, 4 * i)
+
+    def records() -> list[tuple[int, bytes | None, bytes | None]]:
+        out, offset = [], plog.log_start_offset
+        while offset < plog.log_end_offset:
+            read = plog.read(offset, 4096, plog.log_end_offset)
+            if read.records.is_empty:
+                break
+            batches = decode_batches(plog.read_records_bytes(read.records))
+            out += [(r.offset, r.key, r.value) for bt in batches for r in bt.records]
+            offset = batches[-1].header.last_offset + 1
+        return out
+    before = records()
+    assert [o for o, _, _ in before][:6] == [0, 1, 2, 4, 5, 6] and plog.log_end_offset == 48
+    plog.roll(now_ms=0)
+    plog.flush(now_ms=0)
+    assert LogCleaner(storage).clean(plog, high_watermark=plog.log_end_offset, now_ms=10).committed
+    after = records()
+    assert after == [(40, b"k0", b"v10"), (41, b"k1", b"v10"), (42, b"k2", b"v10")]
+    plog.close()
+    reopened, report = PartitionLog.open(storage, "/d/c-0", config, now_ms=0)
+    assert not report.dropped_anything and reopened.log_end_offset == 48
