@@ -47,9 +47,9 @@ class SqliteDueIndex:
     def commit(self) -> None:
         self._db.commit()
 
-    def earliest(self, limit: int) -> list[Entry]:
+    def due_by(self, by_ms: int, limit: int) -> list[Entry]:
         return [(bytes(k), int(d), bytes(v)) for k, d, v in self._db.execute(
-            "SELECT k, due, v FROM parked ORDER BY due, k LIMIT ?", (limit,))]
+            "SELECT k, due, v FROM parked WHERE due <= ? ORDER BY due, k LIMIT ?", (by_ms, limit))]
 
     def next_due(self) -> int | None:
         row = self._db.execute("SELECT MIN(due) FROM parked").fetchone()

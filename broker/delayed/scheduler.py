@@ -61,7 +61,7 @@ class DeliveryScheduler:
         rebuilding or while a delivery is in flight."""
         if not self.is_caught_up or self._in_flight is not None:
             return []
-        out = [decode_parked(k, v) for k, d, v in self.index.earliest(self.batch_max) if d <= now_ms]
+        out = [decode_parked(k, v) for k, _, v in self.index.due_by(now_ms, self.batch_max)]
         if out:
             self._in_flight = tuple(r.store_key for r in out)
         return out
@@ -99,7 +99,7 @@ class DueIndex(Protocol):
     def put(self, key: bytes, due_ms: int, value: bytes) -> None: ...
     def remove(self, key: bytes) -> None: ...
     def commit(self) -> None: ...          # the changes so far in one write (no fsync)
-    def earliest(self, limit: int) -> list[Entry]: ...
+    def due_by(self, by_ms: int, limit: int) -> list[Entry]: ...   # due <= by_ms, earliest first
     def next_due(self) -> int | None: ...
     def __len__(self) -> int: ...
     def close(self) -> None: ...
@@ -123,8 +123,8 @@ class MemoryDueIndex:
     def commit(self) -> None:
         pass
 
-    def earliest(self, limit: int) -> list[Entry]:
-        return [(k, d, self._due[k][1]) for d, k in self._order[:limit]]
+    def due_by(self, by_ms: int, limit: int) -> list[Entry]:
+        return [(k, d, self._due[k][1]) for d, k in self._order[:limit] if d <= by_ms]
 
     def next_due(self) -> int | None:
         return self._order[0][0] if self._order else None

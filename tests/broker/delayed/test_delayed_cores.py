@@ -170,10 +170,11 @@ def test_index_orders_by_due_and_replaces_by_key(index) -> None:
     index.put(b"b", 5, b"B2")
     index.commit()
     assert len(index) == 3 and index.next_due() == 5
-    assert index.earliest(2) == [(b"b", 5, b"B2"), (b"a", 10, b"A")]
+    assert index.due_by(100, 2) == [(b"b", 5, b"B2"), (b"a", 10, b"A")]
+    assert index.due_by(9, 10) == [(b"b", 5, b"B2")] and index.due_by(4, 10) == []
     index.remove(b"b")
     index.remove(b"zz")
-    assert [k for k, _, _ in index.earliest(10)] == [b"a", b"c"] and len(index) == 2
+    assert [k for k, _, _ in index.due_by(100, 10)] == [b"a", b"c"] and len(index) == 2
 
 
 def test_sqlite_index_starts_empty(tmp_path) -> None:
