@@ -19,8 +19,9 @@ parked, nothing appended):
   its commit; parking some of them would split it; not supported).
 A delivery time not in the future (``due <= now``) is appended at once, as it is.
 
-Cost: an uncompressed produce with no ``ketch.deliver.`` bytes anywhere is passed through
-after one substring search; compressed batches are decompressed to look at headers.
+Cost: a produce with no ``ketch.deliver.`` bytes anywhere is passed through after one
+substring search (compressed batches: after decompressing them, in C); only batches that
+hold those bytes are decoded record by record.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from dataclasses import dataclass
 
 from clients._core.delayed import DELIVER_AFTER, DELIVER_AT
 from clients.records import (
-    CompressionType, RecordError, decode_batch, filtered_batch, iter_batches,
+    BATCH_HEADER_SIZE, DECOMPRESSED_BYTES_MAX_DEFAULT, CompressionType, RecordError, decode_batch,
+    decompress, filtered_batch, iter_batches,
 )
 from clients.records.batch import BatchHeader
 from clients.types import TopicPartition
@@ -95,7 +97,7 @@ def divert(target: TopicPartition, records: bytes | bytearray | memoryview, now_
     changed = False
     for pos, header in batches:
         end = pos + header.size_in_bytes
-        if header.is_control:
+        if header.is_control or not _may_carry_marker(view, pos, end, header):
             out += view[pos:end]
             continue
         try:
@@ -129,6 +131,20 @@ def divert(target: TopicPartition, records: bytes | bytearray | memoryview, now_
     if not changed:
         return None
     return Diversion(bytes(out), tuple(parked))
+
+
+def _may_carry_marker(view: memoryview, pos: int, end: int, header: BatchHeader) -> bool:
+    """Whether the batch's records region holds the header names' prefix at all: a
+    compressed batch is only decompressed (C code) for this, its records decoded only
+    when it does."""
+    region = view[pos + BATCH_HEADER_SIZE:end]
+    if header.compression == CompressionType.NONE:
+        return _MARKER in region.tobytes()
+    try:
+        return _MARKER in decompress(header.compression, region,
+                                     decompressed_bytes_max=DECOMPRESSED_BYTES_MAX_DEFAULT)
+    except RecordError:
+        return True         # decode_batch below meets the same error: the append reports it
 
 
 def _store_key(target: TopicPartition, header: BatchHeader, offset_delta: int,

@@ -64,6 +64,17 @@ def test_a_batch_without_delivery_headers_passes_untouched() -> None:
     assert divert(TP, raw, NOW, MAX, random.Random(1)) is None
 
 
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP, CompressionType.ZSTD])
+def test_batches_without_the_headers_are_not_decoded(codec, monkeypatch) -> None:
+    import broker.delayed.divert as d
+    monkeypatch.setattr(d, "decode_batch", lambda *a, **k: pytest.fail("decoded"))
+    raw = batch([(("x", b"ketch"),), ()], compression=codec) + batch([(at(NOW + 9),)])
+    with pytest.raises(BaseException, match="decoded"):
+        divert(TP, raw, NOW, MAX, random.Random(1))          # the second batch has one
+    assert divert(TP, raw[:len(batch([(("x", b"ketch"),), ()], compression=codec))], NOW, MAX,
+                  random.Random(1)) is None
+
+
 def test_past_delivery_times_pass_untouched() -> None:
     raw = batch([(at(NOW),), (at(NOW - 1000),)])
     assert divert(TP, raw, NOW, MAX, random.Random(1)) is None
