@@ -131,7 +131,11 @@ class DelayedDeliveryDriver:
             futures = [await producer.send(DELAY_STORE_TOPIC, encode_parked(r), r.store_key,
                                            partition=store_partition_for(r.target, partitions))
                        for r in parked]
-            await asyncio.wait_for(asyncio.gather(*futures), self.config.park_timeout_ms / 1000)
+
+            async def acknowledged() -> None:
+                for f in futures:       # one by one: gather would make a task of each
+                    await f
+            await asyncio.wait_for(acknowledged(), self.config.park_timeout_ms / 1000)
             return None
         except KafkaApiError as e:
             log.warning("parking %d delayed record(s) failed: %s", len(parked), e)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 from typing import Iterable, Protocol
 
-from broker.delayed.store import ParkedRecord, StoreFormatError, decode_parked
+from broker.delayed.store import ParkedRecord, StoreFormatError, decode_parked, due_ms_of
 
 __all__ = ["DeliveryScheduler", "DueIndex", "Entry", "IDLE_POLL_MS", "MemoryDueIndex"]
 
@@ -45,11 +45,11 @@ class DeliveryScheduler:
                 self.index.remove(key)
                 continue
             try:
-                parked = decode_parked(key, value)
+                due = due_ms_of(value)
             except StoreFormatError as e:
                 bad.append((i, e))
                 continue
-            self.index.put(key, parked.due_ms, value)
+            self.index.put(key, due, value)
         self.index.commit()
         return bad
 

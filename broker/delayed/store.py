@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from clients.types import TopicPartition
 
 __all__ = ["DELAY_STORE_TOPIC", "TRANSACTIONAL_ID_PREFIX", "ParkedRecord", "StoreFormatError",
-           "decode_parked", "encode_parked", "store_partition_for", "transactional_id_for"]
+           "decode_parked", "due_ms_of", "encode_parked", "store_partition_for",
+           "transactional_id_for"]
 
 DELAY_STORE_TOPIC = "__ketch_delayed_delivery"
 # The scheduler of store partition p delivers as transactional id "<prefix><p>": a new
@@ -115,6 +116,17 @@ class _Reader:
 
     def string(self) -> str:
         return self.raw(self.take(_I16)).decode()
+
+
+def due_ms_of(value: bytes) -> int:
+    """A value's due time alone (what the index needs while the store is replayed)."""
+    r = _Reader(value)
+    version = r.take(_I8)
+    if version != _VERSION:
+        raise StoreFormatError(f"delay-store value version {version} is not {_VERSION}")
+    topic_length = r.take(_I16)
+    r.pos += topic_length + _I32.size       # the target topic and partition
+    return r.take(_I64)
 
 
 def decode_parked(store_key: bytes, value: bytes) -> ParkedRecord:

@@ -10,7 +10,7 @@ from broker.delayed.divert import DELIVER_AFTER, DELIVER_AT, DivertError, delive
 from broker.delayed.index import SqliteDueIndex
 from broker.delayed.scheduler import IDLE_POLL_MS, DeliveryScheduler, MemoryDueIndex
 from broker.delayed.store import (
-    ParkedRecord, StoreFormatError, decode_parked, encode_parked, store_partition_for,
+    ParkedRecord, StoreFormatError, decode_parked, due_ms_of, encode_parked, store_partition_for,
 )
 from broker.log import LogConfig
 from clients.records import Record, RecordBatchBuilder, decode_batch, iter_batches
@@ -158,11 +158,15 @@ def test_the_log_takes_a_gapped_batch_only_when_told(tmp_path) -> None:
 def test_store_codec_round_trips_and_refuses_garbage() -> None:
     r = ParkedRecord(b"k1", TP, NOW + 5, NOW, None, b"v", (("h", None), ("i", b"\x00")))
     assert decode_parked(b"k1", encode_parked(r)) == r
+    assert due_ms_of(encode_parked(r)) == NOW + 5
     r2 = ParkedRecord(b"k2", TopicPartition("é", 0), 0, -1, b"", None)
     assert decode_parked(b"k2", encode_parked(r2)) == r2
     for bad in (b"", b"\x01" + encode_parked(r)[1:], encode_parked(r)[:-1]):
         with pytest.raises(StoreFormatError):
             decode_parked(b"k", bad)
+    for bad in (b"", b"\x01" + encode_parked(r)[1:], encode_parked(r)[:12]):
+        with pytest.raises(StoreFormatError):
+            due_ms_of(bad)
     assert {store_partition_for(TopicPartition("t", p), 8) for p in range(64)} == set(range(8))
     assert store_partition_for(TP, 8) == store_partition_for(TopicPartition("orders", 2), 8)
 
