@@ -10,9 +10,15 @@ from offset 0 to the end twice, in the same run:
    seconds to reach the end, and records/s of the partition scanned (offsets passed per
    second: the filtered reader passes the same offsets while receiving 1% of the records).
 
-Not built yet (issue 18): delayed delivery (lateness p50/p99), the tiered-storage archive.
+3. Delayed delivery: confluent-kafka produces ``--delayed-rate`` records/s (default 5,000)
+   for ``--delayed-seconds`` (default 10), each with ``ketch.deliver.at`` = its send time
+   + ``--delay-ms`` (default 2,000), to a 3-partition topic; a confluent-kafka consumer
+   (read_committed) notes when each arrives. Lateness = arrival - due time: p50/p99/max,
+   and whether each arrived exactly once and none early.
 
-Usage: python bench/beyond.py [--records 200000]
+Not built yet (issue 18): the tiered-storage archive.
+
+Usage: python bench/beyond.py [--records 200000] [--only tags|delayed]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
@@ -92,9 +98,70 @@ def read_through(bootstrap: str, end: int, filtered: bool) -> dict:
     return {"records_received": got, "seconds": round(elapsed, 3), "offsets_per_s": round(end / elapsed)}
 
 
+DELAYED_TOPIC = "delayed"
+
+
+def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int) -> dict:
+    """Produce ``rate`` delayed records/s for ``seconds``; the lateness of their arrival."""
+    import threading
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CTP
+    arrived: dict[bytes, list[int]] = {}
+    stop = threading.Event()
+
+    def consume() -> None:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 20, "isolation.level": "read_committed"})
+        c.assign([CTP(DELAYED_TOPIC, p, 0) for p in range(3)])
+        while not stop.is_set():
+            for m in c.consume(1000, 0.05):
+                if m.error() is None:
+                    arrived.setdefault(m.value(), []).append(int(time.time() * 1000))
+        c.close()
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000})
+    due: dict[bytes, int] = {}
+    total = int(rate * seconds)
+    start = time.monotonic()
+    for i in range(total):
+        # Paced: record i leaves at start + i / rate (in bursts of 20 ms: a sleep of
+        # 1 ms oversleeps on a busy machine, which would lower the rate itself).
+        ahead = start + i / rate - time.monotonic()
+        if ahead > 0.02:
+            producer.poll(ahead)
+        when = int(time.time() * 1000) + delay_ms
+        value = b"%08d" % i
+        due[value] = when
+        producer.produce(DELAYED_TOPIC, value=value, key=value,
+                         headers=[("ketch.deliver.at", str(when).encode())])
+    producer.flush(120)
+    produce_s = time.monotonic() - start
+    deadline = time.monotonic() + delay_ms / 1000 + 120
+    while len(arrived) < total and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    stop.set()
+    reader.join(10)
+    late = sorted(ts[0] - due[v] for v, ts in arrived.items())
+
+    def pct(q: int) -> int:
+        return late[min(len(late) - 1, len(late) * q // 100)] if late else -1
+    return {"rate_asked": rate, "produced": total, "produce_rate": round(total / produce_s),
+            "delivered": len(arrived), "duplicates": sum(len(ts) - 1 for ts in arrived.values()),
+            "early": sum(1 for v, ts in arrived.items() if ts[0] < due[v]),
+            "lateness_ms_p50": pct(50), "lateness_ms_p99": pct(99), "lateness_ms_max": late[-1] if late else -1}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--only", choices=("tags", "delayed"))
+    ap.add_argument("--delayed-rate", type=int, default=5000)
+    ap.add_argument("--delayed-seconds", type=float, default=10.0)
+    ap.add_argument("--delay-ms", type=int, default=2000)
     args = ap.parse_args()
     result: dict = {"bench": "beyond", "cpus": os.cpu_count(), "records": args.records}
     with tempfile.TemporaryDirectory(prefix="ketch-bench-beyond-") as d:
@@ -102,17 +169,33 @@ def main() -> int:
         try:
             cluster.start(timeout_s=120)
             bootstrap = cluster.spec.bootstrap_servers
-            with Admin({"bootstrap.servers": bootstrap}) as admin:
-                admin.create_topics([NewTopic(TOPIC, 1, 1)])
-                vip = produce(bootstrap, args.records)
-                leader = admin.describe_topics([TOPIC])[TOPIC].partitions[0].leader
-            port = cluster.spec.node(leader).port
-            whole = fetched_bytes(port, args.records, False)
-            only = fetched_bytes(port, args.records, True)
-            plain = read_through(bootstrap, args.records, False)
-            tagged = read_through(bootstrap, args.records, True)
+            if args.only in (None, "delayed"):
+                with Admin({"bootstrap.servers": bootstrap}) as admin:
+                    admin.create_topics([NewTopic(DELAYED_TOPIC, 3, 1)])
+                result["delayed"] = delayed_lateness(bootstrap, args.delayed_rate, args.delayed_seconds,
+                                                     args.delay_ms)
+            if args.only in (None, "tags"):
+                with Admin({"bootstrap.servers": bootstrap}) as admin:
+                    admin.create_topics([NewTopic(TOPIC, 1, 1)])
+                    vip = produce(bootstrap, args.records)
+                    leader = admin.describe_topics([TOPIC])[TOPIC].partitions[0].leader
+                port = cluster.spec.node(leader).port
+                whole = fetched_bytes(port, args.records, False)
+                only = fetched_bytes(port, args.records, True)
+                plain = read_through(bootstrap, args.records, False)
+                tagged = read_through(bootstrap, args.records, True)
         finally:
             cluster.stop()
+    if "delayed" in result:
+        d = result["delayed"]
+        print(f"delayed delivery, {d['produced']:,} records asked at {d['rate_asked']:,}/s "
+              f"(produced at {d['produce_rate']:,}/s), due {args.delay_ms} ms after sending:")
+        print(f"  delivered {d['delivered']:,}, duplicates {d['duplicates']}, early {d['early']}; "
+              f"lateness p50 {d['lateness_ms_p50']} ms, p99 {d['lateness_ms_p99']} ms, "
+              f"max {d['lateness_ms_max']} ms")
+    if args.only == "delayed":
+        print(json.dumps(result))
+        return 0
     ratio = round(only / whole, 4)
     print(f"tag filter, 1 tag of {vip} / {args.records} records ({vip / args.records:.1%}):")
     print(f"  bytes sent: unfiltered {whole:,}, filtered {only:,} = {ratio} x (goal <= 0.05)")

@@ -27,6 +27,7 @@ from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
+from broker.delayed.driver import DelayedDeliveryDriver
 from broker.client_quotas import ClientQuotas, describe_quotas
 from broker.group_authz import guard_group_api
 from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
@@ -261,12 +262,14 @@ class KafkaApis:
                  metrics: BrokerMetrics, coordinator_apis: Mapping[int, tuple[Handler, tuple[int, int]]],
                  fetch_sessions: FetchSessionCache, quotas: ClientQuotas,
                  telemetry: ClientTelemetryDriver,
-                 transactions: TransactionCoordinatorDriver, auth: AuthHelper) -> None:
+                 transactions: TransactionCoordinatorDriver, auth: AuthHelper,
+                 delayed: DelayedDeliveryDriver | None = None) -> None:
         """``coordinator_apis``: the APIs other components serve (FindCoordinator, the group
         and transaction coordinators), each with its handler and (min, max) versions.
         ``transactions``: InitProducerId with a transactional id, and KIP-890's
         verification before a transactional Produce is appended. ``auth``: every decision
-        of the authorizer (allow-all without one)."""
+        of the authorizer (allow-all without one). ``delayed``: parks records whose delivery
+        time is in the future before a Produce appends (issue 18)."""
         self.config = config
         self.cluster_id = cluster_id
         self.replicas = replicas
@@ -280,6 +283,7 @@ class KafkaApis:
         self.telemetry = telemetry
         self.transactions = transactions
         self.auth = auth
+        self.delayed = delayed
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
         self._handlers: dict[int, Handler] = {k: guard_group_api(auth, k, h)
                                               for k, (h, _) in coordinator_apis.items()}
@@ -539,7 +543,17 @@ class KafkaApis:
                 if tp in unverified:
                     results[key] = (unverified[tp], -1, -1, -1, None, ())
                     continue
-                result = self.replicas.append(tp, p.records, acks)
+                records, reserved_gaps = p.records, False
+                if self.delayed is not None:
+                    # Delayed delivery: parked records leave the batch (and reserved gaps).
+                    # It awaits only to park, which a transactional batch never does (it
+                    # is refused), so KIP-890's no-await window above still holds.
+                    records, reserved_gaps, refused = await self.delayed.hold_back(
+                        tp, records, req.transactional_id)
+                    if refused is not None:
+                        results[key] = (refused[0], -1, -1, -1, refused[1], ())
+                        continue
+                result = self.replicas.append(tp, records, acks, reserved_gaps=reserved_gaps)
                 results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
                                 result.log_start_offset, result.error_message, result.record_errors)
                 self.metrics.record_produce(topic.name, result.error_code, result.records_appended,

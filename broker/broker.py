@@ -41,6 +41,7 @@ from broker.admin_http import BrokerView
 from broker.apis import KafkaApis
 from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
+from broker.delayed.driver import INDEX_DIR, DelayedDeliveryConfig, DelayedDeliveryDriver
 from broker.cleaner_driver import CleanerDriver, CleanerSettings
 from broker.config import BrokerConfig
 from metadata_log.authorizer import StandardAuthorizer
@@ -268,6 +269,12 @@ class Broker:
         self.telemetry = ClientTelemetryDriver(
             ClientTelemetryManager(self._telemetry_max_bytes(), random.Random(rng.getrandbits(64))),
             self.client_metrics, lambda: self.core.image.configs, now_ms)
+        # Delayed delivery (issue 18): its clients log in to this broker's own listener.
+        self.delayed = DelayedDeliveryDriver(
+            config.node_id, DelayedDeliveryConfig(properties),
+            lambda: f"{config.advertised_host}:{self.server.port}", inter_broker_client,
+            lambda: self.core.image, self.topic_creation,
+            os.path.join(config.log_dirs[0], INDEX_DIR), now_ms, random.Random(rng.getrandbits(64)))
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,
                               producer_ids, lambda: self.lifecycle.broker_epoch, self.metrics,
                               coordinator_apis,
@@ -276,7 +283,8 @@ class Broker:
                               ClientQuotas(), self.telemetry, self.transactions,
                               AuthHelper(None if config.authorizer is None
                                          else StandardAuthorizer(config.authorizer),
-                                         lambda: self.core.image.acls))
+                                         lambda: self.core.image.acls),
+                              self.delayed)
         # One server per listener; SCRAM verifiers come from the newest applied image.
         try:
             self.servers = {
@@ -433,6 +441,7 @@ class Broker:
             raise
         self.groups.on_metadata(image)
         self.transactions.on_metadata(image)
+        self.delayed.on_metadata(image)
 
     def _apply_broker_configs(self) -> None:
         """Dynamic broker keys that steer broker-wide duties (not a topic's log) take
@@ -492,6 +501,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.metrics.process.stop()
+        await self.delayed.stop()       # its clients talk to this broker's own listener
         for server in self.servers.values():
             await server.stop()
         if self.http is not None:

@@ -166,11 +166,13 @@ class ReplicaDriver:
     # ------------------------------------------------------------ produce
 
     def append(self, tp: TopicPartition, records: Any, acks: int,
-               from_coordinator: bool = False) -> ProduceResult:
+               from_coordinator: bool = False, reserved_gaps: bool = False) -> ProduceResult:
         """Append to a led partition; for acks=all, ``result.required_offset`` is what
-        ``await_replication`` waits for. ``from_coordinator``: ReplicaManager.append."""
+        ``await_replication`` waits for. ``from_coordinator``, ``reserved_gaps``:
+        ReplicaManager.append."""
         now = self.now_ms()
-        return self.run(lambda core: core.append(tp, records, acks, now, from_coordinator))
+        return self.run(lambda core: core.append(tp, records, acks, now, from_coordinator,
+                                                 reserved_gaps))
 
     def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
                           committed: bool, coordinator_epoch: int) -> ProduceResult:

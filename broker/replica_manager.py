@@ -656,9 +656,10 @@ class ReplicaManager:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def append(self, tp: TopicPartition, records: bytes | bytearray | memoryview | None, acks: int,
-               now_ms: int, from_coordinator: bool = False) -> ProduceResult:
+               now_ms: int, from_coordinator: bool = False, reserved_gaps: bool = False) -> ProduceResult:
         """Append to a led partition (idempotence checks first). For acks=all the result
         names the offset the HW must reach before ``await_replication`` completes it.
+        ``reserved_gaps``: PartitionLog.append_as_leader's (delayed delivery).
 
         ``from_coordinator``: the group coordinator's own batches (Kafka's
         AppendOrigin.COORDINATOR), whose TxnOffsetCommit batches all carry base sequence 0:
@@ -699,7 +700,8 @@ class ReplicaManager:
         buf = records if isinstance(records, bytearray) else bytearray(records)
         active_base = hosted.log.active_segment.base_offset
         try:
-            result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms)
+            result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms,
+                                                 reserved_gaps=reserved_gaps)
         except OSError as e:
             self._log_io_failed(hosted.log, e)
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run scenarios against fresh local clusters")
     run.add_argument("--scenario", "-s", action="append", metavar="ID",
-                     help="a scenario id (N1..N13, N12C, N15, L1..L7, D1, X1); repeat or comma-separate; default all")
+                     help="a scenario id (N1..N13, N12C, N15, N17, L1..L7, D1, X1); repeat or comma-separate; default all")
     run.add_argument("--rounds", type=int, default=1, help="run each scenario N times")
     run.add_argument("--json", metavar="FILE", help="write the results as JSON")
     run.add_argument("--seed", type=int, help="the fault seed (default: random per round)")

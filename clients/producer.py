@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from clients._blocking import LoopThread
 from clients.clock import now_ms
+from clients._core.delayed import with_delivery_time
 from clients._core.config import ClientConfig, parse_config
 from clients.aio.producer import Producer as AioProducer
 from clients.aio.producer import RecordFuture
@@ -201,12 +202,17 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
              timestamp_ms: int | None = None,
              headers: Sequence[tuple[str, bytes | None]] | None = None,
-             callback: Callback | None = None) -> FutureRecordMetadata:
+             callback: Callback | None = None, *, deliver_at: int | None = None,
+             deliver_after: int | None = None) -> FutureRecordMetadata:
         """Queue one record and return at once (unless the buffer is full).
 
-        `callback(metadata, exception)`, if given, is called once on the loop thread."""
+        `callback(metadata, exception)`, if given, is called once on the loop thread.
+        `deliver_at` (ms since the epoch) / `deliver_after` (ms): delayed delivery (issue
+        18): the broker appends the record to its partition only when due."""
         if self._closed:
             raise ClientClosedError("the producer is closed")
+        if deliver_at is not None or deliver_after is not None:
+            headers = with_delivery_time(headers, deliver_at, deliver_after)
         if self._transactional:
             self._producer.check_send_allowed()   # outside a transaction: raised here
         if (not headers and type(value) is bytes and (key is None or type(key) is bytes)

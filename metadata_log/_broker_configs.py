@@ -1188,4 +1188,19 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("ketch.event.loop", T.STRING, "asyncio", one_of("asyncio", "uvloop"),
               "The broker's event loop: asyncio, or uvloop (faster requests, but no sendfile, "
               "so fetches copy log data through Python)"),
+    ConfigDef("ketch.delayed.delivery.enable", T.BOOLEAN, "true", None,
+              "Park records whose ketch.deliver.at / ketch.deliver.after header is in the "
+              "future and append them to their partition when due (docs/delayed_delivery.md)"),
+    ConfigDef("ketch.delayed.delivery.max.delay.ms", T.LONG, "2592000000", at_least(1),
+              "The furthest a delivery time may lie ahead; further ones are refused with "
+              "INVALID_RECORD (default 30 days)"),
+    ConfigDef("ketch.delayed.delivery.topic.partitions", T.INT, "8", at_least(1),
+              "Partitions of __ketch_delayed_delivery when it is created (fixed afterwards)"),
+    ConfigDef("ketch.delayed.delivery.topic.replication.factor", T.INT, "3", at_least(1),
+              "Replication factor of __ketch_delayed_delivery (capped by the live brokers)"),
+    ConfigDef("ketch.delayed.delivery.batch.max.records", T.INT, "500", at_least(1),
+              "Most records one delivery transaction of a store partition moves"),
+    ConfigDef("ketch.delayed.delivery.park.timeout.ms", T.INT, "30000", at_least(1),
+              "How long a Produce waits for its delayed records to be parked before it is "
+              "answered REQUEST_TIMED_OUT"),
 )

@@ -436,11 +436,14 @@ class PartitionLog:
         leader_epoch: int,
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        reserved_gaps: bool = False,
     ) -> AppendResult:
         """Validate, assign offsets from the LEO, stamp `leader_epoch`, write.
 
         `records` is rewritten in place when it is a bytearray (the zero-copy path); bytes
-        are copied first.
+        are copied first. `reserved_gaps`: the batches lack some of the records their
+        offset range spans (delayed delivery parked them, ``broker.delayed.divert``), so
+        fewer records than ``last_offset_delta + 1`` (even none) are accepted.
         """
         assert not self.closed
         assert leader_epoch >= 0, leader_epoch
@@ -469,7 +472,8 @@ class PartitionLog:
                 return self._error(ErrorCode.MESSAGE_TOO_LARGE,
                                    f"batch of {header.size_in_bytes} bytes; max.message.bytes "
                                    f"is {config.max_message_bytes}")
-            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+            if (header.last_offset_delta < 0 or header.records_count > header.last_offset_delta + 1
+                    or (header.records_count != header.last_offset_delta + 1 and not reserved_gaps)):
                 return self._error(ErrorCode.INVALID_RECORD,
                                    f"batch of {header.records_count} records has last offset "
                                    f"delta {header.last_offset_delta}")
@@ -1217,13 +1221,17 @@ def _recompress(buf: bytearray, headers: list[BatchHeader], compression_type: st
     Producer id, epoch, sequence and transactional flag carry over, so idempotence and
     transactions see the same batch."""
     target = _CODECS[compression_type]
-    if all(h.compression == target or h.is_control for h in headers):
+    # A batch with reserved gaps (delayed delivery) keeps its codec: re-encoding would lose
+    # its trailing gap (and an empty one cannot be built).
+    if all(h.compression == target or h.is_control or h.records_count != h.last_offset_delta + 1
+           for h in headers):
         return buf, headers
     out = bytearray()
     pos = 0
     for header in headers:
         end = pos + header.size_in_bytes
-        if header.compression == target or header.is_control:
+        if header.compression == target or header.is_control or \
+                header.records_count != header.last_offset_delta + 1:
             out += buf[pos:end]
         else:
             batch = decode_batch(buf, pos)

@@ -34,13 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from clients._core.delayed import DELIVER_AT   # re-exported: the header's home is there
+
 __all__ = [
     "ATTEMPT", "DELIVER_AT", "ERROR", "ORIGINAL_OFFSET", "ORIGINAL_PARTITION", "ORIGINAL_TIMESTAMP",
     "ORIGINAL_TOPIC", "Forward", "RetryPolicy", "dlq_topic", "due_at_ms", "header_int", "header_text",
     "replay_headers", "retry_topic", "route_failure",
 ]
 
-DELIVER_AT = "ketch.deliver.at"
 ATTEMPT = "ketch.retry.attempt"
 ERROR = "ketch.retry.error"
 ORIGINAL_TOPIC = "ketch.retry.original.topic"

@@ -48,6 +48,7 @@ from clients._core.accumulator import (
     FAIL, RETRY_AND_BUMP, IdempotenceState, ProducerBatch, RecordAccumulator,
     record_size_upper_bound,
 )
+from clients._core.delayed import with_delivery_time
 from clients._core.transactions import Outcome, TransactionManager
 from clients._core.config import ClientConfig, parse_config
 from clients._core.metadata import BrokerMetadata
@@ -307,8 +308,13 @@ class Producer:
 
     async def send(self, topic: str, value: Any = None, key: Any = None,
                    partition: int | None = None, timestamp_ms: int | None = None,
-                   headers: Sequence[tuple[str, bytes | None]] | None = None) -> RecordFuture:
+                   headers: Sequence[tuple[str, bytes | None]] | None = None, *,
+                   deliver_at: int | None = None, deliver_after: int | None = None) -> RecordFuture:
         """Queue one record; the returned future resolves to its RecordMetadata.
+
+        ``deliver_at`` (ms since the epoch) / ``deliver_after`` (ms): delayed delivery
+        (issue 18, docs/delayed_delivery.md): the broker appends the record when due; the
+        metadata names an offset reserved for it, the delivered copy gets a new one.
 
         Waits (up to max.block.ms) only for the topic's metadata and for buffer space.
         Raises at once for what can never succeed: a serializer error, a record above
@@ -316,6 +322,8 @@ class Producer:
         does not have, a closed producer."""
         if not self._started and not self._closed:
             await self.start()
+        if deliver_at is not None or deliver_after is not None:
+            headers = with_delivery_time(headers, deliver_at, deliver_after)
         if (not headers and type(value) is bytes and (key is None or type(key) is bytes)
                 and self._plain_serializers):
             # The common case, without a call: bytes in, nothing to serialize.

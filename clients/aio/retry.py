@@ -13,7 +13,10 @@ How a poll's records are handled, per partition in offset order:
 
 - a record whose ``ketch.deliver.at`` is in the future is not handed out: its partition
   is paused and rewound to it, and resumed when it is due (a retry topic's records are
-  due in offset order, so nothing behind it is due earlier); other partitions go on;
+  due in offset order, so nothing behind it is due earlier); other partitions go on.
+  A Ketch broker holds such records back itself (delayed delivery,
+  docs/delayed_delivery.md), so this is for brokers without it (Kafka, or
+  ``ketch.delayed.delivery.enable=false``) and for clocks that disagree;
 - otherwise the handler runs; if it raises, the record is written to the next retry
   topic (or the dead-letter topic) with the same key, value, partition and headers plus
   Ketch's, by an idempotent acks=all producer;

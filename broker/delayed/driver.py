@@ -1,0 +1,271 @@
+"""The asyncio shell of delayed delivery: parking on the Produce path, and one scheduler
+per delay-store partition this broker leads.
+
+Parking (``hold_back``, called by Produce for each partition before its append):
+``divert`` decides; the parked records are written to ``__ketch_delayed_delivery`` by an
+idempotent acks=all producer of this broker (through its own listener) and awaited; only
+then is the re-encoded batch appended to the target. So an acknowledged delayed record is
+replicated in the store. The order matters on a failure: had the target been appended
+first, a crash before parking would let the producer's retry be acknowledged as a
+duplicate of a batch whose delayed records were never parked (lost). Parked first, a
+retry parks the same keys again (an idempotent producer's keys come from its sequence
+numbers), which compaction and the scheduler's index collapse into one.
+
+Delivery (``on_metadata``): for each store partition this broker leads, a task runs a
+``DeliveryScheduler`` (its docstring tells the protocol): fence with InitProducerId of
+``__ketch_delayed_delivery-<p>``, rebuild the on-disk index by reading the partition
+read_committed, then loop: sleep until the next due record (or new store records), append
+the due ones to their targets and their tombstones to the store in one transaction. Any
+failure restarts the task from the fencing (a rebuild), after a short backoff, as long as
+this broker still leads the partition; a lost leadership cancels it. Produce requests of
+the delivery producers themselves are never diverted (their records are due).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from typing import Any, Callable, Mapping
+
+from broker.auto_topic_creation import AutoTopicCreationManager
+from broker.delayed.divert import DivertError, divert
+from broker.delayed.index import SqliteDueIndex
+from broker.delayed.scheduler import DeliveryScheduler
+from broker.delayed.store import (
+    DELAY_STORE_TOPIC, TRANSACTIONAL_ID_PREFIX, ParkedRecord, encode_parked,
+    store_partition_for, transactional_id_for,
+)
+from clients.aio.consumer import Consumer
+from clients.aio.producer import Producer
+from clients.errors import KafkaApiError
+from clients.protocol import messages
+from clients.protocol.errors import ErrorCode
+from clients.types import TopicPartition
+from metadata_log.image import MetadataImage
+
+__all__ = ["DelayedDeliveryConfig", "DelayedDeliveryDriver"]
+
+log = logging.getLogger(__name__)
+
+RESTART_BACKOFF_S = 1.0
+INDEX_DIR = "ketch-delayed-index"      # in the first log dir; not a partition dir name
+
+
+class DelayedDeliveryConfig:
+    """``ketch.delayed.delivery.*`` broker properties."""
+
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        def num(key: str, default: int) -> int:
+            try:
+                return int(properties.get(key, default))
+            except ValueError:
+                raise SystemExit(f"{key} must be an integer") from None
+        self.enable = str(properties.get("ketch.delayed.delivery.enable", "true")).lower() != "false"
+        self.max_delay_ms = num("ketch.delayed.delivery.max.delay.ms", 30 * 24 * 3600 * 1000)
+        self.topic_partitions = max(1, num("ketch.delayed.delivery.topic.partitions", 8))
+        self.topic_replication_factor = max(1, num("ketch.delayed.delivery.topic.replication.factor", 3))
+        self.batch_max = max(1, num("ketch.delayed.delivery.batch.max.records", 500))
+        self.park_timeout_ms = max(1, num("ketch.delayed.delivery.park.timeout.ms", 30_000))
+
+
+class DelayedDeliveryDriver:
+    def __init__(self, node_id: int, config: DelayedDeliveryConfig, bootstrap: Callable[[], str],
+                 client_properties: Mapping[str, object], image: Callable[[], MetadataImage],
+                 topic_creation: AutoTopicCreationManager, index_dir: str,
+                 now_ms: Callable[[], int], rng: random.Random) -> None:
+        """``bootstrap()``: this broker's own HOST:PORT; ``client_properties``: how its
+        clients log in there; ``index_dir``: where the schedulers' sqlite files live."""
+        self.node_id = node_id
+        self.config = config
+        self.bootstrap = bootstrap
+        self.client_properties = dict(client_properties)
+        self.image = image
+        self.topic_creation = topic_creation
+        self.index_dir = index_dir
+        self.now_ms = now_ms
+        self.rng = rng
+        self._park_producer: Producer | None = None
+        self._creating: asyncio.Task | None = None
+        self._schedulers: dict[int, asyncio.Task] = {}
+        self._stopped = False
+
+    # ------------------------------------------------------------ the Produce path
+
+    async def hold_back(self, tp: TopicPartition, records: Any, transactional_id: str | None
+                        ) -> tuple[Any, bool, tuple[int, str | None] | None]:
+        """(records to append, whether they have reserved gaps, refusal (code, message)
+        or None). Parks the delayed records first (see the module docstring)."""
+        if (not self.config.enable or not records or tp.topic == DELAY_STORE_TOPIC
+                or (transactional_id or "").startswith(TRANSACTIONAL_ID_PREFIX)):
+            return records, False, None
+        try:
+            diversion = divert(tp, records, self.now_ms(), self.config.max_delay_ms, self.rng)
+        except DivertError as e:
+            return records, False, (ErrorCode.INVALID_RECORD, str(e))
+        if diversion is None:
+            return records, False, None
+        not_led = self._not_led(tp)
+        if not_led is not None:
+            # Parking for a partition we cannot append to would park it for nothing.
+            return records, False, (not_led, None)
+        refusal = await self._park(diversion.parked)
+        if refusal is not None:
+            return records, False, refusal
+        return bytearray(diversion.records), True, None
+
+    def _not_led(self, tp: TopicPartition) -> int | None:
+        """The error a Produce to ``tp`` gets here before anything is parked, if any."""
+        topic = self.image().topics.get(tp.topic)
+        reg = None if topic is None else topic.partitions.get(tp.partition)
+        if reg is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None if reg.leader == self.node_id else ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    async def _park(self, parked: tuple[ParkedRecord, ...]) -> tuple[int, str | None] | None:
+        try:
+            partitions = await self._store_partitions()
+            if partitions is None:
+                return ErrorCode.NOT_ENOUGH_REPLICAS, f"{DELAY_STORE_TOPIC} is not available yet"
+            producer = await self._producer_for_parking()
+            futures = [await producer.send(DELAY_STORE_TOPIC, encode_parked(r), r.store_key,
+                                           partition=store_partition_for(r.target, partitions))
+                       for r in parked]
+
+            async def acknowledged() -> None:
+                for f in futures:       # one by one: gather would make a task of each
+                    await f
+            await asyncio.wait_for(acknowledged(), self.config.park_timeout_ms / 1000)
+            return None
+        except KafkaApiError as e:
+            log.warning("parking %d delayed record(s) failed: %s", len(parked), e)
+            code = e.error_code if e.retriable else ErrorCode.KAFKA_STORAGE_ERROR
+            return code, f"delayed delivery: parking failed: {e}"
+        except (asyncio.TimeoutError, OSError) as e:
+            log.warning("parking %d delayed record(s) failed: %r", len(parked), e)
+            return ErrorCode.REQUEST_TIMED_OUT, f"delayed delivery: parking failed: {e!r}"
+
+    async def _store_partitions(self) -> int | None:
+        """The store's partition count, creating the topic on first use."""
+        topic = self.image().topics.get(DELAY_STORE_TOPIC)
+        if topic is None:
+            if self._creating is None or self._creating.done():
+                self._creating = asyncio.get_running_loop().create_task(self._create_store())
+            await asyncio.shield(self._creating)
+            topic = self.image().topics.get(DELAY_STORE_TOPIC)
+        return None if topic is None else len(topic.partitions)
+
+    async def _create_store(self) -> None:
+        rf = max(1, min(self.config.topic_replication_factor, self.topic_creation.live_brokers()))
+        cls = messages.CreateTopicsRequest
+        configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min(2, rf))}
+        await self.topic_creation.create([cls.CreatableTopic(
+            name=DELAY_STORE_TOPIC, num_partitions=self.config.topic_partitions,
+            replication_factor=rf,
+            configs=[cls.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
+            timeout_s=20.0)
+
+    def _client_config(self, **extra: object) -> dict[str, object]:
+        return {**self.client_properties, "bootstrap.servers": self.bootstrap(), **extra}
+
+    async def _producer_for_parking(self) -> Producer:
+        if self._park_producer is None:
+            self._park_producer = Producer(self._client_config(
+                **{"client.id": f"ketch-broker-{self.node_id}-delayed-park", "acks": "all",
+                   "enable.idempotence": True, "linger.ms": 0}))
+            await self._park_producer.start()
+        return self._park_producer
+
+    # ------------------------------------------------------------ delivery
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        """Start a scheduler for each store partition led here; cancel the others."""
+        if self._stopped or not self.config.enable:
+            return
+        topic = image.topics.get(DELAY_STORE_TOPIC)
+        led = set() if topic is None else {p for p, reg in topic.partitions.items()
+                                           if reg.leader == self.node_id}
+        for p in list(self._schedulers):
+            if p not in led:
+                log.info("delayed delivery: no longer leading %s-%d", DELAY_STORE_TOPIC, p)
+                self._schedulers.pop(p).cancel()
+        loop = asyncio.get_running_loop()
+        for p in led:
+            if p not in self._schedulers or self._schedulers[p].done():
+                self._schedulers[p] = loop.create_task(self._run_partition(p),
+                                                       name=f"delayed-delivery-{p}")
+
+    async def _run_partition(self, p: int) -> None:
+        while True:
+            try:
+                await self._deliver_partition(p)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:        # noqa: BLE001 - any failure: fence and rebuild again
+                log.warning("delayed delivery of %s-%d restarts after: %r", DELAY_STORE_TOPIC, p, e)
+            await asyncio.sleep(RESTART_BACKOFF_S)
+
+    async def _deliver_partition(self, p: int) -> None:
+        tp = TopicPartition(DELAY_STORE_TOPIC, p)
+        index = SqliteDueIndex(os.path.join(self.index_dir, f"{p}.sqlite"))
+        core = DeliveryScheduler(index, self.config.batch_max)
+        producer = Producer(self._client_config(
+            **{"client.id": f"ketch-broker-{self.node_id}-delayed-{p}",
+               "transactional.id": transactional_id_for(p), "linger.ms": 0}))
+        consumer = Consumer(self._client_config(
+            **{"client.id": f"ketch-broker-{self.node_id}-delayed-{p}",
+               "isolation.level": "read_committed", "enable.auto.commit": False,
+               "auto.offset.reset": "earliest"}))
+        try:
+            # Fence first: the previous leader's producer can no longer commit, and its
+            # open transaction is aborted, so the read below ends at a stable offset.
+            await producer.init_transactions()
+            await consumer.start()
+            consumer.assign([tp])
+            consumer.seek_to_beginning([tp])
+            end = (await consumer.end_offsets([tp]))[tp]
+            log.info("delayed delivery: leading %s, rebuilding its index up to offset %d", tp, end)
+            while True:
+                if not core.is_caught_up and await consumer.position(tp) >= end:
+                    core.caught_up()
+                    log.info("delayed delivery: %s rebuilt, %d record(s) pending", tp, core.pending)
+                wait = core.poll(self.now_ms()) if core.is_caught_up else 100
+                records = await consumer.poll(timeout_ms=wait)
+                for i, e in core.replay([(r.key, r.value) for r in records]):  # type: ignore[misc]
+                    log.error("%s offset %d: not delivered: %s", tp, records[i].offset, e)
+                due = core.due(self.now_ms())
+                if due:
+                    await self._deliver(producer, core, p, due)
+        finally:
+            await asyncio.gather(producer.close(5.0), consumer.close(), return_exceptions=True)
+            index.close()
+
+    async def _deliver(self, producer: Producer, core: DeliveryScheduler, p: int,
+                       due: list[ParkedRecord]) -> None:
+        image = self.image()
+        await producer.begin_transaction()
+        try:
+            for r in due:
+                topic = image.topics.get(r.target.topic)
+                if topic is not None and r.target.partition in topic.partitions:
+                    await producer.send(r.target.topic, r.value, r.key, partition=r.target.partition,
+                                        timestamp_ms=r.timestamp_ms, headers=list(r.headers))
+                else:
+                    log.warning("delayed record %r: its target %s no longer exists; dropped",
+                                r.store_key, r.target)
+                await producer.send(DELAY_STORE_TOPIC, None, r.store_key, partition=p)
+            await producer.commit_transaction()
+        except BaseException:
+            core.failed()
+            raise         # the task restarts: fence, rebuild
+        core.delivered()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        tasks = list(self._schedulers.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._schedulers.clear()
+        if self._park_producer is not None:
+            await self._park_producer.close(5.0)
