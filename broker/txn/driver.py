@@ -14,8 +14,10 @@
 - leadership of ``__transaction_state`` partitions loads a partition's transactional ids by
   replaying its log (coordinator epoch = the partition's leader epoch) or unloads them;
 - a timer calls ``poll`` when the core's next deadline is due;
-- KIP-890 verification for the Produce path (``verify_produce``): the leader asks the
-  transactional id's coordinator, through ``VerificationState``'s guards.
+- KIP-890 verification for the Produce path (``verify_produce``) and for TxnOffsetCommit
+  (``verify_txn_offset_commit``, which the group coordinator calls before it writes
+  pending offsets): the leader asks the transactional id's coordinator, through
+  ``VerificationState``'s guards.
 """
 from __future__ import annotations
 
@@ -75,6 +77,28 @@ def produce_verification_error(code: int, produce_version: int) -> int:
     if code == E.TRANSACTION_ABORTABLE and produce_version <= 10:
         return E.INVALID_TXN_STATE             # older clients do not know the newer code
     return code
+
+
+# TxnOffsetCommit errors for a failed verification (Kafka's AddPartitionsToTxnManager, then
+# GroupMetadataManager.maybeConvertOffsetCommitError): what consumers' commit paths retry.
+_OFFSET_COMMIT_VERIFY_ERRORS = {
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.PRODUCER_FENCED: E.INVALID_PRODUCER_EPOCH,
+}
+
+
+def txn_offset_commit_verification_error(code: int, txn_offset_commit_version: int) -> int:
+    """What a TxnOffsetCommit hears when its ``__consumer_offsets`` partition could not be
+    verified: v4+ clients know TRANSACTION_ABORTABLE, older ones get INVALID_TXN_STATE
+    (Kafka's genericError / defaultError operations)."""
+    if code == E.TRANSACTION_ABORTABLE and txn_offset_commit_version < 4:
+        return E.INVALID_TXN_STATE
+    return _OFFSET_COMMIT_VERIFY_ERRORS.get(code, code)
 
 
 class TransactionCoordinatorDriver:
@@ -330,6 +354,27 @@ class TransactionCoordinatorDriver:
         that must not be appended; the others may be, at once (no await in between)."""
         if not self.verification_enable():
             return {}
+        codes = await self._verify(transactional_id, batches)
+        return {tp: produce_verification_error(code, produce_version) for tp, code in codes.items()}
+
+    async def verify_txn_offset_commit(self, transactional_id: str, producer_id: int,
+                                       producer_epoch: int, offsets_partition: TopicPartition,
+                                       version: int) -> int:
+        """KIP-890 for TxnOffsetCommit, as Kafka 3.8+'s group coordinator: before pending
+        offsets are written to ``offsets_partition``, the transaction coordinator must say
+        that partition is in the ongoing transaction (AddOffsetsToTxn put it there).
+        NONE: append now (no await in between; a marker in the meantime is caught by the
+        guard); else the TxnOffsetCommit error for every partition of the request."""
+        if not self.verification_enable():
+            return E.NONE
+        codes = await self._verify(transactional_id,
+                                   {offsets_partition: (producer_id, producer_epoch)})
+        code = codes.get(offsets_partition, E.NONE)
+        return E.NONE if code == E.NONE else txn_offset_commit_verification_error(code, version)
+
+    async def _verify(self, transactional_id: str, batches: dict[TopicPartition, tuple[int, int]]
+                      ) -> dict[TopicPartition, int]:
+        """The coordinator's error for each partition that must not be appended."""
         image = self.replicas.image
 
         def led_here(tp: TopicPartition) -> bool:
@@ -356,7 +401,7 @@ class TransactionCoordinatorDriver:
                     and code == E.NONE:
                 code = E.INVALID_TXN_STATE     # the transaction ended while we asked
             if code != E.NONE:
-                errors[tp] = produce_verification_error(code, produce_version)
+                errors[tp] = code
         return errors
 
     async def _ask_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,
