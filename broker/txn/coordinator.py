@@ -148,6 +148,8 @@ class _PendingAppend:
     metadata: TransactionMetadata
     transit: TxnTransit
     on_done: OnDone
+    # A second record in the same batch: the next transaction's Ongoing after a Complete*.
+    then: TxnTransit | None = None
 
 
 @dataclass(slots=True)
@@ -295,16 +297,18 @@ class TransactionCoordinator:
     # ================================================================== appends
 
     def _append(self, md: TransactionMetadata, transit: TxnTransit, now_ms: int,
-                on_done: OnDone) -> Append:
+                on_done: OnDone, then: TxnTransit | None = None) -> Append:
         partition = self.partition_for(md.transactional_id)
         assert self._partitions.get(partition) == PartitionStatus.ACTIVE
         append_id = self._next_append_id
         self._next_append_id += 1
-        self._pending[append_id] = _PendingAppend(partition, md, transit, on_done)
+        self._pending[append_id] = _PendingAppend(partition, md, transit, on_done, then)
         self._pending_order.setdefault(partition, deque()).append(append_id)
         value = None if transit.state is S.DEAD else transit.log_value()
-        return Append(append_id, partition, (TransactionLogRecord(md.transactional_id, value),),
-                      now_ms)
+        records = [TransactionLogRecord(md.transactional_id, value)]
+        if then is not None:
+            records.append(TransactionLogRecord(md.transactional_id, then.log_value()))
+        return Append(append_id, partition, tuple(records), now_ms)
 
     def on_append_result(self, append_id: int, error_code: int, now_ms: int) -> list[Effect]:
         """An ``Append`` ended: NONE once acks=all is satisfied, else the produce error."""
@@ -317,7 +321,14 @@ class TransactionCoordinator:
             "successful appends to one partition must be reported in append order"
         order.remove(append_id)
         if error_code == E.NONE:
-            pending.metadata.complete_transition(pending.transit)
+            md = pending.metadata
+            md.complete_transition(pending.transit)
+            if pending.then is not None:
+                # The second record of the batch, replayed as a load would.
+                then = md.prepare_add_partitions(pending.then.partitions,
+                                                 pending.then.txn_last_update_timestamp_ms)
+                assert then == pending.then, (then, pending.then)
+                md.complete_transition(then)
             if pending.transit.state is S.DEAD:
                 self._txns.pop(pending.metadata.transactional_id, None)
             pending.on_done(E.NONE, now_ms, effects)
@@ -650,13 +661,33 @@ class TransactionCoordinator:
     def _write_complete(self, md: TransactionMetadata, now_ms: int, effects: list[Effect]) -> None:
         transit = md.prepare_complete(now_ms)
         tid = md.transactional_id
+        # The next transaction's AddPartitionsToTxn already waits: its Ongoing record goes
+        # in the same batch, one replicated write instead of two in a row.
+        held = self._held.get(tid)
+        add = held[0] if held else None
+        if add is not None and now_ms < add.deadline_ms and \
+                (add.producer_id, add.producer_epoch) == (md.producer_id, md.producer_epoch):
+            held.popleft()
+            if not held:
+                del self._held[tid]
+        else:
+            add = None
+        then = None if add is None else transit.then_add_partitions(add.partitions, now_ms)
 
         def done(error: ErrorCode, now: int, out: list) -> None:
             if error != E.NONE:
                 md.abort_transition()
                 if self._txns.get(tid) is md:     # still ours: try again shortly
                     self._complete_retries[tid] = now + COMPLETE_RETRY_BACKOFF_MS
-        effects.append(self._append(md, transit, now_ms, done))
+            if add is None:
+                return
+            if error == E.NONE:
+                add.on_result({tp: E.NONE for tp in add.partitions}, out)
+            elif self._txns.get(tid) is md:       # held again, first in line
+                self._held.setdefault(tid, deque()).appendleft(add)
+            else:                                 # unloaded: the new coordinator decides
+                add.on_result({tp: error for tp in add.partitions}, out)
+        effects.append(self._append(md, transit, now_ms, done, then))
 
     # ================================================================== describe / list
 

@@ -362,15 +362,40 @@ def test_the_next_transactions_add_is_held_until_the_previous_one_is_complete() 
     assert token not in h.answers                       # not CONCURRENT_TRANSACTIONS
     assert h.poll() <= h.config.add_partitions_hold_ms
     h.auto_ack = False
-    h.markers_written()                                 # CompleteCommit being written
+    h.markers_written()
+    # CompleteCommit and the next transaction's Ongoing: one batch, one replicated write.
+    append, = h.appends
+    assert [(r.value.state_id, r.value.partitions) for r in append.records] == \
+        [(S.COMPLETE_COMMIT.value, frozenset()), (S.ONGOING.value, {T1})]
     assert token not in h.answers
-    h.ack()                                             # CompleteCommit durable: the add goes on
-    assert token not in h.answers                       # ... and its own Ongoing is written
     h.ack()
     assert add_errors(h.answers[token]) == {T1: E.NONE}
     md = h.core.transaction("txn")
+    assert (md.state, md.partitions, md.pending_state) == (S.ONGOING, {T1}, None)
+    assert md.txn_start_timestamp_ms == h.now
+    # What a new coordinator loads from the log is what this one holds.
+    image = TransactionLogImage()
+    for record in h.log:
+        image.replay(record)
+    reloaded = Harness(image=image)
+    assert reloaded.core.transaction("txn") == md
+
+
+def test_a_failed_merged_write_holds_the_add_again_and_retries_the_complete() -> None:
+    h = Harness()
+    pid, epoch = _committing(h)
+    token = _add_token(h, pid, epoch, T1)
+    h.auto_ack = False
+    h.markers_written()
+    h.ack(E.NOT_ENOUGH_REPLICAS)
+    md = h.core.transaction("txn")
+    assert (md.state, md.pending_state) == (S.PREPARE_COMMIT, None) and token not in h.answers
+    h.now += COMPLETE_RETRY_BACKOFF_MS
+    h.poll()                                            # Complete* again, the add with it
+    assert len(h.appends[0].records) == 2
+    h.ack()
+    assert add_errors(h.answers[token]) == {T1: E.NONE}
     assert (md.state, md.partitions) == (S.ONGOING, {T1})
-    assert [r.value.state_id for r in h.log[-2:]] == [S.COMPLETE_COMMIT.value, S.ONGOING.value]
 
 
 def test_a_held_add_answers_concurrent_transactions_at_its_deadline() -> None:
@@ -395,11 +420,9 @@ def test_held_adds_are_answered_in_order_and_unloading_answers_them() -> None:
         transactional_id="txn", producer_id=pid, producer_epoch=epoch, group_id="g"), 3)
     h.auto_ack = False
     h.markers_written()
-    h.ack()                                  # CompleteCommit: the first add writes Ongoing
-    assert first not in h.answers and second not in h.answers
-    h.ack()                                  # the first is answered; the second writes next
+    h.ack()                                  # CompleteCommit + the first add's Ongoing
     assert add_errors(h.answers[first]) == {T1: E.NONE} and second not in h.answers
-    h.ack()
+    h.ack()                                  # the second's own write
     assert h.answers[second].error_code == E.NONE
     assert {tp.topic for tp in h.core.transaction("txn").partitions} == {"t", "__consumer_offsets"}
     # A zombie's add is not held: it is fenced at once, even while the id is busy.
