@@ -665,7 +665,7 @@ class TransactionCoordinator:
         # in the same batch, one replicated write instead of two in a row.
         held = self._held.get(tid)
         add = held[0] if held else None
-        if add is not None and now_ms < add.deadline_ms and \
+        if held and add is not None and now_ms < add.deadline_ms and \
                 (add.producer_id, add.producer_epoch) == (md.producer_id, md.producer_epoch):
             held.popleft()
             if not held:

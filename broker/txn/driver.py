@@ -81,7 +81,7 @@ def produce_verification_error(code: int, produce_version: int) -> int:
 
 # TxnOffsetCommit errors for a failed verification (Kafka's AddPartitionsToTxnManager, then
 # GroupMetadataManager.maybeConvertOffsetCommitError): what consumers' commit paths retry.
-_OFFSET_COMMIT_VERIFY_ERRORS = {
+_OFFSET_COMMIT_VERIFY_ERRORS: dict[int, int] = {
     E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
     E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
     E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
