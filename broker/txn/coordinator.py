@@ -34,7 +34,14 @@ on CONCURRENT_TRANSACTIONS). AddPartitionsToTxn / AddOffsetsToTxn write Ongoing 
 partitions. EndTxn writes PrepareCommit or PrepareAbort and answers the client once that
 record is acknowledged: from then on the outcome is decided and durable. The markers go
 out; once every partition has its marker, CompleteCommit / CompleteAbort is written with no
-partitions. A new coordinator that loads a partition holding Prepare* states sends their
+partitions. The next transaction's AddPartitionsToTxn / AddOffsetsToTxn, arriving while
+this goes on (or while another write of its id is in flight), is *held* rather than
+answered CONCURRENT_TRANSACTIONS (Kafka's answer; the client then backs off, librdkafka for
+``retry.backoff.ms``, the delay KAFKA-5482 describes): it is tried again when the write
+ends, and when it is first in line as the Complete* record is written, its Ongoing record
+goes in the same batch (one replicated write, both applied in order on success). A held
+request answers CONCURRENT_TRANSACTIONS after ``add_partitions_hold_ms``, NOT_COORDINATOR
+if the partition is unloaded. A new coordinator that loads a partition holding Prepare* states sends their
 markers again (the ``SIGKILL the coordinator mid-commit`` case), so a decided outcome
 reaches every partition.
 
