@@ -250,8 +250,6 @@ class Broker:
         self.topic_creation = AutoTopicCreationManager(
             self.controller, lambda: self.core.image, self.replicas.wait_for_image,
             config.num_partitions, config.default_replication_factor)
-        self.groups = GroupCoordinatorDriver(
-            _group_config(config, properties), self.replicas, config.request_timeout_ms, now_ms, rng)
         producer_ids = ProducerIdManager(config.node_id, self.controller)
         self.transactions = TransactionCoordinatorDriver(
             config.node_id, _transaction_config(config), self.replicas,
@@ -259,6 +257,9 @@ class Broker:
             producer_ids, lambda: self.lifecycle.broker_epoch, config.request_timeout_ms, now_ms,
             verification_enable=lambda: (self.core.config_layers.broker_value(
                 "transaction.partition.verification.enable") or "true").lower() == "true")
+        self.groups = GroupCoordinatorDriver(
+            _group_config(config, properties), self.replicas, config.request_timeout_ms, now_ms, rng,
+            verify_txn_offset_commit=self.transactions.verify_txn_offset_commit)
         self.find_coordinator = FindCoordinatorHandler(
             self.replicas, self.topic_creation, config.listener_name, _coordinator_topics(config))
         coordinator_apis = {

@@ -8,6 +8,8 @@
   with acks=all (the same durability as user data) as the coordinator's own appends
   (no client sequence checks), and their outcome is reported back in append order per
   partition, as the core requires;
+- TxnOffsetCommit is verified with the transaction coordinator first (KIP-890, through
+  the ``verify_txn_offset_commit`` it is given);
 - transaction markers appended to a ``__consumer_offsets`` partition this broker leads
   (``ReplicaDriver.subscribe_txn_markers``) complete or drop that producer's pending
   transactional offsets at once (``GroupCoordinator.on_txn_marker``);
@@ -26,7 +28,7 @@ import dataclasses
 import itertools
 import logging
 import random
-from typing import Any, Callable, Hashable
+from typing import Any, Awaitable, Callable, Hashable
 
 from broker.group.coordinator import Append, Completion, GroupConfig, GroupCoordinator
 from broker.group.records import CONSUMER_OFFSETS_TOPIC, CoordinatorLoader
@@ -59,10 +61,19 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
 }
 
 
+# (transactional id, producer id, producer epoch, offsets partition, TxnOffsetCommit
+# version) -> NONE, or the error for every partition of the request.
+VerifyTxnOffsetCommit = Callable[[str, int, int, TopicPartition, int], Awaitable[int]]
+
+
 class GroupCoordinatorDriver:
     def __init__(self, config: GroupConfig, replicas: ReplicaDriver, request_timeout_ms: int,
-                 now_ms: Callable[[], int], rng: random.Random) -> None:
+                 now_ms: Callable[[], int], rng: random.Random,
+                 verify_txn_offset_commit: VerifyTxnOffsetCommit | None = None) -> None:
         self.config = config
+        # KIP-890: the transaction coordinator's word that the offsets partition is in
+        # the transaction (the transaction coordinator driver's verify_txn_offset_commit).
+        self.verify_txn_offset_commit = verify_txn_offset_commit
         self.replicas = replicas
         self.request_timeout_ms = request_timeout_ms
         self.now_ms = now_ms
@@ -213,28 +224,47 @@ class GroupCoordinatorDriver:
         def known(name: str, index: int) -> bool:
             topic = image.topics.get(name)
             return topic is not None and index in topic.partitions
-        unknown = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
-                   if not known(t.name, p.partition_index)]
-        if not unknown:
-            return await self._call("handle_txn_offset_commit", req, version, self.now_ms())
         cls = messages.TxnOffsetCommitResponse
         req_cls = messages.TxnOffsetCommitRequest
+        unknown = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+                   if not known(t.name, p.partition_index)]
         known_topics = [req_cls.TxnOffsetCommitRequestTopic(name=t.name, partitions=parts)
                         for t in req.topics
                         for parts in [[p for p in t.partitions if known(t.name, p.partition_index)]]
                         if parts]
         answered: dict[str, list] = {}
         if known_topics:
-            resp = await self._call("handle_txn_offset_commit",
-                                    dataclasses.replace(req, topics=known_topics),
-                                    version, self.now_ms())
-            for t in resp.topics:
-                answered.setdefault(t.name, []).extend(t.partitions)
+            error = await self._verify_txn_offset_commit(req, version)
+            if error != ErrorCode.NONE:
+                for t in known_topics:
+                    answered.setdefault(t.name, []).extend(
+                        cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                             error_code=error)
+                        for p in t.partitions)
+            else:
+                # No await between a positive verification and the core's append.
+                resp = await self._call("handle_txn_offset_commit",
+                                        dataclasses.replace(req, topics=known_topics) if unknown
+                                        else req, version, self.now_ms())
+                if not unknown:
+                    return resp
+                for t in resp.topics:
+                    answered.setdefault(t.name, []).extend(t.partitions)
         for name, index in unknown:
             answered.setdefault(name, []).append(cls.TxnOffsetCommitResponsePartition(
                 partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         return cls(topics=[cls.TxnOffsetCommitResponseTopic(name=n, partitions=ps)
                            for n, ps in answered.items()])
+
+    async def _verify_txn_offset_commit(self, req: Any, version: int) -> int:
+        """Kafka 3.8+ (KIP-890): the transaction coordinator must have the group's offsets
+        partition in the transaction before pending offsets are written there."""
+        if self.verify_txn_offset_commit is None or not req.group_id \
+                or not req.transactional_id:
+            return ErrorCode.NONE       # the core answers an invalid group id
+        offsets_tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, self.core.partition_for(req.group_id))
+        return await self.verify_txn_offset_commit(
+            req.transactional_id, req.producer_id, req.producer_epoch, offsets_tp, version)
 
     def on_txn_marker(self, tp: TopicPartition, producer_id: int, committed: bool) -> None:
         """Contract with the partition log (ReplicaDriver.subscribe_txn_markers): called

@@ -36,27 +36,34 @@ delete.retention.ms`, record timestamps stay absolute through their deltas). A l
 pass drops tombstones whose horizon is <= now_ms. So a consumer that reads from the log
 start to the end within delete.retention.ms of a tombstone being compacted sees it.
 
-Transactions (Kafka's cleaner, in part). The caller bounds the pass by the last stable
+Transactions (Kafka's cleaner). The caller bounds the pass by the last stable
 offset instead of the high watermark (the broker passes
 ``ReplicaManager.last_stable_offset_of``), so nothing at or beyond the first unstable
 offset is cleaned: an ongoing transaction's records are never judged. The data batches
 of aborted transactions (found in the segments' aborted transaction indexes, collected
 by `prepare`) are dropped whole and their keys kept out of the key map, so an aborted
-value never shadows a committed one. An ABORT marker's transaction has no data left
-once such a pass ran (its data precedes it, so lies in the segments cleaned with it): as
-Kafka's cleaner does, the first pass that meets it gives its batch a delete horizon of
-now + delete.retention.ms (the KIP-534 bit, as for tombstones) and a pass after the
-horizon drops it, together with its aborted transaction index entry (the entries of the
-markers kept are merged into the cleaned segment's index by `replace_segments`). So a
-read_committed consumer that reads the log within delete.retention.ms of the cleaning
-still meets both the aborted range and its marker.
+value never shadows a committed one.
 
-Not done (yet): removing COMMIT markers (Kafka drops one once no record of its
-transaction survives; that needs per-transaction tracking of surviving records, and a
-COMMIT marker removed while its data stays would leave a rebuilt producer state with the
-transaction open for ever; they are kept, one small batch per transaction); keeping an
-empty batch to preserve producer state; persisting the first dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log
-counts as dirty, which costs one extra pass and loses nothing.
+Markers go as Kafka's cleaner removes them (``CleanedTransactionMetadata``): a pass reads
+from the log start, so it sees every batch that precedes a marker in the cleaned range;
+a marker is *removable* once no batch of its transaction is left before it (an ABORT
+marker at once, as the pass drops its transaction's data; a COMMIT marker when the pass
+read no transactional batch of its producer since that producer's previous marker: the
+data was compacted away by earlier passes). The first pass that finds a marker removable
+gives its batch a delete horizon of now + delete.retention.ms (the KIP-534 bit, as for
+tombstones); a pass after the horizon drops it, an ABORT marker with its aborted
+transaction index entry (the entries of the markers kept are merged into the cleaned
+segment's index by `replace_segments`, which also deletes the producer snapshots taken
+before a dropped marker: such a snapshot holds the transaction open and no marker would
+close it). So a read_committed consumer that reads the log within delete.retention.ms of
+the cleaning still meets the aborted range and its marker, and a COMMIT marker never goes
+while a record of its transaction stays (a rebuilt producer state would hold that
+transaction open for ever).
+
+Not done (yet): keeping an empty batch to preserve producer state (Kafka keeps the last
+batch of each producer; here producer snapshots carry the state); persisting the first
+dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log counts
+as dirty, which costs one extra pass and loses nothing.
 """
 
 from __future__ import annotations
@@ -213,13 +220,37 @@ class _AbortedData:
                                           for first, last in ranges)
 
 
+class _CommittedTxns:
+    """The producers with a transactional batch read since their last marker, in log
+    order over one pass (Kafka's ``ongoingCommittedTxns``): a COMMIT marker whose producer
+    is not here has no record of its transaction left before it."""
+
+    def __init__(self) -> None:
+        self._producers: set[int] = set()
+
+    def on_data(self, header: BatchHeader) -> None:
+        if header.is_transactional:
+            self._producers.add(header.producer_id)
+
+    def commit_removable(self, producer_id: int) -> bool:
+        """A COMMIT marker of ``producer_id`` is read: whether its transaction is gone."""
+        if producer_id in self._producers:
+            self._producers.discard(producer_id)
+            return False
+        return True
+
+    def on_abort(self, producer_id: int) -> None:
+        # An ABORT marker ends the producer's transaction too (its data was dropped whole).
+        self._producers.discard(producer_id)
+
+
 @dataclass(frozen=True, slots=True)
 class CleanedGroup:
     segments: tuple[LogSegment, ...]
     cleaned_path: str
     base_offset: int
     size_bytes: int
-    # Offsets of the ABORT markers this group dropped (their index entries go too).
+    # Offsets of the markers this group dropped (an ABORT's index entry goes too).
     dropped_markers: frozenset[int] = frozenset()
 
 
@@ -366,16 +397,17 @@ class LogCleaner:
                 size = segment.size_bytes
         out = []
         aborted = _AbortedData(plan.aborted)
+        committed = _CommittedTxns()        # one log-ordered walk across the groups
         for group in groups:
             cleaned = self._clean_group(group, key_map, plan.now_ms, delete_retention_ms, stats,
-                                        aborted)
+                                        aborted, committed)
             if cleaned is not None:
                 out.append(cleaned)
         return out
 
     def _clean_group(self, group: list[LogSegment], key_map: dict[bytes, int], now_ms: int,
                      delete_retention_ms: int, stats: _Stats,
-                     aborted: _AbortedData) -> CleanedGroup | None:
+                     aborted: _AbortedData, committed: _CommittedTxns) -> CleanedGroup | None:
         base = group[0].base_offset
         path = f"{group[0].dir_path}/{segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)}"
         self.storage.create(path)
@@ -391,7 +423,7 @@ class LogCleaner:
                     changed = True
                     continue
                 out = self._clean_batch(raw, key_map, now_ms, delete_retention_ms, stats,
-                                        dropped_markers)
+                                        dropped_markers, committed)
                 if out is not raw:
                     changed = True
                 if out:
@@ -404,21 +436,28 @@ class LogCleaner:
         return CleanedGroup(tuple(group), path, base, position, frozenset(dropped_markers))
 
     def _clean_batch(self, raw: bytes, key_map: dict[bytes, int], now_ms: int,
-                     delete_retention_ms: int, stats: _Stats, dropped_markers: set[int]) -> bytes:
+                     delete_retention_ms: int, stats: _Stats, dropped_markers: set[int],
+                     committed: _CommittedTxns) -> bytes:
         """The batch to write instead of `raw`: `raw` itself, a rewritten one, or b""."""
         batch = decode_batch(raw)
         header = batch.header
         if header.is_control:
             record = batch.records[0] if batch.records else None
-            if (not header.is_transactional or record is None
-                    or getattr(record, "control_type", None) is not ControlRecordType.ABORT):
-                return raw      # COMMIT markers (see above) and anything else stay
+            control_type = getattr(record, "control_type", None)
+            if not header.is_transactional or record is None or control_type not in (
+                    ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                return raw      # anything else stays
+            if control_type is ControlRecordType.ABORT:
+                committed.on_abort(header.producer_id)
+            elif not committed.commit_removable(header.producer_id):
+                return raw      # a record of its transaction is still in the log
             if not header.has_delete_horizon:
                 return _encode_batch(header, list(batch.records), now_ms + delete_retention_ms)
             if header.base_timestamp <= now_ms:
                 dropped_markers.add(header.base_offset)
                 return b""
             return raw
+        committed.on_data(header)       # read, whatever survives (Kafka's rule)
         horizon = header.base_timestamp if header.has_delete_horizon else None
         kept: list[Record] = []
         has_tombstone = False

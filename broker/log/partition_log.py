@@ -987,7 +987,7 @@ class PartitionLog:
 
         Returns False, deleting the cleaned file, when `old` is no longer a run of this
         log's segments (retention or truncation got there first). `dropped_markers`: the
-        offsets of the ABORT markers the cleaned file no longer holds.
+        offsets of the transaction markers the cleaned file no longer holds.
         """
         try:
             first = self._segments.index(old[0])

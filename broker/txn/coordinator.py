@@ -34,7 +34,14 @@ on CONCURRENT_TRANSACTIONS). AddPartitionsToTxn / AddOffsetsToTxn write Ongoing 
 partitions. EndTxn writes PrepareCommit or PrepareAbort and answers the client once that
 record is acknowledged: from then on the outcome is decided and durable. The markers go
 out; once every partition has its marker, CompleteCommit / CompleteAbort is written with no
-partitions. A new coordinator that loads a partition holding Prepare* states sends their
+partitions. The next transaction's AddPartitionsToTxn / AddOffsetsToTxn, arriving while
+this goes on (or while another write of its id is in flight), is *held* rather than
+answered CONCURRENT_TRANSACTIONS (Kafka's answer; the client then backs off, librdkafka for
+``retry.backoff.ms``, the delay KAFKA-5482 describes): it is tried again when the write
+ends, and when it is first in line as the Complete* record is written, its Ongoing record
+goes in the same batch (one replicated write, both applied in order on success). A held
+request answers CONCURRENT_TRANSACTIONS after ``add_partitions_hold_ms``, NOT_COORDINATOR
+if the partition is unloaded. A new coordinator that loads a partition holding Prepare* states sends their
 markers again (the ``SIGKILL the coordinator mid-commit`` case), so a decided outcome
 reaches every partition.
 
@@ -89,6 +96,9 @@ class TransactionConfig:
     abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     offsets_topic_num_partitions: int = 50
+    # Ketch's own (no Kafka key): how long AddPartitionsToTxn / AddOffsetsToTxn may wait
+    # for the previous transaction of its id to complete before CONCURRENT_TRANSACTIONS.
+    add_partitions_hold_ms: int = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +155,8 @@ class _PendingAppend:
     metadata: TransactionMetadata
     transit: TxnTransit
     on_done: OnDone
+    # A second record in the same batch: the next transaction's Ongoing after a Complete*.
+    then: TxnTransit | None = None
 
 
 @dataclass(slots=True)
@@ -154,6 +166,17 @@ class _PendingInit:
     txn_timeout_ms: int
     expected: tuple[int, int] | None       # KIP-360: (producer id, epoch) the producer had
     version: int
+
+
+@dataclass(slots=True)
+class _HeldAdd:
+    """An AddPartitionsToTxn / AddOffsetsToTxn waiting for its id's previous transaction
+    (or a write in flight) to finish, instead of an immediate CONCURRENT_TRANSACTIONS."""
+    producer_id: int
+    producer_epoch: int
+    partitions: frozenset[TopicPartition]
+    on_result: Callable[[dict[TopicPartition, ErrorCode], list], None]
+    deadline_ms: int
 
 
 @dataclass(slots=True)
@@ -178,6 +201,7 @@ class TransactionCoordinator:
         self._inits: dict[int, _PendingInit] = {}
         self._next_request_id = 0
         self._complete_retries: dict[str, int] = {}   # id -> when to write Complete* again
+        self._held: dict[str, deque[_HeldAdd]] = {}     # id -> adds waiting, oldest first
         self._next_abort_check_ms: int | None = None
         self._next_expire_check_ms: int | None = None
 
@@ -229,6 +253,9 @@ class TransactionCoordinator:
         for tid in [t for t in self._txns if self.partition_for(t) == partition]:
             del self._txns[tid]
             self._complete_retries.pop(tid, None)
+        for tid in [t for t in self._held if self.partition_for(t) == partition]:
+            for held in self._held.pop(tid):
+                held.on_result({tp: E.NOT_COORDINATOR for tp in held.partitions}, effects)
         for append_id in self._pending_order.pop(partition, deque()):
             pending = self._pending.pop(append_id)
             pending.on_done(E.NOT_COORDINATOR, now_ms, effects)
@@ -277,16 +304,18 @@ class TransactionCoordinator:
     # ================================================================== appends
 
     def _append(self, md: TransactionMetadata, transit: TxnTransit, now_ms: int,
-                on_done: OnDone) -> Append:
+                on_done: OnDone, then: TxnTransit | None = None) -> Append:
         partition = self.partition_for(md.transactional_id)
         assert self._partitions.get(partition) == PartitionStatus.ACTIVE
         append_id = self._next_append_id
         self._next_append_id += 1
-        self._pending[append_id] = _PendingAppend(partition, md, transit, on_done)
+        self._pending[append_id] = _PendingAppend(partition, md, transit, on_done, then)
         self._pending_order.setdefault(partition, deque()).append(append_id)
         value = None if transit.state is S.DEAD else transit.log_value()
-        return Append(append_id, partition, (TransactionLogRecord(md.transactional_id, value),),
-                      now_ms)
+        records = [TransactionLogRecord(md.transactional_id, value)]
+        if then is not None:
+            records.append(TransactionLogRecord(md.transactional_id, then.log_value()))
+        return Append(append_id, partition, tuple(records), now_ms)
 
     def on_append_result(self, append_id: int, error_code: int, now_ms: int) -> list[Effect]:
         """An ``Append`` ended: NONE once acks=all is satisfied, else the produce error."""
@@ -299,12 +328,20 @@ class TransactionCoordinator:
             "successful appends to one partition must be reported in append order"
         order.remove(append_id)
         if error_code == E.NONE:
-            pending.metadata.complete_transition(pending.transit)
+            md = pending.metadata
+            md.complete_transition(pending.transit)
+            if pending.then is not None:
+                # The second record of the batch, replayed as a load would.
+                then = md.prepare_add_partitions(pending.then.partitions,
+                                                 pending.then.txn_last_update_timestamp_ms)
+                assert then == pending.then, (then, pending.then)
+                md.complete_transition(then)
             if pending.transit.state is S.DEAD:
                 self._txns.pop(pending.metadata.transactional_id, None)
             pending.on_done(E.NONE, now_ms, effects)
         else:
             pending.on_done(group_append_error(error_code), now_ms, effects)
+        self._release_held(pending.metadata.transactional_id, now_ms, effects)
         return effects
 
     # ================================================================== InitProducerId
@@ -407,10 +444,11 @@ class TransactionCoordinator:
 
     def _add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
                         partitions: frozenset[TopicPartition], verify_only: bool, now_ms: int,
-                        on_result: Callable[[dict[TopicPartition, ErrorCode], list], None]
-                        ) -> list[Effect]:
+                        on_result: Callable[[dict[TopicPartition, ErrorCode], list], None],
+                        deadline_ms: int | None = None) -> list[Effect]:
         """Add partitions to (or, ``verify_only``, check them against) the ongoing
-        transaction; ``on_result(errors by partition, effects)`` now or after the write."""
+        transaction; ``on_result(errors by partition, effects)`` now, after the write, or
+        once the id's previous transaction is complete (held until ``deadline_ms``)."""
         effects: list[Effect] = []
 
         def every(error: ErrorCode) -> list[Effect]:
@@ -434,7 +472,16 @@ class TransactionCoordinator:
                        for tp in partitions}, effects)
             return effects
         if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return every(E.CONCURRENT_TRANSACTIONS)
+            # Kafka answers CONCURRENT_TRANSACTIONS and the client backs off (librdkafka for
+            # retry.backoff.ms, ~100 ms, per transaction). Held here instead, it is answered
+            # as soon as the previous transaction is complete (KAFKA-5482's proposal).
+            if deadline_ms is None:
+                deadline_ms = now_ms + self.config.add_partitions_hold_ms
+            if now_ms >= deadline_ms:
+                return every(E.CONCURRENT_TRANSACTIONS)
+            self._held.setdefault(tid, deque()).append(_HeldAdd(
+                producer_id, producer_epoch, partitions, on_result, deadline_ms))
+            return effects
         if md.state is S.ONGOING and partitions <= md.partitions:
             return every(E.NONE)
         transit = md.prepare_add_partitions(partitions, now_ms)
@@ -445,6 +492,23 @@ class TransactionCoordinator:
             on_result({tp: error for tp in partitions}, out)
         effects.append(self._append(md, transit, now_ms, done))
         return effects
+
+    def _release_held(self, tid: str, now_ms: int, effects: list[Effect]) -> None:
+        """A write of ``tid`` ended: try its held adds again, oldest first (one that still
+        has to wait is held again, with its first deadline)."""
+        held = self._held.pop(tid, None)
+        while held:
+            h = held.popleft()
+            md = self._txns.get(tid)
+            if md is not None and (md.pending_transition_in_progress
+                                   or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)) \
+                    and now_ms < h.deadline_ms:
+                # Still waiting: keep this and the later ones in order.
+                self._held.setdefault(tid, deque()).append(h)
+                self._held[tid].extend(held)
+                return
+            effects += self._add_partitions(tid, h.producer_id, h.producer_epoch, h.partitions,
+                                            False, now_ms, h.on_result, h.deadline_ms)
 
     def _unknown_partitions(self, partitions: frozenset[TopicPartition]) -> set[TopicPartition]:
         return {tp for tp in partitions
@@ -604,13 +668,33 @@ class TransactionCoordinator:
     def _write_complete(self, md: TransactionMetadata, now_ms: int, effects: list[Effect]) -> None:
         transit = md.prepare_complete(now_ms)
         tid = md.transactional_id
+        # The next transaction's AddPartitionsToTxn already waits: its Ongoing record goes
+        # in the same batch, one replicated write instead of two in a row.
+        held = self._held.get(tid)
+        add = held[0] if held else None
+        if held and add is not None and now_ms < add.deadline_ms and \
+                (add.producer_id, add.producer_epoch) == (md.producer_id, md.producer_epoch):
+            held.popleft()
+            if not held:
+                del self._held[tid]
+        else:
+            add = None
+        then = None if add is None else transit.then_add_partitions(add.partitions, now_ms)
 
         def done(error: ErrorCode, now: int, out: list) -> None:
             if error != E.NONE:
                 md.abort_transition()
                 if self._txns.get(tid) is md:     # still ours: try again shortly
                     self._complete_retries[tid] = now + COMPLETE_RETRY_BACKOFF_MS
-        effects.append(self._append(md, transit, now_ms, done))
+            if add is None:
+                return
+            if error == E.NONE:
+                add.on_result({tp: E.NONE for tp in add.partitions}, out)
+            elif self._txns.get(tid) is md:       # held again, first in line
+                self._held.setdefault(tid, deque()).appendleft(add)
+            else:                                 # unloaded: the new coordinator decides
+                add.on_result({tp: error for tp in add.partitions}, out)
+        effects.append(self._append(md, transit, now_ms, done, then))
 
     # ================================================================== describe / list
 
@@ -681,6 +765,8 @@ class TransactionCoordinator:
                 if md is not None and md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) \
                         and not md.pending_transition_in_progress:
                     self._write_complete(md, now_ms, effects)
+        for tid in [t for t, q in self._held.items() if q[0].deadline_ms <= now_ms]:
+            self._release_held(tid, now_ms, effects)       # CONCURRENT_TRANSACTIONS now
         if self._next_abort_check_ms is not None and self._next_abort_check_ms <= now_ms:
             self._next_abort_check_ms = now_ms + \
                 self.config.abort_timed_out_transaction_cleanup_interval_ms
@@ -690,7 +776,9 @@ class TransactionCoordinator:
                 self.config.remove_expired_transaction_cleanup_interval_ms
             self._remove_expired(now_ms, effects)
         deadlines = [d for d in (self._next_abort_check_ms, self._next_expire_check_ms,
-                                 *self._complete_retries.values()) if d is not None]
+                                 *self._complete_retries.values(),
+                                 *(q[0].deadline_ms for q in self._held.values()))
+                     if d is not None]
         wait_ms = max(0, min(deadlines) - now_ms) if deadlines else 60_000
         return effects, wait_ms
 

@@ -8,14 +8,17 @@
   coordinator's driver does);
 - ``AllocateProducerId`` asks the controller's producer id blocks (``ProducerIdManager``);
 - ``SendMarkers`` sends WriteTxnMarkers (v1) to the leader of each partition of the
-  transaction, grouped per leader, retrying partitions whose leader moved or could not be
+  transaction, grouped per leader (and with other transactions' markers for the same
+  broker in one request), retrying partitions whose leader moved or could not be
   reached (the metadata image names the leaders at each round) until every one answered
   or the core no longer wants them (the coordinator epoch moved on), then reports;
 - leadership of ``__transaction_state`` partitions loads a partition's transactional ids by
   replaying its log (coordinator epoch = the partition's leader epoch) or unloads them;
 - a timer calls ``poll`` when the core's next deadline is due;
-- KIP-890 verification for the Produce path (``verify_produce``): the leader asks the
-  transactional id's coordinator, through ``VerificationState``'s guards.
+- KIP-890 verification for the Produce path (``verify_produce``) and for TxnOffsetCommit
+  (``verify_txn_offset_commit``, which the group coordinator calls before it writes
+  pending offsets): the leader asks the transactional id's coordinator, through
+  ``VerificationState``'s guards.
 """
 from __future__ import annotations
 
@@ -31,7 +34,9 @@ from broker.txn.coordinator import (
     AllocateProducerId, Append, Completion, SendMarkers, TransactionConfig,
     TransactionCoordinator,
 )
-from broker.txn.markers import judge_answers, plan_round
+from broker.txn.markers import (
+    MarkerEntry, judge_answers, marker_answers, marker_request, next_batch, plan_round,
+)
 from broker.txn.records import (
     TRANSACTION_STATE_TOPIC, TransactionLogLoader, partition_for_transactional_id,
 )
@@ -77,6 +82,28 @@ def produce_verification_error(code: int, produce_version: int) -> int:
     return code
 
 
+# TxnOffsetCommit errors for a failed verification (Kafka's AddPartitionsToTxnManager, then
+# GroupMetadataManager.maybeConvertOffsetCommitError): what consumers' commit paths retry.
+_OFFSET_COMMIT_VERIFY_ERRORS: dict[int, int] = {
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.PRODUCER_FENCED: E.INVALID_PRODUCER_EPOCH,
+}
+
+
+def txn_offset_commit_verification_error(code: int, txn_offset_commit_version: int) -> int:
+    """What a TxnOffsetCommit hears when its ``__consumer_offsets`` partition could not be
+    verified: v4+ clients know TRANSACTION_ABORTABLE, older ones get INVALID_TXN_STATE
+    (Kafka's genericError / defaultError operations)."""
+    if code == E.TRANSACTION_ABORTABLE and txn_offset_commit_version < 4:
+        return E.INVALID_TXN_STATE
+    return _OFFSET_COMMIT_VERIFY_ERRORS.get(code, code)
+
+
 class TransactionCoordinatorDriver:
     def __init__(self, broker_id: int, config: TransactionConfig, replicas: ReplicaDriver,
                  brokers: BrokerChannel, producer_ids: ProducerIdManager,
@@ -102,6 +129,9 @@ class TransactionCoordinatorDriver:
         self._append_chains: dict[int, asyncio.Future | None] = {}
         self._loaded: set[int] = set()
         self._background: set[asyncio.Task] = set()
+        # Markers waiting for each broker, and the task sending them (one per broker).
+        self._marker_queues: dict[int, list[tuple[MarkerEntry, asyncio.Future]]] = {}
+        self._marker_senders: dict[int, asyncio.Task] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopped = False
@@ -259,25 +289,50 @@ class TransactionCoordinatorDriver:
 
     async def _write_markers(self, leader: int, effect: SendMarkers,
                              tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        cls = messages.WriteTxnMarkersRequest
-        by_topic: dict[str, list[int]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        req = cls(markers=[cls.WritableTxnMarker(
-            producer_id=effect.producer_id, producer_epoch=effect.producer_epoch,
-            transaction_result=effect.committed, coordinator_epoch=effect.coordinator_epoch,
-            topics=[cls.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
-                    for t, ps in by_topic.items()])])
+        """This transaction's markers for ``leader``, queued with those of other
+        transactions for the same broker (one WriteTxnMarkers carries them all)."""
+        entry = MarkerEntry(effect.producer_id, effect.producer_epoch, effect.committed,
+                            effect.coordinator_epoch, tuple(tps))
+        answer: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._marker_queues.setdefault(leader, []).append((entry, answer))
+        if leader not in self._marker_senders:
+            task = asyncio.get_running_loop().create_task(self._drain_markers(leader))
+            self._marker_senders[leader] = task
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return await answer
+
+    async def _drain_markers(self, leader: int) -> None:
+        """One WriteTxnMarkers in flight to ``leader`` at a time, each carrying whatever
+        queued while the previous one was out (Kafka's TransactionMarkerChannelManager)."""
         try:
-            resp = await self.brokers.request(leader, ApiKey.WRITE_TXN_MARKERS,
-                                              WRITE_TXN_MARKERS_VERSIONS, req)
-        except (ConnectionError, OSError, asyncio.TimeoutError) as e:
-            log.info("%s: markers to broker %d failed: %s", effect.transactional_id, leader, e)
-            return {tp: E.NETWORK_EXCEPTION for tp in tps}
-        answers = {TopicPartition(t.name, p.partition_index): p.error_code
-                   for m in resp.markers if m.producer_id == effect.producer_id
-                   for t in m.topics for p in t.partitions}
-        return {tp: answers.get(tp, E.UNKNOWN_SERVER_ERROR) for tp in tps}
+            while self._marker_queues.get(leader):
+                batch, rest = next_batch(self._marker_queues[leader])
+                self._marker_queues[leader] = rest
+                entries = [entry for entry, _ in batch]
+                try:
+                    resp = await self.brokers.request(leader, ApiKey.WRITE_TXN_MARKERS,
+                                                      WRITE_TXN_MARKERS_VERSIONS,
+                                                      marker_request(entries))
+                    answers = marker_answers(entries, resp)
+                except (ConnectionError, OSError, asyncio.TimeoutError) as e:
+                    log.info("markers of %d transaction(s) to broker %d failed: %s",
+                             len(entries), leader, e)
+                    answers = [{tp: E.NETWORK_EXCEPTION for tp in entry.partitions}
+                               for entry in entries]
+                except Exception:       # not left unanswered: each transaction retries
+                    log.exception("markers to broker %d", leader)
+                    answers = [{tp: E.UNKNOWN_SERVER_ERROR for tp in entry.partitions}
+                               for entry in entries]
+                for (_, answer), codes in zip(batch, answers):
+                    if not answer.done():
+                        answer.set_result(codes)
+        finally:
+            del self._marker_senders[leader]
+            # Cancelled (stop): whatever still waits is failed, not left hanging.
+            for _, answer in self._marker_queues.pop(leader, []):
+                if not answer.done():
+                    answer.cancel()
 
     # ------------------------------------------------------------ leadership
 
@@ -330,6 +385,27 @@ class TransactionCoordinatorDriver:
         that must not be appended; the others may be, at once (no await in between)."""
         if not self.verification_enable():
             return {}
+        codes = await self._verify(transactional_id, batches)
+        return {tp: produce_verification_error(code, produce_version) for tp, code in codes.items()}
+
+    async def verify_txn_offset_commit(self, transactional_id: str, producer_id: int,
+                                       producer_epoch: int, offsets_partition: TopicPartition,
+                                       version: int) -> int:
+        """KIP-890 for TxnOffsetCommit, as Kafka 3.8+'s group coordinator: before pending
+        offsets are written to ``offsets_partition``, the transaction coordinator must say
+        that partition is in the ongoing transaction (AddOffsetsToTxn put it there).
+        NONE: append now (no await in between; a marker in the meantime is caught by the
+        guard); else the TxnOffsetCommit error for every partition of the request."""
+        if not self.verification_enable():
+            return E.NONE
+        codes = await self._verify(transactional_id,
+                                   {offsets_partition: (producer_id, producer_epoch)})
+        code = codes.get(offsets_partition, E.NONE)
+        return E.NONE if code == E.NONE else txn_offset_commit_verification_error(code, version)
+
+    async def _verify(self, transactional_id: str, batches: dict[TopicPartition, tuple[int, int]]
+                      ) -> dict[TopicPartition, int]:
+        """The coordinator's error for each partition that must not be appended."""
         image = self.replicas.image
 
         def led_here(tp: TopicPartition) -> bool:
@@ -356,7 +432,7 @@ class TransactionCoordinatorDriver:
                     and code == E.NONE:
                 code = E.INVALID_TXN_STATE     # the transaction ended while we asked
             if code != E.NONE:
-                errors[tp] = produce_verification_error(code, produce_version)
+                errors[tp] = code
         return errors
 
     async def _ask_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,

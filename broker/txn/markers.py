@@ -3,7 +3,10 @@
 
 A round asks the metadata image for each remaining partition's leader and sends one
 WriteTxnMarkers per leader (``plan_round``); a partition whose topic is gone needs no
-marker. The answers (``judge_answers``) then say, per partition: written (done), try again
+marker. The markers of every transaction waiting for the same broker travel in one
+request (``next_batch``, ``marker_request``, ``marker_answers``), as Kafka's
+TransactionMarkerChannelManager drains its queue per broker: one request in flight per
+broker, the next carrying whatever queued meanwhile. The answers (``judge_answers``) then say, per partition: written (done), try again
 next round (the leader moved, is not known, could not be reached, or could not replicate
 in time), never going to work (given up, logged), or fenced: this coordinator, or the
 producer epoch it writes, is no longer current (another coordinator has taken over), so
@@ -12,13 +15,17 @@ the whole send stops and the new coordinator finishes the job.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable, Sequence, TypeVar
 
+from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
 
-__all__ = ["MARKER_FENCED", "MARKER_RETRIABLE", "MarkerAnswers", "judge_answers", "plan_round"]
+__all__ = [
+    "MARKER_FENCED", "MARKER_RETRIABLE", "MarkerAnswers", "MarkerEntry", "judge_answers",
+    "marker_answers", "marker_request", "next_batch", "plan_round",
+]
 
 E = ErrorCode
 
@@ -71,3 +78,57 @@ def judge_answers(answers: dict[TopicPartition, int]) -> MarkerAnswers:
             # UNSUPPORTED_FOR_MESSAGE_FORMAT, CORRUPT_MESSAGE and the like.
             out.given_up[tp] = code
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerEntry:
+    """One transaction's markers for the partitions one broker leads."""
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+T = TypeVar("T")
+
+
+def next_batch(queue: Sequence[tuple[MarkerEntry, T]]
+               ) -> tuple[list[tuple[MarkerEntry, T]], list[tuple[MarkerEntry, T]]]:
+    """The queued entries that go in the next request, and the rest, both in queue order.
+    The answers name only the producer id, so one producer id per request."""
+    batch: list[tuple[MarkerEntry, T]] = []
+    rest: list[tuple[MarkerEntry, T]] = []
+    producers: set[int] = set()
+    for item in queue:
+        if item[0].producer_id in producers:
+            rest.append(item)
+        else:
+            producers.add(item[0].producer_id)
+            batch.append(item)
+    return batch, rest
+
+
+def marker_request(entries: Sequence[MarkerEntry]) -> Any:
+    cls = messages.WriteTxnMarkersRequest
+    markers = []
+    for e in entries:
+        by_topic: dict[str, list[int]] = {}
+        for tp in e.partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        markers.append(cls.WritableTxnMarker(
+            producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+            transaction_result=e.committed, coordinator_epoch=e.coordinator_epoch,
+            topics=[cls.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()]))
+    return cls(markers=markers)
+
+
+def marker_answers(entries: Sequence[MarkerEntry], response: Any) -> list[dict[TopicPartition, int]]:
+    """Each entry's answer per partition; a partition the response leaves out counts as
+    UNKNOWN_SERVER_ERROR (tried again)."""
+    codes: dict[tuple[int, TopicPartition], int] = {
+        (m.producer_id, TopicPartition(t.name, p.partition_index)): p.error_code
+        for m in response.markers for t in m.topics for p in t.partitions}
+    return [{tp: codes.get((e.producer_id, tp), E.UNKNOWN_SERVER_ERROR) for tp in e.partitions}
+            for e in entries]

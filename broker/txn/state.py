@@ -39,6 +39,7 @@ Rule source: apache/kafka ``core/.../coordinator/transaction/TransactionMetadata
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 
@@ -121,6 +122,14 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     txn_start_timestamp_ms: int
     txn_last_update_timestamp_ms: int
+
+    def then_add_partitions(self, added: frozenset[TopicPartition], now_ms: int) -> "TxnTransit":
+        """The Ongoing that AddPartitionsToTxn at ``now_ms`` makes of this Complete* state
+        (what ``prepare_add_partitions`` gives once this transit is completed)."""
+        assert self.state in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
+        return dataclasses.replace(self, state=TransactionState.ONGOING, partitions=added,
+                                   txn_start_timestamp_ms=now_ms,
+                                   txn_last_update_timestamp_ms=now_ms)
 
     def log_value(self) -> TransactionLogValue:
         return TransactionLogValue(

@@ -36,6 +36,32 @@ def _fetch(cluster, node: int, group: str, topic: str) -> tuple[int, int]:
     return p.committed_offset, p.error_code
 
 
+def _begin_offsets_transaction(cluster, tid: str, group: str) -> messages.InitProducerIdResponse:
+    """InitProducerId for ``tid`` and AddOffsetsToTxn for ``group``, raw, at the
+    transactional id's coordinator."""
+    def txn_coordinator() -> int | None:
+        resp = roundtrip(live_brokers(cluster)[0].port, ApiKey.FIND_COORDINATOR, 4,
+                         messages.FindCoordinatorRequest(key_type=1, coordinator_keys=[tid]))
+        (c,) = resp.coordinators
+        return c.node_id if c.error_code == E.NONE else None
+    node = wait_until(txn_coordinator, 30, "a transaction coordinator")
+
+    def init() -> messages.InitProducerIdResponse | None:
+        resp = roundtrip(_port(cluster, node), ApiKey.INIT_PRODUCER_ID, 4,
+                         messages.InitProducerIdRequest(transactional_id=tid,
+                                                        transaction_timeout_ms=60_000,
+                                                        producer_id=-1, producer_epoch=-1))
+        return resp if resp.error_code == E.NONE else None
+    pid = wait_until(init, 30, "InitProducerId")
+    added = roundtrip(_port(cluster, node), ApiKey.ADD_OFFSETS_TO_TXN, 3,
+                      messages.AddOffsetsToTxnRequest(transactional_id=tid,
+                                                      producer_id=pid.producer_id,
+                                                      producer_epoch=pid.producer_epoch,
+                                                      group_id=group))
+    assert added.error_code == E.NONE
+    return pid
+
+
 def test_pending_txn_offsets_are_unstable_and_survive_a_coordinator_failover(cluster) -> None:
     topic, group = "txn-offsets", "txn-offsets-group"
     create_topic(cluster, topic, 1)
@@ -45,11 +71,9 @@ def test_pending_txn_offsets_are_unstable_and_survive_a_coordinator_failover(clu
     finally:
         admin.close()
     coordinator = wait_until(lambda: find_coordinator(cluster, group), 30, "a coordinator")
-    pid = roundtrip(_port(cluster, coordinator), ApiKey.INIT_PRODUCER_ID, 4,
-                    messages.InitProducerIdRequest(transactional_id=None,
-                                                   transaction_timeout_ms=60_000,
-                                                   producer_id=-1, producer_epoch=-1))
-    assert pid.error_code == E.NONE
+    # A real transaction holding the group's offsets partition: TxnOffsetCommit is verified
+    # with the transaction coordinator first (KIP-890, Kafka 3.8+).
+    pid = _begin_offsets_transaction(cluster, "tx", group)
     T = messages.TxnOffsetCommitRequest
     resp = roundtrip(_port(cluster, coordinator), ApiKey.TXN_OFFSET_COMMIT, 3, T(
         transactional_id="tx", group_id=group, producer_id=pid.producer_id,

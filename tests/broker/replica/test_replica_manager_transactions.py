@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import uuid
 
+import pytest
+
 from broker.log import FileStorage, LogCleaner, LogManager
 from broker.log.transaction_index import AbortedTxn
 from broker.replica_manager import (
@@ -329,3 +331,94 @@ def test_the_driver_tells_marker_subscribers_before_the_append_returns(tmp_path)
     refused = driver.append_txn_marker(TP, 10, 0, False, coordinator_epoch=-5)
     assert refused.error_code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
     assert len(heard) == 1, "a refused marker is not heard"
+
+
+# ------------------------------------------------------------ the cleaner and markers
+# Each row: a log (d = transactional record of a producer, n = a plain record, C / A = its
+# COMMIT / ABORT marker), then the markers left after the first pass, after the pass that
+# gives removable markers their delete horizon, and after the horizon; and the values a
+# read_committed consumer sees at the end. Kafka's rule: a marker goes once no record of
+# its transaction is left before it, and delete.retention.ms after that was first seen.
+MARKER_ROWS = [
+    # a committed record that stays keeps its COMMIT marker for ever
+    ("C kept while its record lives", [("d", 10, "k", "a"), ("C", 10)],
+     ["C10"], ["C10"], ["C10"], ["k=a"]),
+    # the record is shadowed by a later plain one: pass 1 reads (and drops) it, so the
+    # marker stays; pass 2 finds no record of the transaction and sets the horizon
+    ("C goes after its record", [("d", 10, "k", "a"), ("C", 10), ("n", 0, "k", "b")],
+     ["C10"], ["C10"], [], ["k=b"]),
+    # the same producer's next transaction shadows the first: only the first marker goes
+    ("two transactions, first shadowed",
+     [("d", 10, "k", "a"), ("C", 10), ("d", 10, "k", "b"), ("C", 10)],
+     ["C10", "C10"], ["C10", "C10"], ["C10"], ["k=b"]),
+    # interleaved producers: each marker judged by its own producer's records
+    ("interleaved producers",
+     [("d", 10, "k", "a"), ("d", 11, "j", "b"), ("C", 11), ("C", 10), ("n", 0, "k", "c")],
+     ["C11", "C10"], ["C11", "C10"], ["C11"], ["j=b", "k=c"]),
+    # an ABORT's data is dropped with the first pass, its marker after the horizon
+    ("abort", [("n", 0, "k", "a"), ("d", 10, "k", "x"), ("A", 10)],
+     ["A10"], ["A10"], [], ["k=a"]),
+    # abort then commit by one producer, the committed record shadowed later
+    ("abort then commit, shadowed",
+     [("d", 10, "k", "x"), ("A", 10), ("d", 10, "k", "b"), ("C", 10), ("n", 0, "k", "c")],
+     ["A10", "C10"], ["A10", "C10"], [], ["k=c"]),
+    # a plain (non-transactional) batch of the producer id does not hold a marker
+    ("idempotent batch of the same id",
+     [("d", 10, "k", "a"), ("C", 10), ("n", 10, "k", "b")],
+     ["C10"], ["C10"], [], ["k=b"]),
+]
+
+
+def _markers(plog) -> list[str]:
+    from clients.records import ControlRecordType
+    return [("C" if b.records[0].control_type is ControlRecordType.COMMIT else "A")
+            + str(b.header.producer_id) for b in _batches(plog) if b.header.is_control]
+
+
+@pytest.mark.parametrize("name,entries,after_first,after_second,at_horizon,visible", MARKER_ROWS,
+                         ids=[r[0] for r in MARKER_ROWS])
+def test_the_cleaner_removes_markers_as_kafkas(tmp_path, name, entries, after_first, after_second,
+                                               at_horizon, visible) -> None:
+    props = {**SMALL_SEGMENTS, "log.cleanup.policy": "compact"}
+    core, meta = leader(tmp_path, props)
+    seqs: dict[int, int] = {}
+
+    def keyed(pid: int, key: str, value: str, txn: bool) -> bytes:
+        seq = seqs.get(pid, 0) if pid >= 0 else -1
+        if pid >= 0:
+            seqs[pid] = seq + 1
+        return bytes(build_batch([Record(0, 1_000, key.encode(), value.encode() + b"." * 60)],
+                                 producer_id=pid if pid > 0 else -1, producer_epoch=0,
+                                 base_sequence=seq if pid > 0 else -1, is_transactional=txn))
+    for kind, pid, *kv in entries:
+        if kind in "dn":
+            append(core, keyed(pid, kv[0], kv[1], txn=kind == "d"))
+        else:
+            marker(core, pid, committed=kind == "C")
+    for i in range(3):                  # the markers leave the active segment
+        append(core, keyed(0, f"f{i}", "filler", txn=False))
+    plog = core.partitions[TP].log
+    lso = core.last_stable_offset_of("t", 0)
+    assert lso == plog.log_end_offset   # nothing open
+    cleaner = LogCleaner(plog.storage)
+    now = 10_000
+    horizon = now + plog.config.delete_retention_ms
+    cleaner.clean(plog, lso, now)
+    assert _markers(plog) == after_first
+    cleaner.clean(plog, lso, now)
+    assert _markers(plog) == after_second
+    cleaner.clean(plog, lso, horizon - 1)
+    assert _markers(plog) == after_second, "kept until the horizon"
+    cleaner.clean(plog, lso, horizon)
+    assert _markers(plog) == at_horizon
+    values = [f"{r.key.decode()}={r.value.rstrip(b'.').decode()}" for r in
+              (r for b in _batches(plog) if not b.header.is_control for r in b.records)
+              if not r.key.startswith(b"f")]
+    assert sorted(values) == sorted(visible)
+    # Nothing left half-open: a producer state rebuilt from what remains, or a restart
+    # from the snapshots the cleaner left, has no transaction open.
+    assert ReplicaManager._rebuild_producer_state(plog).first_unstable_offset() is None
+    if not any(m.startswith("A") for m in at_horizon):
+        assert plog.collect_aborted_transactions(0, plog.log_end_offset) == []
+    again = reopen(core, str(tmp_path / "b1"), meta, props=props)
+    assert again.last_stable_offset_of("t", 0) == again.partitions[TP].log.log_end_offset

@@ -75,11 +75,10 @@ def test_commit_writes_prepare_answers_then_markers_then_complete() -> None:
             marker.partitions) == (pid, epoch, True, 5, {T0, T1, U0})
     md = h.core.transaction("txn")
     assert md.state is S.PREPARE_COMMIT and h.log[-1].value.state_id == S.PREPARE_COMMIT.value
-    # Until the markers are written: a retried commit waits, an abort is refused, a new
-    # transaction must wait.
+    # Until the markers are written: a retried commit waits, an abort is refused (a new
+    # transaction's AddPartitionsToTxn is held: the tests below).
     assert h.end(pid, epoch, True).error_code == E.CONCURRENT_TRANSACTIONS
     assert h.end(pid, epoch, False).error_code == E.INVALID_TXN_STATE
-    assert add_errors(h.add(pid, epoch, T0)) == {T0: E.CONCURRENT_TRANSACTIONS}
     assert h.core.markers_wanted("txn", pid, epoch, 5)
     h.auto_ack = True
     h.markers_written()
@@ -335,3 +334,102 @@ def test_idle_ids_expire_with_a_tombstone() -> None:
     assert h.core.transaction("idle") is None
     assert h.log[-1].transactional_id == "idle" and h.log[-1].value is None
     assert h.core.transaction("txn") is not None              # ongoing: never expired here
+
+
+# ------------------------------------------------------------ held AddPartitionsToTxn
+
+def _committing(h: Harness) -> tuple[int, int]:
+    """A transaction whose PrepareCommit is durable and whose markers are not yet written."""
+    pid, epoch = _begin(h, T0)
+    assert h.end(pid, epoch, True).error_code == E.NONE
+    assert h.core.transaction("txn").state is S.PREPARE_COMMIT
+    return pid, epoch
+
+
+def _add_token(h: Harness, pid: int, epoch: int, *tps: TopicPartition) -> int:
+    R = messages.AddPartitionsToTxnRequest
+    return h.call_token("handle_add_partitions_to_txn", R(
+        v3_and_below_transactional_id="txn", v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=tp.topic, partitions=[tp.partition])
+                             for tp in tps]), 3)
+
+
+def test_the_next_transactions_add_is_held_until_the_previous_one_is_complete() -> None:
+    h = Harness()
+    pid, epoch = _committing(h)
+    token = _add_token(h, pid, epoch, T1)
+    assert token not in h.answers                       # not CONCURRENT_TRANSACTIONS
+    assert h.poll() <= h.config.add_partitions_hold_ms
+    h.auto_ack = False
+    h.markers_written()
+    # CompleteCommit and the next transaction's Ongoing: one batch, one replicated write.
+    append, = h.appends
+    assert [(r.value.state_id, r.value.partitions) for r in append.records] == \
+        [(S.COMPLETE_COMMIT.value, frozenset()), (S.ONGOING.value, {T1})]
+    assert token not in h.answers
+    h.ack()
+    assert add_errors(h.answers[token]) == {T1: E.NONE}
+    md = h.core.transaction("txn")
+    assert (md.state, md.partitions, md.pending_state) == (S.ONGOING, {T1}, None)
+    assert md.txn_start_timestamp_ms == h.now
+    # What a new coordinator loads from the log is what this one holds.
+    image = TransactionLogImage()
+    for record in h.log:
+        image.replay(record)
+    reloaded = Harness(image=image)
+    assert reloaded.core.transaction("txn") == md
+
+
+def test_a_failed_merged_write_holds_the_add_again_and_retries_the_complete() -> None:
+    h = Harness()
+    pid, epoch = _committing(h)
+    token = _add_token(h, pid, epoch, T1)
+    h.auto_ack = False
+    h.markers_written()
+    h.ack(E.NOT_ENOUGH_REPLICAS)
+    md = h.core.transaction("txn")
+    assert (md.state, md.pending_state) == (S.PREPARE_COMMIT, None) and token not in h.answers
+    h.now += COMPLETE_RETRY_BACKOFF_MS
+    h.poll()                                            # Complete* again, the add with it
+    assert len(h.appends[0].records) == 2
+    h.ack()
+    assert add_errors(h.answers[token]) == {T1: E.NONE}
+    assert (md.state, md.partitions) == (S.ONGOING, {T1})
+
+
+def test_a_held_add_answers_concurrent_transactions_at_its_deadline() -> None:
+    h = Harness(TransactionConfig(transaction_state_log_num_partitions=1,
+                                  add_partitions_hold_ms=500))
+    pid, epoch = _committing(h)
+    token = _add_token(h, pid, epoch, T1)
+    h.now += 499
+    assert h.poll() == 1 and token not in h.answers
+    h.now += 1
+    h.poll()
+    assert add_errors(h.answers[token]) == {T1: E.CONCURRENT_TRANSACTIONS}
+    h.markers_written()                                 # answered once only (the harness checks)
+    assert h.core.transaction("txn").state is S.COMPLETE_COMMIT
+
+
+def test_held_adds_are_answered_in_order_and_unloading_answers_them() -> None:
+    h = Harness()
+    pid, epoch = _committing(h)
+    first = _add_token(h, pid, epoch, T1)
+    second = h.call_token("handle_add_offsets_to_txn", messages.AddOffsetsToTxnRequest(
+        transactional_id="txn", producer_id=pid, producer_epoch=epoch, group_id="g"), 3)
+    h.auto_ack = False
+    h.markers_written()
+    h.ack()                                  # CompleteCommit + the first add's Ongoing
+    assert add_errors(h.answers[first]) == {T1: E.NONE} and second not in h.answers
+    h.ack()                                  # the second's own write
+    assert h.answers[second].error_code == E.NONE
+    assert {tp.topic for tp in h.core.transaction("txn").partitions} == {"t", "__consumer_offsets"}
+    # A zombie's add is not held: it is fenced at once, even while the id is busy.
+    h.auto_ack = True
+    assert h.end(pid, epoch, True).error_code == E.NONE
+    assert add_errors(h.add(pid, epoch + 1, T0)) == {T0: E.PRODUCER_FENCED}
+    # Unloading the partition answers what is held with NOT_COORDINATOR.
+    held = _add_token(h, pid, epoch, T0)
+    h.run(h.core.unload_partition(0, h.now))
+    assert add_errors(h.answers[held]) == {T0: E.NOT_COORDINATOR}

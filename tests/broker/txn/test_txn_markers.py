@@ -3,6 +3,7 @@ mean (pure)."""
 from __future__ import annotations
 
 from broker.txn.markers import judge_answers, plan_round
+from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 from tests.metadata_log.builders import image_of, partition, register, topic
@@ -29,3 +30,27 @@ def test_answers_are_written_retried_given_up_or_fenced() -> None:
     fenced = judge_answers({A0: E.NONE, A1: E.TRANSACTION_COORDINATOR_FENCED,
                             A2: E.INVALID_PRODUCER_EPOCH})
     assert fenced.fenced == {A1: E.TRANSACTION_COORDINATOR_FENCED, A2: E.INVALID_PRODUCER_EPOCH}
+
+
+def test_transactions_for_one_broker_share_a_request_one_producer_id_each() -> None:
+    from broker.txn.markers import MarkerEntry, marker_answers, marker_request, next_batch
+    a = MarkerEntry(7, 0, True, 3, (A0, A1))
+    b = MarkerEntry(8, 2, False, 3, (B0,))
+    a_again = MarkerEntry(7, 1, False, 3, (A2,))        # the same producer: next request
+    batch, rest = next_batch([(a, "fa"), (a_again, "fa2"), (b, "fb")])
+    assert batch == [(a, "fa"), (b, "fb")] and rest == [(a_again, "fa2")]
+    req = marker_request([a, b])
+    assert [(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+             [(t.name, t.partition_indexes) for t in m.topics]) for m in req.markers] == \
+        [(7, 0, True, 3, [("a", [0, 1])]), (8, 2, False, 3, [("b", [0])])]
+    R = messages.WriteTxnMarkersResponse
+    resp = R(markers=[
+        R.WritableTxnMarkerResult(producer_id=8, topics=[R.WritableTxnMarkerTopicResult(
+            name="b", partitions=[R.WritableTxnMarkerPartitionResult(
+                partition_index=0, error_code=E.NOT_LEADER_OR_FOLLOWER)])]),
+        R.WritableTxnMarkerResult(producer_id=7, topics=[R.WritableTxnMarkerTopicResult(
+            name="a", partitions=[R.WritableTxnMarkerPartitionResult(
+                partition_index=0, error_code=E.NONE)])])])
+    # Matched by producer id, whatever the order; a partition left out is tried again.
+    assert marker_answers([a, b], resp) == [{A0: E.NONE, A1: E.UNKNOWN_SERVER_ERROR},
+                                            {B0: E.NOT_LEADER_OR_FOLLOWER}]

@@ -122,3 +122,56 @@ def test_produce_outside_the_transaction_is_refused_and_not_appended(cluster) ->
             name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
     assert resp.responses[0].partition_responses[0].error_code == E.INVALID_TXN_STATE
     assert high_watermarks(cluster, TOPIC, [0])[0] == before
+
+
+def test_txn_offset_commit_is_verified_with_the_transaction_coordinator(cluster) -> None:
+    """KIP-890 for offsets (Kafka 3.8+): TxnOffsetCommit before AddOffsetsToTxn put the
+    group's offsets partition in the transaction is refused (INVALID_TXN_STATE for v3,
+    TRANSACTION_ABORTABLE for v4) and nothing is stored; after it, the offsets commit with
+    the transaction."""
+    port = _port(cluster)
+    tid, group = "offsets-1", "g-verify"
+    _find_transaction_coordinator(port, tid)
+
+    def group_coordinator() -> messages.FindCoordinatorResponse | None:
+        resp = roundtrip(port, ApiKey.FIND_COORDINATOR, 4, messages.FindCoordinatorRequest(
+            key_type=0, coordinator_keys=[group]))
+        return resp if resp.coordinators[0].error_code == E.NONE else None
+    wait_until(group_coordinator, timeout_s=30, what="a group coordinator")
+
+    def init_producer_id() -> messages.InitProducerIdResponse | None:
+        resp = roundtrip(port, ApiKey.INIT_PRODUCER_ID, 4, messages.InitProducerIdRequest(
+            transactional_id=tid, transaction_timeout_ms=60_000, producer_id=-1,
+            producer_epoch=-1))
+        return resp if resp.error_code == E.NONE else None
+    init = wait_until(init_producer_id, timeout_s=30, what="InitProducerId")
+    pid, epoch = init.producer_id, init.producer_epoch
+    C = messages.TxnOffsetCommitRequest
+
+    def commit(offset: int, version: int) -> int:
+        resp = roundtrip(port, ApiKey.TXN_OFFSET_COMMIT, version, C(
+            transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+            generation_id=-1, member_id="", group_instance_id=None, topics=[
+                C.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                    C.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                      committed_leader_epoch=-1,
+                                                      committed_metadata="")])]))
+        return resp.topics[0].partitions[0].error_code
+
+    def fetched() -> int:
+        resp = roundtrip(port, ApiKey.OFFSET_FETCH, 5, messages.OffsetFetchRequest(
+            group_id=group, topics=[messages.OffsetFetchRequest.OffsetFetchRequestTopic(
+                name=TOPIC, partition_indexes=[0])]))
+        return resp.topics[0].partitions[0].committed_offset
+
+    assert commit(5, 3) == E.INVALID_TXN_STATE
+    assert commit(5, 4) == E.TRANSACTION_ABORTABLE
+    add = roundtrip(port, ApiKey.ADD_OFFSETS_TO_TXN, 3, messages.AddOffsetsToTxnRequest(
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group))
+    assert add.error_code == E.NONE
+    assert commit(7, 3) == E.NONE
+    end = roundtrip(port, ApiKey.END_TXN, 3, messages.EndTxnRequest(
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True))
+    assert end.error_code == E.NONE
+    # The refused offset 5 was never stored: the committed one is 7, once the marker lands.
+    wait_until(lambda: fetched() == 7 or None, timeout_s=30, what="the committed offset")

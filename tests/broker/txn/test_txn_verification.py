@@ -1,8 +1,10 @@
-"""KIP-890 leader-side verification guards (pure), and the Produce errors a failed
-verification becomes."""
+"""KIP-890 leader-side verification guards (pure), and the Produce and TxnOffsetCommit
+errors a failed verification becomes."""
 from __future__ import annotations
 
-from broker.txn.driver import produce_verification_error
+import pytest
+
+from broker.txn.driver import produce_verification_error, txn_offset_commit_verification_error
 from broker.txn.verification import VerificationState
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
@@ -66,3 +68,25 @@ def test_produce_errors_are_kafkas() -> None:
     assert produce_verification_error(E.TRANSACTION_ABORTABLE, 10) == E.INVALID_TXN_STATE
     assert produce_verification_error(E.TRANSACTION_ABORTABLE, 11) == E.TRANSACTION_ABORTABLE
     assert produce_verification_error(E.INVALID_PRODUCER_ID_MAPPING, 9) == E.INVALID_PRODUCER_ID_MAPPING
+
+
+# (coordinator's answer, TxnOffsetCommit version, what the committer hears): Kafka's
+# AddPartitionsToTxnManager then GroupMetadataManager.maybeConvertOffsetCommitError.
+OFFSET_COMMIT_ROWS = [
+    (E.TRANSACTION_ABORTABLE, 3, E.INVALID_TXN_STATE),     # not added: older clients
+    (E.TRANSACTION_ABORTABLE, 4, E.TRANSACTION_ABORTABLE),
+    (E.PRODUCER_FENCED, 3, E.INVALID_PRODUCER_EPOCH),
+    (E.NETWORK_EXCEPTION, 3, E.COORDINATOR_LOAD_IN_PROGRESS),
+    (E.NOT_ENOUGH_REPLICAS, 4, E.COORDINATOR_NOT_AVAILABLE),
+    (E.UNKNOWN_TOPIC_OR_PARTITION, 4, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_LEADER_OR_FOLLOWER, 4, E.NOT_COORDINATOR),
+    (E.CONCURRENT_TRANSACTIONS, 4, E.CONCURRENT_TRANSACTIONS),
+    (E.COORDINATOR_NOT_AVAILABLE, 2, E.COORDINATOR_NOT_AVAILABLE),
+    (E.INVALID_PRODUCER_ID_MAPPING, 4, E.INVALID_PRODUCER_ID_MAPPING),
+    (E.INVALID_TXN_STATE, 4, E.INVALID_TXN_STATE),
+]
+
+
+@pytest.mark.parametrize("code,version,expected", OFFSET_COMMIT_ROWS)
+def test_txn_offset_commit_errors_are_kafkas(code: int, version: int, expected: int) -> None:
+    assert txn_offset_commit_verification_error(code, version) == expected
