@@ -539,7 +539,7 @@ class KafkaApis:
                 if tp in unverified:
                     results[key] = (unverified[tp], -1, -1, -1, None, ())
                     continue
-                result = self.replicas.append(tp, p.records, acks)
+                result = self.replicas.append(tp, p.records, acks, received_ns=client.received_ns)
                 results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
                                 result.log_start_offset, result.error_message, result.record_errors)
                 self.metrics.record_produce(topic.name, result.error_code, result.records_appended,
@@ -662,6 +662,10 @@ class KafkaApis:
             if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
             await self.replicas.wait_for_data(readable, deadline - loop.time())
+        if replica_id < 0:
+            # Issue 22's latency trace: told when this answer carries a traced batch.
+            client.after_write = self.replicas.consumer_answered(
+                (tp, p.fetch_offset, r) for _, tp, p, r in results if tp is not None)
         by_topic: dict[Any, list] = {}
         leaders: dict[int, Any] = {}
         fetched = 0

@@ -171,7 +171,8 @@ def _scram_lookup(credentials: ScramLookup, mechanism: ScramMechanism, user: str
 
 class ClientInfo:
     __slots__ = ("host", "port", "connection_id", "client_id", "client_software_name",
-                 "client_software_version", "principal", "listener_name")
+                 "client_software_version", "principal", "listener_name", "received_ns",
+                 "after_write")
 
     def __init__(self, host: str, port: int, connection_id: int,
                  listener_name: str = "PLAINTEXT") -> None:
@@ -186,6 +187,12 @@ class ClientInfo:
         self.client_software_version: str | None = None
         # Who the listener authenticated (issue 16); ANONYMOUS on a plaintext listener.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # time.monotonic_ns() of the socket read that completed the request being handled
+        # (the connection is served one request at a time: the wait behind earlier ones
+        # counts from here); and what to call once its response is written (issue 22's
+        # latency trace), cleared after the call.
+        self.received_ns = 0
+        self.after_write: Callable[[], None] | None = None
 
 
 class FileRegion:
@@ -298,6 +305,7 @@ class KafkaServer:
                 data = await reader.read(READ_CHUNK_BYTES)
                 if not data:
                     return
+                client.received_ns = time.monotonic_ns()
                 conn.receive_data(data)
                 while True:
                     if auth is not None and auth.expects_legacy_token:
@@ -340,6 +348,9 @@ class KafkaServer:
                         api_key, correlation_id = event.header.api_key, event.header.correlation_id
                     version, body = answer
                     await self._write(writer, conn.send(api_key, version, correlation_id, body))
+                    if client.after_write is not None:
+                        written, client.after_write = client.after_write, None
+                        written()
                     throttle_ms = getattr(body, "throttle_time_ms", 0)
                     if throttle_ms > 0:
                         # KIP-219: the response went out at once; the connection reads
