@@ -555,6 +555,11 @@ class KafkaApis:
                 await asyncio.sleep(throttle_ms / 1000)     # no response to carry it: mute
             return None
         if waits:
+            if not throttle_ms:
+                # The appends are done: the connection's next Produce may start (its
+                # response still follows this one's; quorum/network.py). A throttled
+                # client's connection stays muted instead (KIP-219).
+                client.allow_next_request()
             codes = await asyncio.gather(*(
                 self.replicas.await_replication(tp, required, req.timeout_ms) for _, tp, required in waits))
             for (key, _, _), code in zip(waits, codes):
