@@ -560,8 +560,8 @@ class KafkaApis:
                 # response still follows this one's; quorum/network.py). A throttled
                 # client's connection stays muted instead (KIP-219).
                 client.allow_next_request()
-            codes = await asyncio.gather(*(
-                self.replicas.await_replication(tp, required, req.timeout_ms) for _, tp, required in waits))
+            codes = await self.replicas.await_replications(
+                [(tp, required) for _, tp, required in waits], req.timeout_ms)
             for (key, _, _), code in zip(waits, codes):
                 if code != ErrorCode.NONE:
                     results[key] = (code,) + results[key][1:]

@@ -195,21 +195,44 @@ class ReplicaDriver:
 
     async def await_replication(self, tp: TopicPartition, required_offset: int, timeout_ms: int) -> int:
         """acks=all: wait until the HW passes ``required_offset``; the error code."""
-        token = next(self._tokens)
-        waiter = asyncio.get_running_loop().create_future()
-        self._produce_waiters[token] = waiter
+        return (await self.await_replications([(tp, required_offset)], timeout_ms))[0]
+
+    async def await_replications(self, waits: list[tuple[TopicPartition, int]], timeout_ms: int) -> list[int]:
+        """acks=all for one request's partitions: all parked at once (one deadline), then
+        awaited in this coroutine (no task per partition); the error codes, in order."""
+        loop = asyncio.get_running_loop()
         deadline = self.now_ms() + timeout_ms
-        if not self.run(lambda core: core.await_replication(tp, token, required_offset, deadline)):
-            self._produce_waiters.pop(token, None)
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        parked: list[tuple[int, asyncio.Future | None]] = []
+        for tp, required_offset in waits:
+            token = next(self._tokens)
+            waiter = loop.create_future()
+            self._produce_waiters[token] = waiter
+            if self.run(lambda core: core.await_replication(tp, token, required_offset, deadline)):
+                parked.append((token, waiter))
+            else:
+                self._produce_waiters.pop(token, None)
+                parked.append((token, None))
+        # The core times the waits out (REQUEST_TIMED_OUT); this bound only guards a bug.
+        guard = loop.call_later(timeout_ms / 1000 + 5.0, self._time_out_waiters, [t for t, _ in parked])
+        codes = []
         try:
-            # The core times the wait out (REQUEST_TIMED_OUT); this bound only guards a bug.
-            code = await asyncio.wait_for(waiter, timeout_ms / 1000 + 5.0)
-            self.tracer.produce_acked(tp, required_offset, time.monotonic_ns())
-            return code
-        except asyncio.TimeoutError:
-            self._produce_waiters.pop(token, None)
-            return ErrorCode.REQUEST_TIMED_OUT
+            for (tp, required_offset), (_, waiter) in zip(waits, parked):
+                if waiter is None:
+                    codes.append(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    continue
+                codes.append(await waiter)
+                self.tracer.produce_acked(tp, required_offset, time.monotonic_ns())
+        finally:
+            guard.cancel()
+            for token, _ in parked:
+                self._produce_waiters.pop(token, None)
+        return codes
+
+    def _time_out_waiters(self, tokens: list[int]) -> None:
+        for token in tokens:
+            waiter = self._produce_waiters.pop(token, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(ErrorCode.REQUEST_TIMED_OUT)
 
     def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> int:
         """AlterReplicaLogDirs for one replica; the error code."""

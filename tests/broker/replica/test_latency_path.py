@@ -17,7 +17,7 @@ from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ReplicaManager
 from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode
-from clients.records import Record, build_batch
+from clients.records import Record, build_batch, read_batch_header
 from clients.types import TopicPartition
 from metadata_harness import Metadata
 
@@ -164,3 +164,28 @@ def test_the_driver_traces_a_batch_through_the_leader(tmp_path) -> None:
     flushed()
     assert seen == ["produce_queue", "leader_append", "follower_fetch", "follower_report",
                     "hw_advance", "consumer_fetch", "consumer_flush", "total"]
+
+
+def test_a_produce_is_stamped_in_place_in_its_own_frame(tmp_path) -> None:
+    """The request's records (a writable view into its frame) are not copied: the
+    leader's offsets and epoch land in those very bytes, which the log then holds."""
+    driver = leader_driver(tmp_path)
+    driver.append(TP, batch(3), acks=1)                       # read-only bytes: copied
+    frame = bytearray(b"header" + batch(2))
+    records = memoryview(frame)[6:]
+    result = driver.append(TP, records, acks=1)
+    assert result.error_code == ErrorCode.NONE and result.base_offset == 3
+    header = read_batch_header(frame, 6)
+    assert header.base_offset == 3 and header.partition_leader_epoch == 5
+    read = driver.read(TP, 3, 1 << 20, 5, replica_id=2, min_one_batch=True)
+    assert read.log is not None and read.records is not None
+    assert read.log.read_records_bytes(read.records) == bytes(records)
+
+
+def test_a_batch_failing_its_crc_is_refused_before_anything_changes(tmp_path) -> None:
+    driver = leader_driver(tmp_path)
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF
+    result = driver.append(TP, memoryview(corrupt), acks=-1)
+    assert result.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert driver.core.partitions[TP].log.log_end_offset == 0
