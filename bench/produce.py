@@ -22,7 +22,10 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
    per connection): the send time is in the value; a consumer in another process
    (fetch.wait.max.ms=100) measures receive - send (p50/p99). Beside it, the brokers' own
    request-time histograms over the run (kafka_network_requestmetrics_totaltimems):
-   Produce (append and the acks=all wait), FetchFollower and FetchConsumer.
+   Produce (append and the acks=all wait), FetchFollower and FetchConsumer; and the
+   per-stage breakdown of sampled batches (ketch_replication_stage_ms, stages named in
+   broker/latency_trace.py): queue, append, follower fetch, follower append, its next
+   fetch, HW, acks=all answer, consumer fetch, flush.
 4. Failover on a 1-partition RF-3 topic under a paced idempotent acks=all producer: SIGKILL
    of the leader -> the first write acknowledged by the new leader (the first offset of
    the new leader epoch, found in the log), and the same for SIGTERM (controlled shutdown).
@@ -57,6 +60,7 @@ import tempfile
 import threading
 import time
 import uuid
+from typing import Callable
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -357,7 +361,11 @@ def latency_consumer(bootstrap: str, topic: str, expected: int) -> None:
     print(json.dumps({"count": len(latencies_us), "latencies_us": latencies_us}), flush=True)
 
 
-def measure_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict:
+def measure_latency(bootstrap: str, topic: str, rate: int, seconds: float,
+                    on_warm: Callable[[], None] = lambda: None) -> dict:
+    """``on_warm``: called once the consumer has seen a warm-up record, before the paced
+    run (the brokers' histograms are read there, so the warm-up records, which the
+    consumer reads late from offset 0, stay out of the breakdown)."""
     from confluent_kafka import Producer
 
     expected = int(rate * seconds)
@@ -377,6 +385,7 @@ def measure_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> di
             line = proc.stdout.readline().decode().strip()
             if line == "READY" or proc.poll() is not None:
                 break
+        on_warm()
         # Paced in small bursts: each turn sends what is due by now, then waits ~1 ms.
         start = time.perf_counter()
         sent = 0
@@ -404,14 +413,15 @@ def measure_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> di
 # ------------------------------------------------------------------ broker-side breakdown
 
 
-def request_histograms(cluster: LocalCluster) -> dict[str, dict[str, float]]:
-    """Every broker's kafka_network_requestmetrics_totaltimems histogram, summed over the
-    brokers: {request: {"le=<bound>": count, "sum": ms, "count": n}}."""
+def request_histograms(cluster: LocalCluster, metric: str = "kafka_network_requestmetrics_totaltimems",
+                       label: str = "request") -> dict[str, dict[str, float]]:
+    """Every broker's ``metric`` histogram, summed over the brokers:
+    {<label value>: {"le=<bound>": count, "sum": ms, "count": n}}."""
     import re
     import urllib.request
     out: dict[str, dict[str, float]] = {}
-    pattern = re.compile(r'^kafka_network_requestmetrics_totaltimems_(bucket|sum|count)'
-                         r'\{(?:le="([^"]+)",)?request="([^"]+)"(?:,le="([^"]+)")?\} (\S+)$')
+    pattern = re.compile(rf'^{metric}_(bucket|sum|count)'
+                         rf'\{{(?:le="([^"]+)",)?{label}="([^"]+)"(?:,le="([^"]+)")?\}} (\S+)$')
     for b in cluster.spec.brokers:
         if not b.http_port:
             continue
@@ -429,6 +439,16 @@ def request_histograms(cluster: LocalCluster) -> dict[str, dict[str, float]]:
             series = out.setdefault(request, {})
             series[key] = series.get(key, 0.0) + float(value)
     return out
+
+
+def stage_histograms(cluster: LocalCluster) -> dict[str, dict[str, float]]:
+    """The brokers' sampled per-stage latency of the acks=all path (broker/latency_trace.py)."""
+    return request_histograms(cluster, "ketch_replication_stage_ms", "stage")
+
+
+# The order a traced batch goes through them (broker/latency_trace.py says what each is).
+STAGES = ("produce_queue", "leader_append", "follower_fetch", "follower_append", "follower_refetch",
+          "follower_report", "hw_advance", "produce_ack", "consumer_fetch", "consumer_flush", "total")
 
 
 def histogram_delta(before: dict, after: dict) -> dict[str, dict]:
@@ -605,6 +625,8 @@ def main() -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=9000, help="broker.session.timeout.ms")
     ap.add_argument("--skip-failover", action="store_true")
     ap.add_argument("--skip-large", action="store_true", help="skip the 500 KB-record run")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="only the end-to-end latency run (and failover unless skipped)")
     ap.add_argument("--dir", help="cluster directory (default: a temporary one, removed after)")
     ap.add_argument("--serve-sink", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--partitions", type=int, default=PARTITIONS, help=argparse.SUPPRESS)
@@ -642,80 +664,85 @@ def main() -> int:
         for t, r in (("rf1", 1), ("rf3", 3), ("latency", 3), ("failover", 3)):
             wait_in_sync(cluster, t, r)
 
-        # The sink runs while the (idle) cluster is up, and sink and cluster runs alternate,
-        # so that both see the same machine; the best of --repeats runs is compared, since
-        # on a shared machine anything else only ever makes a run slower.
-        sink, port = start_sink(PARTITIONS)
-        runs: dict[str, list[dict]] = {"sink_acks1": [], "acks1_rf1": [], "sink_acks_all": [], "acks_all_rf3": []}
-        for _ in range(args.repeats):
-            runs["sink_acks1"].append(measure_produce(f"127.0.0.1:{port}", "sink-a", "1", args.records))
-            runs["acks1_rf1"].append(measure_produce(bootstrap, "rf1", "1", args.records))
-            runs["sink_acks_all"].append(measure_produce(f"127.0.0.1:{port}", "sink-b", "all", args.records))
-            runs["acks_all_rf3"].append(measure_produce(bootstrap, "rf3", "all", args.records))
-        if not args.skip_large:
-            # Large records (issue 20): a client suite producing 500 KB records saw ~8 MB/s.
-            runs["sink_large"] = [measure_produce(f"127.0.0.1:{port}", "sink-c", "all",
-                                                  LARGE_RECORDS, LARGE_VALUE_BYTES)]
-            runs["large_acks_all_rf3"] = [measure_produce(bootstrap, "rf3", "all", LARGE_RECORDS,
-                                                          LARGE_VALUE_BYTES)]
-            disk_mb_per_s = measure_disk_writes(cluster.dir, 3 * LARGE_RECORDS, LARGE_VALUE_BYTES)
-        stop_process(sink)
-        sink = None
-        best = {k: max(v, key=lambda r: r["records_per_s"]) for k, v in runs.items()}
-        for k, v in runs.items():
-            best[k] = dict(best[k], runs_records_per_s=[r["records_per_s"] for r in v],
-                           median_records_per_s=round(statistics.median(r["records_per_s"] for r in v)))
-        sink_acks1, sink_acks_all = best["sink_acks1"], best["sink_acks_all"]
-        acks1, acks_all = best["acks1_rf1"], best["acks_all_rf3"]
-        acks1["ratio_to_sink"] = round(acks1["records_per_s"] / sink_acks1["records_per_s"], 3)
-        acks_all["ratio_to_sink"] = round(acks_all["records_per_s"] / sink_acks_all["records_per_s"], 3)
-        acks1["median_ratio_to_sink"] = round(acks1["median_records_per_s"] / sink_acks1["median_records_per_s"], 3)
-        acks_all["median_ratio_to_sink"] = round(
-            acks_all["median_records_per_s"] / sink_acks_all["median_records_per_s"], 3)
-        for label, r in (("protocol-only sink acks=1  ", sink_acks1), ("protocol-only sink acks=all", sink_acks_all)):
-            print(f"{label}: {r['records_per_s']:>9,} rec/s {r['mb_per_s']:>7} MB/s (best of {r['runs_records_per_s']})")
-        print(f"ketch acks=1   RF=1:        {acks1['records_per_s']:>9,} rec/s {acks1['mb_per_s']:>7} MB/s "
-              f"= {acks1['ratio_to_sink']} x sink (goal >= 0.7; medians: {acks1['median_ratio_to_sink']}; "
-              f"runs {acks1['runs_records_per_s']})")
-        print(f"ketch acks=all RF=3:        {acks_all['records_per_s']:>9,} rec/s {acks_all['mb_per_s']:>7} MB/s "
-              f"= {acks_all['ratio_to_sink']} x sink (goal >= 0.35; medians: {acks_all['median_ratio_to_sink']}; "
-              f"runs {acks_all['runs_records_per_s']})")
-        if not args.skip_large:
-            large, sink_large = best["large_acks_all_rf3"], best["sink_large"]
-            large["ratio_to_sink"] = round(large["mb_per_s"] / sink_large["mb_per_s"], 3)
-            disk_bound = round(disk_mb_per_s / 3, 2)
-            large["ratio_to_disk_bound"] = round(large["mb_per_s"] / disk_bound, 3)
-            print(f"large records ({LARGE_RECORDS} x {LARGE_VALUE_BYTES:,} B) acks=all RF=3: "
-                  f"{large['mb_per_s']} MB/s = {large['ratio_to_sink']} x the sink's "
-                  f"{sink_large['mb_per_s']} MB/s (goal >= 0.5); the disk took "
-                  f"{disk_mb_per_s} MB/s of 500 KB writes, so RF 3 is bounded by {disk_bound} MB/s: "
-                  f"{large['ratio_to_disk_bound']} x that bound")
-            result["large"] = {"sink": sink_large, "acks_all_rf3": large,
-                               "disk_write_mb_per_s": disk_mb_per_s}
-        result["sink"] = {"acks1": sink_acks1, "acks_all": sink_acks_all}
-        result["produce"] = {"acks1_rf1": acks1, "acks_all_rf3": acks_all}
-        in_topic = args.repeats * (args.records + 2000)
+        if not args.latency_only:
+            # The sink runs while the (idle) cluster is up, and sink and cluster runs alternate,
+            # so that both see the same machine; the best of --repeats runs is compared, since
+            # on a shared machine anything else only ever makes a run slower.
+            sink, port = start_sink(PARTITIONS)
+            runs: dict[str, list[dict]] = {"sink_acks1": [], "acks1_rf1": [], "sink_acks_all": [], "acks_all_rf3": []}
+            for _ in range(args.repeats):
+                runs["sink_acks1"].append(measure_produce(f"127.0.0.1:{port}", "sink-a", "1", args.records))
+                runs["acks1_rf1"].append(measure_produce(bootstrap, "rf1", "1", args.records))
+                runs["sink_acks_all"].append(measure_produce(f"127.0.0.1:{port}", "sink-b", "all", args.records))
+                runs["acks_all_rf3"].append(measure_produce(bootstrap, "rf3", "all", args.records))
+            if not args.skip_large:
+                # Large records (issue 20): a client suite producing 500 KB records saw ~8 MB/s.
+                runs["sink_large"] = [measure_produce(f"127.0.0.1:{port}", "sink-c", "all",
+                                                      LARGE_RECORDS, LARGE_VALUE_BYTES)]
+                runs["large_acks_all_rf3"] = [measure_produce(bootstrap, "rf3", "all", LARGE_RECORDS,
+                                                              LARGE_VALUE_BYTES)]
+                disk_mb_per_s = measure_disk_writes(cluster.dir, 3 * LARGE_RECORDS, LARGE_VALUE_BYTES)
+            stop_process(sink)
+            sink = None
+            best = {k: max(v, key=lambda r: r["records_per_s"]) for k, v in runs.items()}
+            for k, v in runs.items():
+                best[k] = dict(best[k], runs_records_per_s=[r["records_per_s"] for r in v],
+                               median_records_per_s=round(statistics.median(r["records_per_s"] for r in v)))
+            sink_acks1, sink_acks_all = best["sink_acks1"], best["sink_acks_all"]
+            acks1, acks_all = best["acks1_rf1"], best["acks_all_rf3"]
+            acks1["ratio_to_sink"] = round(acks1["records_per_s"] / sink_acks1["records_per_s"], 3)
+            acks_all["ratio_to_sink"] = round(acks_all["records_per_s"] / sink_acks_all["records_per_s"], 3)
+            acks1["median_ratio_to_sink"] = round(acks1["median_records_per_s"] / sink_acks1["median_records_per_s"], 3)
+            acks_all["median_ratio_to_sink"] = round(
+                acks_all["median_records_per_s"] / sink_acks_all["median_records_per_s"], 3)
+            for label, r in (("protocol-only sink acks=1  ", sink_acks1), ("protocol-only sink acks=all", sink_acks_all)):
+                print(f"{label}: {r['records_per_s']:>9,} rec/s {r['mb_per_s']:>7} MB/s (best of {r['runs_records_per_s']})")
+            print(f"ketch acks=1   RF=1:        {acks1['records_per_s']:>9,} rec/s {acks1['mb_per_s']:>7} MB/s "
+                  f"= {acks1['ratio_to_sink']} x sink (goal >= 0.7; medians: {acks1['median_ratio_to_sink']}; "
+                  f"runs {acks1['runs_records_per_s']})")
+            print(f"ketch acks=all RF=3:        {acks_all['records_per_s']:>9,} rec/s {acks_all['mb_per_s']:>7} MB/s "
+                  f"= {acks_all['ratio_to_sink']} x sink (goal >= 0.35; medians: {acks_all['median_ratio_to_sink']}; "
+                  f"runs {acks_all['runs_records_per_s']})")
+            if not args.skip_large:
+                large, sink_large = best["large_acks_all_rf3"], best["sink_large"]
+                large["ratio_to_sink"] = round(large["mb_per_s"] / sink_large["mb_per_s"], 3)
+                disk_bound = round(disk_mb_per_s / 3, 2)
+                large["ratio_to_disk_bound"] = round(large["mb_per_s"] / disk_bound, 3)
+                print(f"large records ({LARGE_RECORDS} x {LARGE_VALUE_BYTES:,} B) acks=all RF=3: "
+                      f"{large['mb_per_s']} MB/s = {large['ratio_to_sink']} x the sink's "
+                      f"{sink_large['mb_per_s']} MB/s (goal >= 0.5); the disk took "
+                      f"{disk_mb_per_s} MB/s of 500 KB writes, so RF 3 is bounded by {disk_bound} MB/s: "
+                      f"{large['ratio_to_disk_bound']} x that bound")
+                result["large"] = {"sink": sink_large, "acks_all_rf3": large,
+                                   "disk_write_mb_per_s": disk_mb_per_s}
+            result["sink"] = {"acks1": sink_acks1, "acks_all": sink_acks_all}
+            result["produce"] = {"acks1_rf1": acks1, "acks_all_rf3": acks_all}
+            in_topic = args.repeats * (args.records + 2000)
 
-        consume_rf1 = measure_consume(bootstrap, "rf1", in_topic)
-        consume_rf3 = measure_consume(bootstrap, "rf3", in_topic)
-        # The fetch-only sink: the same consumer reading as many records from memory.
-        fetch_sink, fetch_port = start_sink(PARTITIONS, fetch_records=in_topic)
-        try:
-            consume_sink = measure_consume(f"127.0.0.1:{fetch_port}", FETCH_SINK_TOPIC, in_topic)
-        finally:
-            stop_process(fetch_sink)
-        for r in (consume_rf1, consume_rf3):
-            r["ratio_to_fetch_sink"] = round(r["records_per_s"] / max(consume_sink["records_per_s"], 1), 3)
-        print(f"fetch-only sink:      {consume_sink['records_per_s']:>9,} rec/s {consume_sink['mb_per_s']:>7} MB/s")
-        print(f"consumer RF=1 topic:  {consume_rf1['records_per_s']:>9,} rec/s {consume_rf1['mb_per_s']:>7} MB/s "
-              f"= {consume_rf1['ratio_to_fetch_sink']} x the fetch-only sink (goal >= 0.7)")
-        print(f"consumer RF=3 topic:  {consume_rf3['records_per_s']:>9,} rec/s {consume_rf3['mb_per_s']:>7} MB/s "
-              f"= {consume_rf3['ratio_to_fetch_sink']} x the fetch-only sink")
-        result["consume"] = {"rf1": consume_rf1, "rf3": consume_rf3, "fetch_sink": consume_sink}
+            consume_rf1 = measure_consume(bootstrap, "rf1", in_topic)
+            consume_rf3 = measure_consume(bootstrap, "rf3", in_topic)
+            # The fetch-only sink: the same consumer reading as many records from memory.
+            fetch_sink, fetch_port = start_sink(PARTITIONS, fetch_records=in_topic)
+            try:
+                consume_sink = measure_consume(f"127.0.0.1:{fetch_port}", FETCH_SINK_TOPIC, in_topic)
+            finally:
+                stop_process(fetch_sink)
+            for r in (consume_rf1, consume_rf3):
+                r["ratio_to_fetch_sink"] = round(r["records_per_s"] / max(consume_sink["records_per_s"], 1), 3)
+            print(f"fetch-only sink:      {consume_sink['records_per_s']:>9,} rec/s {consume_sink['mb_per_s']:>7} MB/s")
+            print(f"consumer RF=1 topic:  {consume_rf1['records_per_s']:>9,} rec/s {consume_rf1['mb_per_s']:>7} MB/s "
+                  f"= {consume_rf1['ratio_to_fetch_sink']} x the fetch-only sink (goal >= 0.7)")
+            print(f"consumer RF=3 topic:  {consume_rf3['records_per_s']:>9,} rec/s {consume_rf3['mb_per_s']:>7} MB/s "
+                  f"= {consume_rf3['ratio_to_fetch_sink']} x the fetch-only sink")
+            result["consume"] = {"rf1": consume_rf1, "rf3": consume_rf3, "fetch_sink": consume_sink}
 
-        before = request_histograms(cluster)
-        latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds)
-        breakdown = histogram_delta(before, request_histograms(cluster))
+        snapshots: dict[str, dict] = {}
+
+        def warm() -> None:
+            snapshots["requests"], snapshots["stages"] = request_histograms(cluster), stage_histograms(cluster)
+        latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds, warm)
+        breakdown = histogram_delta(snapshots.get("requests", {}), request_histograms(cluster))
+        stages = histogram_delta(snapshots.get("stages", {}), stage_histograms(cluster))
         print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3: "
               f"p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, max {latency.get('max_ms')} ms "
               f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s)")
@@ -727,6 +754,14 @@ def main() -> int:
         print("  (Produce: arrival to answer, the acks=all wait for the ISR included; Fetch*: "
               "arrival to answer, long-poll wait included)")
         latency["broker_request_time"] = breakdown
+        print("  per stage (sampled batches, broker/latency_trace.py; follower_append/refetch: every "
+              "follower fetch that brought records):")
+        for name in STAGES:
+            b = stages.get(name)
+            if b:
+                print(f"    {name:<17} {b['requests']:>6,} samples, mean {b['mean_ms']:>7} ms, "
+                      f"p50 <= {b['p50_le_ms']} ms, p99 <= {b['p99_le_ms']} ms")
+        latency["stages"] = stages
         result["latency"] = latency
 
         if not args.skip_failover:
@@ -747,6 +782,9 @@ def main() -> int:
             tmp.cleanup()
 
     result["kafka_2014"] = KAFKA_2014
+    if args.latency_only:
+        print(json.dumps(result, separators=(",", ":")))
+        return 0
     print(f"for scale, Kafka 2014 (6-core machines): {KAFKA_2014['acks1_no_replication_records_per_s']:,} rec/s "
           f"acks=1 no replication, {KAFKA_2014['three_x_sync_replication_records_per_s']:,} rec/s 3x sync replication; "
           f"here: {result['produce']['acks1_rf1']['records_per_s']:,} and "

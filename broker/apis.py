@@ -553,7 +553,8 @@ class KafkaApis:
                     if refused is not None:
                         results[key] = (refused[0], -1, -1, -1, refused[1], ())
                         continue
-                result = self.replicas.append(tp, records, acks, reserved_gaps=reserved_gaps)
+                result = self.replicas.append(tp, records, acks, reserved_gaps=reserved_gaps,
+                                              received_ns=client.received_ns)
                 results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
                                 result.log_start_offset, result.error_message, result.record_errors)
                 self.metrics.record_produce(topic.name, result.error_code, result.records_appended,
@@ -569,8 +570,13 @@ class KafkaApis:
                 await asyncio.sleep(throttle_ms / 1000)     # no response to carry it: mute
             return None
         if waits:
-            codes = await asyncio.gather(*(
-                self.replicas.await_replication(tp, required, req.timeout_ms) for _, tp, required in waits))
+            if not throttle_ms:
+                # The appends are done: the connection's next Produce may start (its
+                # response still follows this one's; quorum/network.py). A throttled
+                # client's connection stays muted instead (KIP-219).
+                client.allow_next_request()
+            codes = await self.replicas.await_replications(
+                [(tp, required) for _, tp, required in waits], req.timeout_ms)
             for (key, _, _), code in zip(waits, codes):
                 if code != ErrorCode.NONE:
                     results[key] = (code,) + results[key][1:]
@@ -676,6 +682,10 @@ class KafkaApis:
             if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
             await self.replicas.wait_for_data(readable, deadline - loop.time())
+        if replica_id < 0:
+            # Issue 22's latency trace: told when this answer carries a traced batch.
+            client.after_write = self.replicas.consumer_answered(
+                (tp, p.fetch_offset, r) for _, tp, p, r in results if tp is not None)
         by_topic: dict[Any, list] = {}
         leaders: dict[int, Any] = {}
         fetched = 0

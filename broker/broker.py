@@ -59,6 +59,7 @@ from broker.lifecycle import BrokerLifecycleManager, Registration
 from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from broker.group_lag import GroupLagMonitor
+from broker.latency_trace import LatencyTracer
 from broker.client_metrics_export import ClientMetricsExport
 from broker.client_telemetry import ClientTelemetryManager
 from broker.metrics import BrokerMetrics, BrokerStateCollector, ClientMetricsCollector
@@ -183,6 +184,8 @@ class Broker:
             rng = random.Random(seed)
         now_ms = clock.now_ms
         self.metrics = BrokerMetrics(enabled=config.metrics_enable)
+        # Issue 22: sampled per-stage latency of the acks=all path, with the metrics.
+        tracer = LatencyTracer(self.metrics.observe_stage, enabled=config.metrics_enable)
         self.cluster_id, offline_dirs = self._identify_storage()
         self.directory_ids = tuple(_directory_id(d) for d in config.log_dirs if d not in offline_dirs)
         self.storage = FileStorage()
@@ -230,7 +233,7 @@ class Broker:
         self.replicas = ReplicaDriver(self.core, self.controller, now_ms,
                                       broker_epoch=lambda: self.lifecycle.broker_epoch,
                                       use_sendfile=zero_copy,
-                                      on_log_dir_failure=self._on_log_dir_failure)
+                                      on_log_dir_failure=self._on_log_dir_failure, tracer=tracer)
         # How this broker logs in to the other brokers' (and its own) inter-broker listener.
         inter_broker = next(s for s in config.listeners if s.name == config.listener_name)
         inter_broker_client = listener_client_properties(
@@ -243,7 +246,7 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(self.replicas, config.node_id, self._endpoint_of,
                                               broker_epoch=lambda: self.lifecycle.broker_epoch,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms,
-                                              security=inter_broker_security)
+                                              security=inter_broker_security, tracer=tracer)
         # The last stable offset bounds cleaning: never at or past an ongoing transaction.
         self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms)
         self._apply_broker_configs()

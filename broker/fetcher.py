@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable
 
+from broker.latency_trace import LatencyTracer
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import EpochAnswer, FetchedPartition, FollowerWork
 from clients.connection import KafkaConnection, connect
@@ -39,9 +41,12 @@ class ReplicaFetcherManager:
                  broker_epoch: Callable[[], int] = lambda: -1,
                  fetch_max_wait_ms: int = 500, fetch_max_bytes: int = 10 * 1024 * 1024,
                  partition_fetch_max_bytes: int = 1024 * 1024,
-                 security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
-        """``security``: how to log in to the leaders' inter-broker listener."""
+                 security: ClientSecurity = PLAINTEXT_SECURITY,
+                 tracer: LatencyTracer | None = None) -> None:
+        """``security``: how to log in to the leaders' inter-broker listener; ``tracer``:
+        told when fetched records are appended and the next fetch leaves (issue 22)."""
         self.driver = driver
+        self.tracer = tracer if tracer is not None else LatencyTracer(lambda stage, ms: None, enabled=False)
         self.security = security
         self.broker_id = broker_id
         self.endpoint_of = endpoint_of
@@ -100,8 +105,11 @@ class ReplicaFetcherManager:
                         self.driver.run(lambda core: core.handle_epoch_answers(
                             work, answers, self.driver.now_ms()))
                     elif work.fetches:
-                        fetched = await self._fetch(conn, work, session)
+                        fetched = await self._fetch(leader_id, conn, work, session)
+                        received_ns = time.monotonic_ns()
                         self.driver.run(lambda core: core.handle_fetched(work, fetched, self.driver.now_ms()))
+                        if any(p.records for p in fetched):
+                            self.tracer.follower_fetched(leader_id, received_ns, time.monotonic_ns())
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:
                     log.info("fetcher for leader %d: %s; reconnecting", leader_id, e)
                     if conn is not None:
@@ -142,7 +150,7 @@ class ReplicaFetcherManager:
         return [EpochAnswer(TopicPartition(t.topic, p.partition), p.error_code, p.leader_epoch, p.end_offset)
                 for t in resp.topics for p in t.partitions]
 
-    async def _fetch(self, conn: KafkaConnection, work: FollowerWork,
+    async def _fetch(self, leader_id: int, conn: KafkaConnection, work: FollowerWork,
                      session: FetchSessionHandler) -> list[FetchedPartition]:
         """One Fetch at the highest version both brokers speak: v13+ name topics by id
         (a recreated topic's new log is never fed the old one's records), v15+ carry
@@ -167,6 +175,7 @@ class ReplicaFetcherManager:
                   max_bytes=self.fetch_max_bytes, isolation_level=0, session_id=plan.session_id,
                   session_epoch=plan.session_epoch, topics=topics, forgotten_topics_data=forgotten,
                   **replica)
+        self.tracer.follower_fetch_sent(leader_id, time.monotonic_ns())
         try:
             resp = await conn.request(ApiKey.FETCH, version, req,
                                       timeout_s=self.fetch_max_wait_ms / 1000 + 30)

@@ -34,6 +34,8 @@ __all__ = ["BrokerMetrics", "BrokerStateCollector", "ClientMetricsCollector", "r
 
 # Kafka's TotalTimeMs, as a histogram in milliseconds (p50/p99 by histogram_quantile).
 TOTAL_TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+# The stages of the acks=all path (broker.latency_trace): finer at the bottom, where the goal is.
+STAGE_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 25, 50, 100, 250, 1000)
 
 
 def request_name(api_key: int) -> str:
@@ -78,6 +80,11 @@ class BrokerMetrics:
                                     "Time from a request's arrival to its response, in ms",
                                     ["request"], buckets=TOTAL_TIME_BUCKETS_MS, registry=r)
         self._request_children: dict[str, tuple[Counter, Histogram]] = {}
+        self.stage_time = Histogram("ketch_replication_stage_ms",
+                                    "Sampled batches: time of each stage of the produce -> "
+                                    "replicate -> consume path, in ms (broker/latency_trace.py)",
+                                    ["stage"], buckets=STAGE_BUCKETS_MS, registry=r)
+        self._stage_children: dict[str, Histogram] = {}
         self.process = ProcessMetrics(r)
 
     def exposition(self) -> tuple[bytes, str]:
@@ -93,6 +100,13 @@ class BrokerMetrics:
                 self.requests.labels(request), self.total_time.labels(request))
         children[0].inc()
         children[1].observe((time.perf_counter() - started) * 1000)
+
+    def observe_stage(self, stage: str, ms: float) -> None:
+        """One stage of a traced batch (``broker.latency_trace.LatencyTracer``'s observe)."""
+        child = self._stage_children.get(stage)
+        if child is None:
+            child = self._stage_children[stage] = self.stage_time.labels(stage)
+        child.observe(ms)
 
     def record_produce(self, topic: str, error_code: int, records: int, size: int) -> None:
         if not self.enabled:

@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from typing import Any, Awaitable, Callable, Iterable
 
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.latency_trace import LatencyTracer
 from broker.log import PartitionLog, StaleFileSliceError
 from broker.replica_manager import (
     AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed, PartitionsChanged,
@@ -50,8 +52,12 @@ ALTER_PARTITION_TIMEOUT_S = 5.0
 class ReplicaDriver:
     def __init__(self, core: ReplicaManager, controller: ControllerChannel, now_ms: Callable[[], int],
                  broker_epoch: Callable[[], int], use_sendfile: bool = True,
-                 on_log_dir_failure: Callable[[str], None] = lambda log_dir: None) -> None:
+                 on_log_dir_failure: Callable[[str], None] = lambda log_dir: None,
+                 tracer: LatencyTracer | None = None) -> None:
+        """``tracer``: where appends, follower reads and acks=all completions are told
+        (issue 22's per-stage latency); None: nothing is traced."""
         self.core = core
+        self.tracer = tracer if tracer is not None else LatencyTracer(lambda stage, ms: None, enabled=False)
         self.controller = controller
         self.now_ms = now_ms
         self.broker_epoch = broker_epoch
@@ -166,13 +172,21 @@ class ReplicaDriver:
     # ------------------------------------------------------------ produce
 
     def append(self, tp: TopicPartition, records: Any, acks: int,
-               from_coordinator: bool = False, reserved_gaps: bool = False) -> ProduceResult:
+               from_coordinator: bool = False, reserved_gaps: bool = False,
+               received_ns: int = 0) -> ProduceResult:
         """Append to a led partition; for acks=all, ``result.required_offset`` is what
         ``await_replication`` waits for. ``from_coordinator``, ``reserved_gaps``:
-        ReplicaManager.append."""
+        ReplicaManager.append. ``received_ns``: when the request's bytes were read (0: not
+        traced)."""
+        started_ns = time.monotonic_ns() if received_ns else 0
         now = self.now_ms()
-        return self.run(lambda core: core.append(tp, records, acks, now, from_coordinator,
-                                                 reserved_gaps))
+        result = self.run(lambda core: core.append(tp, records, acks, now, from_coordinator,
+                                                   reserved_gaps))
+        if received_ns and result.records_appended and self.tracer.enabled:
+            self.tracer.appended(tp, result.base_offset + result.records_appended - 1, received_ns,
+                                 started_ns, time.monotonic_ns(),
+                                 self.core.high_watermark_of(tp.topic, tp.partition))
+        return result
 
     def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
                           committed: bool, coordinator_epoch: int) -> ProduceResult:
@@ -184,19 +198,44 @@ class ReplicaDriver:
 
     async def await_replication(self, tp: TopicPartition, required_offset: int, timeout_ms: int) -> int:
         """acks=all: wait until the HW passes ``required_offset``; the error code."""
-        token = next(self._tokens)
-        waiter = asyncio.get_running_loop().create_future()
-        self._produce_waiters[token] = waiter
+        return (await self.await_replications([(tp, required_offset)], timeout_ms))[0]
+
+    async def await_replications(self, waits: list[tuple[TopicPartition, int]], timeout_ms: int) -> list[int]:
+        """acks=all for one request's partitions: all parked at once (one deadline), then
+        awaited in this coroutine (no task per partition); the error codes, in order."""
+        loop = asyncio.get_running_loop()
         deadline = self.now_ms() + timeout_ms
-        if not self.run(lambda core: core.await_replication(tp, token, required_offset, deadline)):
-            self._produce_waiters.pop(token, None)
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        parked: list[tuple[int, asyncio.Future | None]] = []
+        for tp, required_offset in waits:
+            token = next(self._tokens)
+            waiter = loop.create_future()
+            self._produce_waiters[token] = waiter
+            if self.run(lambda core: core.await_replication(tp, token, required_offset, deadline)):
+                parked.append((token, waiter))
+            else:
+                self._produce_waiters.pop(token, None)
+                parked.append((token, None))
+        # The core times the waits out (REQUEST_TIMED_OUT); this bound only guards a bug.
+        guard = loop.call_later(timeout_ms / 1000 + 5.0, self._time_out_waiters, [t for t, _ in parked])
+        codes = []
         try:
-            # The core times the wait out (REQUEST_TIMED_OUT); this bound only guards a bug.
-            return await asyncio.wait_for(waiter, timeout_ms / 1000 + 5.0)
-        except asyncio.TimeoutError:
-            self._produce_waiters.pop(token, None)
-            return ErrorCode.REQUEST_TIMED_OUT
+            for (tp, required_offset), (_, waiter) in zip(waits, parked):
+                if waiter is None:
+                    codes.append(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    continue
+                codes.append(await waiter)
+                self.tracer.produce_acked(tp, required_offset, time.monotonic_ns())
+        finally:
+            guard.cancel()
+            for token, _ in parked:
+                self._produce_waiters.pop(token, None)
+        return codes
+
+    def _time_out_waiters(self, tokens: list[int]) -> None:
+        for token in tokens:
+            waiter = self._produce_waiters.pop(token, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(ErrorCode.REQUEST_TIMED_OUT)
 
     def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> int:
         """AlterReplicaLogDirs for one replica; the error code."""
@@ -212,9 +251,27 @@ class ReplicaDriver:
              replica_id: int, min_one_batch: bool, client_rack: str | None = None,
              replica_epoch: int = -1, isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
         now = self.now_ms()
-        return self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
-                                               replica_id, now, min_one_batch, client_rack,
-                                               replica_epoch, isolation_level))
+        result = self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
+                                                 replica_id, now, min_one_batch, client_rack,
+                                                 replica_epoch, isolation_level))
+        if replica_id >= 0 and self.tracer.enabled:
+            self.tracer.follower_read(tp, fetch_offset, None if result.records is None
+                                      else result.records.last_offset,
+                                      result.high_watermark, time.monotonic_ns())
+        return result
+
+    def consumer_answered(self, reads: Iterable[tuple[TopicPartition, int, ReadResult]]
+                          ) -> Callable[[], None] | None:
+        """A consumer fetch is answered with these (partition, fetch offset, read); what
+        to call once the response is written, when it carries a traced batch."""
+        if not self.tracer.enabled:
+            return None
+        traced = self.tracer.consumer_answered(
+            ((tp, offset, r.records.last_offset) for tp, offset, r in reads if r.records is not None),
+            time.monotonic_ns())
+        if not traced:
+            return None
+        return lambda: self.tracer.consumer_flushed(traced, time.monotonic_ns())
 
     def records_bytes(self, result: ReadResult) -> bytes:
         """A read's bytes, always copied (for answers that rewrite them: tag filters)."""

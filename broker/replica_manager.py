@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
-    AppendOrigin, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
+    AppendOrigin, writable, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import (
     LogDirOfflineError, decode_offset_checkpoint, encode_offset_checkpoint, normalize_dir,
@@ -99,7 +99,7 @@ from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
 from clients.protocol.errors import ErrorCode
 from clients.records import (
     BatchHeader, ControlRecordType, RecordError, build_control_batch, end_transaction_marker_value,
-    iter_batches, read_transaction_marker,
+    iter_batches, read_transaction_marker, validate_batches,
 )
 from clients.types import TopicPartition
 from metadata_log.config_layers import ConfigLayers
@@ -675,7 +675,8 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.NONE, hosted.log.log_end_offset,
                                  log_start_offset=hosted.log.log_start_offset)
         try:
-            headers = [h for _, h in iter_batches(records, check_crc=False)]
+            # Parsed and CRC-checked once: the log takes these headers as they are.
+            headers = validate_batches(records)
         except RecordError as e:
             return ProduceResult(e.error_code, error_message=str(e))
         # Idempotence: Kafka clients send one batch per partition; check each in order.
@@ -697,11 +698,13 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.NONE, duplicate.first_offset,
                                  log_start_offset=hosted.log.log_start_offset,
                                  required_offset=duplicate.last_offset + 1 if acks == -1 else None)
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        # A request's records are a writable view into its own frame (clients.protocol
+        # framing): stamped in place, never copied; read-only bytes are copied once.
+        buf = records if writable(records) else bytearray(records)
         active_base = hosted.log.active_segment.base_offset
         try:
             result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms,
-                                                 reserved_gaps=reserved_gaps)
+                                                 reserved_gaps=reserved_gaps, headers=headers)
         except OSError as e:
             self._log_io_failed(hosted.log, e)
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
@@ -1217,26 +1220,27 @@ class ReplicaManager:
         records = p.records
         if records is not None and len(records) > 0:
             try:
-                headers = [h for _, h in iter_batches(records, partial_tail_ok=True)]
+                # Parsed and CRC-checked once: the log and the producer state take these.
+                batches = list(iter_batches(records, partial_tail_ok=True))
             except RecordError as e:
                 log.warning("%s: corrupt batch from the leader: %s", hosted.tp, e)
                 return
-            if headers:
-                end = sum(h.size_in_bytes for h in headers)
+            if batches:
+                headers = [h for _, h in batches]
+                end = batches[-1][0] + headers[-1].size_in_bytes
                 if self._follower_throttled(hosted):
                     self.follower_quota.record(end, now_ms)
                 # Whole batches only (a fetch may end in a partial one), without a copy.
                 chunk = records if end == len(records) else memoryview(records)[:end]
                 active_base = plog.active_segment.base_offset
-                result = plog.append_as_follower(chunk, now_ms)
+                result = plog.append_as_follower(chunk, now_ms, headers=headers)
                 if result.error_code != ErrorCode.NONE:
                     log.warning("%s: follower append failed: %s %s", hosted.tp,
                                 result.error_code, result.error_message)
                     f.state = FetchState.TRUNCATING
                     f.epoch_to_ask = plog.latest_epoch
                     return
-                replay_batches(hosted.producers, plog, chunk,
-                               iter_batches(chunk, check_crc=False))
+                replay_batches(hosted.producers, plog, chunk, batches)
                 self._maybe_snapshot_producers(hosted, active_base)
         if p.log_start_offset > plog.log_start_offset:
             plog.maybe_increment_log_start_offset(min(p.log_start_offset, plog.log_end_offset),

@@ -8,7 +8,14 @@ else from ``quorum`` (tests/test_layering.py).
 Each connection is served one request at a time, in arrival order, as Kafka's network
 layer does (it mutes a channel until the response to its current request is sent): that
 keeps responses in request order with no bookkeeping, while clients still pipeline
-requests into the socket. Produce with acks=0 gets no response.
+requests into the socket. Produce with acks=0 gets no response. One exception (issue 22):
+a Produce whose handler says it now only waits (``ClientInfo.allow_next_request``, after
+its appends, while acks=all waits for the in-sync replicas) lets the next request start if
+that is a Produce too, up to ``PIPELINED_PRODUCES_MAX`` of them; their appends still happen
+in request order (each starts only after the previous one's appends), their responses are
+written in request order by one task, and any other request waits until they all are.
+Otherwise a connection carried one replication round of acks=all data at a time, and the
+client's queue behind it was most of the end-to-end latency.
 
 A malformed frame (CorruptFrameError) closes that connection only. A request whose API
 key or version Ketch does not know is answered where Kafka answers it (ApiVersions: error
@@ -85,6 +92,9 @@ READ_CHUNK_BYTES = 256 * 1024
 # selector each time, which costs more than copying a small batch (most follower and
 # consumer fetches at the tail of a log carry a few KB).
 SENDFILE_MIN_BYTES = 64 * 1024
+# Produce requests of one connection waiting for replication at once (issue 22); the
+# Java producer's max.in.flight.requests.per.connection is 5, librdkafka's up to 1,000,000.
+PIPELINED_PRODUCES_MAX = 16
 
 
 class ApiHandler(Protocol):
@@ -171,7 +181,8 @@ def _scram_lookup(credentials: ScramLookup, mechanism: ScramMechanism, user: str
 
 class ClientInfo:
     __slots__ = ("host", "port", "connection_id", "client_id", "client_software_name",
-                 "client_software_version", "principal", "listener_name")
+                 "client_software_version", "principal", "listener_name", "received_ns",
+                 "after_write", "next_request_allowed")
 
     def __init__(self, host: str, port: int, connection_id: int,
                  listener_name: str = "PLAINTEXT") -> None:
@@ -186,6 +197,22 @@ class ClientInfo:
         self.client_software_version: str | None = None
         # Who the listener authenticated (issue 16); ANONYMOUS on a plaintext listener.
         self.principal: KafkaPrincipal = ANONYMOUS
+        # time.monotonic_ns() of the socket read that completed the request being handled
+        # (the connection is served one request at a time: the wait behind earlier ones
+        # counts from here); and what to call once its response is written (issue 22's
+        # latency trace), cleared after the call.
+        self.received_ns = 0
+        self.after_write: Callable[[], None] | None = None
+        # Set by the server while a Produce is handled: see allow_next_request.
+        self.next_request_allowed: asyncio.Future | None = None
+
+    def allow_next_request(self) -> None:
+        """The request being handled has done what must happen in request order (a
+        Produce: its appends) and now only waits: the server may start the connection's
+        next Produce. Responses still leave in request order."""
+        allowed = self.next_request_allowed
+        if allowed is not None and not allowed.done():
+            allowed.set_result(None)
 
 
 class FileRegion:
@@ -293,11 +320,17 @@ class KafkaServer:
             except OSError:
                 pass
         conn = ServerConnection(frame_bytes_max=self.frame_bytes_max)
+        loop = asyncio.get_running_loop()
+        # Produce requests still being handled, oldest first, and the task that writes
+        # their responses in that order (see the module docstring).
+        pipelined: asyncio.Queue[tuple[asyncio.Task, int, int]] = asyncio.Queue()
+        pipeline_writer: asyncio.Task | None = None
         try:
             while True:
                 data = await reader.read(READ_CHUNK_BYTES)
                 if not data:
                     return
+                client.received_ns = time.monotonic_ns()
                 conn.receive_data(data)
                 while True:
                     if auth is not None and auth.expects_legacy_token:
@@ -313,6 +346,9 @@ class KafkaServer:
                     if event is NEED_DATA:
                         break
                     key = event.api_key if isinstance(event, UnsupportedRequest) else event.header.api_key
+                    pipelining = isinstance(event, RequestReceived) and key == ApiKey.PRODUCE
+                    if pipeline_writer is not None and not pipelining:
+                        await pipelined.join()      # every earlier response is written first
                     if auth is not None and key != ApiKey.SASL_HANDSHAKE and auth.expired(_now_ms()):
                         log.info("closing %s:%s on listener %s: its SASL session of %s ended without "
                                  "re-authentication (KIP-368)", client.host, client.port,
@@ -334,12 +370,27 @@ class KafkaServer:
                         api_key, correlation_id = event.api_key, event.correlation_id
                     else:
                         client.client_id = event.header.client_id
+                        api_key, correlation_id = event.header.api_key, event.header.correlation_id
+                        if pipelining:
+                            if pipeline_writer is None:
+                                pipeline_writer = loop.create_task(
+                                    self._write_in_order(writer, conn, client, pipelined))
+                            allowed = client.next_request_allowed = loop.create_future()
+                            handling = loop.create_task(self.handler.handle(event, client))
+                            pipelined.put_nowait((handling, api_key, correlation_id))
+                            await asyncio.wait((handling, allowed), return_when=asyncio.FIRST_COMPLETED)
+                            client.next_request_allowed = None
+                            if pipelined.qsize() >= PIPELINED_PRODUCES_MAX:
+                                await pipelined.join()
+                            continue
                         answer = await self.handler.handle(event, client)
                         if answer is None:
                             continue
-                        api_key, correlation_id = event.header.api_key, event.header.correlation_id
                     version, body = answer
                     await self._write(writer, conn.send(api_key, version, correlation_id, body))
+                    if client.after_write is not None:
+                        written, client.after_write = client.after_write, None
+                        written()
                     throttle_ms = getattr(body, "throttle_time_ms", 0)
                     if throttle_ms > 0:
                         # KIP-219: the response went out at once; the connection reads
@@ -356,10 +407,45 @@ class KafkaServer:
             # A bug in a handler: close this connection, keep the broker serving others.
             log.exception("internal error serving %s:%s; closing the connection", client.host, client.port)
         finally:
+            if pipeline_writer is not None:
+                pipeline_writer.cancel()
+                while not pipelined.empty():
+                    pipelined.get_nowait()[0].cancel()
             self._connections.discard(task)
             writer.close()
             if self.on_connection_closed is not None:
                 self.on_connection_closed(client)
+
+    async def _write_in_order(self, writer: asyncio.StreamWriter, conn: ServerConnection,
+                              client: ClientInfo,
+                              pipelined: asyncio.Queue[tuple[asyncio.Task, int, int]]) -> None:
+        """Write the responses of pipelined Produce requests in request order; a failure
+        closes the connection (the serving loop then ends)."""
+        try:
+            while True:
+                handling, api_key, correlation_id = await pipelined.get()
+                try:
+                    answer = await handling
+                    if answer is not None:
+                        version, body = answer
+                        await self._write(writer, conn.send(api_key, version, correlation_id, body))
+                        throttle_ms = getattr(body, "throttle_time_ms", 0)
+                        if throttle_ms > 0:
+                            # KIP-219: muted for the throttle time (the reading loop waits
+                            # for this task once PIPELINED_PRODUCES_MAX are pending).
+                            await asyncio.sleep(throttle_ms / 1000)
+                finally:
+                    pipelined.task_done()
+        except asyncio.CancelledError:
+            raise
+        except (ConnectionError, OSError):
+            pass
+        except Exception:
+            log.exception("internal error serving %s:%s; closing the connection", client.host, client.port)
+        writer.close()
+        while not pipelined.empty():        # nothing more is written: release the reading loop
+            pipelined.get_nowait()[0].cancel()
+            pipelined.task_done()
 
     async def _sasl_request(self, writer: asyncio.StreamWriter, conn: ServerConnection,
                             client: ClientInfo, auth: SaslServerAuthenticator | None,

@@ -14,7 +14,7 @@ method is synchronous and takes time as `now_ms`.
 
 Picture of a produce and a fetch:
 
-    Produce: records (bytearray) -> PartitionLog.append_as_leader -> validate (CRC, magic,
+    Produce: records (bytearray or writable view) -> PartitionLog.append_as_leader -> validate (CRC, magic,
              sizes) -> assign offsets / stamp epoch in place -> active LogSegment.append
              -> storage.write; AppendResult(error_code, base_offset, ...)
     Fetch:   PartitionLog.read(fetch_offset, max_bytes, max_offset=HW or LEO)
@@ -53,6 +53,7 @@ from broker.log.partition_log import (
     PartitionLog,
     RetentionResult,
     TimestampAndOffset,
+    writable,
 )
 from broker.log.recovery import RecoveryReport, SegmentRecovery
 from broker.log.segment import LogSegment, SegmentCorruptError
@@ -83,6 +84,7 @@ __all__ = [
     "AppendResult",
     "LogReadResult",
     "TimestampAndOffset",
+    "writable",
     "RetentionResult",
     "RecoveryReport",
     "SegmentRecovery",

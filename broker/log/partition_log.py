@@ -193,6 +193,11 @@ def _empty_slice(offset: int) -> FileSlice:
     return FileSlice("", 0, 0, 0, offset, offset - 1)
 
 
+def writable(records: bytes | bytearray | memoryview) -> bool:
+    """May `append_as_leader` stamp offsets into `records` in place (no copy)?"""
+    return isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
+
+
 class PartitionLog:
     # One per hosted replica, idle or not: slots keep the memory per replica down.
     __slots__ = (
@@ -432,31 +437,35 @@ class PartitionLog:
 
     def append_as_leader(
         self,
-        records: bytes | bytearray,
+        records: bytes | bytearray | memoryview,
         leader_epoch: int,
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         reserved_gaps: bool = False,
+        headers: list[BatchHeader] | None = None,
     ) -> AppendResult:
         """Validate, assign offsets from the LEO, stamp `leader_epoch`, write.
 
-        `records` is rewritten in place when it is a bytearray (the zero-copy path); bytes
-        are copied first. `reserved_gaps`: the batches lack some of the records their
-        offset range spans (delayed delivery parked them, ``broker.delayed.divert``), so
-        fewer records than ``last_offset_delta + 1`` (even none) are accepted.
+        `records` is rewritten in place when it is a bytearray or a writable memoryview (the
+        zero-copy path); read-only bytes are copied first. `reserved_gaps`: the batches lack
+        some of the records their offset range spans (delayed delivery parked them,
+        ``broker.delayed.divert``), so fewer records than ``last_offset_delta + 1`` (even
+        none) are accepted. `headers`: what `validate_batches(records)` returned to a caller
+        that already needed them (each header is parsed and CRC-checked once per append).
         """
         assert not self.closed
         assert leader_epoch >= 0, leader_epoch
         if not records:
             return AppendResult(ErrorCode.NONE, log_start_offset=self._log_start_offset)
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        buf = records if writable(records) else bytearray(records)
         error = self._check_size(len(buf))
         if error is not None:
             return error
-        try:
-            headers = validate_batches(buf)
-        except RecordError as e:
-            return self._error(e.error_code, str(e))
+        if headers is None:
+            try:
+                headers = validate_batches(buf)
+            except RecordError as e:
+                return self._error(e.error_code, str(e))
         config = self.config
         if config.compression_type != "producer" and origin is AppendOrigin.CLIENT:
             try:
@@ -507,11 +516,13 @@ class PartitionLog:
             pos += size
         return self._append(buf, stamped, now_ms, log_append_time)
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int) -> AppendResult:
+    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int,
+                           headers: list[BatchHeader] | None = None) -> AppendResult:
         """Append batches fetched from the leader with their offsets and epochs as they are.
 
         Offsets must go forward from the LEO (gaps are allowed: a compacted leader log has
-        them). Oversized batches are accepted: the leader already took them.
+        them). Oversized batches are accepted: the leader already took them. `headers`:
+        the batches' headers, CRC-checked, when the caller already parsed them.
         """
         assert not self.closed
         if not records:
@@ -519,10 +530,11 @@ class PartitionLog:
         error = self._check_size(len(records))
         if error is not None:
             return error
-        try:
-            headers = validate_batches(records)
-        except RecordError as e:
-            return self._error(e.error_code, str(e))
+        if headers is None:
+            try:
+                headers = validate_batches(records)
+            except RecordError as e:
+                return self._error(e.error_code, str(e))
         expected = self._log_end_offset
         for header in headers:
             if header.base_offset < expected or header.last_offset_delta < 0:

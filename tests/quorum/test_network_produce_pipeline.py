@@ -1,0 +1,106 @@
+"""The network layer's Produce pipelining (quorum/network.py, issue 22) over a real socket:
+a Produce that says it only waits lets the connection's next Produce start, responses
+still leave in request order, and any other request waits for all of them."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from clients.connection import connect
+from clients.protocol import ApiKey, messages
+from quorum.network import ClientInfo, KafkaServer
+
+PRODUCE_VERSION = 9
+
+
+class Handler:
+    """Produce: logs its start, lets the next request go when ``pipelines``, then waits
+    for its gate (named by the request's topic); Metadata: logged and answered."""
+
+    def __init__(self, pipelines: bool) -> None:
+        self.pipelines = pipelines
+        self.log: list[str] = []
+        self.gates: dict[str, asyncio.Event] = {}
+        self.changed = asyncio.Event()
+
+    def _note(self, entry: str) -> None:
+        self.log.append(entry)
+        self.changed.set()
+
+    async def until(self, entry: str) -> None:
+        while entry not in self.log:
+            self.changed.clear()
+            await self.changed.wait()
+
+    async def handle(self, request: Any, client: ClientInfo) -> tuple[int, Any]:
+        header = request.header
+        if header.api_key == ApiKey.PRODUCE:
+            name = request.body.topic_data[0].name
+            self._note(f"start {name}")
+            if self.pipelines:
+                client.allow_next_request()
+            await self.gates.setdefault(name, asyncio.Event()).wait()
+            self._note(f"done {name}")
+            cls = messages.ProduceResponse
+            return header.api_version, cls(responses=[cls.TopicProduceResponse(name=name, partition_responses=[])])
+        if header.api_key == ApiKey.API_VERSIONS:
+            cls = messages.ApiVersionsResponse
+            return 0, cls(error_code=0, api_keys=[
+                cls.ApiVersion(api_key=ApiKey.PRODUCE, min_version=0, max_version=PRODUCE_VERSION),
+                cls.ApiVersion(api_key=ApiKey.METADATA, min_version=0, max_version=12)])
+        self._note("metadata")
+        return header.api_version, messages.MetadataResponse(brokers=[], topics=[])
+
+    def handle_unsupported(self, request: Any) -> None:
+        return None
+
+    def release(self, name: str) -> None:
+        self.gates.setdefault(name, asyncio.Event()).set()
+
+
+def produce(name: str) -> messages.ProduceRequest:
+    cls = messages.ProduceRequest
+    return cls(acks=-1, timeout_ms=30_000, topic_data=[cls.TopicProduceData(name=name, partition_data=[])])
+
+
+async def _pipeline(pipelines: bool) -> tuple[list[str], list[str]]:
+    """Produce a, Produce b, Metadata on one connection; b's gate opens before a's.
+    The handler's log, and the topic each response names (in response order)."""
+    handler = Handler(pipelines)
+    server = KafkaServer(handler, "127.0.0.1", 0)
+    await server.start()
+    try:
+        conn = await connect("127.0.0.1", server.port)
+        first = asyncio.ensure_future(conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("a")))
+        second = asyncio.ensure_future(conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("b")))
+        metadata = asyncio.ensure_future(conn.request(ApiKey.METADATA, 12, messages.MetadataRequest(topics=[])))
+        await handler.until("start a")
+        if pipelines:
+            await handler.until("start b")          # while a still waits
+            handler.release("b")
+            await handler.until("done b")
+            assert not first.done() and not second.done(), "b's answer waits for a's"
+            for _ in range(20):                     # let the server run: Metadata must wait
+                await asyncio.sleep(0)
+            assert "metadata" not in handler.log and not second.done()
+        else:
+            handler.release("b")
+        handler.release("a")
+        answers = await asyncio.gather(first, second)
+        await metadata
+        conn.close()
+        return handler.log, [a.responses[0].name for a in answers]
+    finally:
+        await server.stop()
+
+
+def test_a_waiting_produce_lets_the_next_produce_start_and_answers_stay_in_order() -> None:
+    log, names = asyncio.run(_pipeline(pipelines=True))
+    assert log == ["start a", "start b", "done b", "done a", "metadata"]
+    assert names == ["a", "b"]
+
+
+def test_without_the_handlers_word_a_connection_serves_one_produce_at_a_time() -> None:
+    log, names = asyncio.run(_pipeline(pipelines=False))
+    assert log == ["start a", "done a", "start b", "done b", "metadata"]
+    assert names == ["a", "b"]
