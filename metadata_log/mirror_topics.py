@@ -70,10 +70,12 @@ def mirror_config(topic: str, configs: Mapping[str, str]) -> MirrorConfig | None
     return MirrorConfig(link, configs.get(MIRROR_SOURCE_TOPIC) or topic, state)
 
 
-def mirror_config_problem(configs: Mapping[str, str],
-                          link_exists: Callable[[str], bool] | None) -> str | None:
-    """Why these (the topic's whole set after the change) are not a valid mirror setting,
-    or None. ``link_exists`` None: links cannot be checked (no link registry yet)."""
+def mirror_config_problem(configs: Mapping[str, str], link_exists: Callable[[str], bool],
+                          current: Mapping[str, str] | None = None) -> str | None:
+    """Why ``configs`` (the topic's whole set after the change; ``current``: before it,
+    None on create) are not a valid mirror setting, or None. The link must exist when a
+    change makes or keeps the topic a mirror that fetches or may fetch again (active or
+    stopped); a promoted topic keeps its link name after the link is gone."""
     link = configs.get(MIRROR_LINK, "")
     if not link:
         others = [k for k in (MIRROR_SOURCE_TOPIC, MIRROR_STATE) if configs.get(k)]
@@ -81,7 +83,9 @@ def mirror_config_problem(configs: Mapping[str, str],
             return (f"{', '.join(others)} may only be set together with {MIRROR_LINK} "
                     "(the cluster link the topic mirrors through)")
         return None
-    if link_exists is not None and not link_exists(link):
+    changed = current is None or any(configs.get(k) != current.get(k) for k in MIRROR_CONFIG_KEYS)
+    state = configs.get(MIRROR_STATE) or MirrorState.ACTIVE.value
+    if changed and state != MirrorState.PROMOTED.value and not link_exists(link):
         return f"{MIRROR_LINK}: cluster link {link!r} does not exist"
     return None
 
