@@ -77,6 +77,16 @@ anew; a leader whose metadata is behind ours (NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION) is retried after a backoff: no metadata
 change will come to re-add the partition, so pausing it would stop replication for good
 (found by the chaos suite).
+
+Mirrors (issue 21). A partition of a mirror topic (``metadata_log.mirror_topics``) is
+read-only while active or stopped: Produce, WriteTxnMarkers and DeleteRecords answer
+INVALID_REQUEST. Its leader takes the source's batches through ``mirror_append`` (the
+follower append path: offsets, epochs, producer ids kept) and truncates with
+``mirror_truncate_to`` / ``mirror_restart_at``, each only while it still leads in the
+epoch the mirror fetcher (``broker.mirror``) was started for. An active mirror's leader
+adds no epoch of its own to the cache (it holds the source's epochs); once promoted, a
+leader stamps ``record_epoch_for_leader`` (above every cached epoch) and the source's
+producer state is dropped (its producer ids would collide with this cluster's).
 """
 from __future__ import annotations
 
