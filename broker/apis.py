@@ -49,6 +49,7 @@ from clients.protocol.types import CorruptFrameError
 from clients.records import RecordError, read_batch_header
 from clients.records.tags import filter_batches
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
+from metadata_log.cluster_links import cluster_link, link_config_entries
 from metadata_log.acls import AclBindingFilter
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
@@ -252,6 +253,9 @@ _CONFIG_ACL_RESOURCE = {
     int(ConfigResourceType.CLIENT_METRICS): (AclResourceType.CLUSTER,
                                              ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
     32: (AclResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),            # GROUP
+    # A cluster link (issue 21) is the cluster's: altering it is ALTER_CONFIGS on the cluster.
+    int(ConfigResourceType.CLUSTER_LINK): (AclResourceType.CLUSTER,
+                                           ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
 }
 
 
@@ -1182,6 +1186,27 @@ class KafkaApis:
                             config_type=CLIENT_METRICS_CONFIGS[k].type.wire
                             if k in CLIENT_METRICS_CONFIGS else 0)
                         for k, v in sorted(values.items()) if wanted is None or k in wanted]))
+                continue
+            elif r.resource_type == ConfigResourceType.CLUSTER_LINK:
+                # A cluster link (issue 21): what was set and the defaults; secrets hidden.
+                link = cluster_link(self.replicas.image, r.resource_name)
+                if link is None:
+                    results.append(failed(ErrorCode.RESOURCE_NOT_FOUND,
+                                          f"Cluster link {r.resource_name} does not exist."))
+                    continue
+                wanted = None if not r.configuration_keys else set(r.configuration_keys)
+                results.append(cls.DescribeConfigsResult(
+                    error_code=ErrorCode.NONE, resource_type=r.resource_type,
+                    resource_name=r.resource_name, configs=[
+                        cls.DescribeConfigsResourceResult(
+                            name=e.name, value=e.value, read_only=False, is_default=e.is_default,
+                            config_source=int(ConfigSource.DEFAULT_CONFIG if e.is_default
+                                              else ConfigSource.UNKNOWN),
+                            is_sensitive=e.sensitive, synonyms=[],
+                            config_type=e.definition.type.wire,
+                            documentation=(e.definition.doc or None)
+                            if req.include_documentation else None)
+                        for e in link_config_entries(link) if wanted is None or e.name in wanted]))
                 continue
             else:
                 results.append(failed(ErrorCode.INVALID_REQUEST,

@@ -29,6 +29,9 @@ class ConfigResourceType(_WithUnknown):
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
     GROUP = 32
+    # Ketch's own: a cluster link (issue 21, metadata_log/cluster_links.py). Kafka's types
+    # stop at GROUP; a Kafka client that does not know 64 still sends and prints it.
+    CLUSTER_LINK = 64
 
 
 class ConfigSource(_WithUnknown):

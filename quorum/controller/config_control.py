@@ -19,7 +19,10 @@ Topics must exist (UNKNOWN_TOPIC_OR_PARTITION); broker resources are named by a 
 or "" for the cluster-wide default. Client-metrics subscriptions (KIP-714, resource type
 CLIENT_METRICS) are named by the operator and checked as a whole once the operations are
 applied (``metadata_log.client_metrics``: Kafka's ClientMetricsConfigs.validate); deleting
-every key deletes the subscription. ``validate_only`` decides and writes nothing.
+every key deletes the subscription. Cluster links (issue 21, Ketch's resource type
+CLUSTER_LINK) likewise: checked whole (``metadata_log.cluster_links.validate_link``), and
+deleting every key, which deletes the link, is refused while a mirror topic uses it.
+``validate_only`` decides and writes nothing.
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ from clients.protocol import messages
 from clients.protocol.configs import AlterConfigOpType
 from clients.protocol.errors import ErrorCode
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS, validate_subscription
+from metadata_log.cluster_links import CLUSTER_LINK_CONFIGS, cluster_link, validate_link
+from metadata_log.mirror_topics import mirror_config_problem
 from metadata_log.image import ConfigResourceType, MetadataImage
 from metadata_log.config_defs import (
     LISTENER_ONLY_SECURITY_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def, list_items,
@@ -63,6 +68,10 @@ def _resource(image: MetadataImage, resource: Any) -> tuple[ConfigResourceType, 
         if name == "":
             return rtype, (ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
         return rtype, None
+    if rtype == ConfigResourceType.CLUSTER_LINK:
+        if name == "":
+            return rtype, (ErrorCode.INVALID_REQUEST, "Cluster link name can't be empty")
+        return rtype, None
     return rtype, (ErrorCode.INVALID_REQUEST,
                    f"Unsupported resource type {resource.resource_type} for altering configs.")
 
@@ -79,6 +88,11 @@ def _definition(rtype: ConfigResourceType, resource_name: str, key: str
         defn = CLIENT_METRICS_CONFIGS.get(key)
         if defn is None:
             return None, (ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {key}")
+        return defn, None
+    if rtype == ConfigResourceType.CLUSTER_LINK:
+        defn = CLUSTER_LINK_CONFIGS.get(key)
+        if defn is None:
+            return None, (ErrorCode.INVALID_CONFIG, f"Unknown cluster link config name: {key}")
         return defn, None
     defn = broker_config_def(key)
     if defn is None:
@@ -113,14 +127,23 @@ def _check_set(rtype: ConfigResourceType, resource_name: str, key: str, value: s
     return None if error is None else (ErrorCode.INVALID_CONFIG, error)
 
 
-def _records(rtype: ConfigResourceType, name: str, current: dict[str, str],
+def _records(image: MetadataImage, rtype: ConfigResourceType, name: str, current: dict[str, str],
              new: dict[str, str]) -> tuple[Problem | None, list[Any]]:
     """The ConfigRecords taking the resource from ``current`` to ``new``, or why ``new``
-    may not be its set (a subscription is judged whole)."""
+    may not be its set (a subscription or a link is judged whole)."""
+    problem = None
     if rtype == ConfigResourceType.CLIENT_METRICS:
         problem = validate_subscription(name, new)
-        if problem is not None:
-            return problem, []
+    elif rtype == ConfigResourceType.CLUSTER_LINK and new != current:
+        problem = validate_link(image, name, new)
+    elif rtype == ConfigResourceType.TOPIC:
+        # Issue 21: the ketch.mirror.* configs are judged together.
+        mirror_problem = mirror_config_problem(new, lambda link: cluster_link(image, link) is not None,
+                                               current)
+        if mirror_problem is not None:
+            problem = (ErrorCode.INVALID_CONFIG, mirror_problem)
+    if problem is not None:
+        return problem, []
     return None, [messages.ConfigRecord(resource_type=int(rtype), resource_name=name, name=key,
                                   value=new.get(key))
             for key in sorted(set(current) | set(new)) if current.get(key) != new.get(key)]
@@ -168,7 +191,7 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
         if problem is not None:
             return problem, []
         new[c.name] = value
-    return _records(rtype, name, current, new)
+    return _records(image, rtype, name, current, new)
 
 
 def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | None, list[Any]]:
@@ -185,7 +208,7 @@ def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | Non
         if problem is not None:
             return problem, []
         new[c.name] = c.value
-    return _records(rtype, name, dict(image.configs.get(rtype, name)), new)
+    return _records(image, rtype, name, dict(image.configs.get(rtype, name)), new)
 
 
 def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, entry_type: Any
