@@ -43,6 +43,7 @@ from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
+from metadata_log.mirror_topics import mirror_config, read_only_message
 
 __all__ = ["DelayedDeliveryConfig", "DelayedDeliveryDriver"]
 
@@ -108,19 +109,27 @@ class DelayedDeliveryDriver:
         not_led = self._not_led(tp)
         if not_led is not None:
             # Parking for a partition we cannot append to would park it for nothing.
-            return records, False, (not_led, None)
+            return records, False, not_led
         refusal = await self._park(diversion.parked)
         if refusal is not None:
             return records, False, refusal
         return bytearray(diversion.records), True, None
 
-    def _not_led(self, tp: TopicPartition) -> int | None:
+    def _not_led(self, tp: TopicPartition) -> tuple[int, str | None] | None:
         """The error a Produce to ``tp`` gets here before anything is parked, if any."""
-        topic = self.image().topics.get(tp.topic)
+        image = self.image()
+        topic = image.topics.get(tp.topic)
         reg = None if topic is None else topic.partitions.get(tp.partition)
         if reg is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return None if reg.leader == self.node_id else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if reg.leader != self.node_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        # A read-only mirror (issue 21) refuses the records; parking them would only
+        # have them refused when due.
+        mirror = mirror_config(tp.topic, image.configs.topic(tp.topic))
+        if mirror is not None and mirror.read_only:
+            return ErrorCode.INVALID_REQUEST, read_only_message(tp.topic, mirror)
+        return None
 
     async def _park(self, parked: tuple[ParkedRecord, ...]) -> tuple[int, str | None] | None:
         try:
