@@ -93,6 +93,7 @@ from broker.log.log_manager import (
 )
 from broker.log.transaction_index import AbortedTxn
 from broker.producer_state import NO_PRODUCER_ID, ActiveProducer, ProducerStateTable, SnapshotError
+from broker.mirror._core import MirrorLogState
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
 from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
@@ -108,6 +109,7 @@ from metadata_log.delta import (
     ConfigChange, ElrChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange,
     PartitionCreated, ReplicasChange, TopicDeleted,
 )
+from metadata_log.mirror_topics import MirrorConfig, mirror_config, read_only_message
 from metadata_log.image import (
     NO_LEADER, ConfigResourceType, LeaderRecoveryState, MetadataImage, PartitionRegistration,
 )
@@ -120,7 +122,7 @@ __all__ = [
     "LeadershipChanged", "LogDirDescription", "LogDirFailed", "PartitionsChanged",
     "ReplicaLogDirState", "ProduceCompletion", "ProduceResult", "ReadResult",
     "ReplicaManager", "SendAlterPartition", "TxnMarkerAppended", "READ_UNCOMMITTED",
-    "READ_COMMITTED",
+    "READ_COMMITTED", "MirrorLeadership", "MirrorLogState", "record_epoch_for_leader",
 ]
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
@@ -316,6 +318,33 @@ class LogDirDescription:
     replicas: tuple[ReplicaLogDirState, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class MirrorLeadership:
+    """A partition this broker leads whose topic mirrors a source topic (state active):
+    its mirror fetcher pulls from the source while ``leader_epoch`` lasts."""
+    partition: TopicPartition
+    leader_epoch: int
+    mirror: MirrorConfig
+
+
+def record_epoch_for_leader(partition_leader_epoch: int, latest_cached_epoch: int) -> int:
+    """The epoch a leader stamps on what it appends (issue 21).
+
+    Normally the partition's leader epoch: every epoch in the cache was stamped by an
+    earlier leader, so it is larger. A mirror's cache holds the SOURCE cluster's epochs,
+    which may be larger than the destination's own leader epochs; once the mirror is
+    promoted (or a leader of a promoted mirror is elected) the leader stamps one more
+    than the largest cached epoch instead, so the cache stays strictly increasing and
+    OffsetForLeaderEpoch keeps telling the source's history from the new one. Limits,
+    documented in ``broker.mirror``: two leaders of the promoted topic that each lack
+    the other's newest batches may pick the same number."""
+    if latest_cached_epoch < partition_leader_epoch:
+        return partition_leader_epoch
+    if latest_cached_epoch == partition_leader_epoch:
+        return partition_leader_epoch   # this leader re-elected in its own epoch
+    return latest_cached_epoch + 1
+
+
 # ---------------------------------------------------------------- hosted partitions
 
 @dataclass(slots=True)
@@ -330,6 +359,11 @@ class HostedPartition:
     # This broker's replica is named by the topic's throttled-replicas configs (KIP-73).
     leader_throttled: bool = False
     follower_throttled: bool = False
+    # Issue 21: the topic's ketch.mirror.* settings (None: not a mirror).
+    mirror: MirrorConfig | None = None
+    # The leader epoch this leader stamps on the batches it appends: the partition's
+    # leader epoch, except after mirroring (``record_epoch_for_leader``).
+    record_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -428,6 +462,13 @@ class ReplicaManager:
                                                  hosted.tp.partition, self.broker_id)
         hosted.follower_throttled = throttled_here(topic_config.get("follower.replication.throttled.replicas"),
                                                    hosted.tp.partition, self.broker_id)
+        was_fetching = hosted.mirror is not None and hosted.mirror.fetching
+        hosted.mirror = mirror_config(hosted.tp.topic, topic_config)
+        fetching = hosted.mirror is not None and hosted.mirror.fetching
+        if was_fetching and not fetching and hosted.replica.role is Role.LEADER:
+            # Promoted or stopped: the mirror fetcher's answers are refused from here on
+            # (``_mirror_leader``); new batches start a new epoch above every source one.
+            self._start_record_epoch(hosted)
 
     def apply_broker_configs(self) -> None:
         """The replication throttle rates (dynamic broker configs)."""
@@ -594,7 +635,10 @@ class ReplicaManager:
                 # cut) then learns where our epochs end and truncates; with no entry we
                 # answered UNDEFINED and it looped truncate/out-of-range for ever (found by
                 # tests/sim, --power-cuts seed 10939).
-                hosted.log.leader_epoch_cache.assign(reg.leader_epoch, hosted.log.log_end_offset)
+                # An active mirror's cache stays in the source's epoch space: its leader
+                # writes nothing of its own (issue 21).
+                if hosted.mirror is None or not hosted.mirror.fetching:
+                    self._start_record_epoch(hosted, reg.leader_epoch)
                 hw = max(self._hw_checkpoint.get((hosted.tp.topic, hosted.tp.partition), 0),
                          replica.high_watermark)
                 self._complete(replica.become_leader(
@@ -615,6 +659,13 @@ class ReplicaManager:
         self._changed.add(hosted.tp)
         if was_leader != (replica.role is Role.LEADER):
             self._effects.append(LeadershipChanged(hosted.tp, replica.role is Role.LEADER))
+
+    def _start_record_epoch(self, hosted: HostedPartition, leader_epoch: int | None = None) -> None:
+        """This leader's epoch for its own appends starts at the LEO (see
+        ``record_epoch_for_leader``)."""
+        epoch = hosted.replica.leader_epoch if leader_epoch is None else leader_epoch
+        hosted.record_epoch = record_epoch_for_leader(epoch, hosted.log.latest_epoch)
+        hosted.log.leader_epoch_cache.assign(hosted.record_epoch, hosted.log.log_end_offset)
 
     def _start_following(self, hosted: HostedPartition, now_ms: int) -> None:
         replica = hosted.replica
@@ -670,6 +721,9 @@ class ReplicaManager:
         check = replica.check_append(acks)
         if check.error_code != ErrorCode.NONE:
             return ProduceResult(check.error_code)
+        if hosted.mirror is not None and hosted.mirror.read_only:
+            return ProduceResult(ErrorCode.INVALID_REQUEST,
+                                 error_message=read_only_message(tp.topic, hosted.mirror))
         if records is None or len(records) == 0:
             return ProduceResult(ErrorCode.NONE, hosted.log.log_end_offset,
                                  log_start_offset=hosted.log.log_start_offset)
@@ -699,7 +753,7 @@ class ReplicaManager:
         buf = records if isinstance(records, bytearray) else bytearray(records)
         active_base = hosted.log.active_segment.base_offset
         try:
-            result = hosted.log.append_as_leader(buf, replica.leader_epoch, now_ms)
+            result = hosted.log.append_as_leader(buf, hosted.record_epoch, now_ms)
         except OSError as e:
             self._log_io_failed(hosted.log, e)
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
@@ -736,6 +790,10 @@ class ReplicaManager:
         check = replica.check_append(-1)
         if check.error_code != ErrorCode.NONE:
             return ProduceResult(check.error_code)
+        if hosted.mirror is not None and hosted.mirror.read_only:
+            # A mirror's markers come from the source, byte-identical with its batches.
+            return ProduceResult(ErrorCode.INVALID_REQUEST,
+                                 error_message=read_only_message(tp.topic, hosted.mirror))
         code = hosted.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
         if code != ErrorCode.NONE:
             return ProduceResult(code, log_start_offset=hosted.log.log_start_offset)
@@ -745,7 +803,7 @@ class ReplicaManager:
             producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True))
         active_base = hosted.log.active_segment.base_offset
         try:
-            result = hosted.log.append_as_leader(batch, replica.leader_epoch, now_ms,
+            result = hosted.log.append_as_leader(batch, hosted.record_epoch, now_ms,
                                                  AppendOrigin.COORDINATOR)
         except OSError as e:
             self._log_io_failed(hosted.log, e)
@@ -809,6 +867,8 @@ class ReplicaManager:
         hosted = self.partitions.get(tp)
         if hosted is None or hosted.replica.role is not Role.LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        if hosted.mirror is not None and hosted.mirror.read_only:
+            return ErrorCode.INVALID_REQUEST, -1
         hw = hosted.replica.high_watermark
         try:
             code = hosted.log.maybe_increment_log_start_offset(hw if offset == -1 else offset, hw)
@@ -1261,6 +1321,115 @@ class ReplicaManager:
         # Ahead of the leader: find the divergence point by leader epoch again.
         f.state = FetchState.TRUNCATING
         f.epoch_to_ask = plog.latest_epoch
+
+    # ------------------------------------------------------------ mirror leaders (issue 21)
+
+    def mirror_leaderships(self) -> list[MirrorLeadership]:
+        """The partitions this broker leads whose topic is an active mirror."""
+        return [MirrorLeadership(tp, h.replica.leader_epoch, h.mirror)
+                for tp, h in sorted(self.partitions.items())
+                if h.mirror is not None and h.mirror.fetching and h.replica.role is Role.LEADER]
+
+    def _mirror_leader(self, tp: TopicPartition, leader_epoch: int) -> HostedPartition | None:
+        """The partition, if this broker still leads it in ``leader_epoch`` as an active
+        mirror: a mirror fetcher's answer for a leadership that ended, or for a mirror that
+        was promoted or stopped meanwhile, changes nothing."""
+        hosted = self.partitions.get(tp)
+        if (hosted is None or hosted.replica.role is not Role.LEADER
+                or hosted.replica.leader_epoch != leader_epoch
+                or hosted.mirror is None or not hosted.mirror.fetching):
+            return None
+        return hosted
+
+    def mirror_log_state(self, tp: TopicPartition, leader_epoch: int) -> MirrorLogState | None:
+        hosted = self._mirror_leader(tp, leader_epoch)
+        if hosted is None:
+            return None
+        return MirrorLogState(hosted.log.log_start_offset, hosted.log.log_end_offset,
+                              hosted.replica.high_watermark, hosted.log.latest_epoch)
+
+    def mirror_end_offset_for_epoch(self, tp: TopicPartition, leader_epoch: int,
+                                    epoch: int) -> tuple[int, int]:
+        """The local leader epoch cache's (largest epoch <= ``epoch``, its end offset)."""
+        hosted = self._mirror_leader(tp, leader_epoch)
+        if hosted is None:
+            return -1, -1
+        end = hosted.log.end_offset_for_epoch(epoch)
+        return end.leader_epoch, end.end_offset
+
+    def mirror_truncate_to(self, tp: TopicPartition, leader_epoch: int, offset: int,
+                           now_ms: int) -> bool:
+        """Cut the mirror leader's log where it diverges from the source (its followers
+        follow: their next fetch is out of range and they truncate by epoch)."""
+        hosted = self._mirror_leader(tp, leader_epoch)
+        if hosted is None:
+            return False
+        plog = hosted.log
+        if offset >= plog.log_end_offset:
+            return True
+        log.info("%s: mirror truncating from %d to %d", tp, plog.log_end_offset, offset)
+        try:
+            self._truncate_to(hosted, offset, now_ms)
+            hosted.producers = self._rebuild_producer_state(plog)
+        except OSError as e:
+            self._log_io_failed(plog, e)
+            return False
+        hosted.replica.on_leader_truncated(plog.log_start_offset, plog.log_end_offset)
+        self._changed.add(tp)
+        return True
+
+    def mirror_restart_at(self, tp: TopicPartition, leader_epoch: int, offset: int,
+                          now_ms: int) -> bool:
+        """Everything local is older than the source keeps: start empty at ``offset``."""
+        hosted = self._mirror_leader(tp, leader_epoch)
+        if hosted is None:
+            return False
+        log.info("%s: mirror behind the source's log start %d; restarting there", tp, offset)
+        try:
+            hosted.log.truncate_fully_and_start_at(offset, now_ms)
+            future = self.logs.future_log(tp.topic, tp.partition)
+            if future is not None:
+                self._on_future_log(future, lambda: future.truncate_fully_and_start_at(offset, now_ms))
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
+            return False
+        hosted.producers.clear()
+        hosted.replica.on_leader_truncated(hosted.log.log_start_offset, hosted.log.log_end_offset)
+        self._changed.add(tp)
+        return True
+
+    def mirror_append(self, tp: TopicPartition, leader_epoch: int,
+                      records: bytes | bytearray | memoryview, source_log_start_offset: int,
+                      now_ms: int) -> ProduceResult:
+        """Append whole batches fetched from the source as they are (offsets, epochs,
+        timestamps, producer ids kept: the follower append path), then let the
+        destination's followers take them as they would a produce."""
+        hosted = self._mirror_leader(tp, leader_epoch)
+        if hosted is None:
+            return ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        plog = hosted.log
+        try:
+            if records:
+                active_base = plog.active_segment.base_offset
+                result = plog.append_as_follower(records, now_ms)
+                if result.error_code != ErrorCode.NONE:
+                    log.warning("%s: mirror append failed: %s %s", tp, result.error_code,
+                                result.error_message)
+                    return ProduceResult(result.error_code, error_message=result.error_message)
+                replay_batches(hosted.producers, plog, records, iter_batches(records, check_crc=False))
+                self._maybe_snapshot_producers(hosted, active_base)
+                self._complete(hosted.replica.on_local_append(plog.log_end_offset))
+            if source_log_start_offset > plog.log_start_offset:
+                # The source deleted records (retention, DeleteRecords): so does the mirror.
+                new_start = min(source_log_start_offset, hosted.replica.high_watermark)
+                if new_start > plog.log_start_offset:
+                    plog.maybe_increment_log_start_offset(new_start, hosted.replica.high_watermark)
+                    hosted.replica.on_log_start_offset(plog.log_start_offset)
+        except OSError as e:
+            self._log_io_failed(plog, e)
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
+        self._changed.add(tp)
+        return ProduceResult(ErrorCode.NONE, plog.log_end_offset, log_start_offset=plog.log_start_offset)
 
     # ------------------------------------------------------------ time and shutdown
 

@@ -109,6 +109,15 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("index.interval.bytes", T.INT, "4096", at_least(0),
               "Log bytes between two offset index entries",
               synonyms=(S("log.index.interval.bytes"),)),
+    # Issue 21's mirror topics (metadata_log.mirror_topics says what they mean).
+    ConfigDef("ketch.mirror.link", T.STRING, "", None,
+              "The cluster link this topic mirrors its source topic through (empty: not a "
+              "mirror). A mirror is read-only while its state is active or stopped"),
+    ConfigDef("ketch.mirror.source.topic", T.STRING, "", None,
+              "The mirrored topic's name on the source cluster (empty: this topic's name)"),
+    ConfigDef("ketch.mirror.state", T.STRING, "active", one_of("active", "stopped", "promoted"),
+              "active: the partition leaders fetch from the source (read-only); stopped: not "
+              "fetching, read-only; promoted: a normal writable topic that keeps its history"),
     ConfigDef("leader.replication.throttled.replicas", T.LIST, "", throttled_replicas(),
               "Replicas (partition:broker, or *) that, as leader, send to out-of-sync followers at "
               "most leader.replication.throttled.rate (KIP-73)"),

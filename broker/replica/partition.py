@@ -242,6 +242,17 @@ class PartitionReplica:
         self.log_end_offset = log_end_offset
         return self._maybe_advance_hw()
 
+    def on_leader_truncated(self, log_start_offset: int, log_end_offset: int) -> None:
+        """A mirror leader cut its own log to follow its source (issue 21: the source
+        failed over uncleanly, or truncate-and-restore). The one case where a leader's
+        HW goes back: the source, not this cluster, decides what is committed."""
+        assert self.role is Role.LEADER
+        assert log_start_offset <= log_end_offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.high_watermark = min(max(self.high_watermark, log_start_offset), log_end_offset)
+        self.leader_epoch_start_offset = min(self.leader_epoch_start_offset, log_end_offset)
+
     def on_log_start_offset(self, log_start_offset: int) -> None:
         assert log_start_offset <= self.log_end_offset
         self.log_start_offset = log_start_offset

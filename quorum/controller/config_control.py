@@ -33,7 +33,8 @@ from clients.protocol import messages
 from clients.protocol.configs import AlterConfigOpType
 from clients.protocol.errors import ErrorCode
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS, validate_subscription
-from metadata_log.cluster_links import CLUSTER_LINK_CONFIGS, validate_link
+from metadata_log.cluster_links import CLUSTER_LINK_CONFIGS, cluster_link, validate_link
+from metadata_log.mirror_topics import mirror_config_problem
 from metadata_log.image import ConfigResourceType, MetadataImage
 from metadata_log.config_defs import (
     LISTENER_ONLY_SECURITY_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def, list_items,
@@ -135,6 +136,12 @@ def _records(image: MetadataImage, rtype: ConfigResourceType, name: str, current
         problem = validate_subscription(name, new)
     elif rtype == ConfigResourceType.CLUSTER_LINK and new != current:
         problem = validate_link(image, name, new)
+    elif rtype == ConfigResourceType.TOPIC:
+        # Issue 21: the ketch.mirror.* configs are judged together.
+        mirror_problem = mirror_config_problem(new, lambda link: cluster_link(image, link) is not None,
+                                               current)
+        if mirror_problem is not None:
+            problem = (ErrorCode.INVALID_CONFIG, mirror_problem)
     if problem is not None:
         return problem, []
     return None, [messages.ConfigRecord(resource_type=int(rtype), resource_name=name, name=key,

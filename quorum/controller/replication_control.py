@@ -44,6 +44,8 @@ from metadata_log.image import (
 from quorum.controller.broker_index import BrokersToPartitions
 from quorum.controller.config import ControllerConfig
 from metadata_log.config_defs import TOPIC_CONFIGS, parse_bool, validate_value
+from metadata_log.cluster_links import cluster_link
+from metadata_log.mirror_topics import mirror_config_problem
 from metadata_log.config_layers import ConfigLayers, ConfigSource
 from metadata_log.features import elr_enabled
 from quorum.controller.election import Election, Elr, build_partition_change, remove_from_isr
@@ -203,7 +205,7 @@ def _rf_unreachable(rf: int, active: int) -> str:
 
 # ---------------------------------------------------------------- CreateTopics
 
-def _check_topic_configs(configs: Sequence[Any]) -> tuple[ErrorCode, str] | None:
+def _check_topic_configs(image: MetadataImage, configs: Sequence[Any]) -> tuple[ErrorCode, str] | None:
     seen = set()
     for c in configs:
         if c.name in seen:
@@ -218,6 +220,11 @@ def _check_topic_configs(configs: Sequence[Any]) -> tuple[ErrorCode, str] | None
         error = validate_value(defn, c.value)
         if error is not None:
             return ErrorCode.INVALID_CONFIG, error
+    # Issue 21: the ketch.mirror.* configs are judged together.
+    mirror_problem = mirror_config_problem({c.name: c.value for c in configs},
+                                           lambda link: cluster_link(image, link) is not None)
+    if mirror_problem is not None:
+        return ErrorCode.INVALID_CONFIG, mirror_problem
     return None
 
 
@@ -258,7 +265,7 @@ def create_topics(image: MetadataImage, request: messages.CreateTopicsRequest, c
             fail(name, ErrorCode.INVALID_TOPIC_EXCEPTION,
                  f"Topic '{name}' collides with existing topic: {other}")
             continue
-        bad_config = _check_topic_configs(t.configs)
+        bad_config = _check_topic_configs(image, t.configs)
         if bad_config is not None:
             fail(name, *bad_config)
             continue
