@@ -1,0 +1,180 @@
+"""Cluster links between two real clusters on 127.0.0.1 (issue 21): the link as the
+destination's metadata, and the link manager that follows the source's topics, partition
+counts, configs and consumer group offsets. Each cluster is 1 controller and 1 broker.
+
+What this module checks is the link side. Copying the records themselves is the mirror
+data path's (the per-partition mirror fetchers, broker/mirror); where a check depends on
+it, it is stated: a group's offsets are synced capped at the destination mirror
+partition's high watermark, which stays 0 on a build without the data path and reaches the
+source's end with it, so the check asserts the cap either way (the combined run after both
+branches are merged asserts the exact offsets).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from clients.admin import (
+    AlterConfigOp, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec,
+)
+from clients.errors import KafkaApiError
+from clients.producer import Producer
+from clients.types import TopicPartition
+from tests.integration.integration_helpers import STOP_TIMEOUT_S, admin_for, start_cluster, wait_until
+
+pytestmark = [pytest.mark.process]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FAST_LINK = {"metadata.max.age.ms": "300", "topic.config.sync.ms": "300",
+             "consumer.offset.sync.enable": "true", "consumer.offset.sync.groups": "app-.*",
+             "consumer.offset.sync.ms": "300"}
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory):
+    source = start_cluster(tmp_path_factory, "link-source", controllers=1, brokers=1)
+    try:
+        destination = start_cluster(tmp_path_factory, "link-destination", controllers=1, brokers=1)
+        try:
+            yield source, destination
+        finally:
+            destination.stop(timeout_s=STOP_TIMEOUT_S)
+    finally:
+        source.stop(timeout_s=STOP_TIMEOUT_S)
+
+
+def ketch(cluster, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "clients.cli", *args, "--dir", cluster.dir],
+                          cwd=ROOT, capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "PYTHONPATH": ROOT, "KETCH_BOOTSTRAP": ""})
+    assert proc.returncode == rc, (args, proc.returncode, proc.stdout, proc.stderr)
+    if rc == 1:       # a user error: one line, no traceback
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def ketch_json(cluster, *args: str) -> Any:
+    return json.loads(ketch(cluster, *args, "--output", "json").stdout)
+
+
+def topic_configs(admin, topic: str) -> dict[str, str | None]:
+    entries = admin.describe_configs([ConfigResource.topic(topic)])[ConfigResource.topic(topic)]
+    return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
+
+
+def test_a_link_follows_the_source_topics_partitions_configs_and_group_offsets(clusters) -> None:
+    source, destination = clusters
+    src, dst = admin_for(source), admin_for(destination)
+
+    # Bad input first: one clear line, nothing created.
+    out = ketch(destination, "link", "create", "east", "--source", "nohost", rc=1)
+    assert "expected host:port" in out.stderr
+    out = ketch(destination, "link", "create", "east", "--source", "127.0.0.1:1",
+                "-c", "topics=[unclosed", rc=1)
+    assert "not a regex" in out.stderr
+    assert dst.list_cluster_links() == {}
+
+    src.create_topics([NewTopic("orders", 3, 1, configs={"retention.ms": "123456",
+                                                         "min.insync.replicas": "1"}),
+                       NewTopic("other", 1, 1)])
+    ketch(destination, "link", "create", "east", "--source", source.spec.bootstrap_servers,
+          "--topics", "orders.*", *[a for k, v in FAST_LINK.items() for a in ("-c", f"{k}={v}")])
+    out = ketch(destination, "link", "create", "east", "--source", "127.0.0.1:1", rc=1)
+    assert "exists already" in out.stderr
+    assert ketch_json(destination, "link", "list") == [
+        {"link": "east", "bootstrap_servers": source.spec.bootstrap_servers}]
+
+    # The matching topic appears as a mirror topic with the source's partition count and
+    # configs; the other one does not.
+    def mirrored() -> dict | None:
+        if "orders" not in dst.list_topics():
+            return None
+        return topic_configs(dst, "orders")
+    configs = wait_until(mirrored, 30, "the mirror topic on the destination")
+    assert configs["retention.ms"] == "123456"
+    assert configs["ketch.mirror.link"] == "east" and configs["ketch.mirror.source.topic"] == "orders"
+    assert configs.get("ketch.mirror.state", "active") == "active"
+    assert "min.insync.replicas" not in configs          # the destination's own choice
+    assert len(dst.describe_topics(["orders"])["orders"].partitions) == 3
+    assert "other" not in dst.list_topics()
+    assert ketch_json(destination, "mirror", "list") == [
+        {"topic": "orders", "link": "east", "source_topic": "orders", "state": "active"}]
+
+    # Partitions added and configs changed on the source follow.
+    src.create_partitions({"orders": NewPartitions(5)})
+    src.incremental_alter_configs({ConfigResource.topic("orders"): [
+        AlterConfigOp("retention.ms", "654321"), AlterConfigOp("cleanup.policy", "compact,delete")]})
+    wait_until(lambda: len(dst.describe_topics(["orders"])["orders"].partitions) == 5, 30,
+               "the added partitions on the destination")
+    wait_until(lambda: topic_configs(dst, "orders").get("retention.ms") == "654321"
+               and topic_configs(dst, "orders").get("cleanup.policy") == "compact,delete", 30,
+               "the changed configs on the destination")
+
+    # A group's committed offsets on the source are committed on the destination, never
+    # past the mirror partition's high watermark there.
+    with Producer({"bootstrap.servers": source.spec.bootstrap_servers, "linger.ms": 0}) as p:
+        for i in range(10):
+            p.send("orders", value=b"r%d" % i, partition=0)
+        p.flush()
+    src.alter_consumer_group_offsets("app-billing", {TopicPartition("orders", 0): 7})
+    src.alter_consumer_group_offsets("ignored", {TopicPartition("orders", 0): 3})
+
+    def synced() -> int | None:
+        try:
+            got = dst.list_consumer_group_offsets("app-billing")
+        except KafkaApiError:
+            return None
+        om = got.get(TopicPartition("orders", 0))
+        hw = dst.list_offsets({TopicPartition("orders", 0): OffsetSpec.latest()})[
+            TopicPartition("orders", 0)].offset
+        return None if om is None or om.offset != min(7, hw) else om.offset + 1
+    wait_until(synced, 30, "app-billing's offsets on the destination")
+    assert dst.list_consumer_group_offsets("ignored") == {}
+
+    # The link's configs, secrets hidden; refused deletion while the mirror is active.
+    dst.alter_cluster_link("east", [AlterConfigOp("sasl.password", "s3cret")])
+    view = ketch_json(destination, "link", "describe", "east")
+    shown = {r["key"]: r["value"] for r in view["configs"]}
+    assert shown["sasl.password"] == "(hidden)" and shown["topics"] == "orders.*"
+    assert shown["consumer.offset.sync.ms"] == "300"
+    assert view["mirror_topics"] == [{"topic": "orders", "link": "east", "source_topic": "orders",
+                                      "state": "active"}]
+    entry = dst.describe_cluster_link("east")["sasl.password"]
+    assert entry.value is None and entry.sensitive
+    out = ketch(destination, "link", "delete", "east", rc=1)
+    assert "used by mirror topics (orders)" in out.stderr
+    info = ketch_json(destination, "cluster", "info")
+    assert [link["link"] for link in info["links"]] == ["east"]
+
+    # The source topic deleted: the mirror stops and stays; nothing deleted.
+    src.delete_topics(["orders"])
+    wait_until(lambda: topic_configs(dst, "orders").get("ketch.mirror.state") == "stopped", 30,
+               "the mirror to stop")
+    assert len(dst.describe_topics(["orders"])["orders"].partitions) == 5
+    ketch(destination, "link", "delete", "east", rc=1)
+
+    # Promoted, the topic no longer holds the link, which can go.
+    ketch(destination, "mirror", "promote", "orders")
+    assert topic_configs(dst, "orders")["ketch.mirror.state"] == "promoted"
+    ketch(destination, "link", "delete", "east")
+    assert dst.list_cluster_links() == {}
+    out = ketch(destination, "link", "describe", "east", rc=1)
+    assert "does not exist" in out.stderr
+
+
+def test_an_unreachable_source_is_reported_and_the_destination_keeps_serving(clusters) -> None:
+    _, destination = clusters
+    dst = admin_for(destination)
+    dst.create_cluster_link("nowhere", {"bootstrap.servers": "127.0.0.1:1", "topics": ".*",
+                                        "metadata.max.age.ms": "300"})
+    try:
+        dst.create_topics([NewTopic("local", 1, 1)])
+        assert "local" in dst.list_topics()
+        assert "nowhere" in dst.list_cluster_links()
+    finally:
+        dst.delete_cluster_link("nowhere")
