@@ -11,10 +11,10 @@ branches are merged asserts the exact offsets).
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import os
 import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ import pytest
 from clients.admin import (
     AlterConfigOp, ConfigResource, ConfigSource, NewPartitions, NewTopic, OffsetSpec,
 )
+from clients.cli._main import main
 from clients.errors import KafkaApiError
 from clients.producer import Producer
 from clients.types import TopicPartition
@@ -29,7 +30,6 @@ from tests.integration.integration_helpers import STOP_TIMEOUT_S, admin_for, sta
 
 pytestmark = [pytest.mark.process]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST_LINK = {"metadata.max.age.ms": "300", "topic.config.sync.ms": "300",
              "consumer.offset.sync.enable": "true", "consumer.offset.sync.groups": "app-.*",
              "consumer.offset.sync.ms": "300"}
@@ -49,9 +49,15 @@ def clusters(tmp_path_factory: pytest.TempPathFactory):
 
 
 def ketch(cluster, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "clients.cli", *args, "--dir", cluster.dir],
-                          cwd=ROOT, capture_output=True, text=True, timeout=90,
-                          env={**os.environ, "PYTHONPATH": ROOT, "KETCH_BOOTSTRAP": ""})
+    """``ketch ARGS --dir DIR`` run in this process (the same ``main`` as the command;
+    a Python start per call would cost seconds on a loaded machine)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([*args, "--dir", cluster.dir])
+        except SystemExit as e:          # argparse's usage errors
+            code = int(e.code or 0)
+    proc = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
     assert proc.returncode == rc, (args, proc.returncode, proc.stdout, proc.stderr)
     if rc == 1:       # a user error: one line, no traceback
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
