@@ -308,7 +308,7 @@ class Broker:
         self.metrics.registry.register(ClientMetricsCollector(self.client_metrics))
         self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state),
                                      self.admins, self.metrics.exposition, config.listener_host,
-                                     config.http_port)
+                                     config.http_port, link_status=self.link_manager.describe)
                      if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False

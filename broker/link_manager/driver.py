@@ -267,6 +267,8 @@ class LinkManagerDriver:
 
     def describe(self) -> Mapping[str, dict[str, object]]:
         """The statuses as JSON-ready dicts (for the HTTP API)."""
+        if not self.is_runner():
+            return {}
         return {name: {"state": s.state, "last_error": s.last_error,
                        "source_topics": s.source_topics, "runner": self.node_id}
                 for name, s in sorted(self.statuses.items())}

@@ -15,6 +15,8 @@ import contextlib
 import io
 import json
 import subprocess
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
@@ -173,14 +175,45 @@ def test_a_link_follows_the_source_topics_partitions_configs_and_group_offsets(c
     assert "does not exist" in out.stderr
 
 
+def http(cluster, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    url = f"http://127.0.0.1:{cluster.spec.brokers[0].http_port}{path}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
 def test_an_unreachable_source_is_reported_and_the_destination_keeps_serving(clusters) -> None:
     _, destination = clusters
     dst = admin_for(destination)
-    dst.create_cluster_link("nowhere", {"bootstrap.servers": "127.0.0.1:1", "topics": ".*",
-                                        "metadata.max.age.ms": "300"})
+    # Through the HTTP API: bad input is a JSON error naming the problem.
+    status, body = http(destination, "POST", "/v1/links", {"name": "nowhere", "configs": {"topics": ".*"}})
+    assert (status, body["error"]) == (400, "INVALID_CONFIG") and "bootstrap.servers" in body["message"]
+    status, body = http(destination, "GET", "/v1/links/nowhere")
+    assert (status, body["error"]) == (404, "RESOURCE_NOT_FOUND")
+    status, _ = http(destination, "POST", "/v1/links", {"name": "nowhere", "configs": {
+        "bootstrap.servers": "127.0.0.1:1", "topics": ".*", "metadata.max.age.ms": "300"}})
+    assert status == 201
     try:
+        # The link manager (this cluster's only broker runs it) reports the failure.
+        def reported() -> dict | None:
+            _, links = http(destination, "GET", "/v1/links")
+            status = next(link["status"] for link in links if link["name"] == "nowhere")
+            return status if status and status["state"] == "error" else None
+        status = wait_until(reported, 30, "the link's error in /v1/links")
+        assert status["last_error"]
+        # The destination keeps serving.
         dst.create_topics([NewTopic("local", 1, 1)])
         assert "local" in dst.list_topics()
-        assert "nowhere" in dst.list_cluster_links()
+        code, body = http(destination, "POST", "/v1/mirror-topics/local/promote")
+        assert (code, body["error"]) == (400, "INVALID_REQUEST") and "not a mirror" in body["message"]
+        # The first test's promoted topic keeps its link's name; "local" is no mirror.
+        assert http(destination, "GET", "/v1/mirror-topics") == (200, [
+            {"topic": "orders", "link": "east", "source_topic": "orders", "state": "promoted"}])
     finally:
-        dst.delete_cluster_link("nowhere")
+        assert http(destination, "DELETE", "/v1/links/nowhere")[0] == 200
+    assert http(destination, "GET", "/v1/links") == (200, [])
