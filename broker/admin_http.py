@@ -16,11 +16,14 @@ class BrokerView:
     role = "broker"
 
     def __init__(self, node_id: int, replicas: ReplicaManager,
-                 lifecycle_state: Callable[[], dict[str, Any]]) -> None:
-        """``lifecycle_state()``: cluster_id, broker_epoch, fenced and caught_up."""
+                 lifecycle_state: Callable[[], dict[str, Any]],
+                 mirrors: Callable[[], list[Mapping[str, Any]]] = lambda: []) -> None:
+        """``lifecycle_state()``: cluster_id, broker_epoch, fenced and caught_up;
+        ``mirrors()``: the mirror partitions led here (``MirrorManager.describe``)."""
         self.node_id = node_id
         self.replicas = replicas
         self.lifecycle_state = lifecycle_state
+        self.mirrors = mirrors
 
     def identity(self) -> dict[str, Any]:
         return {**self.lifecycle_state(), "metadata_offset": self.replicas.image.provenance.offset,

@@ -43,6 +43,7 @@ from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.cleaner_driver import CleanerDriver, CleanerSettings
 from broker.config import BrokerConfig
+from metadata_log.cluster_links import cluster_link, parse_link, source_client_properties
 from metadata_log.authorizer import StandardAuthorizer
 from broker.controller_channel import ControllerChannel
 from broker.client_quotas import ClientQuotas
@@ -61,7 +62,8 @@ from broker.group_lag import GroupLagMonitor
 from broker.link_manager import LinkManagerDriver
 from broker.client_metrics_export import ClientMetricsExport
 from broker.client_telemetry import ClientTelemetryManager
-from broker.metrics import BrokerMetrics, BrokerStateCollector, ClientMetricsCollector
+from broker.metrics import BrokerMetrics, BrokerStateCollector, ClientMetricsCollector, MirrorCollector
+from broker.mirror.manager import LinkSettings, MirrorManager
 from broker.telemetry_driver import ClientTelemetryDriver
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
@@ -244,6 +246,8 @@ class Broker:
                                               broker_epoch=lambda: self.lifecycle.broker_epoch,
                                               fetch_max_wait_ms=config.replica_fetch_wait_max_ms,
                                               security=inter_broker_security)
+        # Issue 21: the leaders of active mirror partitions fetch from the source clusters.
+        self.mirrors = MirrorManager(self.replicas, self._link_settings, f"ketch-broker-{config.node_id}")
         # The last stable offset bounds cleaning: never at or past an ongoing transaction.
         self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms)
         self._apply_broker_configs()
@@ -306,7 +310,9 @@ class Broker:
             lambda: self.core.image.provenance.offset,
             self.group_lag.snapshot))
         self.metrics.registry.register(ClientMetricsCollector(self.client_metrics))
-        self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state),
+        self.metrics.registry.register(MirrorCollector(self.mirrors.describe))
+        self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state,
+                                                self.mirrors.describe),
                                      self.admins, self.metrics.exposition, config.listener_host,
                                      config.http_port, link_status=self.link_manager.describe)
                      if config.http_port >= 0 else None)
@@ -439,6 +445,7 @@ class Broker:
             raise
         self.groups.on_metadata(image)
         self.transactions.on_metadata(image)
+        self.mirrors.on_metadata()
 
     def _apply_broker_configs(self) -> None:
         """Dynamic broker keys that steer broker-wide duties (not a topic's log) take
@@ -467,6 +474,25 @@ class Broker:
 
     def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self.core.image.scram.get(user, mechanism.wire_type)
+
+    def _link_settings(self, name: str) -> LinkSettings | None:
+        """How to reach cluster link ``name``'s source, from the applied image."""
+        configs = cluster_link(self.core.image, name)
+        if configs is None:
+            return None
+        link, problem = parse_link(name, configs)
+        if link is None:
+            log.error("cluster link %s unusable: %s", name, problem)
+            return None
+        props = source_client_properties(configs)
+        try:
+            security = ClientSecurity.from_config(props.get)
+        except ValueError as e:
+            log.error("cluster link %s: %s", name, e)
+            return None
+        servers = tuple((host, int(port)) for host, _, port in
+                        (s.rpartition(":") for s in link.bootstrap_servers))
+        return LinkSettings(servers, security, link.metadata_max_age_ms, tuple(sorted(configs.items())))
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         reg = self.core.image.cluster.get(broker_id)
@@ -506,6 +532,7 @@ class Broker:
         await self.groups.stop()
         await self.transactions.stop()
         await self.fetchers.close()
+        await self.mirrors.close()
         self.controller.close()
         self.heartbeat_channel.close()
         await self.replicas.stop()

@@ -247,3 +247,31 @@ class ClientMetricsCollector(Collector):
         yield CounterMetricFamily("kafka_server_clienttelemetry_droppedpoints",
                                   "Pushed data points not kept (series bound or type clash)",
                                   value=self.export.dropped_points)
+
+
+class MirrorCollector(Collector):
+    """Issue 21: per mirror partition this broker leads, its lag behind the source (source
+    HW - local LEO; -1 until known) and its state (1 on the series of the current state)."""
+
+    STATES = ("awaiting_source", "truncating", "fetching", "link_missing")
+
+    def __init__(self, mirrors: Callable[[], list]) -> None:
+        self.mirrors = mirrors      # MirrorManager.describe
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        lag = GaugeMetricFamily("ketch_mirror_partition_lag",
+                                "Records the mirror partition is behind its source's high watermark",
+                                labels=["link", "topic", "partition"])
+        state = GaugeMetricFamily("ketch_mirror_partition_state",
+                                  "1 for the mirror partition's current fetch state",
+                                  labels=["link", "topic", "partition", "state"])
+        for row in self.mirrors():
+            labels = [row["link"], row["topic"], str(row["partition"])]
+            lag.add_metric(labels, row["lag"])
+            for s in self.STATES:
+                state.add_metric([*labels, s], 1 if row["state"] == s else 0)
+        yield lag
+        yield state

@@ -109,7 +109,7 @@ from metadata_log.delta import (
     ConfigChange, ElrChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange,
     PartitionCreated, ReplicasChange, TopicDeleted,
 )
-from metadata_log.mirror_topics import MirrorConfig, mirror_config, read_only_message
+from metadata_log.mirror_topics import MirrorConfig, MirrorState, mirror_config, read_only_message
 from metadata_log.image import (
     NO_LEADER, ConfigResourceType, LeaderRecoveryState, MetadataImage, PartitionRegistration,
 )
@@ -465,10 +465,26 @@ class ReplicaManager:
         was_fetching = hosted.mirror is not None and hosted.mirror.fetching
         hosted.mirror = mirror_config(hosted.tp.topic, topic_config)
         fetching = hosted.mirror is not None and hosted.mirror.fetching
+        if was_fetching and (hosted.mirror is None or hosted.mirror.state is MirrorState.PROMOTED):
+            self._forget_source_producers(hosted)
         if was_fetching and not fetching and hosted.replica.role is Role.LEADER:
             # Promoted or stopped: the mirror fetcher's answers are refused from here on
             # (``_mirror_leader``); new batches start a new epoch above every source one.
             self._start_record_epoch(hosted)
+
+    def _forget_source_producers(self, hosted: HostedPartition) -> None:
+        """A promoted mirror's producer state is the SOURCE cluster's: its producer ids
+        mean nothing here and collide with the ones this cluster hands out (a new
+        idempotent producer with id 0 got OUT_OF_ORDER_SEQUENCE_NUMBER against the
+        source's producer 0). Forget them, with a snapshot so a restart does not replay
+        them back from the log. Not done (yet): a replica that was offline when the
+        promote committed keeps them (it sees no transition), and a source transaction
+        left open at the promote is dropped without an abort marker."""
+        hosted.producers.clear()
+        try:
+            hosted.log.write_producer_snapshot(hosted.log.log_end_offset, hosted.producers.to_snapshot())
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
 
     def apply_broker_configs(self) -> None:
         """The replication throttle rates (dynamic broker configs)."""

@@ -73,6 +73,9 @@ class ControllerView:
     def local_replicas(self) -> Mapping[TopicPartition, Mapping[str, Any]]:
         return {}       # a controller hosts no partition
 
+    def mirrors(self) -> list[Mapping[str, Any]]:
+        return []       # nor leads a mirror partition
+
     def snapshot(self) -> dict[str, Any] | None:
         snap = self.quorum.log.snapshot
         if snap is None:

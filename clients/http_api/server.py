@@ -64,6 +64,7 @@ class NodeView(Protocol):
     def local_replicas(self) -> Mapping[TopicPartition, Mapping[str, Any]]: ...
     def has_topic(self, name: str) -> bool: ...
     def snapshot(self) -> dict[str, Any] | None: ...
+    def mirrors(self) -> list[Mapping[str, Any]]: ...   # the mirror partitions led here
 
 
 class AdminSource(Protocol):
@@ -267,6 +268,9 @@ class AdminHttpServer:
         return _json({"id": self.node.node_id, "role": self.node.role, **self.node.identity(),
                       "replicas": [{**_tp_json(tp), **r} for tp, r in
                                    sorted(self.node.local_replicas().items())]})
+
+    async def local_mirrors(self, q: dict, body: Any) -> web.Response:
+        return _json({"node": self.node.node_id, "mirrors": list(self.node.mirrors())})
 
     # ------------------------------------------------------------ cluster and quorum
 

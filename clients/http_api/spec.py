@@ -174,6 +174,10 @@ ROUTES: tuple[Route, ...] = (
           errors=(503,), tags=("status",)),
     Route("GET", "/v1/node", "node_info", "This node: id, role, cluster id, metadata offset and "
           "role-specific state", errors=(), tags=("cluster",)),
+    Route("GET", "/v1/mirrors", "local_mirrors",
+          "The mirror topic partitions this broker leads (issue 21): link, topic, partition, "
+          "source topic, state, lag (source high watermark - local log end offset) and the "
+          "last error; empty on a controller", errors=(), tags=("status",)),
     Route("GET", "/v1/cluster", "cluster", "Cluster id, the active controller, brokers and "
           "partition health in one answer", tags=("cluster",)),
     Route("GET", "/v1/cluster/brokers", "brokers", "Every registered broker, fenced ones too",

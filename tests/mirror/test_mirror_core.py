@@ -305,3 +305,14 @@ def test_a_mirror_behind_the_source_log_start_restarts_there(tmp_path) -> None:
     dst.pump(source)
     assert dst.log.log_start_offset == 4 and dst.log.log_end_offset == 6
     assert log_bytes(dst.core, DST) == log_bytes(source.core, SRC)
+
+
+def test_promote_forgets_the_source_producers_so_this_clusters_ids_do_not_collide(tmp_path) -> None:
+    source = Source(tmp_path, "src", leader_epoch=1)
+    source.produce(batch(3, producer_id=0))
+    dst = Destination(tmp_path)
+    dst.pump(source)
+    assert dst.core.partitions[DST].producers.active_producers()
+    dst.set_state("promoted")
+    # This cluster's first idempotent producer may well get id 0 too: sequence 0 is fine.
+    assert dst.core.append(DST, batch(1, producer_id=0), acks=1, now_ms=1).error_code == ErrorCode.NONE
