@@ -63,6 +63,7 @@ PURE = (
     "broker/group/consumer_coordinator.py", "broker/group/effects.py",
     "broker/txn/coordinator.py", "broker/txn/state.py", "broker/txn/records.py",
     "broker/txn/verification.py", "broker/txn/markers.py", "broker/link_manager/core.py",
+    "broker/mirror/_core.py",
 )
 # Ports: the synchronous storage interface the log core is written against, with its file
 # and simulated implementations (Kafka's ReplicatedLog / MockLog split). Pure cores may

@@ -122,6 +122,11 @@ def test_a_link_follows_the_source_topics_partitions_configs_and_group_offsets(c
                and topic_configs(dst, "orders").get("cleanup.policy") == "compact,delete", 30,
                "the changed configs on the destination")
 
+    # `ketch mirror create` adds a topic to the link's filter; the manager mirrors it.
+    ketch(destination, "mirror", "create", "other", "--link", "east")
+    wait_until(lambda: "other" in dst.list_topics(), 30, "the mirror of 'other'")
+    assert dst.describe_cluster_link("east")["topics"].value == "orders.*,other"
+
     # A group's committed offsets on the source are committed on the destination, never
     # past the mirror partition's high watermark there.
     with Producer({"bootstrap.servers": source.spec.bootstrap_servers, "linger.ms": 0}) as p:
@@ -147,14 +152,15 @@ def test_a_link_follows_the_source_topics_partitions_configs_and_group_offsets(c
     dst.alter_cluster_link("east", [AlterConfigOp("sasl.password", "s3cret")])
     view = ketch_json(destination, "link", "describe", "east")
     shown = {r["key"]: r["value"] for r in view["configs"]}
-    assert shown["sasl.password"] == "(hidden)" and shown["topics"] == "orders.*"
+    assert shown["sasl.password"] == "(hidden)" and shown["topics"] == "orders.*,other"
     assert shown["consumer.offset.sync.ms"] == "300"
-    assert view["mirror_topics"] == [{"topic": "orders", "link": "east", "source_topic": "orders",
-                                      "state": "active"}]
+    assert view["mirror_topics"] == [
+        {"topic": "orders", "link": "east", "source_topic": "orders", "state": "active"},
+        {"topic": "other", "link": "east", "source_topic": "other", "state": "active"}]
     entry = dst.describe_cluster_link("east")["sasl.password"]
     assert entry.value is None and entry.sensitive
     out = ketch(destination, "link", "delete", "east", rc=1)
-    assert "used by mirror topics (orders)" in out.stderr
+    assert "used by mirror topics (orders, other)" in out.stderr
     info = ketch_json(destination, "cluster", "info")
     assert [link["link"] for link in info["links"]] == ["east"]
 
@@ -166,7 +172,9 @@ def test_a_link_follows_the_source_topics_partitions_configs_and_group_offsets(c
     ketch(destination, "link", "delete", "east", rc=1)
 
     # Promoted, the topic no longer holds the link, which can go.
-    ketch(destination, "mirror", "promote", "orders")
+    out = ketch(destination, "mirror", "promote", "nosuch", rc=1)
+    assert "not a mirror topic" in out.stderr
+    ketch(destination, "mirror", "promote", "orders", "other")
     assert topic_configs(dst, "orders")["ketch.mirror.state"] == "promoted"
     ketch(destination, "link", "delete", "east")
     assert dst.list_cluster_links() == {}
@@ -212,7 +220,8 @@ def test_an_unreachable_source_is_reported_and_the_destination_keeps_serving(clu
         assert (code, body["error"]) == (400, "INVALID_REQUEST") and "not a mirror" in body["message"]
         # The first test's promoted topic keeps its link's name; "local" is no mirror.
         assert http(destination, "GET", "/v1/mirror-topics") == (200, [
-            {"topic": "orders", "link": "east", "source_topic": "orders", "state": "promoted"}])
+            {"topic": "orders", "link": "east", "source_topic": "orders", "state": "promoted"},
+            {"topic": "other", "link": "east", "source_topic": "other", "state": "promoted"}])
     finally:
         assert http(destination, "DELETE", "/v1/links/nowhere")[0] == 200
     assert http(destination, "GET", "/v1/links") == (200, [])
