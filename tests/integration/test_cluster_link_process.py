@@ -163,6 +163,13 @@ def test_a_link_follows_the_source_topics_partitions_configs_and_group_offsets(c
     assert "used by mirror topics (orders, other)" in out.stderr
     info = ketch_json(destination, "cluster", "info")
     assert [link["link"] for link in info["links"]] == ["east"]
+    assert info["links"][0]["bootstrap_servers"] == source.spec.bootstrap_servers
+    assert {(r["topic"], r["partition"]) for r in info["links"][0]["partition_lag"]} == {
+        ("orders", p) for p in range(5)} | {("other", 0)}
+    text = ketch(destination, "cluster", "info").stdout
+    assert any(line.split()[:1] == ["east"] for line in text.splitlines()), text
+    text = ketch(destination, "link", "describe", "east").stdout
+    assert "sasl.password" in text and "s3cret" not in text
 
     # The source topic deleted: the mirror stops and stays; nothing deleted.
     src.delete_topics(["orders"])
