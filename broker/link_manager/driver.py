@@ -27,7 +27,8 @@ from clients.aio.admin import (
 from clients.errors import ErrorCode, GroupIdNotFoundError, KafkaApiError, KafkaClientError
 from clients.types import TopicPartition
 from metadata_log.cluster_links import (
-    MIRROR_LINK, MIRROR_STATE, MIRROR_STATE_ACTIVE, MIRROR_STATE_STOPPED, ClusterLink,
+    MIRROR_LINK, MIRROR_SOURCE_TOPIC, MIRROR_STATE, MIRROR_STATE_ACTIVE, MIRROR_STATE_STOPPED,
+    ClusterLink,
     cluster_links, parse_link, source_client_properties,
 )
 from metadata_log.image import MetadataImage
@@ -158,9 +159,12 @@ class LinkManagerDriver:
         source = await self._source(link)
         listed = await source.list_topics()
         image = self.image()
-        followed = {n for n in listed if link.mirrors_topic(n)} | {
-            n for n in listed if image.topics.get(n) is not None
-            and image.configs.topic(n).get(MIRROR_LINK) == link.name}
+        # The matching topics and the source topics of this link's mirrors (a mirror may
+        # be named differently from its source: ketch.mirror.source.topic).
+        sources_of_mirrors = {image.configs.topic(t).get(MIRROR_SOURCE_TOPIC) or t
+                              for t in image.topics.by_name
+                              if image.configs.topic(t).get(MIRROR_LINK) == link.name}
+        followed = {n for n in listed if link.mirrors_topic(n) or n in sources_of_mirrors}
         described = await source.describe_topics(sorted(followed)) if followed else {}
         need_configs = [n for n in sorted(followed) if with_configs or image.topics.get(n) is None]
         configs: dict[str, dict[str, str]] = {}
