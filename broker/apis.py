@@ -49,7 +49,7 @@ from clients.protocol.types import CorruptFrameError
 from clients.records import RecordError, read_batch_header
 from clients.records.tags import filter_batches
 from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
-from metadata_log.cluster_links import cluster_link, link_config_entries
+from metadata_log.cluster_links import cluster_link, cluster_links, link_config_entries
 from metadata_log.acls import AclBindingFilter
 from metadata_log.config_layers import ConfigEntry, ConfigSource
 from metadata_log.image import NO_LEADER, ConfigResourceType
@@ -1189,6 +1189,20 @@ class KafkaApis:
                 continue
             elif r.resource_type == ConfigResourceType.CLUSTER_LINK:
                 # A cluster link (issue 21): what was set and the defaults; secrets hidden.
+                if r.resource_name == "":
+                    # The nameless link lists the links (Kafka 4.1's ListConfigResources
+                    # is not in the reference schemas): one entry per link, its value the
+                    # link's bootstrap servers.
+                    results.append(cls.DescribeConfigsResult(
+                        error_code=ErrorCode.NONE, resource_type=r.resource_type,
+                        resource_name="", configs=[
+                            cls.DescribeConfigsResourceResult(
+                                name=name, value=configs.get("bootstrap.servers", ""),
+                                read_only=True, is_default=False,
+                                config_source=int(ConfigSource.UNKNOWN), is_sensitive=False,
+                                synonyms=[], config_type=0)
+                            for name, configs in cluster_links(self.replicas.image).items()]))
+                    continue
                 link = cluster_link(self.replicas.image, r.resource_name)
                 if link is None:
                     results.append(failed(ErrorCode.RESOURCE_NOT_FOUND,

@@ -61,6 +61,7 @@ from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from broker.group_lag import GroupLagMonitor
 from broker.latency_trace import LatencyTracer
+from broker.link_manager import LinkManagerDriver
 from broker.client_metrics_export import ClientMetricsExport
 from broker.client_telemetry import ClientTelemetryManager
 from broker.metrics import BrokerMetrics, BrokerStateCollector, ClientMetricsCollector, MirrorCollector
@@ -311,6 +312,10 @@ class Broker:
                                    f"ketch-broker-{config.node_id}-admin", inter_broker_client)
         self.group_lag = GroupLagMonitor(self.groups.core.committed_offsets,
                                          self.admins.cluster_admin, config.group_lag_interval_ms)
+        # Cluster links (issue 21): run by the lowest-id active broker only; the others idle.
+        self.link_manager = LinkManagerDriver(config.node_id, lambda: self.core.image,
+                                              self.admins.cluster_admin, clock.now_ms,
+                                              f"ketch-broker-{config.node_id}")
         self.metrics.registry.register(BrokerStateCollector(
             self.core, lambda: (self.replicas.produce_purgatory_size, self.replicas.fetch_purgatory_size),
             lambda: sum(s.connection_count for s in self.servers.values()),
@@ -321,7 +326,7 @@ class Broker:
         self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state,
                                                 self.mirrors.describe),
                                      self.admins, self.metrics.exposition, config.listener_host,
-                                     config.http_port)
+                                     config.http_port, link_status=self.link_manager.describe)
                      if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False
@@ -404,6 +409,7 @@ class Broker:
                        loop.create_task(self.lifecycle.run(), name="heartbeats"),
                        loop.create_task(self.cleaner.run(), name="log-cleaner"),
                        loop.create_task(self.group_lag.run(), name="group-lag"),
+                       loop.create_task(self.link_manager.run(), name="link-manager"),
                        loop.create_task(self.telemetry.run(), name="client-telemetry-expiry")]
 
     @property

@@ -125,6 +125,45 @@ class Admin:
         return self._run(self._admin.create_partitions(
             dict(new_partitions), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
 
+    # ------------------------------------------------------------ cluster links (issue 21)
+
+    def create_cluster_link(self, name: str, configs: Mapping[str, str], *,
+                            validate_only: bool = False, timeout_ms: int | None = None) -> None:
+        return self._run(self._admin.create_cluster_link(
+            name, dict(configs), validate_only=validate_only, timeout_ms=timeout_ms), timeout_ms)
+
+    def alter_cluster_link(self, name: str, ops: Sequence[AlterConfigOp], *,
+                           timeout_ms: int | None = None) -> None:
+        return self._run(self._admin.alter_cluster_link(name, list(ops), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def list_cluster_links(self, *, timeout_ms: int | None = None) -> dict[str, str]:
+        return self._run(self._admin.list_cluster_links(timeout_ms=timeout_ms), timeout_ms)
+
+    def describe_cluster_link(self, name: str, *, timeout_ms: int | None = None
+                              ) -> dict[str, ConfigEntry]:
+        return self._run(self._admin.describe_cluster_link(name, timeout_ms=timeout_ms), timeout_ms)
+
+    def delete_cluster_link(self, name: str, *, timeout_ms: int | None = None) -> None:
+        return self._run(self._admin.delete_cluster_link(name, timeout_ms=timeout_ms), timeout_ms)
+
+    def list_mirror_topics(self, *, timeout_ms: int | None = None) -> dict[str, dict[str, str]]:
+        return self._run(self._admin.list_mirror_topics(timeout_ms=timeout_ms), timeout_ms)
+
+    def create_mirror_topic(self, topic: str, link: str, *, timeout_ms: int | None = None) -> None:
+        return self._run(self._admin.create_mirror_topic(topic, link, timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def promote_mirror_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                              ) -> dict[str, None]:
+        return self._run(self._admin.promote_mirror_topics(list(topics), timeout_ms=timeout_ms),
+                         timeout_ms)
+
+    def restore_mirror_topic(self, topic: str, link: str, source_topic: str | None = None, *,
+                             timeout_ms: int | None = None) -> None:
+        return self._run(self._admin.restore_mirror_topic(topic, link, source_topic,
+                                                          timeout_ms=timeout_ms), timeout_ms)
+
     # ------------------------------------------------------------ configs
 
     def describe_configs(self, resources: Iterable[ConfigResource], *,

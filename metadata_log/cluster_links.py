@@ -37,6 +37,7 @@ from clients.protocol.errors import ErrorCode
 from metadata_log._config_types import ConfigDef, ConfigType, at_least, one_of
 from metadata_log.config_defs import list_items, parse_bool, validate_value
 from metadata_log.image import MetadataImage
+from metadata_log.mirror_topics import MIRROR_LINK, MIRROR_SOURCE_TOPIC, MIRROR_STATE, MirrorState
 
 __all__ = [
     "BOOTSTRAP_SERVERS", "CLUSTER_LINK_CONFIGS", "CONSUMER_OFFSET_SYNC_ENABLE",
@@ -55,14 +56,11 @@ CONSUMER_OFFSET_SYNC_MS = "consumer.offset.sync.ms"
 TOPIC_CONFIG_SYNC_MS = "topic.config.sync.ms"
 METADATA_MAX_AGE_MS = "metadata.max.age.ms"
 
-# The mirror topic configs (their definitions live with the topic configs, owned by the
-# mirror data path); named here because a link's deletion and its manager read them.
-MIRROR_LINK = "ketch.mirror.link"
-MIRROR_SOURCE_TOPIC = "ketch.mirror.source.topic"
-MIRROR_STATE = "ketch.mirror.state"
-MIRROR_STATE_ACTIVE = "active"
-MIRROR_STATE_STOPPED = "stopped"
-MIRROR_STATE_PROMOTED = "promoted"
+# The mirror topic configs' names and states have their home in ``mirror_topics``; these
+# spellings are for the link side (a link's deletion and its manager read them).
+MIRROR_STATE_ACTIVE = MirrorState.ACTIVE.value
+MIRROR_STATE_STOPPED = MirrorState.STOPPED.value
+MIRROR_STATE_PROMOTED = MirrorState.PROMOTED.value
 
 # Never mirrored: each cluster's own bookkeeping (offsets are synced by the link manager
 # through OffsetCommit, not by copying __consumer_offsets).

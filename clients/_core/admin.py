@@ -191,6 +191,12 @@ class ConfigResource:
         """A client-metrics subscription (KIP-714): keys ``metrics``, ``interval.ms``, ``match``."""
         return cls(ConfigResourceType.CLIENT_METRICS, subscription)
 
+    @classmethod
+    def cluster_link(cls, name: str) -> "ConfigResource":
+        """A cluster link (Ketch's, issue 21): ``bootstrap.servers``, ``topics``, ...;
+        the nameless one lists the links."""
+        return cls(ConfigResourceType.CLUSTER_LINK, name)
+
     def __str__(self) -> str:
         if self.type == ConfigResourceType.BROKER and self.name == "":
             return "the cluster-wide broker default"

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from clients.protocol.acls import (
@@ -100,6 +101,9 @@ __all__ = [
 K = TypeVar("K", bound=Hashable)
 KEY_TYPE_TRANSACTION = 1      # FindCoordinator's key type for a transactional id
 
+# The mirror topic configs (issue 21; defined with the topic configs on the brokers).
+_MIRROR_LINK, _MIRROR_SOURCE_TOPIC, _MIRROR_STATE = (
+    "ketch.mirror.link", "ketch.mirror.source.topic", "ketch.mirror.state")
 METADATA_TOPIC = "__cluster_metadata"       # KRaft's metadata log, partition 0
 CONSUMER_PROTOCOL_TYPE = "consumer"
 # States in which a group has no live members, so its offsets may be rewritten
@@ -575,6 +579,98 @@ class Admin:
         return _raise_first(await self._fan_out(
             "alter configs of", configs, timeout_ms, self._config_node, send,
             retriable=self._controller_retriable, on_retry=self._refresh_controller))
+
+    # ------------------------------------------------------------ cluster links (issue 21)
+
+    async def create_cluster_link(self, name: str, configs: Mapping[str, str], *,
+                                  validate_only: bool = False, timeout_ms: int | None = None) -> None:
+        """A new cluster link (Ketch's CLUSTER_LINK config resource) with ``configs``
+        (``bootstrap.servers`` at least); an existing link's name raises InvalidRequestError."""
+        if name in await self.list_cluster_links(timeout_ms=timeout_ms):
+            raise _error(ErrorCode.INVALID_REQUEST, f"cluster link {name!r}",
+                         "exists already (alter it, or delete it first)")
+        await self.incremental_alter_configs(
+            {ConfigResource.cluster_link(name): [AlterConfigOp(k, v) for k, v in configs.items()]},
+            validate_only=validate_only, timeout_ms=timeout_ms)
+
+    async def alter_cluster_link(self, name: str, ops: Sequence[AlterConfigOp], *,
+                                 timeout_ms: int | None = None) -> None:
+        """IncrementalAlterConfigs on the link (APPEND to ``topics`` mirrors more topics)."""
+        if name not in await self.list_cluster_links(timeout_ms=timeout_ms):
+            raise _error(ErrorCode.RESOURCE_NOT_FOUND, f"cluster link {name!r}", "does not exist")
+        await self.incremental_alter_configs({ConfigResource.cluster_link(name): list(ops)},
+                                             timeout_ms=timeout_ms)
+
+    async def list_cluster_links(self, *, timeout_ms: int | None = None) -> dict[str, str]:
+        """Every cluster link: name -> its source's bootstrap servers."""
+        listing = await self.describe_configs([ConfigResource.cluster_link("")], timeout_ms=timeout_ms)
+        return {name: entry.value or "" for name, entry in
+                sorted(listing[ConfigResource.cluster_link("")].items())}
+
+    async def describe_cluster_link(self, name: str, *, timeout_ms: int | None = None
+                                    ) -> dict[str, ConfigEntry]:
+        """The link's configs, defaults included, secrets hidden (value None). A link that
+        does not exist raises ResourceNotFoundError."""
+        if not name:
+            raise _error(ErrorCode.INVALID_REQUEST, "cluster link ''", "a link has a name")
+        resource = ConfigResource.cluster_link(name)
+        return (await self.describe_configs([resource], include_documentation=True,
+                                            timeout_ms=timeout_ms))[resource]
+
+    async def delete_cluster_link(self, name: str, *, timeout_ms: int | None = None) -> None:
+        """Delete the link (all of its configs, in one AlterConfigs). The controller
+        refuses it, INVALID_REQUEST naming them, while mirror topics use the link."""
+        if name not in await self.list_cluster_links(timeout_ms=timeout_ms):
+            raise _error(ErrorCode.RESOURCE_NOT_FOUND, f"cluster link {name!r}", "does not exist")
+        await self.alter_configs({ConfigResource.cluster_link(name): {}}, timeout_ms=timeout_ms)
+
+    async def list_mirror_topics(self, *, timeout_ms: int | None = None
+                                 ) -> dict[str, dict[str, str]]:
+        """Every mirror topic: name -> {"link", "source_topic", "state"} (its
+        ``ketch.mirror.*`` configs; a promoted topic keeps its link's name)."""
+        names = list(await self.list_topics(timeout_ms=timeout_ms))
+        if not names:
+            return {}
+        configs = await self.describe_configs([ConfigResource.topic(n) for n in names],
+                                              timeout_ms=timeout_ms)
+        out: dict[str, dict[str, str]] = {}
+        for resource, entries in sorted(configs.items(), key=lambda item: item[0].name):
+            link = entries.get(_MIRROR_LINK)
+            if link is None or not link.value:
+                continue
+            source = entries.get(_MIRROR_SOURCE_TOPIC)
+            state = entries.get(_MIRROR_STATE)
+            out[resource.name] = {"link": link.value,
+                                  "source_topic": (source.value if source else None) or resource.name,
+                                  "state": (state.value if state else None) or "active"}
+        return out
+
+    async def create_mirror_topic(self, topic: str, link: str, *, timeout_ms: int | None = None
+                                  ) -> None:
+        """Mirror the source topic ``topic`` through ``link``: its name is appended to the
+        link's ``topics`` (as a regex matching only it); the link manager creates the
+        mirror topic at its next look at the source (``metadata.max.age.ms``)."""
+        await self.alter_cluster_link(link, [AlterConfigOp("topics", re.escape(topic),
+                                                           AlterConfigOpType.APPEND)],
+                                      timeout_ms=timeout_ms)
+
+    async def promote_mirror_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                                    ) -> dict[str, None]:
+        """Make mirror topics writable at their current end (``ketch.mirror.state=promoted``):
+        their leaders stop mirroring first; the topics keep their history."""
+        out = await self.incremental_alter_configs(
+            {ConfigResource.topic(t): [AlterConfigOp(_MIRROR_STATE, "promoted")] for t in topics},
+            timeout_ms=timeout_ms)
+        return {r.name: v for r, v in out.items()}
+
+    async def restore_mirror_topic(self, topic: str, link: str, source_topic: str | None = None,
+                                   *, timeout_ms: int | None = None) -> None:
+        """Truncate-and-restore: make ``topic`` (a promoted mirror, or a former source)
+        follow ``source_topic`` (default: its own name) through ``link`` again; its
+        leaders truncate to where it diverged from the source and follow from there."""
+        await self.incremental_alter_configs({ConfigResource.topic(topic): [
+            AlterConfigOp(_MIRROR_LINK, link), AlterConfigOp(_MIRROR_SOURCE_TOPIC, source_topic or topic),
+            AlterConfigOp(_MIRROR_STATE, "active")]}, timeout_ms=timeout_ms)
 
     # ------------------------------------------------------------ cluster and quorum
 

@@ -16,7 +16,7 @@ import sys
 # Verb modules under clients.cli, in the order ``ketch --help`` lists them.
 VERBS: tuple[str, ...] = ("up", "quorum", "leader_election", "reassign", "log_dirs", "topic",
                           "produce", "consume", "group", "dlq", "transactions", "config", "quota",
-                          "acl", "user", "feature", "cluster",
+                          "acl", "user", "feature", "cluster", "link", "mirror",
                           "dump_log", "metadata_shell")
 
 

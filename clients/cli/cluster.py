@@ -15,6 +15,11 @@ controlled shutdown. With a ``ketch up`` directory, a broker's HTTP admin API
 ``in_controlled_shutdown`` (null when no broker answers), and a registered broker or a
 broker of cluster.json that is not live is listed too.
 
+Cluster links (issue 21): each link's source, and with a ``ketch up`` directory its mirror
+partitions from every broker's ``GET /v1/mirrors`` (how many, their states, the largest
+lag: source high watermark minus local log end offset, and the last error); ``null``
+when no broker serves that route.
+
 ``health`` exits 0 when healthy and 1 when not (scripts: ``ketch cluster health || ...``):
 unhealthy is any offline, under-replicated or under-min-ISR partition, a replica on a
 broker that is not live, or no quorum leader.
@@ -97,7 +102,33 @@ def survey(admin, http: dict[int, str] | None = None) -> dict:
     return {"cluster_id": cluster.cluster_id, "controller": controller, "brokers": brokers,
             "topics": len(described), "partitions": count,
             "offline_partitions": offline, "under_replicated_partitions": under,
-            "under_min_isr_partitions": under_min}
+            "under_min_isr_partitions": under_min, "links": links_view(admin, http)}
+
+
+def links_view(admin, http: dict[int, str]) -> list[dict]:
+    """Each cluster link with its mirror partitions' states and largest lag."""
+    from clients.cli.link import mirror_partitions_of
+    try:
+        links = admin.list_cluster_links()
+    except Exception as e:  # noqa: BLE001 -- a cluster without links support: say so, go on
+        return [{"link": None, "error": c.one_line(e)}]
+    rows = mirror_partitions_of(http)
+    out = []
+    for name, servers in links.items():
+        mine = None if rows is None else [r for r in rows if r.get("link") == name]
+        lags = [r.get("lag") for r in mine or () if isinstance(r.get("lag"), int) and r["lag"] >= 0]
+        states: dict[str, int] = {}
+        for r in mine or ():
+            states[str(r.get("state"))] = states.get(str(r.get("state")), 0) + 1
+        errors = sorted({r["last_error"] for r in mine or () if r.get("last_error")})
+        out.append({"link": name, "bootstrap_servers": servers,
+                    "partitions": None if mine is None else len(mine),
+                    "states": None if mine is None else states,
+                    "max_lag": None if mine is None else (max(lags) if lags else None),
+                    "errors": errors, "partition_lag": None if mine is None else [
+                        {"topic": r.get("topic"), "partition": r.get("partition"),
+                         "state": r.get("state"), "lag": r.get("lag")} for r in mine]})
+    return out
 
 
 def problems(view: dict) -> list[str]:
@@ -134,6 +165,14 @@ def info(args: argparse.Namespace) -> int:
     print(f"offline {len(view['offline_partitions'])}  under-replicated "
           f"{len(view['under_replicated_partitions'])}  under-min-ISR "
           f"{len(view['under_min_isr_partitions'])}")
+    if view["links"]:
+        def unknown(v):
+            return "?" if v is None else v
+        c.print_table(["LINK", "SOURCE", "MIRROR PARTITIONS", "STATES", "MAX LAG", "LAST ERROR"],
+                      [[l["link"], l.get("bootstrap_servers"), unknown(l.get("partitions")),
+                        unknown(l.get("states") and ",".join(f"{k}={v}" for k, v in l["states"].items())),
+                        unknown(l.get("max_lag")), (l.get("errors") or [l.get("error") or ""])[0]]
+                       for l in view["links"]])
     return 0
 
 

@@ -45,7 +45,7 @@ STATUS_PAGE = os.path.join(os.path.dirname(__file__), "status.html")
 # Kafka error -> HTTP status (anything else: 400 if the client can fix it, else 503).
 _NOT_FOUND = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
               ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.BROKER_NOT_AVAILABLE,
-              ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+              ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, ErrorCode.RESOURCE_NOT_FOUND}
 _CONFLICT = {ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.NON_EMPTY_GROUP,
              ErrorCode.REASSIGNMENT_IN_PROGRESS, ErrorCode.ELECTION_NOT_NEEDED}
 _AUTH = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -157,9 +157,13 @@ class AdminHttpServer:
     """Serves ``spec.ROUTES`` for one node on ``host:port`` (0: any free port)."""
 
     def __init__(self, node: NodeView, admins: AdminSource, metrics: Callable[[], tuple[bytes, str]],
-                 host: str, port: int, *, call_timeout_ms: int = CALL_TIMEOUT_MS) -> None:
-        """``metrics()``: the Prometheus exposition of this node (body, content type)."""
+                 host: str, port: int, *, call_timeout_ms: int = CALL_TIMEOUT_MS,
+                 link_status: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None) -> None:
+        """``metrics()``: the Prometheus exposition of this node (body, content type);
+        ``link_status()``: each cluster link's state as this node's link manager sees it
+        (a broker's; only the broker that runs the manager has any)."""
         self.node = node
+        self.link_status = link_status
         self.admins = admins
         self.metrics_text = metrics
         self.host = host
@@ -423,6 +427,81 @@ class AdminHttpServer:
         return _json({"topic": q["topic"], "set": body.get("set", {}),
                       "deleted": body.get("delete", []),
                       "validate_only": body.get("validate_only", False)})
+
+    # ------------------------------------------------------------ cluster links (issue 21)
+
+    async def list_links(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        links = await admin.list_cluster_links(timeout_ms=self.call_timeout_ms)
+        # The link manager's view (state, last error), from the broker that runs it; null
+        # on the others.
+        status = self.link_status() if self.link_status is not None else {}
+        return _json([{"name": n, "bootstrap_servers": s, "status": status.get(n)}
+                      for n, s in links.items()])
+
+    async def create_link(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        if body["name"] in await admin.list_cluster_links(timeout_ms=self.call_timeout_ms):
+            raise HttpError(409, "INVALID_REQUEST", f"cluster link {body['name']!r} exists already")
+        await admin.create_cluster_link(body["name"], body["configs"], timeout_ms=self.call_timeout_ms)
+        return _json({"name": body["name"], "created": True}, 201)
+
+    async def describe_link(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        entries = await admin.describe_cluster_link(q["link"], timeout_ms=self.call_timeout_ms)
+        mirrors = await admin.list_mirror_topics(timeout_ms=self.call_timeout_ms)
+        return _json({"name": q["link"],
+                      "configs": {name: {"value": e.value, "default": e.is_default,
+                                         "sensitive": e.sensitive}
+                                  for name, e in sorted(entries.items())},
+                      "mirror_topics": [{"topic": t, **m} for t, m in mirrors.items()
+                                        if m["link"] == q["link"]]})
+
+    async def alter_link(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        ops = [AlterConfigOp(k, v) for k, v in body.get("set", {}).items()]
+        ops += [AlterConfigOp(k, None, AlterConfigOpType.DELETE) for k in body.get("delete", [])]
+        if not ops:
+            raise spec.InvalidInput("set", "name at least one key to set or delete")
+        if body.get("validate_only", False):
+            raise spec.InvalidInput("validate_only", "not supported for links")
+        await admin.alter_cluster_link(q["link"], ops, timeout_ms=self.call_timeout_ms)
+        return _json({"name": q["link"], "set": body.get("set", {}), "deleted": body.get("delete", [])})
+
+    async def delete_link(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        await admin.delete_cluster_link(q["link"], timeout_ms=self.call_timeout_ms)
+        return _json({"deleted": q["link"]})
+
+    async def list_mirror_topics(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        mirrors = await admin.list_mirror_topics(timeout_ms=self.call_timeout_ms)
+        return _json([{"topic": t, **m} for t, m in mirrors.items()])
+
+    async def create_mirror_topic(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        await admin.create_mirror_topic(body["topic"], body["link"], timeout_ms=self.call_timeout_ms)
+        return _json({"topic": body["topic"], "link": body["link"], "requested": True})
+
+    async def _mirror_topic(self, admin: Admin, topic: str) -> dict[str, str]:
+        mirrors = await admin.list_mirror_topics(timeout_ms=self.call_timeout_ms)
+        if topic not in mirrors:
+            await self._topic_exists(admin, topic)          # 404 for no such topic
+            raise HttpError(400, "INVALID_REQUEST", f"topic {topic!r} is not a mirror topic")
+        return mirrors[topic]
+
+    async def promote_mirror_topic(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        await self._mirror_topic(admin, q["topic"])
+        await admin.promote_mirror_topics([q["topic"]], timeout_ms=self.call_timeout_ms)
+        return _json({"topic": q["topic"], "state": "promoted"})
+
+    async def restore_mirror_topic(self, q: dict, body: Any) -> web.Response:
+        admin = await self.admins.cluster_admin()
+        await self._topic_exists(admin, q["topic"])
+        await admin.restore_mirror_topic(q["topic"], body["link"], body.get("source_topic"),
+                                         timeout_ms=self.call_timeout_ms)
+        return _json({"topic": q["topic"], "link": body["link"], "state": "active"})
 
     # ------------------------------------------------------------ groups
 

@@ -55,6 +55,8 @@ _PARTITION = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
 _BROKER_ID = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
 _CONFIG_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _TP = _obj({"topic": _TOPIC, "partition": _PARTITION}, ("topic", "partition"))
+# A cluster link's name through this API: a path segment, so the topic-name characters.
+_LINK = {"type": "string", "pattern": TOPIC_NAME_PATTERN}
 
 SCHEMAS: dict[str, dict] = {
     "Error": {"type": "object", "required": ["error", "message"], "properties": {
@@ -117,6 +119,10 @@ SCHEMAS: dict[str, dict] = {
         "replicas": {"type": "array", "items": _BROKER_ID, "nullable": True}},
         ("topic", "partition", "replicas"))}}, ("partitions",)),
     "Decommission": _obj({"dry_run": _BOOL}),
+    # Cluster links and mirror topics (issue 21).
+    "NewLink": _obj({"name": _LINK, "configs": _CONFIG_MAP}, ("name", "configs")),
+    "NewMirrorTopic": _obj({"topic": _TOPIC, "link": _LINK}, ("topic", "link")),
+    "MirrorRestore": _obj({"link": _LINK, "source_topic": _TOPIC}, ("link",)),
 }
 
 _ANY_OBJECT = {"type": "object"}
@@ -149,6 +155,7 @@ class Route:
 _TOPIC_PARAM = Param("topic", "path", _TOPIC, "a topic name")
 _GROUP_PARAM = Param("group", "path", {"type": "string", "minLength": 1, "maxLength": 4096},
                      "a consumer group id")
+_LINK_PARAM = Param("link", "path", _LINK, "a cluster link's name")
 _PAGE = (Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX},
                f"items per page (default {PAGE_LIMIT_DEFAULT})"),
          Param("after", "query", {"type": "string"}, "the last item of the previous page"))
@@ -229,6 +236,31 @@ ROUTES: tuple[Route, ...] = (
           "Move every replica off a broker to the other live brokers",
           params=(Param("broker_id", "path", _BROKER_ID),), body="Decommission",
           errors=(400, 404, 503), tags=("actions",)),
+    Route("GET", "/v1/links", "list_links",
+          "Cluster links: each one's name and its source's bootstrap servers", tags=("links",)),
+    Route("POST", "/v1/links", "create_link",
+          "Create a cluster link (configs: bootstrap.servers, topics, security, sync settings)",
+          body="NewLink", ok=(201, None), errors=(400, 409, 503), tags=("links",)),
+    Route("GET", "/v1/links/{link}", "describe_link",
+          "A link's configs (defaults shown, secrets hidden) and its mirror topics",
+          params=(_LINK_PARAM,), errors=(400, 404, 503), tags=("links",)),
+    Route("PATCH", "/v1/links/{link}", "alter_link",
+          "Set and delete a link's configs (IncrementalAlterConfigs)", params=(_LINK_PARAM,),
+          body="ConfigChanges", errors=(400, 404, 503), tags=("links",)),
+    Route("DELETE", "/v1/links/{link}", "delete_link",
+          "Delete a link; refused (400) while mirror topics use it", params=(_LINK_PARAM,),
+          errors=(400, 404, 503), tags=("links",)),
+    Route("GET", "/v1/mirror-topics", "list_mirror_topics",
+          "Mirror topics: each one's link, source topic and state", tags=("links",)),
+    Route("POST", "/v1/mirror-topics", "create_mirror_topic",
+          "Mirror a source topic through a link (added to the link's topics; the link "
+          "manager creates it)", body="NewMirrorTopic", errors=(400, 404, 503), tags=("links",)),
+    Route("POST", "/v1/mirror-topics/{topic}/promote", "promote_mirror_topic",
+          "Make a mirror topic writable at its current end (failover)", params=(_TOPIC_PARAM,),
+          errors=(400, 404, 503), tags=("links",)),
+    Route("POST", "/v1/mirror-topics/{topic}/restore", "restore_mirror_topic",
+          "Make a topic follow a link's source again (truncate-and-restore)",
+          params=(_TOPIC_PARAM,), body="MirrorRestore", errors=(400, 404, 503), tags=("links",)),
 )
 
 _STATUS_TEXT = {200: "OK", 201: "Created", 400: "Bad input", 404: "Not found",
