@@ -50,7 +50,7 @@ PURE = (
     "clients/protocol", "clients/records", "clients/_core", "clients/types.py",
     "clients/errors.py",
     "metadata_log",
-    "quorum/controller", "quorum/progress.py", "quorum/prevote.py",
+    "quorum/controller", "quorum/progress.py", "quorum/prevote.py", "quorum/voters.py",
     "broker/log", "broker/replica", "broker/producer_state.py", "broker/replica_manager.py",
     "broker/fetch_session.py", "broker/client_quotas.py", "broker/auth_helper.py", "broker/scram_describe.py",
     "clients/security/__init__.py", "clients/security/scram.py", "clients/security/sasl.py",
