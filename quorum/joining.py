@@ -18,7 +18,6 @@ new one, which the voter set does not admit under the old voter's id.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
 import uuid
@@ -27,6 +26,7 @@ from typing import Callable
 from clients.connection import KafkaConnection, connect
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
+from clients.protocol.types import parse_uuid_text, uuid_text
 from clients.records import decode_batches
 from metadata_log.committed import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 
@@ -39,14 +39,6 @@ class ForeignDirectoryError(Exception):
     """The metadata log directory belongs to another node."""
 
 
-def kafka_uuid_text(value: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
-
-
-def parse_kafka_uuid(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
 def controller_directory_id(log_dir: str, node_id: int) -> uuid.UUID:
     """This controller's directory id, from its meta.properties (written on first use).
     Refuses another node's directory."""
@@ -57,7 +49,7 @@ def controller_directory_id(log_dir: str, node_id: int) -> uuid.UUID:
         if int(meta.get("node.id", node_id)) != node_id:
             raise ForeignDirectoryError(f"{path}: node.id {meta.get('node.id')} is not this controller's {node_id}")
         if "directory.id" in meta:
-            return parse_kafka_uuid(meta["directory.id"])
+            return parse_uuid_text(meta["directory.id"])
     while True:     # Kafka reserves ids whose first 8 bytes are zero
         directory = uuid.uuid4()
         if directory.bytes[:8] != bytes(8):
@@ -65,7 +57,7 @@ def controller_directory_id(log_dir: str, node_id: int) -> uuid.UUID:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(format_properties({"version": "1", "node.id": str(node_id),
-                                   "directory.id": kafka_uuid_text(directory)}))
+                                   "directory.id": uuid_text(directory)}))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

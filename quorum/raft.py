@@ -67,6 +67,31 @@ with its load):
   liveness of a healthy leader against a voter that returns from a pause or a partition;
   it changes nothing a vote or a term depends on.
 
+Dynamic controller membership (KIP-853; the rules in ``quorum/voters.py``, carried out by
+``quorum/membership.py``). What pysyncobj 0.3.17's ``dynamicMembershipChange`` gives, and
+Ketch uses: single-server 'add' / 'rem' entries (``addNodeToCluster`` /
+``removeNodeFromCluster``) that take effect on each node when appended (undone if
+truncated), and its leader refuses a change until the previous one is applied and its
+own first entry of the term is. Raft's single-server rule (Ongaro 4.1) keeps old and new
+majorities overlapping. What it lacks, and what Ketch adds:
+
+- restart: pysyncobj restores only the dump's member list and re-applies later membership
+  entries when it re-applies the entries, i.e. after it has started electing with the
+  older set; a controller grown from 1 to 3 voters would restart as a quorum of one.
+  ``membership_after_entries`` replays the dump's members and the journal's membership
+  entries *before* pysyncobj starts, and a controller whose journal says it was removed
+  refuses to start (``RemovedVoterError``);
+- identity: pysyncobj knows a voter by address only. The voter set (a ``VotersRecord`` in
+  the replicated state) names each voter's id and directory id; every pysyncobj message
+  carries its sender's directory id (``DIRECTORY_KEY``) and a message from a voter's
+  address with another directory id is dropped before pysyncobj sees it, so a wiped
+  controller cannot vote or acknowledge as the voter it was;
+- one change at a time across both (the VotersRecord and pysyncobj's entry), a caught-up
+  check before an add (the joining controller fetches the log as an observer,
+  ``quorum/joining.py``), never the last voter (``quorum/voters.py``);
+- removing the leader itself: pysyncobj refuses it, so the leader transfers leadership
+  (pysyncobj's ``transferLeadership``, in the tick thread) and the caller retries.
+
 Dedupe and fencing are in ``ReplicatedLogState.apply``; log compaction is two-level: the
 caller installs a metadata snapshot (the image's records at a committed offset) which
 shrinks the replicated state, and pysyncobj's own compaction dumps that state (snapshot +

@@ -6,7 +6,9 @@ directory ids."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 import time
 import uuid
 
@@ -16,8 +18,9 @@ from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from broker.metadata_follower import MetadataObserver
 from clients.properties import load_properties
-from quorum.joining import META_PROPERTIES, parse_kafka_uuid
-from quorum_helpers import ControllerProcesses, LogCollector, describe_quorum, register_broker
+from clients.protocol.types import parse_uuid_text
+from quorum.joining import META_PROPERTIES
+from quorum_helpers import REPO, ControllerProcesses, LogCollector, describe_quorum, register_broker
 
 pytestmark = pytest.mark.process
 
@@ -38,7 +41,7 @@ async def directory_of(controllers: ControllerProcesses, i: int) -> uuid.UUID:
     while not path.exists():
         assert time.monotonic() < deadline, f"controller {i} wrote no meta.properties"
         await asyncio.sleep(0.05)
-    return parse_kafka_uuid(load_properties(str(path))["directory.id"])
+    return parse_uuid_text(load_properties(str(path))["directory.id"])
 
 
 async def add_voter(conn, controllers: ControllerProcesses, i: int, directory: uuid.UUID):
@@ -71,6 +74,22 @@ async def until_done(controllers: ControllerProcesses, change, timeout_s: float 
         assert response.error_code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER), response
         assert time.monotonic() < deadline, response
         await asyncio.sleep(0.1)
+
+
+async def ketch(*args: str) -> str:
+    """The CLI as a user runs it (asynchronously: the writer goes on meanwhile)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "clients.cli", *args, cwd=str(REPO),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
 
 
 class Writer:
@@ -140,7 +159,10 @@ def test_one_voter_grows_to_three_and_shrinks_back_under_metadata_writes(control
         print(f"\n[{started - t0:.1f}] adding", len(writer.acked))
         await until_done(controllers, lambda c: add_voter(c, controllers, 2, d2))
         print(f"[{time.monotonic() - t0:.1f}] added 2", len(writer.acked))
-        await until_done(controllers, lambda c: add_voter(c, controllers, 3, d3))
+        # Controller 3 through the CLI, which retries while it catches up.
+        await ketch("quorum", "add-controller", "--controller-config",
+              str(controllers.tmp_path / "controller-3.properties"),
+              "--bootstrap-controller", "127.0.0.1:%d" % controllers.kafka_ports[1])
         grown_s = time.monotonic() - started
         print(f"[{time.monotonic() - t0:.1f}] added 3", len(writer.acked))
         await writer.more_than(acked_before_growth)
@@ -170,7 +192,8 @@ def test_one_voter_grows_to_three_and_shrinks_back_under_metadata_writes(control
         started = time.monotonic()
         acked_before_shrink = len(writer.acked)
         print(f"[{started - t0:.1f}] removing", len(writer.acked))
-        await until_done(controllers, lambda c: remove_voter(c, 3, d3))
+        await ketch("quorum", "remove-controller", "--controller-id", "3", "--bootstrap-controller",
+              ",".join("127.0.0.1:%d" % controllers.kafka_ports[i] for i in (1, 2, 3)))
         print(f"[{time.monotonic() - t0:.1f}] removed 3", len(writer.acked))
         await until_done(controllers, lambda c: remove_voter(c, 2, d2))
         shrunk_s = time.monotonic() - started
