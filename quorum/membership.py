@@ -183,7 +183,11 @@ class VoterMembership:
                 existing = self.current().get(voter_id)
                 if existing is not None and existing.directory_id == ZERO_UUID:
                     refusal = await self.update(with_directory(existing, directory))
-                    if refusal is not None:
+                    if refusal is not None and refusal.error_code == ErrorCode.REQUEST_TIMED_OUT:
+                        # Another change is in flight: record this one after it.
+                        self._pending_directories.setdefault(voter_id, directory)
+                        await asyncio.sleep(_DENIED_RETRY_S)
+                    elif refusal is not None:
                         log.warning("directory id of voter %d not recorded: %s", voter_id, refusal.message)
         except NotControllerError:
             pass

@@ -180,3 +180,24 @@ def test_the_port_proposes_a_voter_set_once_active_and_restores_it_on_restart() 
             await quorum.propose_voters(THREE.encode())
         assert VoterSet.decode(quorum.voters_record) == ONE
     asyncio.run(scenario())
+
+
+# -- pysyncobj's restart gap (quorum/raft.py) ------------------------------------------------
+
+
+def membership_entry(kind: str, address: str) -> tuple[bytes, int, int]:
+    """A journal entry as pysyncobj writes one for addNodeToCluster / removeNodeFromCluster."""
+    import pickle
+    from pysyncobj.node import TCPNode
+    return bytes([2]) + pickle.dumps([kind, address, TCPNode(address)]), 0, 0
+
+
+def test_the_membership_before_start_replays_the_journal_after_the_dump() -> None:
+    from quorum.raft import membership_after_entries
+    regular = (bytes([0]) + b"payload", 0, 0)
+    entries = [membership_entry("add", "h:2"), regular, membership_entry("add", "h:3"),
+               membership_entry("rem", "h:2")]
+    assert membership_after_entries(["h:1"], entries) == ["h:1", "h:3"]
+    # Entries the dump already covers change nothing (add of a member, rem of a non-member).
+    assert membership_after_entries(["h:1", "h:3"], entries) == ["h:1", "h:3"]
+    assert membership_after_entries(["h:1"], [regular]) == ["h:1"]
