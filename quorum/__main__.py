@@ -20,7 +20,9 @@ from metadata_log.authorizer import StandardAuthorizer
 from quorum.admin_http import ControllerMetrics, ControllerView
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
-from quorum.joining import ForeignDirectoryError, JoiningFetcher, controller_directory_id
+from quorum.joining import (
+    ForeignDirectoryError, JoiningFetcher, controller_directory_id, discover_voters,
+)
 from quorum.membership import VoterMembership
 from quorum.raft import RaftQuorum, RaftSettings, RemovedVoterError
 from quorum.voters import VoterSet
@@ -43,8 +45,16 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                             election_timeout_max_s=config.election_timeout_max_ms / 1000,
                             pre_vote=config.pre_vote)
     directory_id = controller_directory_id(config.metadata_log_dir, config.node_id)
+    raft_voters, listeners = config.raft_addresses(), dict(config.voters)
+    if config.joining:
+        # The voters now, which may differ from the configured ones (quorum/joining.py).
+        found = await discover_voters(config.voters)
+        if found:
+            raft_voters = {nid: f"{h}:{p}" for nid, (_, (h, p)) in found.items()
+                           if nid != config.node_id}
+            listeners = {nid: kafka for nid, (kafka, _) in found.items() if nid != config.node_id}
     quorum = RaftQuorum(node_id=config.node_id, raft_address=config.raft_address,
-                        voters=config.raft_addresses(), data_dir=config.metadata_log_dir,
+                        voters=raft_voters, data_dir=config.metadata_log_dir,
                         settings=settings, directory_id=directory_id)
     driver = ControllerDriver(quorum, factory, write_timeout_ms=config.write_timeout_ms,
                               poll_interval_ms=config.poll_interval_ms,
@@ -63,7 +73,7 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
     joining = None
     if config.joining:
         joining = asyncio.get_running_loop().create_task(JoiningFetcher(
-            config.node_id, config.voters,
+            config.node_id, listeners,
             lambda: config.node_id in membership.current().ids).run())
     listener = KafkaServer(apis, config.listener_host, config.listener_port,
                            on_connection_closed=apis.connection_closed)

@@ -69,6 +69,38 @@ def controller_directory_id(log_dir: str, node_id: int) -> uuid.UUID:
     return directory
 
 
+async def discover_voters(controllers: dict[int, tuple[str, int]], timeout_s: float = 5.0
+                          ) -> dict[int, tuple[tuple[str, int], tuple[str, int]]] | None:
+    """The current voters as a controller reports them in DescribeQuorum v2 (each node's
+    first listener and its RAFT listener), or None if none answered. A joining controller
+    starts pysyncobj with these: pysyncobj accepts connections only from the addresses it
+    knows, so it must know the voters, the leader among them, when it is added.
+    A standby's answer names every voter too (from the voter set it has applied)."""
+    for host, port in controllers.values():
+        conn = None
+        try:
+            conn = await asyncio.wait_for(connect(host, port, client_id="joining-controller"), timeout_s)
+            await asyncio.wait_for(conn.negotiate_versions(), timeout_s)
+            D = messages.DescribeQuorumRequest
+            response = await conn.request(ApiKey.DESCRIBE_QUORUM, 2, D(topics=[D.TopicData(
+                topic_name=METADATA_TOPIC, partitions=[D.PartitionData(partition_index=0)])]),
+                timeout_s=timeout_s)
+        except (OSError, ConnectionError, asyncio.TimeoutError) as e:
+            log.debug("controller %s:%d did not describe the quorum: %s", host, port, e)
+            continue
+        finally:
+            if conn is not None:
+                conn.close()
+        voters = {}
+        for node in response.nodes or ():
+            endpoints = {lst.name.upper(): (lst.host, lst.port) for lst in node.listeners}
+            if node.listeners and "RAFT" in endpoints:
+                voters[node.node_id] = ((node.listeners[0].host, node.listeners[0].port), endpoints["RAFT"])
+        if voters:
+            return voters
+    return None
+
+
 class JoiningFetcher:
     """Fetches the metadata log from the active controller until `is_voter()` says this
     controller was added."""
@@ -129,10 +161,14 @@ class JoiningFetcher:
         if partition.error_code:
             raise ConnectionError(f"metadata fetch failed with error {partition.error_code}")
         leader = partition.current_leader.leader_id
-        if leader != self._target and leader in self.controllers:
-            self._target = leader       # only the active controller tracks observers
-            self._drop(next_target=False)
-            return
+        if leader >= 0 and leader != self._target:
+            if leader not in self.controllers:
+                found = await discover_voters(self.controllers)
+                self.controllers.update({nid: kafka for nid, (kafka, _) in (found or {}).items()})
+            if leader in self.controllers:
+                self._target = leader   # only the active controller tracks observers
+                self._drop(next_target=False)
+                return
         if partition.snapshot_id.end_offset >= 0:
             # Below the log start: the records come through pysyncobj once added.
             self.fetch_offset = partition.snapshot_id.end_offset

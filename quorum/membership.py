@@ -178,7 +178,7 @@ class VoterMembership:
                                         if v.voter_id == self.quorum.node_id else v for v in first.voters)
                 async with self._lock:
                     await self.quorum.propose_voters(first.encode())
-            while self._pending_directories:
+            while self._pending_directories and self.quorum.is_active:
                 voter_id, directory = self._pending_directories.popitem()
                 existing = self.current().get(voter_id)
                 if existing is not None and existing.directory_id == ZERO_UUID:

@@ -1,8 +1,9 @@
 """KIP-853 with real controller processes: a quorum started with one voter grows to three
 and shrinks back to one while metadata writes go on (every acknowledged write is in the
 final log); a grown controller restarted alone does not elect itself (pysyncobj's
-restart gap, closed in quorum/raft.py); the refusals on the wire; DescribeQuorum's
-directory ids."""
+restart gap, closed in quorum/raft.py); the refusals on the wire (a wiped controller
+re-added under its old id among them); DescribeQuorum's directory ids;
+``ketch quorum add-controller`` / ``remove-controller``."""
 from __future__ import annotations
 
 import asyncio
