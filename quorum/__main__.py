@@ -12,6 +12,7 @@ import logging
 import random
 import signal
 import sys
+import time
 from typing import Any, Callable
 
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
@@ -23,7 +24,7 @@ from quorum.config import ConfigError, ControllerProcessConfig, load
 from quorum.joining import (
     ForeignDirectoryError, JoiningFetcher, controller_directory_id, discover_voters,
 )
-from quorum.membership import VoterMembership
+from quorum.membership import CAUGHT_UP_WINDOW_MS_DEFAULT, VoterMembership
 from quorum.raft import RaftQuorum, RaftSettings, RemovedVoterError
 from quorum.voters import VoterSet
 from quorum.network import KafkaServer
@@ -62,6 +63,8 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
     static = VoterSet.static(config.voters, {n: config.raft_voters[n] for n in config.voters})
     membership = VoterMembership(quorum, static, directory_id,
                                  last_caught_up_ms=lambda replica_id: apis.last_caught_up_ms(replica_id),
+                                 caught_up_voters=lambda: quorum.caught_up_voters(
+                                     int(time.time() * 1000), CAUGHT_UP_WINDOW_MS_DEFAULT),
                                  change_timeout_s=config.write_timeout_ms / 1000)
     quorum.on_directory_seen = membership.directory_seen
     apis = ControllerApis(config.node_id, quorum, driver, config.voters,

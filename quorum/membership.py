@@ -61,6 +61,7 @@ class VoterQuorum(Protocol):
 class VoterMembership:
     def __init__(self, quorum: VoterQuorum, static: VoterSet, directory_id: uuid.UUID, *,
                  last_caught_up_ms: Callable[[int], int],
+                 caught_up_voters: Callable[[], frozenset[int]] | None = None,
                  caught_up_window_ms: int = CAUGHT_UP_WINDOW_MS_DEFAULT,
                  change_timeout_s: float = 10.0,
                  clock_ms: Callable[[], int] = now_ms) -> None:
@@ -68,6 +69,8 @@ class VoterMembership:
         self.static = static
         self.directory_id = directory_id
         self.last_caught_up_ms = last_caught_up_ms
+        # The voters at the leader's log end lately, the leader included (RaftQuorum).
+        self.caught_up_voters = caught_up_voters
         self.caught_up_window_ms = caught_up_window_ms
         self.change_timeout_s = change_timeout_s
         self.clock_ms = clock_ms
@@ -99,7 +102,8 @@ class VoterMembership:
 
     async def remove(self, voter_id: int, directory_id: uuid.UUID) -> Refusal | None:
         decision = decide_remove(self.current(), voter_id, directory_id,
-                                 change_in_flight=self.in_flight())
+                                 change_in_flight=self.in_flight(),
+                                 caught_up=None if self.caught_up_voters is None else self.caught_up_voters())
         if isinstance(decision, VoterChange) and voter_id == self.quorum.node_id:
             self.quorum.transfer_leadership()
             raise NotControllerError(self.quorum.leader_id, "the active controller is the voter to "

@@ -603,6 +603,15 @@ class RaftQuorum(QuorumBase):
             return self._progress_term, [self._voter_tracker.get(nid)
                                          for nid in sorted(ids) if nid != self.node_id]
 
+    def caught_up_voters(self, now_ms: int, window_ms: int) -> frozenset[int]:
+        """The voters seen at this leader's log end within `window_ms` (wall clock), this
+        node included; only itself when it does not lead."""
+        term, progress = self.voter_progress()
+        others = {p.replica_id for p in progress
+                  if term and p.last_caught_up_timestamp >= 0
+                  and now_ms - p.last_caught_up_timestamp <= window_ms}
+        return frozenset(others | {self.node_id})
+
     def node_id_of(self, address: str | None) -> int:
         return self._node_by_address.get(address or "", NO_LEADER)
 

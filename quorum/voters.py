@@ -28,6 +28,10 @@ The rules, as Kafka's ``AddVoterHandler`` / ``RemoveVoterHandler`` apply them:
   one;
 - removing an id/directory id pair not in the set is ``VOTER_NOT_FOUND``; removing the
   last voter is refused (``INVALID_REQUEST``): a quorum of none could never commit again;
+  so is a removal that leaves fewer caught-up voters than a majority of those left
+  (``REQUEST_TIMED_OUT``): with voters {1, 2, 3} and 2 down, removing 3 leaves {1, 2},
+  which cannot commit until 2 returns (found by the process test: the removal's own
+  pysyncobj entry then never commits);
 - an update (Kafka's ``UpdateRaftVoter``) may change a voter's endpoints, or give a
   directory id to a voter that had none (a statically configured voter before it first
   spoke), never replace one directory id with another.
@@ -203,7 +207,11 @@ def decide_add(current: VoterSet, candidate: Voter, *, change_in_flight: bool,
 
 
 def decide_remove(current: VoterSet, voter_id: int, directory_id: uuid.UUID, *,
-                  change_in_flight: bool) -> VoterChange | Refusal:
+                  change_in_flight: bool, caught_up: frozenset[int] | None = None) -> VoterChange | Refusal:
+    """`caught_up`: the voters the leader has seen at its log end lately (itself
+    included); None: not checked. The voters left must hold a majority of caught-up
+    ones, or the quorum could commit nothing more, not even the change undoing this
+    one (a voter refused as a wiped disk, or down, counts as not caught up)."""
     if change_in_flight:
         return Refusal(ErrorCode.REQUEST_TIMED_OUT,
                        "another voter change is in flight: retry once it completes")
@@ -214,7 +222,15 @@ def decide_remove(current: VoterSet, voter_id: int, directory_id: uuid.UUID, *,
     if len(current.voters) == 1:
         return Refusal(ErrorCode.INVALID_REQUEST,
                        f"voter {voter_id} is the last voter: a quorum without voters cannot commit")
-    return VoterChange("remove", voter, VoterSet.of(v for v in current.voters if v.voter_id != voter_id))
+    after = VoterSet.of(v for v in current.voters if v.voter_id != voter_id)
+    if caught_up is not None:
+        live = sorted(set(after.ids) & caught_up)
+        if len(live) < len(after.ids) // 2 + 1:
+            return Refusal(ErrorCode.REQUEST_TIMED_OUT,
+                           f"removing voter {voter_id} would leave voters {list(after.ids)} of which "
+                           f"only {live} are caught up: not a majority, the quorum could not commit "
+                           "(remove a voter that is down first, or wait until they catch up)")
+    return VoterChange("remove", voter, after)
 
 
 def decide_update(current: VoterSet, voter: Voter, *, change_in_flight: bool) -> VoterChange | Refusal | None:

@@ -1,13 +1,15 @@
 """KIP-853 with real controller processes: a quorum started with one voter grows to three
 and shrinks back to one while metadata writes go on (every acknowledged write is in the
 final log); a grown controller restarted alone does not elect itself (pysyncobj's
-restart gap, closed in quorum/raft.py); the refusals on the wire (a wiped controller
-re-added under its old id among them); DescribeQuorum's directory ids;
+restart gap, closed in quorum/raft.py); a controller back with a wiped disk is not
+admitted as the voter it was, and is removed under its old directory id; the refusals on
+the wire; DescribeQuorum's directory ids;
 ``ketch quorum add-controller`` / ``remove-controller``."""
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
 import time
@@ -185,26 +187,34 @@ def test_one_voter_grows_to_three_and_shrinks_back_under_metadata_writes(control
         await asyncio.sleep(1.5)        # 10 minimum election timeouts
         assert (await register_broker(conn, 99_999)).error_code != ErrorCode.NONE
         conn.close()
+        # Controller 2 comes back with a wiped disk: a new directory id, which the voter set
+        # does not admit as voter 2 (its Raft messages are dropped); 1 and 3 carry on.
+        shutil.rmtree(controllers.tmp_path / "controller-2")
         controllers.start(2)
         controllers.start(3)
         await controllers.connect(2)
         await controllers.connect(3)
+        assert await directory_of(controllers, 2) != d2
 
         started = time.monotonic()
         acked_before_shrink = len(writer.acked)
         print(f"[{started - t0:.1f}] removing", len(writer.acked))
+        # Voter 2 first (under its old directory id): removing 3 first would leave {1, 2}
+        # with 2 refused, which could not commit (refused, quorum/voters.py).
+        await until_done(controllers, lambda c: remove_voter(c, 2, d2))
+        print(f"[{time.monotonic() - t0:.1f}] removed 2", len(writer.acked))
         await ketch("quorum", "remove-controller", "--controller-id", "3", "--bootstrap-controller",
               ",".join("127.0.0.1:%d" % controllers.kafka_ports[i] for i in (1, 2, 3)))
-        print(f"[{time.monotonic() - t0:.1f}] removed 3", len(writer.acked))
-        await until_done(controllers, lambda c: remove_voter(c, 2, d2))
         shrunk_s = time.monotonic() - started
-        print(f"[{time.monotonic() - t0:.1f}] removed 2", len(writer.acked))
+        print(f"[{time.monotonic() - t0:.1f}] removed 3", len(writer.acked))
         await writer.more_than(acked_before_shrink)
         controllers.kill(2, signal.SIGTERM)
         controllers.kill(3, signal.SIGTERM)
         await asyncio.sleep(0.5)
         writer.stopped = True
         await writing
+        assert any("refusing Raft messages from 127.0.0.1:%d" % controllers.raft_ports[2]
+                   in controllers.log_text(i) for i in (1, 3))
         # One voter again: controller 1 commits alone.
         active, conn = await controllers.active()
         assert active == 1

@@ -201,3 +201,16 @@ def test_the_membership_before_start_replays_the_journal_after_the_dump() -> Non
     # Entries the dump already covers change nothing (add of a member, rem of a non-member).
     assert membership_after_entries(["h:1", "h:3"], entries) == ["h:1", "h:3"]
     assert membership_after_entries(["h:1"], [regular]) == ["h:1"]
+
+
+@pytest.mark.parametrize("voter_id, caught_up, allowed", [
+    (3, frozenset({1, 2, 3}), True),
+    (3, frozenset({1, 3}), False),      # leaves {1, 2} with 2 down: could not commit
+    (2, frozenset({1, 3}), True),       # remove the one that is down first
+    (3, frozenset({1}), False),
+])
+def test_a_removal_must_leave_a_caught_up_majority(voter_id, caught_up, allowed) -> None:
+    decision = decide_remove(THREE, voter_id, ZERO_UUID, change_in_flight=False, caught_up=caught_up)
+    assert isinstance(decision, VoterChange) is allowed
+    if not allowed:
+        assert decision.error_code == ErrorCode.REQUEST_TIMED_OUT and "not a majority" in decision.message
