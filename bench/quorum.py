@@ -32,7 +32,13 @@ same pysyncobj settings (appendEntriesUseBatch=False, elections 0.15-0.3 s).
    pauses were followed by an election. And failover (as in 2) with and without pre-vote,
    since pre-vote adds a round trip before a campaign.
 
-Usage: python bench/quorum.py [--seconds 5] [--quick] [--only elections]
+5. Membership (issue 17, KIP-853): a quorum started with controller 1 alone, controllers 2
+   and 3 started to join; each round adds 2 and 3 (AddRaftVoter, once each is caught up)
+   and removes them again (RemoveRaftVoter) while a client writes: the time from request
+   to answer of each change (the VotersRecord and pysyncobj's membership entry committed),
+   and the writes acknowledged meanwhile.
+
+Usage: python bench/quorum.py [--seconds 5] [--quick] [--only elections|membership]
 Prints figures, then ONE JSON line (the last line).
 """
 from __future__ import annotations
@@ -245,20 +251,23 @@ def run_trio(kind: str, args: argparse.Namespace) -> dict:
 
 
 class Controllers:
-    def __init__(self, work: str, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, work: str, extra: dict[str, str] | None = None, voters: int = 3) -> None:
         ports = free_ports(6)
         self.work = work
         self.kafka = {i: ports[i - 1] for i in (1, 2, 3)}
         self.raft = {i: ports[i + 2] for i in (1, 2, 3)}
         self.procs: dict[int, subprocess.Popen] = {}
         self.extra = extra or {}
+        self.voters = voters        # the first ones start the quorum; the others join it
         self.write_configs()
 
     def write_configs(self) -> None:
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.kafka.items())
-        raft = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.raft.items())
+        initial = [i for i in self.kafka if i <= self.voters]
+        voters = ",".join(f"{i}@127.0.0.1:{self.kafka[i]}" for i in initial)
+        raft = ",".join(f"{i}@127.0.0.1:{self.raft[i]}" for i in initial)
         for i in self.kafka:
-            props = {"node.id": i, "process.roles": "controller",
+            offset = {} if i in initial else {"ketch.raft.port.offset": str(self.raft[i] - self.kafka[i])}
+            props = {**offset, "node.id": i, "process.roles": "controller",
                      "controller.quorum.voters": voters, "ketch.raft.voters": raft,
                      "listeners": f"CONTROLLER://127.0.0.1:{self.kafka[i]}",
                      "metadata.log.dir": os.path.join(self.work, f"c{i}"),
@@ -697,6 +706,84 @@ async def measure_elections(seconds: float, hogs: int, writers: int, pause_round
 # -- main ------------------------------------------------------------------------------------------
 
 
+async def measure_membership(rounds: int) -> dict:
+    """Part 5 (module docstring)."""
+    from clients.properties import load_properties
+    from clients.protocol import ApiKey, messages
+    from clients.protocol.errors import ErrorCode
+    from clients.protocol.types import parse_uuid_text
+    work = tempfile.mkdtemp(prefix="bench-quorum-membership-")
+    cluster = Controllers(work, {"ketch.controller.write.timeout.ms": "5000"}, voters=1)
+    stop = asyncio.Event()
+    timings: dict[str, list[float]] = {"add_ms": [], "remove_ms": [], "catch_up_ms": []}
+    try:
+        for i in (1, 2, 3):
+            cluster.start(i)
+        _, conn = await find_active(cluster, 60)
+        directories = {}
+        for i in (1, 2, 3):
+            await connect_any(cluster, i, 60)
+            meta = load_properties(os.path.join(work, f"c{i}", "meta.properties"))
+            directories[i] = parse_uuid_text(meta["directory.id"])
+        writes = asyncio.ensure_future(keep_writing(cluster, stop, 2))
+
+        async def change(request_of) -> tuple[float, float]:
+            """(ms refused as not caught up, ms of the accepted request), on controller 1."""
+            nonlocal conn
+            first = time.perf_counter()
+            while True:
+                started = time.perf_counter()
+                key, body = request_of()
+                response = await conn.request(key, 0, body, timeout_s=30)
+                if response.error_code == ErrorCode.NONE:
+                    return (started - first) * 1000, (time.perf_counter() - started) * 1000
+                if response.error_code == ErrorCode.NOT_CONTROLLER:
+                    conn.close()
+                    _, conn = await find_active(cluster, 60)
+                elif response.error_code != ErrorCode.REQUEST_TIMED_OUT:
+                    raise RuntimeError(f"voter change refused: {response}")
+                await asyncio.sleep(0.01)
+
+        def add(i: int):
+            A = messages.AddRaftVoterRequest
+            return ApiKey.ADD_RAFT_VOTER, A(timeout_ms=5000, voter_id=i, voter_directory_id=directories[i],
+                                            listeners=[A.Listener(name="CONTROLLER", host="127.0.0.1", port=cluster.kafka[i]),
+                                                       A.Listener(name="RAFT", host="127.0.0.1", port=cluster.raft[i])])
+
+        def remove(i: int):
+            return ApiKey.REMOVE_RAFT_VOTER, messages.RemoveRaftVoterRequest(
+                voter_id=i, voter_directory_id=directories[i])
+
+        for _ in range(rounds):
+            for i in (2, 3):
+                waited, took = await change(lambda i=i: add(i))
+                timings["catch_up_ms"].append(waited)
+                timings["add_ms"].append(took)
+            for i in (3, 2):
+                _, took = await change(lambda i=i: remove(i))
+                timings["remove_ms"].append(took)
+            # A removed controller keeps running pysyncobj with the old members: restart it
+            # with a fresh directory so it can join again (a removed voter refuses to start).
+            for i in (2, 3):
+                cluster.kill(i, signal.SIGTERM)
+                shutil.rmtree(os.path.join(work, f"c{i}"), ignore_errors=True)
+                cluster.start(i)
+                await connect_any(cluster, i, 60)
+                meta = load_properties(os.path.join(work, f"c{i}", "meta.properties"))
+                directories[i] = parse_uuid_text(meta["directory.id"])
+        stop.set()
+        written = await writes
+        conn.close()
+    finally:
+        cluster.close()
+        shutil.rmtree(work, ignore_errors=True)
+    out: dict = {k: [round(v, 1) for v in vs] for k, vs in timings.items()}
+    for k, vs in timings.items():
+        out[k.replace("_ms", "_p50_ms")] = round(statistics.median(vs), 1) if vs else None
+    out["writes_during"] = written
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--worker", choices=["raw", "ketch", "observer"])
@@ -714,7 +801,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="short runs, 10k partitions")
-    parser.add_argument("--only", choices=["all", "elections"], default="all",
+    parser.add_argument("--membership-rounds", type=int, default=3)
+    parser.add_argument("--only", choices=["all", "elections", "membership"], default="all",
                         help="elections: only part 4 (and failover with and without pre-vote)")
     parser.add_argument("--election-seconds", type=float, default=60.0,
                         help="loaded run, both quorums at once")
@@ -732,6 +820,16 @@ def main() -> None:
         args.seconds, args.latency_ops, args.failover_rounds = 2.0, 500, 2
         args.partitions, args.topics = 10_000, 10
         args.election_seconds, args.pause_rounds = 20.0, 2
+    if args.only == "membership" or args.only == "all":
+        membership = asyncio.run(measure_membership(args.membership_rounds))
+        print(f"membership (1 -> 3 -> 1, {args.membership_rounds} rounds, load average "
+              f"{os.getloadavg()[0]:.1f}): add a voter p50 {membership['add_p50_ms']} ms "
+              f"{membership['add_ms']}, remove p50 {membership['remove_p50_ms']} ms "
+              f"{membership['remove_ms']}; refused as not caught up for {membership['catch_up_ms']} ms; "
+              f"{membership['writes_during']} writes acknowledged meanwhile")
+        if args.only == "membership":
+            print(json.dumps({"bench": "quorum", "membership": membership}, separators=(",", ":")))
+            return
     if args.only == "elections":
         summary = {"bench": "quorum", "elections": run_elections(args)}
         print(json.dumps(summary, separators=(",", ":")))

@@ -12,6 +12,7 @@ import logging
 import random
 import signal
 import sys
+import time
 from typing import Any, Callable
 
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
@@ -20,7 +21,12 @@ from metadata_log.authorizer import StandardAuthorizer
 from quorum.admin_http import ControllerMetrics, ControllerView
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
-from quorum.raft import RaftQuorum, RaftSettings
+from quorum.joining import (
+    ForeignDirectoryError, JoiningFetcher, controller_directory_id, discover_voters,
+)
+from quorum.membership import CAUGHT_UP_WINDOW_MS_DEFAULT, VoterMembership
+from quorum.raft import RaftQuorum, RaftSettings, RemovedVoterError
+from quorum.voters import VoterSet
 from quorum.network import KafkaServer
 from quorum.server import ControllerApis, ControllerDriver
 
@@ -39,16 +45,39 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                             election_timeout_min_s=config.election_timeout_min_ms / 1000,
                             election_timeout_max_s=config.election_timeout_max_ms / 1000,
                             pre_vote=config.pre_vote)
+    directory_id = controller_directory_id(config.metadata_log_dir, config.node_id)
+    raft_voters, listeners = config.raft_addresses(), dict(config.voters)
+    if config.joining:
+        # The voters now, which may differ from the configured ones (quorum/joining.py).
+        found = await discover_voters(config.voters)
+        if found:
+            raft_voters = {nid: f"{h}:{p}" for nid, (_, (h, p)) in found.items()
+                           if nid != config.node_id}
+            listeners = {nid: kafka for nid, (kafka, _) in found.items() if nid != config.node_id}
     quorum = RaftQuorum(node_id=config.node_id, raft_address=config.raft_address,
-                        voters=config.raft_addresses(), data_dir=config.metadata_log_dir,
-                        settings=settings)
+                        voters=raft_voters, data_dir=config.metadata_log_dir,
+                        settings=settings, directory_id=directory_id)
     driver = ControllerDriver(quorum, factory, write_timeout_ms=config.write_timeout_ms,
                               poll_interval_ms=config.poll_interval_ms,
                               snapshot_bytes=config.snapshot_bytes)
+    static = VoterSet.static(config.voters, {n: config.raft_voters[n] for n in config.voters})
+    membership = VoterMembership(quorum, static, directory_id,
+                                 last_caught_up_ms=lambda replica_id: apis.last_caught_up_ms(replica_id),
+                                 caught_up_voters=lambda: quorum.caught_up_voters(
+                                     int(time.time() * 1000), CAUGHT_UP_WINDOW_MS_DEFAULT),
+                                 change_timeout_s=config.write_timeout_ms / 1000)
+    quorum.on_directory_seen = membership.directory_seen
     apis = ControllerApis(config.node_id, quorum, driver, config.voters,
                           cluster_id=config.cluster_id,
                           authorizer=None if config.authorizer is None
-                          else StandardAuthorizer(config.authorizer))
+                          else StandardAuthorizer(config.authorizer),
+                          membership=membership, raft_port_offset=config.raft_port_offset)
+    quorum.register(membership)
+    joining = None
+    if config.joining:
+        joining = asyncio.get_running_loop().create_task(JoiningFetcher(
+            config.node_id, listeners,
+            lambda: config.node_id in membership.current().ids).run())
     listener = KafkaServer(apis, config.listener_host, config.listener_port,
                            on_connection_closed=apis.connection_closed)
     metrics = ControllerMetrics(quorum, driver, lambda: listener.connection_count)
@@ -74,6 +103,8 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
             await http.stop()
         await admins.close()
         await metrics.process.stop()
+        if joining is not None:
+            joining.cancel()
         await listener.stop()
         await driver.stop()
         await quorum.close()
@@ -109,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
             loop.add_signal_handler(sig, stop.set)
         await serve(config, stop, controller_factory(config))
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except (RemovedVoterError, ForeignDirectoryError) as e:
+        print(f"quorum: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

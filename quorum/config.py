@@ -5,6 +5,9 @@ Kafka keys understood:
     node.id=1
     process.roles=controller                   # only the controller role runs here
     controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
+                                               # the voters a new quorum starts with; a
+                                               # controller not among them joins (KIP-853:
+                                               # an observer until AddRaftVoter adds it)
     listeners=CONTROLLER://127.0.0.1:9093      # this node's Kafka-protocol listener
     controller.listener.names=CONTROLLER       # optional; the first listener otherwise
     metadata.log.dir=/var/ketch/meta           # or the first entry of log.dirs
@@ -61,7 +64,7 @@ log = logging.getLogger(__name__)
 class ControllerProcessConfig:
     node_id: int
     voters: dict[int, tuple[str, int]]          # node id -> Kafka controller listener
-    raft_voters: dict[int, tuple[str, int]]     # node id -> pysyncobj address
+    raft_voters: dict[int, tuple[str, int]]     # node id -> pysyncobj address (this node's too)
     listener_host: str
     listener_port: int
     metadata_log_dir: str
@@ -73,6 +76,7 @@ class ControllerProcessConfig:
     election_timeout_min_ms: int
     election_timeout_max_ms: int
     pre_vote: bool
+    raft_port_offset: int = 10000               # a voter's Raft port when only its listener is named
     # Kafka controller settings handed to quorum.controller.ControllerConfig.
     controller_settings: dict[str, object] = field(default_factory=dict)
     http_port: int = -1                         # ketch.http.port: admin API, /metrics, status page
@@ -88,7 +92,12 @@ class ControllerProcessConfig:
         return f"{host}:{port}"
 
     def raft_addresses(self) -> dict[int, str]:
-        return {nid: f"{h}:{p}" for nid, (h, p) in self.raft_voters.items()}
+        """The configured voters' Raft addresses (without this node when it joins)."""
+        return {nid: f"{h}:{p}" for nid, (h, p) in self.raft_voters.items() if nid in self.voters}
+
+    @property
+    def joining(self) -> bool:
+        return self.node_id not in self.voters
 
 
 def from_properties(props: Mapping[str, str], base_dir: str = ".") -> ControllerProcessConfig:
@@ -103,8 +112,8 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
         raise ConfigError(f"process.roles={props.get('process.roles')!r}: this process runs "
                           "the controller role only (run brokers as their own processes)")
     voters = parse_voters(props.get("controller.quorum.voters", ""), "controller.quorum.voters")
-    if node_id not in voters:
-        raise ConfigError(f"node.id={node_id} is not in controller.quorum.voters")
+    # A controller not among the voters joins the quorum (KIP-853): it follows the log as
+    # an observer until `ketch quorum add-controller` (AddRaftVoter) makes it a voter.
     if "ketch.raft.voters" in props:
         raft_voters = parse_voters(props["ketch.raft.voters"], "ketch.raft.voters")
         if set(raft_voters) != set(voters):
@@ -127,6 +136,11 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
     if name not in listeners:
         raise ConfigError(f"controller.listener.names names {name}, which is not in listeners")
     host, port = listeners[name]
+    if node_id not in raft_voters:
+        own_raft = (host, port + node.get_int("ketch.raft.port.offset"))
+        if own_raft in raft_voters.values():
+            raise ConfigError(f"this controller's Raft address {own_raft[0]}:{own_raft[1]} is a voter's")
+        raft_voters = {**raft_voters, node_id: own_raft}
     try:
         protocol = next(s for s in parse_listener_specs(props, "", frozenset({name}))
                         if s.name == name).security_protocol
@@ -188,6 +202,7 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
         snapshot_bytes=node.get_int("metadata.log.max.record.bytes.between.snapshots"),
         election_timeout_min_ms=election_min, election_timeout_max_ms=election_max,
         pre_vote=node.get_bool("ketch.raft.pre.vote.enable"),
+        raft_port_offset=node.get_int("ketch.raft.port.offset"),
         controller_settings=settings,
         http_port=node.get_int("ketch.http.port"),
         properties=dict(props),

@@ -43,7 +43,7 @@ from clients.clock import now_ms
 from quorum.replicated_log import (
     NO_LEADER, AppendCommand, Appended, ApplyOutcome, CommittedBatch, CommittedLog, Duplicate,
     LeaderChangeCommand, LeaderChangeIgnored, LeaderEstablished, MetadataSnapshot, Rejected,
-    ReplicatedLogState, encode_command,
+    ReplicatedLogState, VotersChanged, VotersCommand, VotersFenced, encode_command,
 )
 
 NOT_CONTROLLER = 41         # Kafka error code, clients/protocol/errors.py has the full table
@@ -166,6 +166,11 @@ class QuorumBase(MetadataQuorum):
         self._sequence = itertools.count()
         self._commit_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._closed = False
+        # The voter set (KIP-853): the encoded VotersRecord last applied, None while the
+        # static configuration holds (quorum/voters.py reads it). At most one proposal of
+        # it in flight (the one-change-at-a-time rule is the caller's, quorum/voters.py).
+        self.voters_record: bytes | None = None
+        self._voters_in_flight: tuple[bytes, asyncio.Future[None]] | None = None
 
     # -- public --
 
@@ -197,6 +202,19 @@ class QuorumBase(MetadataQuorum):
             return future
         self._waiting.append(_Waiting(records, future))
         self._maybe_propose()
+        return future
+
+    def propose_voters(self, voters: bytes) -> "asyncio.Future[None]":
+        """Propose a new voter set (an encoded VotersRecord); resolves once it is applied
+        here, fails with NotControllerError when this node is not or stops being active."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._active or self._voters_in_flight is not None:
+            future.set_exception(NotControllerError(
+                self._leader.leader_id, "not the active controller" if not self._active
+                else "a voter set proposal is in flight"))
+            return future
+        self._voters_in_flight = (voters, future)
+        self._propose(b"", encode_command(VotersCommand(self._established_epoch, voters)))
         return future
 
     async def wait_for_commit(self, offset: int, timeout_s: float) -> bool:
@@ -243,6 +261,11 @@ class QuorumBase(MetadataQuorum):
             self._established_epoch = outcome.epoch
             self._established_leader = outcome.leader_id
             self._update_activity(resync_offset=outcome.next_offset)
+        elif isinstance(outcome, VotersChanged):
+            self.voters_record = outcome.voters
+            self._settle_voters(outcome.voters, None)
+        elif isinstance(outcome, VotersFenced):
+            self._settle_voters(None, "voter set proposal fenced: the leader changed")
         else:
             assert isinstance(outcome, LeaderChangeIgnored)
 
@@ -258,6 +281,7 @@ class QuorumBase(MetadataQuorum):
                 listener.handle_commit(batch)
         self._established_epoch = state.leader_epoch
         self._established_leader = state.leader_id
+        self.voters_record = state.voters
         self._fail_all("the metadata log was replaced by a snapshot")
         self._update_activity(resync_offset=state.next_offset)
         self._wake_commit_waiters()
@@ -268,7 +292,24 @@ class QuorumBase(MetadataQuorum):
         self._set_leader(leader)
         self._update_activity(resync_offset=None)
 
+    def _settle_voters(self, applied: bytes | None, failure: str | None) -> None:
+        if self._voters_in_flight is None:
+            return
+        proposed, future = self._voters_in_flight
+        if applied is not None and applied != proposed:
+            return      # another leader's (this one's was fenced or is still to come)
+        self._voters_in_flight = None
+        if future.done():
+            return
+        if failure is None:
+            future.set_result(None)
+        else:
+            future.set_exception(NotControllerError(self._leader.leader_id, failure))
+
     def _on_proposal_failed(self, request_id: bytes, reason: str) -> None:
+        if request_id == b"":
+            self._settle_voters(None, f"voter set proposal failed: {reason}")
+            return
         if request_id in self._in_flight:
             # Later entries were proposed with offsets after this one: they will be
             # rejected too. Stop writing until they have all resolved, then resync.
@@ -356,6 +397,9 @@ class QuorumBase(MetadataQuorum):
         error_leader = self._leader.leader_id if not self._active else self.node_id
         items = [f for entry in self._in_flight.values() for f, _ in entry.futures]
         items += [w.future for w in self._waiting]
+        if self._voters_in_flight is not None:
+            items.append(self._voters_in_flight[1])
+            self._voters_in_flight = None
         self._in_flight.clear()
         self._waiting.clear()
         for future in items:

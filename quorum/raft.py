@@ -67,6 +67,31 @@ with its load):
   liveness of a healthy leader against a voter that returns from a pause or a partition;
   it changes nothing a vote or a term depends on.
 
+Dynamic controller membership (KIP-853; the rules in ``quorum/voters.py``, carried out by
+``quorum/membership.py``). What pysyncobj 0.3.17's ``dynamicMembershipChange`` gives, and
+Ketch uses: single-server 'add' / 'rem' entries (``addNodeToCluster`` /
+``removeNodeFromCluster``) that take effect on each node when appended (undone if
+truncated), and its leader refuses a change until the previous one is applied and its
+own first entry of the term is. Raft's single-server rule (Ongaro 4.1) keeps old and new
+majorities overlapping. What it lacks, and what Ketch adds:
+
+- restart: pysyncobj restores only the dump's member list and re-applies later membership
+  entries when it re-applies the entries, i.e. after it has started electing with the
+  older set; a controller grown from 1 to 3 voters would restart as a quorum of one.
+  ``membership_after_entries`` replays the dump's members and the journal's membership
+  entries *before* pysyncobj starts, and a controller whose journal says it was removed
+  refuses to start (``RemovedVoterError``);
+- identity: pysyncobj knows a voter by address only. The voter set (a ``VotersRecord`` in
+  the replicated state) names each voter's id and directory id; every pysyncobj message
+  carries its sender's directory id (``DIRECTORY_KEY``) and a message from a voter's
+  address with another directory id is dropped before pysyncobj sees it, so a wiped
+  controller cannot vote or acknowledge as the voter it was;
+- one change at a time across both (the VotersRecord and pysyncobj's entry), a caught-up
+  check before an add (the joining controller fetches the log as an observer,
+  ``quorum/joining.py``), never the last voter (``quorum/voters.py``);
+- removing the leader itself: pysyncobj refuses it, so the leader transfers leadership
+  (pysyncobj's ``transferLeadership``, in the tick thread) and the caller retries.
+
 Dedupe and fencing are in ``ReplicatedLogState.apply``; log compaction is two-level: the
 caller installs a metadata snapshot (the image's records at a committed offset) which
 shrinks the replicated state, and pysyncobj's own compaction dumps that state (snapshot +
@@ -78,9 +103,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pickle
 import struct
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -97,11 +124,14 @@ from quorum.port import LeaderAndEpoch, QuorumBase
 from quorum.prevote import (
     PRE_VOTE_REQUEST, PRE_VOTE_RESPONSE, LogEnd, PreVote, PreVoteRequest, PreVoteResponse,
 )
+from clients.protocol import CorruptFrameError
+from clients.protocol.types import ZERO_UUID
 from quorum.progress import RaftOffsetIndex, ReplicaProgress, ReplicaTracker
 from quorum.replicated_log import (
     NO_LEADER, CorruptCommandError, LeaderChangeCommand, MetadataSnapshot,
-    ReplicatedLogState, encode_command,
+    ReplicatedLogState, VotersChanged, encode_command,
 )
+from quorum.voters import VoterSet
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +172,17 @@ class RaftSettings:
 _original_create_journal = _syncobj_module.createJournal
 _journals: dict[str, FsyncJournal] = {}
 _journals_lock = threading.Lock()
+# Opened by RaftQuorum before pysyncobj starts (to rebuild the membership), handed over here.
+_preopened: dict[str, FsyncJournal] = {}
 
 
 def _create_journal(journal_file: str | None) -> Any:
     if journal_file is None or not journal_file.endswith(JOURNAL_FILE):
         return _original_create_journal(journal_file)
-    journal = FsyncJournal(journal_file)
+    with _journals_lock:
+        journal = _preopened.pop(journal_file, None)
+    if journal is None:
+        journal = FsyncJournal(journal_file)
     with _journals_lock:
         _journals[journal_file] = journal
     return journal
@@ -172,18 +207,49 @@ class _SyncBeforeSendTransport(TCPTransport):
     def send(self, node: Any, message: Any) -> bool:
         if not (isinstance(message, dict) and message.get("type") in _SENT_WITHOUT_SYNC):
             self._journal.sync()
+        if isinstance(message, dict):
+            # Every Raft message says which directory it comes from (KIP-853): a voter is
+            # its id and its directory id, and pysyncobj knows only addresses.
+            message[DIRECTORY_KEY] = self._syncObj.directory_tag
         return super().send(node, message)
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802 (pysyncobj's name)
         # Pre-vote's messages are ours; pysyncobj's own go on to it after the pre-vote has
         # seen the leader's heartbeats. Tick thread (the transport runs in pysyncobj's poll).
-        if isinstance(message, dict) and self._syncObj.handle_pre_vote_message(node, message):
-            return
+        if isinstance(message, dict):
+            if not self._syncObj.admits(node, message.get(DIRECTORY_KEY)):
+                return      # a voter's address, another directory: a wiped disk
+            if self._syncObj.handle_pre_vote_message(node, message):
+                return
         super()._onMessageReceived(node, message)
 
 
 # A leader's append_entries (see above) and pre-vote messages, which vouch for nothing on disk.
 _SENT_WITHOUT_SYNC = frozenset({"append_entries", PRE_VOTE_REQUEST, PRE_VOTE_RESPONSE})
+DIRECTORY_KEY = "ketch_directory_id"     # added to every pysyncobj message (a dict key it ignores)
+# pysyncobj's command kinds are the first byte of each journal entry (_COMMAND_TYPE).
+_MEMBERSHIP_COMMAND = 2
+
+
+def membership_after_entries(members: list[str], entries: Any) -> list[str]:
+    """The Raft member addresses after the dump's ``members`` and then each journal entry
+    in order. pysyncobj applies a membership entry when it appends it, and on a restart
+    restores only the dump's member list: an entry after the dump counts again only
+    once it is re-applied, after the node has already been electing and voting with the
+    older member set (a node grown from 1 to 3 voters would restart alone, elect itself
+    and commit alone). Ketch replays them here, before pysyncobj starts. The entries are
+    this node's own journal (pysyncobj writes ``['add'|'rem', address, node]``, pickled,
+    after the kind byte)."""
+    result = list(members)
+    for command, _index, _term in entries:
+        if not command or command[0] != _MEMBERSHIP_COMMAND:
+            continue
+        kind, address, *_ = pickle.loads(command[1:])  # noqa: S301 (our own journal)
+        if kind == "add" and address not in result:
+            result.append(address)
+        elif kind == "rem" and address in result:
+            result.remove(address)
+    return result
 
 
 def _now_ms() -> int:
@@ -259,8 +325,16 @@ class _MetadataLogSyncObj(SyncObj):
         self.pre_vote = PreVote(max(1, int(conf.raftMinTimeout * 1000)))
         self.campaigns = 0      # elections this node started (a term it asked votes for)
         self._asks_before_campaigning = quorum.settings.pre_vote
+        self.directory_tag = str(quorum.directory_id)
         super().__init__(self_address, peer_addresses, conf,
                          transportClass=_SyncBeforeSendTransport)
+
+    def admits(self, node: Any, tag: Any) -> bool:
+        return self._quorum.admits_in_tick_thread(getattr(node, "address", ""), tag)
+
+    def transfer_leadership_now(self) -> None:
+        """Tick thread: hand leadership to the most caught-up connected voter."""
+        self.transferLeadership(None, None)
 
     @replicated
     def apply_command(self, payload: bytes) -> None:
@@ -348,20 +422,44 @@ class _MetadataLogSyncObj(SyncObj):
         return self._SyncObj__raftMatchIndex, self._SyncObj__lastResponseTime
 
 
+class MembershipChangeError(Exception):
+    """pysyncobj did not make a membership change (its reason: REQUEST_DENIED while the
+    previous change is not applied, NOT_LEADER, DISCARDED...)."""
+
+
+class RemovedVoterError(Exception):
+    """This controller's own journal says it was removed from the voter set."""
+
+
 class RaftQuorum(QuorumBase):
     """A controller's membership in the Raft quorum. Create it on the event loop thread."""
 
     def __init__(self, *, node_id: int, raft_address: str, voters: dict[int, str],
                  data_dir: str, settings: RaftSettings,
+                 directory_id: uuid.UUID = ZERO_UUID,
                  in_flight_max: int = 2, entry_bytes_max: int = 1 << 20) -> None:
+        """`voters`: the configured Raft addresses by node id (controller.quorum.voters).
+        They start a new quorum; once this node's dump or journal holds a membership, that
+        membership is used instead. A node not among them joins: it waits to be added
+        (AddRaftVoter) by the quorum's leader."""
         super().__init__(node_id, in_flight_max=in_flight_max, entry_bytes_max=entry_bytes_max)
-        assert voters.get(node_id) == raft_address, "this node must be one of the voters"
+        assert voters.get(node_id, raft_address) == raft_address, "this node's Raft address differs"
         assert len(set(voters.values())) == len(voters), "two voters share a Raft address"
         self.settings = settings
         self.data_dir = data_dir
+        self.directory_id = directory_id
         self._loop = asyncio.get_running_loop()
-        self._node_by_address = {address: nid for nid, address in voters.items()}
+        self._configured_by_address = {address: nid for nid, address in voters.items()}
+        self._node_by_address = dict(self._configured_by_address)
         os.makedirs(data_dir, exist_ok=True)
+        # KIP-853 state. The voter set (VotersRecord) as last applied: tick thread writes,
+        # the asyncio side reads (an immutable value, replaced whole). Refused directories
+        # are logged once each.
+        self.voter_set: VoterSet | None = None
+        self._refused: set[tuple[str, str]] = set()
+        self._directories_seen: set[tuple[str, str]] = set()
+        self.on_directory_seen: Callable[[int, uuid.UUID], None] = lambda nid, d: None
+        self._tick_tasks: list[Callable[[], None]] = []     # asyncio -> tick thread
         # Tick-thread state. Invariant: touched only by the tick thread once it runs.
         self._state = ReplicatedLogState(settings.dedupe_window_size)
         self._reported: tuple[int, int, str | None] | None = None
@@ -399,23 +497,51 @@ class RaftQuorum(QuorumBase):
             serializer=self._write_dump,
             deserializer=self._read_dump,
             onStateChanged=lambda old, new: self._report_role(),
-            # Static voters. KIP-853 (dynamic controller membership, issue 17) is NOT done.
-            # What pysyncobj 0.3.17's dynamicMembershipChange gives: single-server 'add' /
-            # 'rem' entries that take effect when appended (rolled back if truncated), one
-            # at a time (refused until the previous one is applied). What it lacks and Ketch
-            # would have to add: it does not re-apply such entries from the journal on
-            # restart (only the dump's member list), so the voter set must be rebuilt from
-            # the metadata log (VotersRecord) and passed in here; it knows a voter by
-            # address only, so a wiped controller at the same address would vote with an
-            # empty log: the directory id has to be checked at the transport (as pre-vote's
-            # messages are) before any Raft message of that node is accepted.
-            dynamicMembershipChange=False,
+            # KIP-853: pysyncobj's single-server membership changes (module docstring).
+            dynamicMembershipChange=True,
         )
-        peers = [a for nid, a in voters.items() if nid != node_id]
+        members = self._membership_before_start(journal_file, list(voters.values()))
+        if raft_address not in members and self.joined_before:
+            raise RemovedVoterError(
+                f"controller {node_id} was removed from the voter set (its journal says so): "
+                "it cannot vote again; add it back with a fresh directory")
+        peers = [a for a in members if a != raft_address]
         self._syncobj = _MetadataLogSyncObj(raft_address, peers, conf, self)
         with _journals_lock:
             self.journal = _journals[journal_file]
         self._syncobj.addOnTickCallback(self._on_tick)
+
+    def _membership_before_start(self, journal_file: str, configured: list[str]) -> list[str]:
+        """The Raft members this node starts with: the dump's member list and the journal's
+        membership entries after it (membership_after_entries), else the configuration."""
+        journal = FsyncJournal(journal_file)
+        with _journals_lock:
+            _preopened[journal_file] = journal      # _create_journal hands it to pysyncobj
+        members: list[str] | None = None
+        dump_file = os.path.join(self.data_dir, DUMP_FILE)
+        if os.path.exists(dump_file):
+            with open(dump_file, "rb") as f:
+                _, members, state_bytes = _decode_dump(f.read())
+            self._set_voter_set(ReplicatedLogState.decode(state_bytes).voters)
+        entries = journal[:]
+        has_membership = any(c and c[0] == _MEMBERSHIP_COMMAND for c, _, _ in entries)
+        self.joined_before = members is not None or has_membership
+        if members is None and not has_membership:
+            return configured
+        return membership_after_entries(members if members is not None else configured, entries)
+
+    def _set_voter_set(self, record: bytes | None) -> None:
+        if record is None:
+            return
+        try:
+            voter_set = VoterSet.decode(record)
+        except CorruptFrameError as e:
+            logger.error("voter set that does not decode ignored: %s", e)
+            return
+        self.voter_set = voter_set
+        by_address = dict(self._configured_by_address)
+        by_address.update({v.raft_address: v.voter_id for v in voter_set.voters})
+        self._node_by_address = by_address
 
     # -- asyncio side --
 
@@ -429,6 +555,40 @@ class RaftQuorum(QuorumBase):
         with self._compactions_lock:
             self._compactions.append(snapshot)
 
+    # -- membership (KIP-853): what quorum/membership.py drives --
+
+    def raft_members(self) -> set[str]:
+        """The addresses pysyncobj counts as voters now, this node's included."""
+        return {n.address for n in self._syncobj.otherNodes} | {self._syncobj.selfNode.address}
+
+    def change_raft_membership(self, kind: str, address: str) -> "asyncio.Future[None]":
+        """Leader: append pysyncobj's 'add' or 'rem' entry for `address`; resolves when it
+        is committed. pysyncobj refuses (REQUEST_DENIED) while its previous change is not
+        applied, and removing this node itself."""
+        future: asyncio.Future[None] = self._loop.create_future()
+
+        def settle(error: str | None) -> None:
+            if not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(MembershipChangeError(error))
+
+        def on_result(_result: Any, error: int) -> None:
+            self._post(settle, None if error == FAIL_REASON.SUCCESS
+                       else _FAIL_NAMES.get(error, str(error)))
+        if kind == "add":
+            self._syncobj.addNodeToCluster(address, callback=on_result)
+        else:
+            assert kind == "remove"
+            self._syncobj.removeNodeFromCluster(address, callback=on_result)
+        return future
+
+    def transfer_leadership(self) -> None:
+        """Ask the tick thread to hand leadership to another caught-up voter."""
+        with self._compactions_lock:
+            self._tick_tasks.append(self._syncobj.transfer_leadership_now)
+
     def raft_status(self) -> dict[str, Any]:
         """pysyncobj's status (term, commit index, log length...), for DescribeQuorum."""
         status: dict[str, Any] = self._syncobj.getStatus()
@@ -437,10 +597,20 @@ class RaftQuorum(QuorumBase):
     def voter_progress(self) -> tuple[int, list[ReplicaProgress]]:
         """(the Raft term this node leads or 0, each other voter's progress as this
         node saw it while leading that term)."""
+        members = self.raft_members()
+        ids = {nid for address, nid in self._node_by_address.items() if address in members}
         with self._progress_lock:
             return self._progress_term, [self._voter_tracker.get(nid)
-                                         for nid in sorted(self._node_by_address.values())
-                                         if nid != self.node_id]
+                                         for nid in sorted(ids) if nid != self.node_id]
+
+    def caught_up_voters(self, now_ms: int, window_ms: int) -> frozenset[int]:
+        """The voters seen at this leader's log end within `window_ms` (wall clock), this
+        node included; only itself when it does not lead."""
+        term, progress = self.voter_progress()
+        others = {p.replica_id for p in progress
+                  if term and p.last_caught_up_timestamp >= 0
+                  and now_ms - p.last_caught_up_timestamp <= window_ms}
+        return frozenset(others | {self.node_id})
 
     def node_id_of(self, address: str | None) -> int:
         return self._node_by_address.get(address or "", NO_LEADER)
@@ -459,9 +629,37 @@ class RaftQuorum(QuorumBase):
 
     def apply_in_tick_thread(self, payload: bytes, raft_index: int) -> None:
         outcome = self._state.apply_encoded(payload)
+        if isinstance(outcome, VotersChanged):
+            self._set_voter_set(outcome.voters)
         with self._progress_lock:
             self._offset_index.record(raft_index, self._state.next_offset)
         self._post(self._on_outcome, outcome)
+
+    def admits_in_tick_thread(self, address: str, tag: Any) -> bool:
+        """May a Raft message from `address`, tagged with directory `tag`, count? Not when
+        the voter set knows that address as a voter with another directory id."""
+        voter_set = self.voter_set
+        if voter_set is None:
+            return True
+        voter = voter_set.by_raft_address(address)
+        if voter is None:
+            return True
+        try:
+            directory = uuid.UUID(tag) if isinstance(tag, str) else ZERO_UUID
+        except ValueError:
+            directory = ZERO_UUID
+        if voter_set.admits(voter.voter_id, directory):
+            if voter.directory_id == ZERO_UUID and directory != ZERO_UUID \
+                    and (address, str(directory)) not in self._directories_seen:
+                self._directories_seen.add((address, str(directory)))
+                self._post(self.on_directory_seen, voter.voter_id, directory)
+            return True
+        if (address, str(directory)) not in self._refused:
+            self._refused.add((address, str(directory)))
+            logger.error("refusing Raft messages from %s: voter %d has directory id %s, this "
+                         "controller presents %s (a wiped disk cannot rejoin as the old voter)",
+                         address, voter.voter_id, voter.directory_id, directory)
+        return False
 
     def _track_voters(self) -> None:
         """Report each follower acknowledgement pysyncobj received since the last tick as
@@ -506,6 +704,9 @@ class RaftQuorum(QuorumBase):
         self._ticked = True
         with self._compactions_lock:
             compactions, self._compactions = self._compactions, []
+            tasks, self._tick_tasks = self._tick_tasks, []
+        for task in tasks:
+            task()
         for snapshot in compactions:
             if snapshot.end_offset <= self._state.next_offset:
                 self._state.compact(snapshot)
@@ -557,6 +758,7 @@ class RaftQuorum(QuorumBase):
         fsync_dir(os.path.dirname(os.path.abspath(file_name)))
         (entry_last, entry_before), members, state_bytes = _decode_dump(data)
         self._state = ReplicatedLogState.decode(state_bytes)
+        self._set_voter_set(self._state.voters)
         with self._progress_lock:
             self._offset_index.record(entry_last[1], self._state.next_offset)
         self._post(self._on_state_loaded, self._state.copy())

@@ -7,7 +7,7 @@ leader is the active controller. Ketch runs Raft with pysyncobj (``quorum/raft.p
 this module is the state machine pysyncobj replicates: every Raft entry is one *command*
 and applying the committed commands, in order, on every controller yields the same log.
 
-Two commands exist:
+Three commands exist:
 
 - ``LeaderChangeCommand(epoch, leader_id)``: proposed by a node right after it wins the
   Raft election for term ``epoch`` (Kafka writes a LeaderChangeMessage control record for
@@ -17,6 +17,10 @@ Two commands exist:
 - ``AppendCommand(request_id, epoch, expected_base_offset, append_time_ms, records)``: a
   batch of encoded metadata records appended atomically. Its records get the offsets
   ``expected_base_offset .. expected_base_offset + len(records) - 1``.
+- ``VotersCommand(epoch, voters)``: the controller quorum's voter set (KIP-853), an encoded
+  ``VotersRecord`` that this module keeps opaque (``quorum/voters.py`` reads it). It is
+  Kafka's VotersRecord control record: fenced by epoch like an append, it takes no offset
+  and brokers never see it. The last one applied is the voter set, dumped with the state.
 
 Apply is a compare-and-set, so that a command can never land twice or out of place:
 
@@ -81,7 +85,13 @@ class LeaderChangeCommand:
     leader_id: int
 
 
-Command = AppendCommand | LeaderChangeCommand
+@dataclass(frozen=True, slots=True)
+class VotersCommand:
+    epoch: int
+    voters: bytes                   # an encoded VotersRecord (quorum/voters.py)
+
+
+Command = AppendCommand | LeaderChangeCommand | VotersCommand
 
 
 # Outcomes of apply: data, handed from pysyncobj's thread to the asyncio side.
@@ -126,7 +136,20 @@ class LeaderChangeIgnored:
     leader_epoch: int
 
 
-ApplyOutcome = Appended | Duplicate | Rejected | LeaderEstablished | LeaderChangeIgnored
+@dataclass(frozen=True, slots=True)
+class VotersChanged:
+    epoch: int
+    voters: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class VotersFenced:
+    epoch: int                      # proposed under an epoch that is not the current one
+    leader_epoch: int
+
+
+ApplyOutcome = (Appended | Duplicate | Rejected | LeaderEstablished | LeaderChangeIgnored
+                | VotersChanged | VotersFenced)
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,10 +159,12 @@ ApplyOutcome = Appended | Duplicate | Rejected | LeaderEstablished | LeaderChang
 class _Kind(IntEnum):
     APPEND = 1
     LEADER_CHANGE = 2
+    VOTERS = 3
 
 
 _APPEND_HEAD = struct.Struct(">B16sIqqI")       # kind, request id, epoch, base, time, count
 _LEADER_CHANGE = struct.Struct(">BIi")          # kind, epoch, leader id
+_VOTERS_HEAD = struct.Struct(">BI")             # kind, epoch; then the VotersRecord
 _U32 = struct.Struct(">I")
 
 
@@ -175,6 +200,9 @@ def encode_command(command: Command) -> bytes:
                                  command.expected_base_offset, command.append_time_ms,
                                  len(command.records))
         return b"".join([head, *_pack_records(command.records)])
+    if isinstance(command, VotersCommand):
+        assert command.voters, "a voter set is never empty"
+        return _VOTERS_HEAD.pack(_Kind.VOTERS, command.epoch) + command.voters
     assert isinstance(command, LeaderChangeCommand)
     return _LEADER_CHANGE.pack(_Kind.LEADER_CHANGE, command.epoch, command.leader_id)
 
@@ -193,6 +221,11 @@ def decode_command(data: bytes) -> Command:
                 raise CorruptCommandError("leader change has the wrong size")
             _, epoch, leader_id = _LEADER_CHANGE.unpack(data)
             return LeaderChangeCommand(epoch, leader_id)
+        if kind == _Kind.VOTERS:
+            _, epoch = _VOTERS_HEAD.unpack_from(data, 0)
+            if len(data) == _VOTERS_HEAD.size:
+                raise CorruptCommandError("voters command without voters")
+            return VotersCommand(epoch, bytes(data[_VOTERS_HEAD.size:]))
     except (IndexError, struct.error) as e:
         raise CorruptCommandError(str(e)) from e
     raise CorruptCommandError(f"unknown command kind {data[0]}")
@@ -219,10 +252,16 @@ class ReplicatedLogState:
         # request id -> (base_offset, last_offset); oldest first, evicted first. Part of the
         # replicated state, so every node evicts the same ids at the same point.
         self.dedupe: OrderedDict[bytes, tuple[int, int]] = OrderedDict()
+        self.voters: bytes | None = None    # the last VotersCommand's; None: static voters
 
     def apply(self, command: Command) -> ApplyOutcome:
         if isinstance(command, LeaderChangeCommand):
             return self._apply_leader_change(command)
+        if isinstance(command, VotersCommand):
+            if command.epoch != self.leader_epoch:
+                return VotersFenced(command.epoch, self.leader_epoch)
+            self.voters = command.voters
+            return VotersChanged(command.epoch, command.voters)
         return self._apply_append(command)
 
     def apply_encoded(self, data: bytes) -> ApplyOutcome:
@@ -279,12 +318,14 @@ class ReplicatedLogState:
         other.snapshot = self.snapshot
         other.batches = list(self.batches)
         other.dedupe = OrderedDict(self.dedupe)
+        other.voters = self.voters
         return other
 
     # -- dump: the state as bytes, for pysyncobj's log compaction and snapshot install --
 
     _DUMP_MAGIC = b"KETCHMLS"
-    _DUMP_VERSION = 1
+    _DUMP_VERSION = 2               # 2 added the voter set at the end; 1 is still read
+    _NO_VOTERS = 0xFFFFFFFF
     _DUMP_HEAD = struct.Struct(">8sHqIiII")  # magic, version, next offset, epoch, leader, window, dedupe n
     _DUMP_SNAPSHOT = struct.Struct(">BqII")  # present, end offset, epoch, count
     _DUMP_BATCH = struct.Struct(">qIqI")     # base offset, epoch, time, count
@@ -307,6 +348,10 @@ class ReplicatedLogState:
             parts.append(self._DUMP_BATCH.pack(b.base_offset, b.epoch, b.append_time_ms,
                                                len(b.records)))
             parts.extend(_pack_records(b.records))
+        if self.voters is None:
+            parts.append(_U32.pack(self._NO_VOTERS))
+        else:
+            parts += [_U32.pack(len(self.voters)), self.voters]
         body = b"".join(parts)
         return body + _U32.pack(crc32c.crc32c(body))
 
@@ -317,7 +362,7 @@ class ReplicatedLogState:
         view = memoryview(data)[:-4]
         try:
             magic, version, next_offset, epoch, leader, window, n_dedupe = cls._DUMP_HEAD.unpack_from(view, 0)
-            if magic != cls._DUMP_MAGIC or version != cls._DUMP_VERSION:
+            if magic != cls._DUMP_MAGIC or version not in (1, cls._DUMP_VERSION):
                 raise CorruptCommandError("not a Ketch metadata log dump")
             state = cls(window)
             state.next_offset, state.leader_epoch, state.leader_id = next_offset, epoch, leader
@@ -338,6 +383,14 @@ class ReplicatedLogState:
                 pos += cls._DUMP_BATCH.size
                 records, pos = _unpack_records(view, pos, count)
                 state.batches.append(CommittedBatch(base, b_epoch, time_ms, records))
+            if version >= 2:
+                (size,) = _U32.unpack_from(view, pos)
+                pos += 4
+                if size != cls._NO_VOTERS:
+                    if pos + size > len(view):
+                        raise CorruptCommandError("voter set past the end")
+                    state.voters = bytes(view[pos:pos + size])
+                    pos += size
         except struct.error as e:
             raise CorruptCommandError(str(e)) from e
         if pos != len(view):

@@ -66,6 +66,8 @@ from quorum.network import SASL_VERSIONS, ClientInfo
 from quorum.port import LeaderAndEpoch, MetadataQuorum, NotControllerError
 from quorum.progress import ReplicaProgress, ReplicaTracker
 from quorum.replicated_log import ReadStatus
+from clients.protocol.types import ZERO_UUID
+from quorum.voters import CONTROLLER_ENDPOINT, RAFT_ENDPOINT, Refusal, Voter
 
 log = logging.getLogger(__name__)
 
@@ -424,6 +426,12 @@ SERVED_APIS: dict[int, str] = {
         ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignmentsRequest",
     }.items()},
 }
+# KIP-853: served where the controller runs a VoterMembership (quorum/membership.py).
+MEMBERSHIP_APIS: dict[int, str] = {
+    ApiKey.ADD_RAFT_VOTER: "AddRaftVoterRequest",
+    ApiKey.REMOVE_RAFT_VOTER: "RemoveRaftVoterRequest",
+    ApiKey.UPDATE_RAFT_VOTER: "UpdateRaftVoterRequest",
+}
 
 
 # With an authorizer (authorizer.class.name in the controller's properties), what the
@@ -443,12 +451,16 @@ class ControllerApis:
     def __init__(self, node_id: int, quorum: MetadataQuorum, driver: ControllerDriver,
                  voters: dict[int, tuple[str, int]], listener_name: str = "CONTROLLER",
                  cluster_id: str | None = None, fetch_wait_max_ms: int = 30_000,
-                 authorizer: StandardAuthorizer | None = None) -> None:
+                 authorizer: StandardAuthorizer | None = None,
+                 membership: Any = None, raft_port_offset: int = 10000) -> None:
         self.authorizer = authorizer
         self.node_id = node_id
         self.quorum = quorum
         self.driver = driver
-        self.voters = voters
+        self.static_voters = voters
+        # quorum.membership.VoterMembership: the dynamic voter set (KIP-853); None: static.
+        self.membership = membership
+        self.raft_port_offset = raft_port_offset
         self.listener_name = listener_name
         self.cluster_id = cluster_id
         self.fetch_wait_max_ms = fetch_wait_max_ms
@@ -460,6 +472,19 @@ class ControllerApis:
         self.wall_clock_ms: Callable[[], int] = now_ms
         # broker id -> (connection id, broker epoch) of its last accepted heartbeat.
         self._heartbeat_connections: dict[int, tuple[int, int]] = {}
+
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """The voters' Kafka listeners: the current voter set, or the configured one."""
+        if self.membership is None:
+            return self.static_voters
+        return dict(self.membership.current().listeners())
+
+    def last_caught_up_ms(self, replica_id: int) -> int:
+        """When an observer's fetch last reached the high watermark (-1: never, or not
+        while this controller was active): AddRaftVoter's caught-up check."""
+        tracker = self._observer_tracker()
+        return -1 if tracker is None else tracker.get(replica_id).last_caught_up_timestamp
 
     def _observer_tracker(self) -> ReplicaTracker | None:
         """The observers of the epoch this node leads, or None when it is not active."""
@@ -482,6 +507,8 @@ class ControllerApis:
 
     def served(self) -> dict[int, tuple[int, int]]:
         apis = {k: _schema_range(n) for k, n in SERVED_APIS.items()}
+        if self.membership is not None:
+            apis.update({k: _schema_range(n) for k, n in MEMBERSHIP_APIS.items()})
         apis.update(SASL_VERSIONS)      # the network layer serves them (quorum/network.py)
         if self.driver.controller is None and self.driver.controller_factory is None:
             for k in WRITE_HANDLERS:
@@ -512,6 +539,8 @@ class ControllerApis:
             return version, self.describe_quorum(body)
         if key == ApiKey.DESCRIBE_CLUSTER:
             return version, self.describe_cluster(body, client)
+        if key in MEMBERSHIP_APIS and self.membership is not None:
+            return version, await self.change_voters(key, body)
         if key in WRITE_HANDLERS and key in self.served():
             response = await self.driver.write(key, body)
             if key == ApiKey.BROKER_HEARTBEAT and response.error_code == ErrorCode.NONE:
@@ -523,6 +552,54 @@ class ControllerApis:
             return version, response
         return version, error_response(key, body, ErrorCode.UNSUPPORTED_VERSION,
                                        "not served by a controller")
+
+    # -- KIP-853: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter --
+
+    async def change_voters(self, key: int, request: Any) -> Any:
+        if request.cluster_id is not None and self.cluster_id and request.cluster_id != self.cluster_id:
+            return error_response(key, request, ErrorCode.INCONSISTENT_CLUSTER_ID,
+                                  f"this is cluster {self.cluster_id}")
+        if not self.quorum.is_active:
+            return error_response(key, request, ErrorCode.NOT_CONTROLLER,
+                                  f"not the active controller (active: {self.quorum.leader_id})")
+        assert self.membership is not None
+        try:
+            if key == ApiKey.REMOVE_RAFT_VOTER:
+                refusal = await self.membership.remove(request.voter_id, request.voter_directory_id)
+            else:
+                voter = self._voter_of(request)
+                if isinstance(voter, Refusal):
+                    refusal = voter
+                elif key == ApiKey.ADD_RAFT_VOTER:
+                    refusal = await self.membership.add(voter)
+                else:
+                    refusal = await self.membership.update(voter)
+        except NotControllerError as e:
+            return error_response(key, request, ErrorCode.NOT_CONTROLLER, str(e))
+        except TimeoutError:
+            return error_response(key, request, ErrorCode.REQUEST_TIMED_OUT,
+                                  "the voter change did not commit in time (it may still)")
+        if refusal is not None:
+            return error_response(key, request, refusal.error_code, refusal.message)
+        if key == ApiKey.UPDATE_RAFT_VOTER:
+            leader = self.quorum.leader
+            host, port = self.voters.get(leader.leader_id, ("", 0))
+            return messages.UpdateRaftVoterResponse(
+                error_code=ErrorCode.NONE, current_leader=messages.UpdateRaftVoterResponse.CurrentLeader(
+                    leader_id=leader.leader_id, leader_epoch=leader.epoch, host=host, port=port))
+        return error_response(key, request, ErrorCode.NONE, None)
+
+    def _voter_of(self, request: Any) -> Voter | Refusal:
+        """The voter an add or update names: its Kafka listener (the one named as this
+        controller's, or CONTROLLER) and its Raft address (a listener named RAFT; else
+        the Kafka port + ketch.raft.port.offset, as controller.quorum.voters does)."""
+        listeners = {lst.name.upper(): (lst.host, lst.port) for lst in request.listeners}
+        kafka = listeners.get(self.listener_name.upper()) or listeners.get(CONTROLLER_ENDPOINT)
+        if kafka is None:
+            return Refusal(ErrorCode.INVALID_REQUEST,
+                           f"the voter has no {self.listener_name} listener")
+        raft = listeners.get(RAFT_ENDPOINT, (kafka[0], kafka[1] + self.raft_port_offset))
+        return Voter(request.voter_id, request.voter_directory_id, kafka[0], kafka[1], *raft)
 
     def _authorized(self, key: int, client: Any) -> bool:
         assert self.authorizer is not None
@@ -673,8 +750,14 @@ class ControllerApis:
                     leader_epoch=leader.epoch, high_watermark=self.quorum.log.high_watermark,
                     current_voters=voters, observers=observers))
             topics.append(m.TopicData(topic_name=topic.topic_name, partitions=partitions))
-        nodes = [m.Node(node_id=v, listeners=[m.Listener(name=self.listener_name, host=h, port=p)])
-                 for v, (h, p) in sorted(self.voters.items())]
+        if self.membership is None:
+            nodes = [m.Node(node_id=v, listeners=[m.Listener(name=self.listener_name, host=h, port=p)])
+                     for v, (h, p) in sorted(self.voters.items())]
+        else:
+            nodes = [m.Node(node_id=v.voter_id, listeners=[
+                m.Listener(name=self.listener_name, host=v.host, port=v.port),
+                m.Listener(name=RAFT_ENDPOINT, host=v.raft_host, port=v.raft_port)])
+                for v in self.membership.current().voters]
         return m(topics=topics, nodes=nodes)
 
     def _replica_states(self) -> tuple[list[Any], list[Any]]:
@@ -688,8 +771,12 @@ class ControllerApis:
         now_ms = self.wall_clock_ms()
         own = ReplicaProgress(self.node_id, hw, now_ms, now_ms)
 
+        directories = ({v.voter_id: v.directory_id for v in self.membership.current().voters}
+                       if self.membership is not None else {})
+
         def state(p: ReplicaProgress) -> Any:
             return m.ReplicaState(replica_id=p.replica_id, log_end_offset=p.log_end_offset,
+                                  replica_directory_id=directories.get(p.replica_id, ZERO_UUID),
                                   last_fetch_timestamp=p.last_fetch_timestamp,
                                   last_caught_up_timestamp=p.last_caught_up_timestamp)
 

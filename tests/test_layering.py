@@ -50,7 +50,7 @@ PURE = (
     "clients/protocol", "clients/records", "clients/_core", "clients/types.py",
     "clients/errors.py",
     "metadata_log",
-    "quorum/controller", "quorum/progress.py", "quorum/prevote.py",
+    "quorum/controller", "quorum/progress.py", "quorum/prevote.py", "quorum/voters.py",
     "broker/log", "broker/replica", "broker/producer_state.py", "broker/replica_manager.py",
     "broker/delayed/divert.py", "broker/delayed/store.py", "broker/delayed/scheduler.py",
     "broker/fetch_session.py", "broker/client_quotas.py", "broker/auth_helper.py", "broker/scram_describe.py",

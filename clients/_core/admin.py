@@ -314,6 +314,7 @@ class QuorumReplica:
     lag: int | None
     last_fetch_timestamp: int = -1
     last_caught_up_timestamp: int = -1
+    directory_id: uuid.UUID = uuid.UUID(int=0)      # v2+ (KIP-853); zero: not reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +343,8 @@ def quorum_replicas(states: Sequence, leader_log_end_offset: int) -> tuple[Quoru
             replica_id=s.replica_id, log_end_offset=s.log_end_offset,
             lag=max(0, leader_log_end_offset - s.log_end_offset) if known else None,
             last_fetch_timestamp=s.last_fetch_timestamp,
-            last_caught_up_timestamp=s.last_caught_up_timestamp))
+            last_caught_up_timestamp=s.last_caught_up_timestamp,
+            directory_id=getattr(s, "replica_directory_id", uuid.UUID(int=0))))
     return tuple(out)
 
 

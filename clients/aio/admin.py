@@ -56,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import uuid
 from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from clients.protocol.acls import (
@@ -940,6 +941,46 @@ class Admin:
             "update features", ["features"], timeout_ms, self._controller, send,
             retriable=self._controller_retriable, on_retry=self._refresh_controller))
         return {n: None for n in names}
+
+    async def add_raft_voter(self, voter_id: int, directory_id: "uuid.UUID",
+                             endpoints: Mapping[str, tuple[str, int]], *,
+                             timeout_ms: int | None = None) -> None:
+        """Make a controller a voter of the metadata quorum (AddRaftVoter, KIP-853):
+        ``endpoints`` by listener name (its controller listener; Ketch also takes its
+        ``RAFT`` address). The active controller refuses a controller that has not caught
+        up with the log (retried until the deadline, then raised with its reason), an id
+        already voting, and any change while another is in flight."""
+        A = messages.AddRaftVoterRequest
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            body = A(cluster_id=None, timeout_ms=request_ms, voter_id=voter_id,
+                     voter_directory_id=directory_id,
+                     listeners=[A.Listener(name=n, host=h, port=p) for n, (h, p) in endpoints.items()])
+            _, resp = await self._request(node, ApiKey.ADD_RAFT_VOTER, body, (0, 0), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, f"AddRaftVoter {voter_id}", resp.error_message)}
+            return {keys[0]: None}
+
+        _raise_first(await self._fan_out(
+            "add raft voter", ["voter"], timeout_ms, self._controller, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
+
+    async def remove_raft_voter(self, voter_id: int, directory_id: "uuid.UUID", *,
+                                timeout_ms: int | None = None) -> None:
+        """Remove a voter from the metadata quorum (RemoveRaftVoter, KIP-853). The last
+        voter cannot be removed."""
+        R = messages.RemoveRaftVoterRequest
+
+        async def send(node: int | None, keys: list, request_ms: int) -> dict:
+            body = R(cluster_id=None, voter_id=voter_id, voter_directory_id=directory_id)
+            _, resp = await self._request(node, ApiKey.REMOVE_RAFT_VOTER, body, (0, 0), request_ms)
+            if resp.error_code != ErrorCode.NONE:
+                return {keys[0]: _error(resp.error_code, f"RemoveRaftVoter {voter_id}", resp.error_message)}
+            return {keys[0]: None}
+
+        _raise_first(await self._fan_out(
+            "remove raft voter", ["voter"], timeout_ms, self._controller, send,
+            retriable=self._controller_retriable, on_retry=self._refresh_controller))
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """Live brokers (id, host, port, rack), the controller id brokers report and the

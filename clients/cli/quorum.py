@@ -1,5 +1,7 @@
-"""``ketch quorum status|replication``: the metadata quorum, as ``kafka-metadata-quorum
-describe --status`` / ``--replication`` show it.
+"""``ketch quorum status|replication|add-controller|remove-controller``: the metadata
+quorum, as ``kafka-metadata-quorum describe --status`` / ``--replication`` show it, and
+its voters changed as ``kafka-metadata-quorum add-controller`` / ``remove-controller``
+change them (KIP-853).
 
 Both ask DescribeQuorum (KIP-595/836) through Ketch's admin client: through a broker,
 which forwards it to the active controller, or with ``--bootstrap-controller`` straight
@@ -10,6 +12,14 @@ knows where the others are, and that is whom the request reaches either way.
 (records and ms, Kafka's MaxFollowerLag / MaxFollowerLagTimeMs), voters and observers.
 ``replication``: one row per voter and observer: log end offset, lag, last fetch and last
 caught-up times, and its role (Leader, Follower, Observer).
+
+``add-controller --controller-config PATH``: the controller that PATH configures (node.id,
+its controller listener, its Raft port, the directory.id of its metadata.log.dir's
+meta.properties) becomes a voter. Start it first: it joins as an observer, and the active
+controller adds it once it has caught up with the log (until then the request is retried,
+up to --timeout, and the reason printed). ``remove-controller --controller-id N
+[--controller-directory-id ID]``: the voter leaves (its directory id is taken from
+DescribeQuorum when not given); the last voter cannot.
 """
 from __future__ import annotations
 
@@ -18,14 +28,92 @@ import asyncio
 import time
 from typing import Any
 
+import os
+import uuid
+
 from clients.cli import _admin_cli as cli
+from clients.cli._common import CliError
 from clients._core.admin import QuorumInfo, QuorumReplica
+from clients.properties import load_properties, parse_listeners
+from clients.protocol.types import ZERO_UUID, parse_uuid_text, uuid_text
 
 EXAMPLES = """examples:
   ketch quorum status --dir ./ketch-data
   ketch quorum replication --bootstrap 127.0.0.1:9092 --output json
   ketch quorum status --bootstrap-controller 127.0.0.1:9093   # no broker needed
+  ketch quorum add-controller --controller-config ./ketch-data/controller-4.properties --dir ./ketch-data
+  ketch quorum remove-controller --controller-id 4 --dir ./ketch-data
 """
+
+RAFT_PORT_OFFSET_DEFAULT = 10000
+
+
+def controller_to_add(config_path: str) -> tuple[int, uuid.UUID, dict[str, tuple[str, int]]]:
+    """(node id, directory id, endpoints by listener name) of the controller a
+    server.properties configures, as AddRaftVoter names it."""
+    try:
+        props = load_properties(config_path)
+    except OSError as e:
+        raise CliError(f"cannot read {config_path}: {e}") from None
+    base = os.path.dirname(os.path.abspath(config_path))
+    try:
+        node_id = int(props["node.id"])
+        listeners = parse_listeners(props.get("listeners", ""))
+    except (KeyError, ValueError) as e:
+        raise CliError(f"{config_path}: node.id and listeners are needed ({e})") from None
+    names = [n.strip().upper() for n in props.get("controller.listener.names", "").split(",") if n.strip()]
+    name = names[0] if names else next(iter(listeners), "")
+    if name not in listeners:
+        raise CliError(f"{config_path}: no controller listener")
+    host, port = listeners[name]
+    log_dir = props.get("metadata.log.dir") or props.get("log.dirs", "").split(",")[0].strip()
+    meta_path = os.path.join(base, log_dir, "meta.properties")
+    try:
+        directory_id = parse_uuid_text(load_properties(meta_path)["directory.id"])
+    except (OSError, KeyError, ValueError) as e:
+        raise CliError(f"{meta_path}: no directory.id ({e}): start the controller first, "
+                       "it writes one") from None
+    offset = int(props.get("ketch.raft.port.offset", RAFT_PORT_OFFSET_DEFAULT))
+    return node_id, directory_id, {"CONTROLLER": (host, port), "RAFT": (host, port + offset)}
+
+
+async def _add_controller(args: argparse.Namespace) -> tuple[int, uuid.UUID]:
+    node_id, directory_id, endpoints = controller_to_add(args.controller_config)
+    async with cli.quorum_admin(args) as admin:
+        await admin.add_raft_voter(node_id, directory_id, endpoints, timeout_ms=args.timeout_ms)
+    return node_id, directory_id
+
+
+async def _remove_controller(args: argparse.Namespace) -> uuid.UUID:
+    async with cli.quorum_admin(args) as admin:
+        directory_id = ZERO_UUID
+        if args.controller_directory_id:
+            try:
+                directory_id = parse_uuid_text(args.controller_directory_id)
+            except ValueError as e:
+                raise CliError(str(e)) from None
+        else:
+            info = await admin.describe_quorum()
+            voter = next((v for v in info.voters if v.replica_id == args.controller_id), None)
+            if voter is None:
+                raise CliError(f"controller {args.controller_id} is not a voter")
+            directory_id = voter.directory_id
+        await admin.remove_raft_voter(args.controller_id, directory_id, timeout_ms=args.timeout_ms)
+        return directory_id
+
+
+def run_add_controller(args: argparse.Namespace) -> int:
+    node_id, directory_id = asyncio.run(_add_controller(args))
+    print(f"Added controller {node_id} with directory id {uuid_text(directory_id)} to the quorum.")
+    return 0
+
+
+def run_remove_controller(args: argparse.Namespace) -> int:
+    directory_id = asyncio.run(_remove_controller(args))
+    print(f"Removed controller {args.controller_id} with directory id {uuid_text(directory_id)} "
+          "from the quorum.")
+    return 0
+
 
 
 def status_view(info: QuorumInfo, cluster_id: str | None) -> dict[str, Any]:
@@ -129,3 +217,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         v = verbs.add_parser(name, help=text, description=text, epilog=EXAMPLES)
         cli.add_connection_args(v, controllers=True)
         v.set_defaults(run=cli.guarded(fn))
+    text = "make a running controller a voter (AddRaftVoter, KIP-853)"
+    v = verbs.add_parser("add-controller", help=text, description=text, epilog=EXAMPLES)
+    cli.add_connection_args(v, controllers=True)
+    v.add_argument("--controller-config", required=True, metavar="PATH",
+                   help="the server.properties of the controller to add")
+    v.add_argument("--timeout-ms", type=int, default=60_000,
+                   help="how long to retry while the controller catches up")
+    v.set_defaults(run=cli.guarded(run_add_controller))
+    text = "remove a voter from the quorum (RemoveRaftVoter, KIP-853)"
+    v = verbs.add_parser("remove-controller", help=text, description=text, epilog=EXAMPLES)
+    cli.add_connection_args(v, controllers=True)
+    v.add_argument("--controller-id", type=int, required=True)
+    v.add_argument("--controller-directory-id", metavar="UUID",
+                   help="its directory id (default: as DescribeQuorum reports it)")
+    v.add_argument("--timeout-ms", type=int, default=60_000)
+    v.set_defaults(run=cli.guarded(run_remove_controller))

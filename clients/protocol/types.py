@@ -14,11 +14,12 @@ Every reader fails with ``CorruptFrameError`` on short or malformed input, never
 """
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 
 __all__ = [
-    "CorruptFrameError", "ZERO_UUID",
+    "CorruptFrameError", "ZERO_UUID", "uuid_text", "parse_uuid_text",
     "read_uvarint", "write_uvarint", "read_varint", "write_varint", "read_varlong", "write_varlong",
     "size_of_uvarint", "zigzag_encode", "zigzag_decode",
 ]
@@ -32,6 +33,23 @@ class CorruptFrameError(ValueError):
 
 
 ZERO_UUID = uuid.UUID(int=0)
+
+
+def uuid_text(value: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid (``Uuid.toString``: url-safe base64, no padding), as
+    meta.properties and the tools print it."""
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def parse_uuid_text(text: str) -> uuid.UUID:
+    """``Uuid.fromString``; ValueError if ``text`` is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"not a Kafka Uuid: {text!r}") from e
+    if len(raw) != 16:
+        raise ValueError(f"not a Kafka Uuid: {text!r}")
+    return uuid.UUID(bytes=raw)
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")

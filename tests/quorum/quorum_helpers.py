@@ -56,7 +56,7 @@ async def describe_quorum(conn: KafkaConnection) -> Any:
     request = messages.DescribeQuorumRequest(topics=[messages.DescribeQuorumRequest.TopicData(
         topic_name=METADATA_TOPIC, partitions=[messages.DescribeQuorumRequest.PartitionData(
             partition_index=0)])])
-    response = await conn.request(ApiKey.DESCRIBE_QUORUM, 1, request)
+    response = await conn.request(ApiKey.DESCRIBE_QUORUM, conn.pick_version(ApiKey.DESCRIBE_QUORUM, 1, 2), request)
     return response.topics[0].partitions[0]
 
 
@@ -90,7 +90,10 @@ class ControllerProcesses:
     """n controllers as `python -m quorum` processes. Every process started is killed by
     pid in `close()` (call it from a finally or a fixture)."""
 
-    def __init__(self, tmp_path: Path, n: int = 3, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp_path: Path, n: int = 3, extra: dict[str, str] | None = None,
+                 voters_count: int | None = None) -> None:
+        """`voters_count`: how many of the n (the first ids) form the quorum at start; the
+        others are configured to join it (KIP-853: not in controller.quorum.voters)."""
         ports = free_ports(2 * n)
         self.ids = list(range(1, n + 1))
         self.kafka_ports = {i: ports[i - 1] for i in self.ids}
@@ -98,8 +101,9 @@ class ControllerProcesses:
         self.tmp_path = tmp_path
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.logs: dict[int, Path] = {}
-        voters = ",".join(f"{i}@127.0.0.1:{self.kafka_ports[i]}" for i in self.ids)
-        raft = ",".join(f"{i}@127.0.0.1:{self.raft_ports[i]}" for i in self.ids)
+        initial = self.ids[:voters_count or n]
+        voters = ",".join(f"{i}@127.0.0.1:{self.kafka_ports[i]}" for i in initial)
+        raft = ",".join(f"{i}@127.0.0.1:{self.raft_ports[i]}" for i in initial)
         for i in self.ids:
             props = {
                 "node.id": str(i), "process.roles": "controller",
@@ -112,6 +116,8 @@ class ControllerProcesses:
                 "broker.heartbeat.interval.ms": "2000",
                 **(extra or {}),
             }
+            if i not in initial:      # a joining controller: its Raft port is listener + offset
+                props["ketch.raft.port.offset"] = str(self.raft_ports[i] - self.kafka_ports[i])
             (tmp_path / f"controller-{i}.properties").write_text(
                 "".join(f"{k}={v}\n" for k, v in props.items()))
 

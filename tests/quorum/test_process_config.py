@@ -36,7 +36,7 @@ def test_explicit_raft_voters_override_the_derivation() -> None:
 
 @pytest.mark.parametrize("change, key", [
     ({"ketch.cluster.secret": ""}, "ketch.cluster.secret"),
-    ({"node.id": "7"}, "node.id=7"),
+    ({"node.id": "7"}, "Raft address"),      # joins, but on voter 2's listener and Raft port
     ({"process.roles": "broker,controller"}, "process.roles"),
     ({"controller.quorum.voters": "1@127.0.0.1"}, "controller.quorum.voters"),
     ({"controller.quorum.voters": "1@h:1,1@h:2"}, "listed twice"),
@@ -142,3 +142,9 @@ def test_kafka_synonyms_set_the_topic_defaults_and_unknown_keys_warn_once(cluste
     warned = [line for line in log.splitlines() if "log.retention.msec" in line]
     assert len(warned) == 1, warned
     assert "WARNING" in warned[0] and "did you mean log.retention.ms?" in warned[0]
+
+
+def test_a_controller_not_among_the_voters_joins_with_its_own_raft_address() -> None:
+    config = from_properties({**BASE, "node.id": "4", "listeners": "CONTROLLER://127.0.0.1:9096"})
+    assert config.joining and config.raft_address == "127.0.0.1:19096"
+    assert 4 not in config.raft_addresses() and sorted(config.raft_addresses()) == [1, 2, 3]
