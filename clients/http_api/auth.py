@@ -183,7 +183,7 @@ def _one(op: AclOperation, kind: AclResourceType, name: str = CLUSTER_NAME) -> C
 def required_checks(handler: str, method: str, query: Mapping[str, Any], body: Any) -> list[Check]:
     """What the caller needs for one call, as Kafka's KafkaApis asks it for the API the
     route stands for. List routes filter their items instead (DESCRIBE on each)."""
-    topic, group = query.get("topic"), query.get("group")
+    topic, group = str(query.get("topic", "")), str(query.get("group", ""))
     body = body if isinstance(body, dict) else {}
     if handler in STATUS_HANDLERS or handler in ("list_topics", "list_groups"):
         return []
