@@ -1,4 +1,5 @@
-"""The HTTP admin API's logins and per-route ACL questions (clients/http_api/auth.py): pure."""
+"""The HTTP admin API's logins and per-route ACL questions (clients/http_api/auth.py), and the
+controller listener a broker dials (clients/security/listeners.py): pure."""
 from __future__ import annotations
 
 import base64
@@ -90,3 +91,13 @@ def test_routes_ask_what_kafkas_apis_ask() -> None:
     assert unknown_write.alternatives == (Action(O.ALTER, R.CLUSTER, "kafka-cluster"),)
     (unknown_read,) = required_checks("list_cluster_links", "GET", {}, None)
     assert unknown_read.alternatives == (Action(O.DESCRIBE, R.CLUSTER, "kafka-cluster"),)
+
+
+def test_the_controller_listener_as_a_broker_dials_it() -> None:
+    from clients.security.listeners import SecurityProtocol, controller_listener
+    assert controller_listener({}) == ("CONTROLLER", SecurityProtocol.PLAINTEXT)
+    assert controller_listener({"controller.listener.names": "ctl,other",
+                                "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CTL:SASL_SSL"}) \
+        == ("CTL", SecurityProtocol.SASL_SSL)
+    assert controller_listener({"listener.security.protocol.map": "CONTROLLER:SSL"}) == \
+        ("CONTROLLER", SecurityProtocol.SSL)
