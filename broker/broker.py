@@ -75,12 +75,13 @@ from broker.txn.coordinator import TransactionConfig
 from broker.txn.driver import TransactionCoordinatorDriver
 from broker.txn.records import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from clients.clock import SYSTEM_CLOCK, Clock
-from clients.http_api import AdminHttpServer, BrokerAdmins
+from clients.http_api import AdminHttpServer, BrokerAdmins, HttpAuthError, http_security
 from clients.protocol import ApiKey
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
 from clients.security.client_auth import ClientSecurity, listener_client_properties
+from clients.security.listeners import controller_listener
 from clients.security.scram import ScramCredential, ScramMechanism
 from quorum.network import KafkaServer, ListenerConfigError, listener_security
 
@@ -213,17 +214,28 @@ class Broker:
             if report.dropped_anything:
                 log.warning("%s-%d: recovery dropped %d bytes", key[0], key[1], report.truncated_bytes)
         zero_copy = config.event_loop == "asyncio"   # uvloop has no loop.sendfile
-        self.controller = ControllerChannel(config.controller_voters, f"broker-{config.node_id}")
+        # How this broker logs in to the controllers' listener (Kafka's
+        # controller.listener.names, its protocol, sasl.mechanism.controller.protocol).
+        controller_name, controller_protocol = controller_listener(properties)
+        try:
+            controller_security = ClientSecurity.from_config(listener_client_properties(
+                properties, controller_name, controller_protocol,
+                "sasl.mechanism.controller.protocol").get)
+        except ValueError as e:
+            raise SystemExit(f"controller listener {controller_name}: {e}") from None
+        self.controller = ControllerChannel(config.controller_voters, f"broker-{config.node_id}",
+                                            security=controller_security)
         # Heartbeats on a connection of their own: the controller fences a broker soon after
         # that connection closes (ketch.broker.disconnect.fence.ms), so it must close only
         # when this process dies, never because a slow forwarded admin request timed out.
         self.heartbeat_channel = ControllerChannel(
             config.controller_voters, f"broker-{config.node_id}-heartbeat",
-            on_connection_lost=lambda: self.lifecycle.connection_lost())
+            on_connection_lost=lambda: self.lifecycle.connection_lost(), security=controller_security)
         self.observer_listener = MetadataImageListener(self._schedule_apply)
         self.observer = MetadataObserver(list(config.controller_voters.values()), self.observer_listener,
                                          replica_id=config.node_id,
-                                         fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
+                                         fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+                                         security=controller_security)
         self.lifecycle = BrokerLifecycleManager(
             Registration(config.node_id, self.cluster_id, config.listeners, config.rack,
                          config.heartbeat_interval_ms, self.directory_ids),
@@ -261,7 +273,8 @@ class Broker:
         producer_ids = ProducerIdManager(config.node_id, self.controller)
         self.transactions = TransactionCoordinatorDriver(
             config.node_id, _transaction_config(config), self.replicas,
-            BrokerChannel(config.node_id, self._endpoint_of, config.request_timeout_ms),
+            BrokerChannel(config.node_id, self._endpoint_of, config.request_timeout_ms,
+                          inter_broker_security),
             producer_ids, lambda: self.lifecycle.broker_epoch, config.request_timeout_ms, now_ms,
             verification_enable=lambda: (self.core.config_layers.broker_value(
                 "transaction.partition.verification.enable") or "true").lower() == "true")
@@ -284,16 +297,15 @@ class Broker:
             lambda: f"{config.advertised_host}:{self.server.port}", inter_broker_client,
             lambda: self.core.image, self.topic_creation,
             os.path.join(config.log_dirs[0], INDEX_DIR), now_ms, random.Random(rng.getrandbits(64)))
+        auth = AuthHelper(None if config.authorizer is None else StandardAuthorizer(config.authorizer),
+                          lambda: self.core.image.acls)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,
                               producer_ids, lambda: self.lifecycle.broker_epoch, self.metrics,
                               coordinator_apis,
                               FetchSessionCache(config.fetch_session_cache_slots,
                                                 rng=random.Random(rng.getrandbits(64))),
                               ClientQuotas(), self.telemetry, self.transactions,
-                              AuthHelper(None if config.authorizer is None
-                                         else StandardAuthorizer(config.authorizer),
-                                         lambda: self.core.image.acls),
-                              self.delayed)
+                              auth, self.delayed)
         # One server per listener; SCRAM verifiers come from the newest applied image.
         try:
             self.servers = {
@@ -323,10 +335,18 @@ class Broker:
             self.group_lag.snapshot))
         self.metrics.registry.register(ClientMetricsCollector(self.client_metrics))
         self.metrics.registry.register(MirrorCollector(self.mirrors.describe))
+        try:
+            # Logins by the same users as the listeners (the inter-broker listener's PLAIN
+            # table, the image's SCRAM credentials), ACLs by the same authorizer.
+            http_sec = http_security(properties, config.listener_name, self._scram_credential,
+                                     auth.authorize)
+        except HttpAuthError as e:
+            raise SystemExit(f"HTTP admin API: {e}") from None
         self.http = (AdminHttpServer(BrokerView(config.node_id, self.core, self._lifecycle_state,
                                                 self.mirrors.describe),
                                      self.admins, self.metrics.exposition, config.listener_host,
-                                     config.http_port, link_status=self.link_manager.describe)
+                                     config.http_port, link_status=self.link_manager.describe,
+                                     security=http_sec)
                      if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False

@@ -5,6 +5,10 @@ Writes (registration, heartbeats, AlterPartition, forwarded admin requests, prod
 blocks) must reach the *active* controller: a standby answers NOT_CONTROLLER, naming the
 active one where it knows it, and the channel follows. Reads of the metadata log (the
 metadata fetch) can go to any controller that has committed the records.
+
+On a secured controller listener (``controller.listener.names`` mapped to SSL, SASL_PLAINTEXT
+or SASL_SSL in ``listener.security.protocol.map``) every connection runs TLS and logs in
+first, with the broker's ``ClientSecurity`` for that listener.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import Any, Callable
 
 from clients.connection import KafkaConnection, connect
 from clients.protocol.errors import ErrorCode
+from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +47,12 @@ def _error_code_of(body: Any) -> int:
 class ControllerChannel:
     def __init__(self, voters: dict[int, tuple[str, int]], client_id: str,
                  retry_backoff_ms: int = 100,
-                 on_connection_lost: Callable[[], None] | None = None) -> None:
+                 on_connection_lost: Callable[[], None] | None = None,
+                 security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
+        """``security``: TLS and the SASL login on the controllers' listener (the broker's
+        credentials for it, ``sasl.mechanism.controller.protocol``)."""
         self.voters = voters
+        self.security = security
         # Told when a connection to a controller ends (the heartbeat channel's owner
         # heartbeats again at once: the controller fences a broker whose heartbeat
         # connection stays gone, ketch.broker.disconnect.fence.ms).
@@ -60,7 +69,7 @@ class ControllerChannel:
             return conn
         host, port = self.voters[node_id]
         conn = await connect(host, port, client_id=self.client_id, timeout_s=2.0,
-                             on_closed=self.on_connection_lost)
+                             on_closed=self.on_connection_lost, security=self.security)
         await conn.negotiate_versions()
         self._conns[node_id] = conn
         return conn

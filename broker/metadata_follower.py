@@ -25,6 +25,7 @@ from clients.connection import KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import decode_batch, decode_batches, iter_batches
+from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 from metadata_log.delta import MetadataChange, replay_batch
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
@@ -46,8 +47,10 @@ class MetadataObserver:
                  replica_id: int = -1, fetch_wait_max_ms: int = 500,
                  fetch_bytes_max: int = 8 * 1024 * 1024,
                  snapshot_chunk_bytes: int = 4 * 1024 * 1024,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100,
+                 security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
         assert controllers
+        self.security = security            # TLS and the login on the controllers' listener
         self.controllers = list(controllers)
         self.listener = listener
         self.replica_id = replica_id
@@ -67,7 +70,8 @@ class MetadataObserver:
     async def _connection(self) -> KafkaConnection:
         if self._conn is None or self._conn.closed:
             host, port = self.controllers[self._index % len(self.controllers)]
-            conn = await connect(host, port, client_id=f"observer-{self.replica_id}")
+            conn = await connect(host, port, client_id=f"observer-{self.replica_id}",
+                                 security=self.security)
             try:
                 await conn.negotiate_versions()
             except Exception:

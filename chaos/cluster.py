@@ -29,6 +29,7 @@ from clients.cli.launcher import LocalCluster, NodeSpec
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
+from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 from clients.waiting import WaitTimeout
 
 T = TypeVar("T")
@@ -74,11 +75,11 @@ def wait_until(probe: Callable[[], T], timeout_s: float, what: str, interval_s: 
 
 
 def roundtrip(port: int, api_key: int, api_version: int, body: Any, timeout_s: float = 5.0,
-              host: str = "127.0.0.1") -> Any:
+              host: str = "127.0.0.1", security: ClientSecurity = PLAINTEXT_SECURITY) -> Any:
     """One request on a fresh connection to one node; the decoded response body (the
     shared blocking round trip, ``clients.connection.roundtrip``)."""
     return connection.roundtrip(host, port, api_key, api_version, body, timeout_s=timeout_s,
-                                client_id="ketch-chaos")
+                                client_id="ketch-chaos", security=security)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +117,14 @@ class ChaosCluster:
                  broker_props: dict[str, str] | None = None,
                  controller_props: dict[str, str] | None = None,
                  proxied_links: bool = False, client_proxies: bool = False,
+                 secure: bool = False,
                  say: Callable[[str], None] = lambda msg: None) -> None:
+        """``secure``: a ``ketch up --secure`` cluster (SASL_SSL on every Kafka listener,
+        the controllers' too; HTTPS admin API): every client of the harness logs in as
+        its admin user (``client_props``, ``security``)."""
         self.dir = os.path.abspath(directory)
+        self.secure = secure
+        self._security: ClientSecurity | None = None
         self.n_brokers = brokers
         self.n_controllers = controllers
         self.broker_props = {**FAST_BROKER, **(broker_props or {})}
@@ -149,8 +156,10 @@ class ChaosCluster:
                 raise
 
     def _prepare(self) -> None:
+        self._security = None
         self.local = _Local(self.dir, controllers=self.n_controllers, brokers=self.n_brokers,
-                            broker_props=self.broker_props, controller_props=self.controller_props)
+                            broker_props=self.broker_props, controller_props=self.controller_props,
+                            secure=self.secure)
         self.local.node_props = {}
         spec = self.local.spec
         if not (self.proxied_links or self.client_proxies):
@@ -161,8 +170,9 @@ class ChaosCluster:
             for b in spec.brokers:
                 link = self.hub.add(f"client->{b.id}", ("127.0.0.1", b.port))
                 advertised[b.id] = link.listen_port
+                listener = "SASL_SSL" if self.secure else "PLAINTEXT"
                 self.local.node_props[b.id] = {
-                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{link.listen_port}"}
+                    "advertised.listeners": f"{listener}://127.0.0.1:{link.listen_port}"}
         if self.proxied_links:
             for src in spec.brokers:
                 routes = []
@@ -201,6 +211,30 @@ class ChaosCluster:
     @property
     def bootstrap_servers(self) -> str:
         return self.spec.bootstrap_servers
+
+    @property
+    def client_props(self) -> dict[str, str]:
+        """What a client adds to log in (librdkafka's names, which Ketch's clients read
+        too); {} on a plaintext cluster."""
+        return {} if self.local.security is None else self.local.security.client_props()
+
+    @property
+    def client_properties_file(self) -> str | None:
+        """The same, as the file a worker process reads (None: plaintext)."""
+        name = self.spec.client_properties
+        return None if not name else os.path.join(self.dir, name)
+
+    @property
+    def security(self) -> ClientSecurity:
+        if self._security is None:      # loaded once per formatted cluster (its own CA)
+            self._security = ClientSecurity.from_config(self.client_props.get)
+        return self._security
+
+    def ask(self, port: int, api_key: int, api_version: int, body: Any,
+            timeout_s: float = 5.0) -> Any:
+        """``roundtrip`` to one node, logged in on a secured cluster."""
+        return roundtrip(port, api_key, api_version, body, timeout_s=timeout_s,
+                         security=self.security)
 
     @property
     def broker_ids(self) -> list[int]:
@@ -321,7 +355,7 @@ class ChaosCluster:
                     messages.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
                 allow_auto_topic_creation=False)
             try:
-                return roundtrip(self.port(b), ApiKey.METADATA, 12, req)
+                return self.ask(self.port(b), ApiKey.METADATA, 12, req)
             except OSError as e:
                 last = e
         raise ConnectionError(f"no broker answered Metadata: {last!r}")
@@ -345,7 +379,7 @@ class ChaosCluster:
         last: BaseException | None = None
         for b in ids:
             try:
-                resp = roundtrip(self.port(b), ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, R(
+                resp = self.ask(self.port(b), ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, R(
                     topics=[R.TopicRequest(name=topic)], response_partition_limit=2000))
             except OSError as e:
                 last = e
@@ -410,7 +444,7 @@ class ChaosCluster:
             topic_name="__cluster_metadata",
             partitions=[messages.DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])
         try:
-            resp = roundtrip(self.port(controller_id), ApiKey.DESCRIBE_QUORUM, 0, req, timeout_s=2)
+            resp = self.ask(self.port(controller_id), ApiKey.DESCRIBE_QUORUM, 0, req, timeout_s=2)
         except OSError:
             return None
         p = resp.topics[0].partitions[0]
@@ -424,7 +458,7 @@ class ChaosCluster:
         active = self.active_controller()
         if active is None:
             return None
-        resp = roundtrip(self.port(active), ApiKey.DESCRIBE_CLUSTER, 0,
+        resp = self.ask(self.port(active), ApiKey.DESCRIBE_CLUSTER, 0,
                          messages.DescribeClusterRequest(include_cluster_authorized_operations=False))
         return {b.broker_id for b in resp.brokers}
 
@@ -449,7 +483,7 @@ class ChaosCluster:
         """ListOffsets(latest) from the partition's leader: its high watermark."""
         leader = broker_id if broker_id is not None else self.leader_of(topic, partition)
         cls = messages.ListOffsetsRequest
-        resp = roundtrip(self.port(leader), ApiKey.LIST_OFFSETS, 7, cls(
+        resp = self.ask(self.port(leader), ApiKey.LIST_OFFSETS, 7, cls(
             replica_id=-1, isolation_level=0, topics=[cls.ListOffsetsTopic(
                 name=topic, partitions=[cls.ListOffsetsPartition(
                     partition_index=partition, current_leader_epoch=-1, timestamp=-1)])]))
@@ -472,7 +506,7 @@ class ChaosCluster:
         last: BaseException | None = None
         for b in self.alive_brokers():
             try:
-                (r,) = roundtrip(self.port(b), ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, req, timeout_s=30).responses
+                (r,) = self.ask(self.port(b), ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, req, timeout_s=30).responses
                 return r.error_code, r.error_message
             except OSError as e:
                 last = e
@@ -484,7 +518,7 @@ class ChaosCluster:
         req = cls(resources=[cls.DescribeConfigsResource(resource_type=2, resource_name=topic,
                                                          configuration_keys=[key])],
                   include_synonyms=False, include_documentation=False)
-        (r,) = roundtrip(self.port(broker_id), ApiKey.DESCRIBE_CONFIGS, 4, req).results
+        (r,) = self.ask(self.port(broker_id), ApiKey.DESCRIBE_CONFIGS, 4, req).results
         if r.error_code != ErrorCode.NONE:
             raise ValueError(f"DescribeConfigs {topic} on broker {broker_id}: {ErrorCode(r.error_code).name}")
         return next((c.value for c in r.configs if c.name == key), None)
@@ -509,7 +543,7 @@ class ChaosCluster:
         resp = None
         for b in self.alive_brokers():
             try:
-                resp = roundtrip(self.port(b), ApiKey.CREATE_TOPICS, 5, req, timeout_s=wait_s + 5)
+                resp = self.ask(self.port(b), ApiKey.CREATE_TOPICS, 5, req, timeout_s=wait_s + 5)
                 break
             except OSError:
                 continue

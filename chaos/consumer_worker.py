@@ -34,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--auto-commit-ms", type=int, default=0)
     ap.add_argument("--process-ms", type=float, default=10.0)
     ap.add_argument("--batch", type=int, default=20)
+    ap.add_argument("--client-properties", help="a secured cluster's client properties file")
     args = ap.parse_args(argv)
+    from clients.properties import load_properties
+    login = load_properties(args.client_properties) if args.client_properties else {}
 
     from confluent_kafka import Consumer, KafkaException
 
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     auto = args.auto_commit_ms > 0
     consumer = Consumer({
-        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        **login, "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "enable.auto.commit": auto, "auto.commit.interval.ms": max(args.auto_commit_ms, 100),
         "enable.auto.offset.store": True, "auto.offset.reset": "earliest",
         "session.timeout.ms": 3000, "heartbeat.interval.ms": 300, "max.poll.interval.ms": 60000,

@@ -1,6 +1,6 @@
 """Runs scenarios against fresh clusters and prints the verdict table.
 
-    python -m chaos run [--scenario ID ...] [--rounds N] [--json FILE] [--ci] [--keep]
+    python -m chaos run [--scenario ID ...] [--rounds N] [--json FILE] [--ci] [--keep] [--secure]
     python -m chaos list
 
 Each round of each scenario gets a new cluster in its own directory (kept with ``--keep``
@@ -66,7 +66,7 @@ class Result:
 
 def run_scenario(scenario: Scenario, profile: Profile = FULL, seed: int | None = None,
                  round_: int = 1, base_dir: str | None = None, keep: bool = False,
-                 say: Callable[[str], None] = print) -> Result:
+                 say: Callable[[str], None] = print, secure: bool = False) -> Result:
     seed = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
     workdir = tempfile.mkdtemp(prefix=f"chaos-{scenario.id}-", dir=base_dir)
     started = time.monotonic()
@@ -74,8 +74,9 @@ def run_scenario(scenario: Scenario, profile: Profile = FULL, seed: int | None =
     def progress(text: str) -> None:
         say(f"  [{scenario.id} {time.monotonic() - started:6.1f}s] {text}")
 
-    ctx = Context(scenario.id, workdir, seed, profile, progress)
-    progress(f"{scenario.title} (seed {seed}, profile {profile.name})")
+    ctx = Context(scenario.id, workdir, seed, profile, progress, secure=secure)
+    progress(f"{scenario.title} (seed {seed}, profile {profile.name}"
+             f"{', secured cluster' if secure else ''})")
     error: str | None = None
     try:
         scenario.run(ctx)
@@ -146,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--ci", action="store_true", help="the small CI profile (fewer records and repeats)")
     run.add_argument("--dir", help="where the clusters' directories go (default: the temp dir)")
     run.add_argument("--keep", action="store_true", help="keep every cluster directory")
+    run.add_argument("--secure", action="store_true",
+                     help="run on `ketch up --secure` clusters (SASL_SSL listeners, the controllers' "
+                          "too); the harness's clients log in as the admin user")
     sub.add_parser("list", help="list the scenarios")
     args = ap.parse_args(argv)
     if args.command == "list":
@@ -162,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             n = len(results) + 1
             print(f"[{n}/{total}] {sid} round {round_}/{args.rounds}", flush=True)
             result = run_scenario(SCENARIOS[sid], profile, args.seed, round_, args.dir, args.keep,
-                                  say=lambda t: print(t, flush=True))
+                                  say=lambda t: print(t, flush=True), secure=args.secure)
             results.append(result)
             print(result.line(), flush=True)
             if result.workdir:

@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--process-ms", type=float, default=5.0)
+    ap.add_argument("--client-properties", help="a secured cluster's client properties file")
     args = ap.parse_args(argv)
+    from clients.properties import load_properties
+    login = load_properties(args.client_properties) if args.client_properties else {}
 
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -56,14 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
 
     consumer = Consumer({
-        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        **login, "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "isolation.level": "read_committed", "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
         "max.poll.interval.ms": 60000, "fetch.wait.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 1000, "log_level": 2,
     })
     producer = Producer({
-        "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
+        **login, "bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
         "transaction.timeout.ms": 20000, "linger.ms": 5, "log_level": 2,
         "topic.metadata.refresh.interval.ms": 1000,
     })

@@ -41,9 +41,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from chaos.cluster import ChaosCluster, roundtrip, wait_until
+from chaos.cluster import ChaosCluster, wait_until
 from clients.clock import now_ms
-from clients.connection import KafkaConnection
+from clients.connection import KafkaConnection, open_stream
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, RecordError, build_batch, decode_batch, iter_batches
@@ -204,6 +204,7 @@ class KetchProducer:
                  route: dict[tuple[str, int], tuple[str, int]] | None = None) -> None:
         assert acks in (-1, 0, 1)
         self.cluster = cluster
+        self.security = cluster.security        # TLS and the admin login on a secured cluster
         self.history = history
         self.topic = topic
         self.name = name
@@ -304,11 +305,14 @@ class KetchProducer:
             return conn
         host, port = self._addresses[broker_id]
         host, port = self.route.get((host, port), (host, port))
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+        reader, writer = await open_stream(host, port, self.security, 5)
         conn = KafkaConnection(reader, writer, client_id=f"chaos-{self.name}")
         try:
             # A paused broker accepts connections (the kernel does) but never answers.
             await asyncio.wait_for(conn.negotiate_versions(), min(5.0, self.request_timeout_s))
+            if self.security.sasl_mechanism is not None:
+                await asyncio.wait_for(conn.sasl_authenticate(self.security),
+                                       min(5.0, self.request_timeout_s))
         except BaseException:
             conn.close()
             raise
@@ -467,7 +471,8 @@ class ConfluentProducer:
         self.topic = topic
         self.name = name
         self.rate = rate
-        self.config = {"bootstrap.servers": bootstrap or cluster.bootstrap_servers, "acks": acks,
+        self.config = {**cluster.client_props,
+                       "bootstrap.servers": bootstrap or cluster.bootstrap_servers, "acks": acks,
                        "enable.idempotence": idempotent, "linger.ms": 2,
                        "message.timeout.ms": 60000, "request.timeout.ms": 10000,
                        "retry.backoff.ms": 50, "metadata.max.age.ms": 3000,
@@ -567,7 +572,7 @@ def read_partition(cluster: ChaosCluster, topic: str, partition: int, timeout_s:
                                                     fetch_offset=offset, log_start_offset=-1,
                                                     partition_max_bytes=4 << 20)])])
         try:
-            resp = roundtrip(cluster.port(leader), ApiKey.FETCH, 11, req, timeout_s=10)
+            resp = cluster.ask(cluster.port(leader), ApiKey.FETCH, 11, req, timeout_s=10)
         except OSError:
             time.sleep(0.2)
             leader = cluster.leader_of(topic, partition, timeout_s)
@@ -720,11 +725,13 @@ class ConsumerWorker(WorkerProcess):
     module = "chaos.consumer_worker"
 
     def __init__(self, bootstrap: str, topic: str, group: str, out_path: str, *,
-                 auto_commit_ms: int = 0, process_ms: float = 10.0, batch: int = 20) -> None:
+                 auto_commit_ms: int = 0, process_ms: float = 10.0, batch: int = 20,
+                 client_properties: str | None = None) -> None:
         super().__init__(out_path, [
             "--bootstrap", bootstrap, "--group", group, "--topic", topic, "--out", out_path,
             "--auto-commit-ms", str(auto_commit_ms), "--process-ms", str(process_ms),
-            "--batch", str(batch)])
+            "--batch", str(batch),
+            *(["--client-properties", client_properties] if client_properties else [])])
 
     def processed(self) -> list[tuple[int, int, str]]:
         out = []
@@ -752,11 +759,13 @@ class TxnWorker(WorkerProcess):
     module = "chaos.txn_worker"
 
     def __init__(self, bootstrap: str, group: str, input_topic: str, output_topic: str,
-                 transactional_id: str, out_path: str, *, batch: int = 20, process_ms: float = 5.0) -> None:
+                 transactional_id: str, out_path: str, *, batch: int = 20, process_ms: float = 5.0,
+                 client_properties: str | None = None) -> None:
         super().__init__(out_path, [
             "--bootstrap", bootstrap, "--group", group, "--input", input_topic,
             "--output", output_topic, "--transactional-id", transactional_id, "--out", out_path,
-            "--batch", str(batch), "--process-ms", str(process_ms)])
+            "--batch", str(batch), "--process-ms", str(process_ms),
+            *(["--client-properties", client_properties] if client_properties else [])])
 
     def events(self, kind: str) -> int:
         return sum(1 for line in self.lines() if line.split(" ", 1)[0] == kind)
@@ -778,14 +787,15 @@ PARTITION_EOF = -191
 
 
 def read_isolated(bootstrap: str, topic: str, partitions: list[int], isolation_level: str,
-                  timeout_s: float = 60.0) -> dict[int, list[bytes | None]]:
+                  timeout_s: float = 60.0, client_props: dict[str, str] | None = None
+                  ) -> dict[int, list[bytes | None]]:
     """Every record of the partitions, from the start to the end a fresh confluent-kafka
     consumer with ``isolation.level`` sees (the LSO for read_committed, the high watermark
     for read_uncommitted), as partition -> values in offset order. Control records are
     never returned (the client drops them)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer
     from confluent_kafka import TopicPartition as CTP
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-reader",
+    consumer = Consumer({**(client_props or {}), "bootstrap.servers": bootstrap, "group.id": "chaos-reader",
                          "isolation.level": isolation_level, "enable.auto.commit": False,
                          "enable.partition.eof": True, "fetch.wait.max.ms": 100, "log_level": 2})
     out: dict[int, list[bytes | None]] = {p: [] for p in partitions}

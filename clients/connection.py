@@ -4,11 +4,20 @@ One TCP connection, pipelined requests, responses matched in order. Used by Ketc
 clients, by brokers talking to controllers and to other brokers (replica fetchers), and
 by tests. Version choice is the caller's: ``negotiate_versions`` asks ApiVersions and
 ``pick_version`` intersects a wanted range with what the peer advertises.
+
+KIP-368: when a SASL login's answer gives the session a lifetime
+(``connections.max.reauth.ms`` on the broker), the connection logs in again on the same
+socket once 85-95% of the lifetime has passed (Kafka's client picks the point at random so
+that a client's connections do not all renew at once), before it sends its next request.
+Requests wait while the login runs; frames that get no answer (acks=0 produce) are held
+and written after it, so nothing reaches the broker between the handshake and the end of
+the login.
 """
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 from typing import Any, Callable
 
@@ -17,6 +26,10 @@ from clients.protocol import NEED_DATA, ApiKey, ClientConnection, CorruptFrameEr
 from clients.protocol.errors import ErrorCode
 from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 from clients.security.sasl import SaslAuthenticationError as MechanismError
+
+# Of a session's lifetime, the part after which a connection logs in again (Kafka's
+# SaslClientAuthenticator re-authenticates at a random 85-95%).
+REAUTH_FRACTION = (0.85, 0.95)
 
 __all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect", "open_stream", "parse_connect_via",
            "roundtrip"]
@@ -35,6 +48,13 @@ class KafkaConnection:
         self._closed: BaseException | None = None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         self.api_versions: dict[int, tuple[int, int]] = {}
+        # KIP-368: how to log in again, and when (loop time); None: the session never ends.
+        self._security: ClientSecurity | None = None
+        self._login_timeout_s = 30.0
+        self._renew_at: float | None = None
+        self._renewal: asyncio.Task | None = None
+        self._held: list[bytes] = []        # acks=0 frames waiting for the renewal's end
+        self.sessions_renewed = 0
 
     @property
     def peer(self) -> tuple[str, int]:
@@ -74,7 +94,34 @@ class KafkaConnection:
 
     async def request(self, api_key: int, api_version: int, body: Any,
                       timeout_s: float | None = 30.0) -> Any:
-        """Send one request and wait for its response body."""
+        """Send one request and wait for its response body (after renewing the SASL
+        session first, when it is due)."""
+        if self._renewal is not None or self._session_due():
+            await self._renew_session()
+        return await self._request(api_key, api_version, body, timeout_s)
+
+    def _session_due(self) -> bool:
+        return self._renew_at is not None and asyncio.get_running_loop().time() >= self._renew_at
+
+    async def _renew_session(self) -> None:
+        if self._renewal is None:
+            self._renewal = asyncio.get_running_loop().create_task(self._renew())
+        await asyncio.shield(self._renewal)
+
+    async def _renew(self) -> None:
+        assert self._security is not None
+        try:
+            await self._login(self._security, self._login_timeout_s)
+            self.sessions_renewed += 1
+        finally:
+            self._renewal = None
+            held, self._held = self._held, []
+            if self._closed is None:
+                for data in held:
+                    self._writer.write(data)
+
+    async def _request(self, api_key: int, api_version: int, body: Any,
+                       timeout_s: float | None = 30.0) -> Any:
         if self._closed is not None:
             raise ConnectionClosedError(str(self._closed))
         _, data = self._conn.send(api_key, api_version, body)
@@ -97,7 +144,12 @@ class KafkaConnection:
         if self._closed is not None:
             raise ConnectionClosedError(str(self._closed))
         _, data = self._conn.send(api_key, api_version, body, expect_response=False)
-        self._writer.write(data)
+        if self._renewal is None and self._session_due():
+            self._renewal = asyncio.get_running_loop().create_task(self._renew())
+        if self._renewal is not None:
+            self._held.append(data)        # after the login, in order
+        else:
+            self._writer.write(data)
 
     async def drain(self) -> None:
         """Wait until the transport's buffer is below its high-water mark (flow control
@@ -112,12 +164,22 @@ class KafkaConnection:
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         return self.api_versions
 
-    async def sasl_authenticate(self, security: ClientSecurity, timeout_s: float = 30.0) -> None:
+    async def sasl_authenticate(self, security: ClientSecurity, timeout_s: float = 30.0,
+                                renew_sessions: bool = True) -> None:
         """Log in (KIP-152: SaslHandshake v1, then SaslAuthenticate until the mechanism is
-        done). Raises SaslAuthenticationError when the broker refuses; it then closes."""
+        done). Raises SaslAuthenticationError when the broker refuses; it then closes.
+        ``renew_sessions``: log in again before a session with a lifetime ends (KIP-368)."""
+        self._renew_at = None
+        await self._login(security, timeout_s)
+        if renew_sessions:
+            self._security, self._login_timeout_s = security, timeout_s
+        else:
+            self._renew_at = None
+
+    async def _login(self, security: ClientSecurity, timeout_s: float) -> None:
         assert security.sasl_mechanism is not None
         mechanism = security.sasl_client()
-        handshake = await self.request(ApiKey.SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(
+        handshake = await self._request(ApiKey.SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(
             mechanism=security.sasl_mechanism), timeout_s)
         if handshake.error_code != ErrorCode.NONE:
             self.close()
@@ -126,17 +188,21 @@ class KafkaConnection:
                 f"{', '.join(handshake.mechanisms) or 'no SASL mechanism'}, not {security.sasl_mechanism}")
         version = self.pick_version(ApiKey.SASL_AUTHENTICATE, 0, 2) if self.api_versions else 1
         token: bytes | None = mechanism.initial_response()
+        lifetime_ms = 0
         while token is not None:
-            resp = await self.request(ApiKey.SASL_AUTHENTICATE, version,
-                                      messages.SaslAuthenticateRequest(auth_bytes=token), timeout_s)
+            resp = await self._request(ApiKey.SASL_AUTHENTICATE, version,
+                                       messages.SaslAuthenticateRequest(auth_bytes=token), timeout_s)
             if resp.error_code != ErrorCode.NONE:
                 self.close()
                 raise SaslAuthenticationError(f"{ErrorCode(resp.error_code).name}: {resp.error_message}")
+            lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
             try:
                 token = mechanism.evaluate(resp.auth_bytes)
             except MechanismError as e:
                 self.close()
                 raise SaslAuthenticationError(str(e)) from None
+        self._renew_at = None if lifetime_ms <= 0 else (
+            asyncio.get_running_loop().time() + lifetime_ms / 1000 * random.uniform(*REAUTH_FRACTION))
 
     def pick_version(self, api_key: int, lo: int, hi: int) -> int:
         peer = self.api_versions.get(api_key)
@@ -190,12 +256,13 @@ async def open_stream(host: str, port: int, security: ClientSecurity, timeout_s:
 async def connect(host: str, port: int, client_id: str | None = "ketch",
                   timeout_s: float = 10.0,
                   on_closed: Callable[[], None] | None = None,
-                  security: ClientSecurity = PLAINTEXT_SECURITY) -> KafkaConnection:
+                  security: ClientSecurity = PLAINTEXT_SECURITY,
+                  renew_sessions: bool = True) -> KafkaConnection:
     reader, writer = await open_stream(host, port, security, timeout_s)
     conn = KafkaConnection(reader, writer, client_id=client_id, on_closed=on_closed)
     if security.sasl_mechanism is not None:
         try:
-            await conn.sasl_authenticate(security, timeout_s)
+            await conn.sasl_authenticate(security, timeout_s, renew_sessions)
         except BaseException:
             conn.close()
             raise
@@ -203,7 +270,8 @@ async def connect(host: str, port: int, client_id: str | None = "ketch",
 
 
 def roundtrip(host: str, port: int, api_key: int, api_version: int, body: Any, *,
-              timeout_s: float = 10.0, client_id: str | None = "ketch") -> Any:
+              timeout_s: float = 10.0, client_id: str | None = "ketch",
+              security: ClientSecurity = PLAINTEXT_SECURITY) -> Any:
     """One request on a fresh, blocking socket; the decoded response body.
 
     For tests, tools and the chaos harness that must ask one particular node, at one
@@ -211,17 +279,39 @@ def roundtrip(host: str, port: int, api_key: int, api_version: int, body: Any, *
     broker's own metadata image, a controller's view of the quorum). Everything else goes
     through ``clients.aio.Cluster`` and the clients built on it. ``timeout_s`` bounds the
     connect and every read; a peer closing early raises ConnectionError. Dials the address
-    given (``CONNECT_VIA`` routes node-to-node links, not these questions)."""
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
-        s.settimeout(timeout_s)
+    given (``CONNECT_VIA`` routes node-to-node links, not these questions). ``security``:
+    TLS and a SASL login first (SaslHandshake v1, SaslAuthenticate v1)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        raw.settimeout(timeout_s)
+        s = raw if security.ssl_context is None else security.ssl_context.wrap_socket(
+            raw, server_hostname=host)
         conn = ClientConnection(client_id=client_id)
-        _, data = conn.send(api_key, api_version, body)
-        s.sendall(data)
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise ConnectionClosedError(f"{host}:{port} closed the connection")
-            conn.receive_data(chunk)
-            event = conn.next_event()
-            if event is not NEED_DATA:
-                return event.body
+
+        def ask(key: int, version: int, request: Any) -> Any:
+            _, data = conn.send(key, version, request)
+            s.sendall(data)
+            while True:
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    raise ConnectionClosedError(f"{host}:{port} closed the connection")
+                conn.receive_data(chunk)
+                event = conn.next_event()
+                if event is not NEED_DATA:
+                    return event.body
+        if security.sasl_mechanism is not None:
+            handshake = ask(ApiKey.SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(
+                mechanism=security.sasl_mechanism))
+            if handshake.error_code != ErrorCode.NONE:
+                raise SaslAuthenticationError(f"{ErrorCode(handshake.error_code).name}: "
+                                              f"{host}:{port} enables {handshake.mechanisms}")
+            mechanism = security.sasl_client()
+            token: bytes | None = mechanism.initial_response()
+            while token is not None:
+                resp = ask(ApiKey.SASL_AUTHENTICATE, 1, messages.SaslAuthenticateRequest(auth_bytes=token))
+                if resp.error_code != ErrorCode.NONE:
+                    raise SaslAuthenticationError(f"{ErrorCode(resp.error_code).name}: {resp.error_message}")
+                try:
+                    token = mechanism.evaluate(resp.auth_bytes)
+                except MechanismError as e:
+                    raise SaslAuthenticationError(str(e)) from None
+        return ask(api_key, api_version, body)

@@ -1179,6 +1179,19 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("ketch.http.port", T.INT, "-1", between(-1, 65535),
               "Port of the node's HTTP admin API, /metrics and status page (0: any free "
               "port, -1: off)"),
+    ConfigDef("ketch.http.authentication", T.STRING, "none", one_of("none", "basic"),
+              "basic: calls to the HTTP admin API need Basic credentials of a SCRAM user of "
+              "the metadata log or a PLAIN user of the node's JAAS table, and the ACLs the "
+              "equivalent Kafka API needs (clients/http_api/auth.py)"),
+    ConfigDef("ketch.http.open.status", T.BOOLEAN, "true", None,
+              "With ketch.http.authentication=basic, /, /metrics, /v1/openapi.json and the "
+              "probes still answer without credentials"),
+    ConfigDef("ketch.http.open.reads", T.BOOLEAN, "false", None,
+              "With ketch.http.authentication=basic, GETs need no credentials; only calls "
+              "that change state do"),
+    ConfigDef("ketch.http.ssl.enabled", T.BOOLEAN, "false", None,
+              "Serve the HTTP admin API over TLS: ketch.http.ssl.keystore.location (and the "
+              "other ssl.* keys, prefixed), falling back to the node's own ssl.* keys"),
     ConfigDef("ketch.metrics.enable", T.BOOLEAN, "true", None,
               "Count requests, records and bytes per API and topic on the request path "
               "(the gauges read at scrape time are always served)"),

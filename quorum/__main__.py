@@ -16,9 +16,10 @@ import time
 from typing import Any, Callable
 
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
-from clients.http_api import AdminHttpServer, ControllerAdmins
+from clients.http_api import AdminHttpServer, ControllerAdmins, HttpAuthError, http_security
+from clients.security.client_auth import listener_client_properties
 from metadata_log.authorizer import StandardAuthorizer
-from quorum.admin_http import ControllerMetrics, ControllerView
+from quorum.admin_http import ControllerAccess, ControllerMetrics, ControllerView
 from quorum.controller import ControllerConfig, QuorumController
 from quorum.config import ConfigError, ControllerProcessConfig, load
 from quorum.joining import (
@@ -27,7 +28,7 @@ from quorum.joining import (
 from quorum.membership import CAUGHT_UP_WINDOW_MS_DEFAULT, VoterMembership
 from quorum.raft import RaftQuorum, RaftSettings, RemovedVoterError
 from quorum.voters import VoterSet
-from quorum.network import KafkaServer
+from quorum.network import KafkaServer, ListenerConfigError, listener_security
 from quorum.server import ControllerApis, ControllerDriver
 
 log = logging.getLogger("quorum")
@@ -67,24 +68,46 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                                      int(time.time() * 1000), CAUGHT_UP_WINDOW_MS_DEFAULT),
                                  change_timeout_s=config.write_timeout_ms / 1000)
     quorum.on_directory_seen = membership.directory_seen
+    authorizer = None if config.authorizer is None else StandardAuthorizer(config.authorizer)
     apis = ControllerApis(config.node_id, quorum, driver, config.voters,
-                          cluster_id=config.cluster_id,
-                          authorizer=None if config.authorizer is None
-                          else StandardAuthorizer(config.authorizer),
+                          cluster_id=config.cluster_id, authorizer=authorizer,
                           membership=membership, raft_port_offset=config.raft_port_offset)
     quorum.register(membership)
     joining = None
     if config.joining:
+        # Not yet over a secured controller listener: discover_voters and the
+        # JoiningFetcher speak plaintext (a joining controller needs PLAINTEXT voters).
         joining = asyncio.get_running_loop().create_task(JoiningFetcher(
             config.node_id, listeners,
             lambda: config.node_id in membership.current().ids).run())
+    access = ControllerAccess(driver, authorizer)
+    try:
+        # TLS and SASL as listener.security.protocol.map says; SCRAM users from this
+        # controller's image, PLAIN users from its JAAS table (how brokers log in before
+        # any SCRAM credential exists).
+        security = listener_security(config.listener, config.properties, access.scram_credential)
+    except ListenerConfigError as e:
+        raise SystemExit(str(e)) from None
     listener = KafkaServer(apis, config.listener_host, config.listener_port,
-                           on_connection_closed=apis.connection_closed)
+                           on_connection_closed=apis.connection_closed, listener=security)
     metrics = ControllerMetrics(quorum, driver, lambda: listener.connection_count)
     view = ControllerView(config.node_id, config.cluster_id, quorum, driver, config.properties)
+    # The HTTP API's calls log in to the controllers, and to the brokers, with this
+    # controller's own listener credentials (sasl.mechanism.controller.protocol and the
+    # listener's JAAS username/password, as a broker logs in to the controllers).
+    client = listener_client_properties(config.properties, config.listener.name,
+                                        config.listener.security_protocol,
+                                        "sasl.mechanism.controller.protocol")
     admins = ControllerAdmins(",".join(f"{h}:{p}" for h, p in config.voters.values()),
-                              view.live_broker_endpoints, f"ketch-controller-{config.node_id}-admin")
-    http = (AdminHttpServer(view, admins, metrics.exposition, config.listener_host, config.http_port)
+                              view.live_broker_endpoints, f"ketch-controller-{config.node_id}-admin",
+                              broker_client=client, controller_client=client)
+    try:
+        http_sec = http_security(config.properties, config.listener.name, access.scram_credential,
+                                 access.authorize)
+    except HttpAuthError as e:
+        raise SystemExit(f"HTTP admin API: {e}") from None
+    http = (AdminHttpServer(view, admins, metrics.exposition, config.listener_host, config.http_port,
+                            security=http_sec)
             if config.http_port >= 0 else None)
     try:
         port = await listener.start()

@@ -17,22 +17,45 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from clients.http_api.auth import Caller
 from clients.http_api.exposition import CONTENT_TYPE, text_exposition
 from clients.http_api.process_metrics import ProcessMetrics
+from clients.protocol.acls import AclOperation, AclResourceType
+from clients.security.scram import ScramCredential, ScramMechanism
 from clients.types import TopicPartition
+from metadata_log.authorizer import StandardAuthorizer
 from metadata_log.cluster_view import broker_states, health_report
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE, MetadataImage
 from quorum.port import MetadataQuorum
 from quorum.server import ControllerDriver
 
-__all__ = ["ControllerMetrics", "ControllerView"]
+__all__ = ["ControllerAccess", "ControllerMetrics", "ControllerView"]
 
 COMMIT_BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 
 def _image(driver: ControllerDriver) -> MetadataImage:
     return driver.controller.image if driver.controller is not None else EMPTY_IMAGE
+
+
+class ControllerAccess:
+    """Who may use this controller's HTTP API: the SCRAM users and the ACLs of its
+    metadata image, decided by its authorizer (none: everyone may do everything)."""
+
+    def __init__(self, driver: ControllerDriver, authorizer: StandardAuthorizer | None) -> None:
+        self.driver = driver
+        self.authorizer = authorizer
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return _image(self.driver).scram.get(user, mechanism.wire_type)
+
+    def authorize(self, caller: Caller, operation: AclOperation, resource_type: AclResourceType,
+                  name: str) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(_image(self.driver).acls, caller.principal, caller.host,
+                                         operation, resource_type, name)
 
 
 class ControllerView:

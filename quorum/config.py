@@ -51,7 +51,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from clients.properties import load_properties, parse_listeners
-from clients.security.listeners import ListenerError, SecurityProtocol, parse_listener_specs
+from clients.security.listeners import (
+    ListenerError, ListenerSpec, SecurityProtocol, parse_listener_specs,
+)
 from metadata_log.authorizer import AuthorizerConfig
 from metadata_log.node_config import ConfigError, parse_voters, read_node_properties
 
@@ -85,6 +87,10 @@ class ControllerProcessConfig:
     properties: Mapping[str, str] = field(default_factory=dict)
     # authorizer.class.name, super.users, allow.everyone.if.no.acl.found; None: no authorizer.
     authorizer: AuthorizerConfig | None = None
+    # The first of controller.listener.names, with its security protocol (Kafka's
+    # listener.security.protocol.map; PLAINTEXT when unmapped).
+    listener: ListenerSpec = ListenerSpec("CONTROLLER", "127.0.0.1", 0, SecurityProtocol.PLAINTEXT,
+                                          "127.0.0.1", 0)
 
     @property
     def raft_address(self) -> str:
@@ -142,15 +148,10 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
             raise ConfigError(f"this controller's Raft address {own_raft[0]}:{own_raft[1]} is a voter's")
         raft_voters = {**raft_voters, node_id: own_raft}
     try:
-        protocol = next(s for s in parse_listener_specs(props, "", frozenset({name}))
-                        if s.name == name).security_protocol
+        listener = next(s for s in parse_listener_specs(props, "", frozenset({name}))
+                        if s.name == name)
     except ListenerError as e:
         raise ConfigError(str(e)) from None
-    if protocol is not SecurityProtocol.PLAINTEXT:
-        # Brokers reach controllers with Ketch's own client, which does not speak TLS or
-        # SASL yet (issue 16, part 5).
-        raise ConfigError(f"controller listener {name}: {protocol.name} is not supported yet; "
-                          "the controller listener must be PLAINTEXT")
     log_dir = props.get("metadata.log.dir") or props.get("log.dirs", "").split(",")[0].strip()
     if not log_dir:
         raise ConfigError("metadata.log.dir (or log.dirs) is required")
@@ -194,7 +195,7 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
     config = ControllerProcessConfig(
         authorizer=authorizer,
         node_id=node_id, voters=voters, raft_voters=raft_voters,
-        listener_host=host, listener_port=port,
+        listener_host=host, listener_port=port, listener=listener,
         metadata_log_dir=os.path.join(base_dir, log_dir),
         cluster_secret=secret, cluster_id=cluster_id,
         write_timeout_ms=node.get_int("ketch.controller.write.timeout.ms"),

@@ -59,6 +59,7 @@ PURE = (
     "clients/security/listeners.py",
     "broker/client_telemetry.py", "broker/otlp.py", "broker/client_metrics_export.py",
     "clients/spark/options.py", "clients/spark/planning.py", "clients/http_api/spec.py",
+    "clients/http_api/auth.py",
     "broker/group/coordinator.py", "broker/group/state.py", "broker/group/offsets.py",
     "broker/group/records.py", "broker/group/consumer_group.py",
     "broker/group/consumer_coordinator.py", "broker/group/effects.py",

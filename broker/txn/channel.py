@@ -16,6 +16,7 @@ import logging
 from typing import Any, Callable
 
 from clients.connection import KafkaConnection, connect
+from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,10 @@ __all__ = ["BrokerChannel"]
 
 class BrokerChannel:
     def __init__(self, broker_id: int, endpoint_of: Callable[[int], tuple[str, int] | None],
-                 request_timeout_ms: int) -> None:
+                 request_timeout_ms: int, security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
+        """``security``: TLS and the login on the inter-broker listener."""
         self.broker_id = broker_id
+        self.security = security
         self.endpoint_of = endpoint_of
         self.request_timeout_ms = request_timeout_ms
         self._connections: dict[int, KafkaConnection] = {}
@@ -40,7 +43,8 @@ class BrokerChannel:
             endpoint = self.endpoint_of(target)
             if endpoint is None:
                 raise ConnectionError(f"broker {target} has no endpoint in the metadata")
-            conn = await connect(*endpoint, client_id=f"broker-{self.broker_id}-txn")
+            conn = await connect(*endpoint, client_id=f"broker-{self.broker_id}-txn",
+                                 security=self.security)
             try:
                 await conn.negotiate_versions()
             except BaseException:

@@ -64,6 +64,8 @@ class Context:
     # that many lost (set at run time).
     expect_lost: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)      # figures a scenario adds
+    # Every cluster a ``ketch up --secure`` one (SASL_SSL everywhere; python -m chaos --secure).
+    secure: bool = False
     _clusters: list[ChaosCluster] = field(default_factory=list)
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
@@ -73,10 +75,12 @@ class Context:
     # ------------------------------------------------------------ resources
 
     def cluster(self, name: str = "cluster", **kwargs: Any) -> ChaosCluster:
+        kwargs.setdefault("secure", self.secure)
         c = ChaosCluster(os.path.join(self.workdir, name), say=self.event, **kwargs)
         self._clusters.append(c)
-        self.say("starting a cluster" + (" with fault proxies" if kwargs.get("proxied_links")
-                                          or kwargs.get("client_proxies") else ""))
+        self.say(("starting a secured cluster" if c.secure else "starting a cluster")
+                 + (" with fault proxies" if kwargs.get("proxied_links")
+                    or kwargs.get("client_proxies") else ""))
         c.start()
         return c
 

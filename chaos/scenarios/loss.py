@@ -199,9 +199,10 @@ def l5(ctx: Context) -> None:
     workers: list[ConsumerWorker] = []
     ctx.closing(lambda: [w.kill() for w in workers])
     first = ConsumerWorker(c.bootstrap_servers, topic, group, os.path.join(ctx.workdir, "worker-0.log"),
-                           auto_commit_ms=100, process_ms=20, batch=20).start()
+                           auto_commit_ms=100, process_ms=20, batch=20,
+                           client_properties=c.client_properties_file).start()
     workers.append(first)
-    committed = _Committed(c.bootstrap_servers, group, topic)
+    committed = _Committed(c.bootstrap_servers, group, topic, c.client_props)
     ctx.closing(committed.close)
 
     def ahead() -> int:
@@ -220,7 +221,8 @@ def l5(ctx: Context) -> None:
     ctx.check("records were left for the next consumer", committed.offset() <= last,
               f"committed {committed.offset()}, last offset {last}")
     second = ConsumerWorker(c.bootstrap_servers, topic, group, os.path.join(ctx.workdir, "worker-1.log"),
-                            auto_commit_ms=100, process_ms=1, batch=100).start()
+                            auto_commit_ms=100, process_ms=1, batch=100,
+                            client_properties=c.client_properties_file).start()
     workers.append(second)
     wait_until(lambda: any(o == last for _, o, _ in second.processed()), 120,
                "the new consumer to reach the end of the log")
@@ -236,10 +238,10 @@ def l5(ctx: Context) -> None:
 class _Committed:
     """The group's committed offset, asked through confluent-kafka without joining."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, login: dict[str, str]) -> None:
         from confluent_kafka import Consumer
         self.topic = topic
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+        self.consumer = Consumer({**login, "bootstrap.servers": bootstrap, "group.id": group,
                                   "enable.auto.commit": False})
 
     def offset(self) -> int:
@@ -317,7 +319,8 @@ def l7(ctx: Context) -> None:
     topic = "l7"
     c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
     n = hazard_size(ctx)
-    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": "l7-producer",
+    producer = Producer({**c.client_props, "bootstrap.servers": c.bootstrap_servers,
+                         "transactional.id": "l7-producer",
                          "linger.ms": 5, "log_level": 2})
     producer.init_transactions(60)
 
@@ -342,8 +345,9 @@ def l7(ctx: Context) -> None:
         ctx.event(f"transaction of {n} records {'committed' if commit else 'aborted'}")
     transaction("aborted", commit=False)
     transaction("committed", commit=True)
-    uncommitted = read_isolated(c.bootstrap_servers, topic, [0], "read_uncommitted")[0]
-    committed = read_isolated(c.bootstrap_servers, topic, [0], "read_committed")[0]
+    login = c.client_props
+    uncommitted = read_isolated(c.bootstrap_servers, topic, [0], "read_uncommitted", client_props=login)[0]
+    committed = read_isolated(c.bootstrap_servers, topic, [0], "read_committed", client_props=login)[0]
     seen_aborted = sum(1 for v in uncommitted if v is not None and v.startswith(b"aborted:"))
     ctx.extra.update(aborted_seen_read_uncommitted=seen_aborted,
                      aborted_seen_read_committed=sum(1 for v in committed if v.startswith(b"aborted:")))

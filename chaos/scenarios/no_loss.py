@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 from chaos.checker import Expect, acked_after
-from chaos.cluster import ChaosTimeout, roundtrip, wait_until
+from chaos.cluster import ChaosTimeout, wait_until
 from chaos.faults import (
     Cut, Delay, DropResponses, FlipByte, Isolate, Kill, KillMany, Pause, Restart, Resume,
     Terminate, TornTail,
@@ -406,7 +406,8 @@ def n7(ctx: Context) -> None:
     def new_worker() -> ConsumerWorker:
         w = ConsumerWorker(c.bootstrap_servers, topic, "n7-group",
                            os.path.join(ctx.workdir, f"worker-{len(workers)}.log"),
-                           process_ms=25, batch=20).start()
+                           process_ms=25, batch=20,
+                           client_properties=c.client_properties_file).start()
         workers.append(w)
         ctx.event(f"consumer worker {len(workers) - 1} started (pid {w.pid})")
         return w
@@ -664,7 +665,8 @@ def transaction_coordinator(cluster, transactional_id: str) -> int:
     def ask() -> int | None:
         for b in cluster.alive_brokers():
             try:
-                r = roundtrip(cluster.port(b), ApiKey.FIND_COORDINATOR, 3, cls(key=transactional_id, key_type=1))
+                r = cluster.ask(cluster.port(b), ApiKey.FIND_COORDINATOR, 3,
+                                cls(key=transactional_id, key_type=1))
             except OSError:
                 continue
             if r.error_code == ErrorCode.NONE:
@@ -696,7 +698,7 @@ def n12(ctx: Context, kill_coordinator: bool = False) -> None:
     def new_worker() -> TxnWorker:
         w = TxnWorker(c.bootstrap_servers, group, src, dst, txn_id,
                       os.path.join(ctx.workdir, f"txn-worker-{len(workers)}.log"),
-                      batch=50, process_ms=2).start()
+                      batch=50, process_ms=2, client_properties=c.client_properties_file).start()
         workers.append(w)
         ctx.event(f"transactional worker {len(workers) - 1} started (pid {w.pid})")
         return w
@@ -742,7 +744,7 @@ def n12(ctx: Context, kill_coordinator: bool = False) -> None:
     ends = {p: c.high_watermark(src, p) for p in parts}
     from clients.admin import Admin
     from clients.types import TopicPartition
-    with Admin({"bootstrap.servers": c.bootstrap_servers}) as admin:
+    with Admin({**c.client_props, "bootstrap.servers": c.bootstrap_servers}) as admin:
         def caught_up() -> bool:
             try:
                 got = admin.list_consumer_group_offsets(group, [TopicPartition(src, p) for p in parts])
@@ -759,9 +761,11 @@ def n12(ctx: Context, kill_coordinator: bool = False) -> None:
     if hung:
         ctx.note(f"workers ended by their watchdog (librdkafka #5511): {hung}")
 
-    inputs = {p: v for p, v in read_isolated(c.bootstrap_servers, src, parts, "read_uncommitted").items()}
-    committed_out = read_isolated(c.bootstrap_servers, dst, parts, "read_committed")
-    uncommitted_out = read_isolated(c.bootstrap_servers, dst, parts, "read_uncommitted")
+    login = c.client_props
+    inputs = {p: v for p, v in read_isolated(c.bootstrap_servers, src, parts, "read_uncommitted",
+                                             client_props=login).items()}
+    committed_out = read_isolated(c.bootstrap_servers, dst, parts, "read_committed", client_props=login)
+    uncommitted_out = read_isolated(c.bootstrap_servers, dst, parts, "read_uncommitted", client_props=login)
     lost = duplicated = 0
     for p in parts:
         want = Counter(inputs[p])

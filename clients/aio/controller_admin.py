@@ -25,6 +25,7 @@ from clients.aio.admin import METADATA_TOPIC, Admin
 from clients.connection import KafkaConnection, connect
 from clients.errors import KafkaApiError, UnsupportedVersionError
 from clients.protocol import ApiKey, messages
+from clients.security.client_auth import ClientSecurity
 
 __all__ = ["ControllerAdmin", "NoActiveControllerError"]
 
@@ -58,6 +59,8 @@ class ControllerAdmin(Admin):
         # Admin's config wants bootstrap.servers; here it only names the controllers.
         given["bootstrap.servers"] = controllers
         super().__init__(given, **overrides)
+        # TLS and SASL to the controllers' listener (security.protocol and its keys).
+        self._security = ClientSecurity.from_config(lambda key: self.config[key])
         self._addresses: dict[int, tuple[str, int]] = {}    # controller id -> endpoint
         self._conns: dict[tuple[str, int], KafkaConnection] = {}
         self._active: int | None = None
@@ -78,7 +81,7 @@ class ControllerAdmin(Admin):
         if conn is None or conn.closed:
             timeout_s = self.config["socket.connection.setup.timeout.ms"] / 1000
             conn = await connect(*address, client_id=self.config["client.id"] or "ketch-admin",
-                                 timeout_s=timeout_s)
+                                 timeout_s=timeout_s, security=self._security)
             try:
                 await asyncio.wait_for(conn.negotiate_versions(), timeout_s)
             except BaseException:

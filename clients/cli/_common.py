@@ -22,10 +22,12 @@ plain aligned columns (``rich`` would add a dependency for nothing a CLI piping 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
 import traceback
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from clients.errors import KafkaClientError
@@ -169,7 +171,30 @@ def admin(args: argparse.Namespace):
         raise CliError(str(e)) from None
 
 
-def broker_http(args: argparse.Namespace) -> dict[int, str]:
+@dataclass(frozen=True)
+class HttpNode:
+    """One node's HTTP admin API, as this command reaches it: HTTPS checked against the
+    cluster's CA and Basic credentials when its client properties have them (a ``ketch up
+    --secure`` directory: the admin user)."""
+    base: str                                   # http(s)://127.0.0.1:PORT
+    ssl_context: Any = None
+    authorization: str | None = field(default=None, repr=False)
+
+    def get_json(self, path: str, timeout_s: float = 3.0) -> Any | None:
+        """GET a JSON document; None when the node does not answer (it is down, or fenced
+        and restarting) or refuses: the caller reports the field as unknown."""
+        import urllib.error
+        import urllib.request
+        headers = {} if self.authorization is None else {"Authorization": self.authorization}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(self.base + path, headers=headers),
+                                        timeout=timeout_s, context=self.ssl_context) as r:
+                return json.loads(r.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+
+def broker_http(args: argparse.Namespace) -> dict[int, HttpNode]:
     """Each broker's HTTP admin API (``/v1/...``) when the cluster came from a ``ketch up``
     directory (its cluster.json names the ports); {} otherwise. Kafka's protocol has no
     call for a few things an operator wants (a leader's log end offset, whether a broker
@@ -181,21 +206,17 @@ def broker_http(args: argparse.Namespace) -> dict[int, str]:
         directory = DEFAULT_DIR if os.path.exists(os.path.join(DEFAULT_DIR, "cluster.json")) else None
     if not directory:
         return {}
-    return {n["id"]: f"http://127.0.0.1:{n['http_port']}"
+    props = _cluster_client_properties(args)
+    scheme, context, authorization = "http", None, None
+    if props.get("ssl.ca.location"):
+        from clients.security.tls import client_ssl_context
+        scheme, context = "https", client_ssl_context(props.get)
+    if props.get("sasl.username"):
+        token = f"{props['sasl.username']}:{props.get('sasl.password', '')}".encode()
+        authorization = "Basic " + base64.b64encode(token).decode()
+    return {n["id"]: HttpNode(f"{scheme}://127.0.0.1:{n['http_port']}", context, authorization)
             for n in cluster_json(directory).get("nodes", [])
             if n.get("role") == "broker" and n.get("http_port")}
-
-
-def http_json(url: str, timeout_s: float = 3.0) -> Any | None:
-    """GET a JSON document; None when the broker does not answer (it is down, or fenced
-    and restarting): the caller reports the field as unknown."""
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as r:
-            return json.loads(r.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------ output

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--dry-run", action="store_true", help="print the plan, move nothing")
 
 
-def survey(admin, http: dict[int, str] | None = None) -> dict:
+def survey(admin, http: dict[int, c.HttpNode] | None = None) -> dict:
     from clients.admin import ConfigResource
     cluster = admin.describe_cluster()
     try:
@@ -84,8 +84,8 @@ def survey(admin, http: dict[int, str] | None = None) -> dict:
                 under_min.append({**name, "min_insync_replicas": min_isr.get(t, 1)})
     http = http or {}
     registered: dict[int, dict] = {}
-    for base in http.values():      # any live node's metadata image lists every broker
-        got = c.http_json(f"{base}/v1/cluster/brokers")
+    for node in http.values():      # any live node's metadata image lists every broker
+        got = node.get_json("/v1/cluster/brokers")
         if isinstance(got, list):
             registered = {b["id"]: b for b in got}
             break

@@ -395,6 +395,8 @@ class LocalCluster:
             })
             if node.http_port is not None:
                 props["ketch.http.port"] = str(node.http_port)
+            if spec.client_properties:
+                props.update(SecureSetup(self.dir).controller_props())
             props.update(self.controller_props)
         else:
             props.update({
@@ -555,7 +557,10 @@ def write_prometheus_files(spec: ClusterSpec) -> tuple[str, str]:
         "  - job_name: ketch\n"
         "    file_sd_configs:\n"
         f"      - files: [{json.dumps(targets_path)}]\n"
-        "        refresh_interval: 10s\n"))
+        "        refresh_interval: 10s\n"
+        # ketch up --secure: HTTPS against the cluster's own CA (/metrics needs no login).
+        + (f"    scheme: https\n    tls_config:\n      ca_file: {json.dumps(os.path.join(spec.dir, 'tls', 'ca.pem'))}\n"
+           if spec.client_properties else "")))
     return targets_path, config_path
 
 
@@ -616,8 +621,10 @@ class SecureSetup:
     up ``admin`` also gets SCRAM-SHA-256 and SCRAM-SHA-512 credentials, which clients use.
     The client properties (``client.properties``, mode 0600) hold the admin password.
 
-    Not secured yet: the controllers' listener stays PLAINTEXT on 127.0.0.1 (Ketch's
-    client speaks TLS/SASL to brokers, not yet to controllers)."""
+    The controllers' listener is SASL_SSL too (brokers log in as ``ketch-broker`` with
+    PLAIN), and every node's HTTP admin API is HTTPS with Basic logins
+    (clients/http_api/auth.py). No authorizer is configured: any authenticated user may do
+    everything until ``authorizer.class.name`` is set (``--broker-prop``)."""
 
     CLIENT_PROPERTIES = "client.properties"
     ADMIN = "admin"
@@ -662,18 +669,36 @@ class SecureSetup:
                                     f'required username="{self.ADMIN}" password="{password}";',
                 "ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_path}
 
-    def broker_props(self, port: int) -> dict[str, str]:
+    def _jaas(self) -> str:
+        """The PLAIN table every node shares, logging in as the broker user itself."""
         broker_pw, admin_pw = self._secrets["broker_password"], self._secrets["admin_password"]
-        jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+        return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'username="{self.BROKER_USER}" password="{broker_pw}" '
                 f'user_{self.BROKER_USER}="{broker_pw}" user_{self.ADMIN}="{admin_pw}";')
-        return {"listeners": f"SASL_SSL://127.0.0.1:{port}",
+
+    def _common_props(self) -> dict[str, str]:
+        """What every node has: the controllers' listener SASL_SSL (brokers log in there
+        with PLAIN as the broker user), TLS from the local CA, and an HTTP admin API over
+        TLS that takes Basic logins (status routes and probes stay open)."""
+        return {"controller.listener.names": "CONTROLLER",
+                "sasl.mechanism.controller.protocol": "PLAIN",
+                "listener.name.controller.sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+                "listener.name.controller.plain.sasl.jaas.config": self._jaas(),
+                "ssl.keystore.location": os.path.join(self.tls, "broker.pem"),
+                "ssl.truststore.location": self.ca_path,
+                "ketch.http.ssl.enabled": "true", "ketch.http.authentication": "basic"}
+
+    def controller_props(self) -> dict[str, str]:
+        return {**self._common_props(), "listener.security.protocol.map": "CONTROLLER:SASL_SSL"}
+
+    def broker_props(self, port: int) -> dict[str, str]:
+        return {**self._common_props(),
+                "listeners": f"SASL_SSL://127.0.0.1:{port}",
+                "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
                 "inter.broker.listener.name": "SASL_SSL",
                 "sasl.mechanism.inter.broker.protocol": "PLAIN",
                 "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
-                "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
-                "ssl.keystore.location": os.path.join(self.tls, "broker.pem"),
-                "ssl.truststore.location": self.ca_path}
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": self._jaas()}
 
     def client_ssl_context(self):
         from clients.security.tls import client_ssl_context

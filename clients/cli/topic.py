@@ -104,13 +104,13 @@ def list_(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_end_offsets(http: dict[int, str], described: dict) -> dict[tuple[str, int], int]:
+def _log_end_offsets(http: dict[int, c.HttpNode], described: dict) -> dict[tuple[str, int], int]:
     """Each leader's log end offset, from its HTTP admin API (``_common.broker_http``):
     ``/v1/node`` lists the replicas a broker hosts."""
     leaders = {p.leader for d in described.values() for p in d.partitions}
     out = {}
     for broker_id in sorted(leaders & set(http)):
-        got = c.http_json(f"{http[broker_id]}/v1/node")
+        got = http[broker_id].get_json("/v1/node")
         for r in (got or {}).get("replicas", ()):
             if r.get("role") == "LEADER" and r.get("topic") in described:
                 out[(r["topic"], r["partition"])] = r["log_end_offset"]
@@ -118,7 +118,7 @@ def _log_end_offsets(http: dict[int, str], described: dict) -> dict[tuple[str, i
 
 
 def describe_view(admin, topics: list[str], all_configs: bool,
-                  http: dict[int, str] | None = None) -> list[dict]:
+                  http: dict[int, c.HttpNode] | None = None) -> list[dict]:
     http = http or {}
     from clients.admin import ConfigResource, ConfigResourceType, OffsetSpec, TopicPartition
     described = admin.describe_topics(topics)

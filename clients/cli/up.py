@@ -140,10 +140,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         elif args.secure:
             print(f"ketch: --secure applies to a new --dir only; {cluster.dir} was formatted "
                   "without it and stays PLAINTEXT", flush=True)
+        scheme = "http" if cluster.security is None else "https"
         for n in cluster.spec.nodes:
             if n.http_port:
                 print(f"ketch: {n.role} {n.id} status page, admin API (/v1) and /metrics at "
-                      f"http://127.0.0.1:{n.http_port}/", flush=True)
+                      f"{scheme}://127.0.0.1:{n.http_port}/", flush=True)
+        if cluster.security is not None:
+            print("ketch: the admin API takes HTTP Basic logins (the admin user of the client "
+                  "properties) for everything but /, /metrics and the probes", flush=True)
         print(f"ketch: Prometheus: prometheus --config.file="
               f"{os.path.join(cluster.dir, 'prometheus', 'prometheus.yml')}", flush=True)
         print(f"ketch: details in {cluster.json_path}; Ctrl-C stops the cluster", flush=True)

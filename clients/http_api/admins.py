@@ -49,13 +49,18 @@ class BrokerAdmins:
 
 
 class ControllerAdmins:
-    def __init__(self, controllers: str, brokers: Callable[[], list[str]], client_id: str) -> None:
+    def __init__(self, controllers: str, brokers: Callable[[], list[str]], client_id: str,
+                 broker_client: Mapping[str, object] | None = None,
+                 controller_client: Mapping[str, object] | None = None) -> None:
         """``controllers``: the quorum's listeners (HOST:PORT,...); ``brokers()``: the
-        HOST:PORT of every live broker this controller's image names."""
+        HOST:PORT of every live broker this controller's image names; ``broker_client`` /
+        ``controller_client``: how to log in there (security.protocol, sasl.*, ssl.*)."""
         self.client_id = client_id
+        self.broker_client = dict(broker_client or {})
         self.brokers_of = brokers
         self.quorum = ControllerAdmin(controllers, {"client.id": client_id,
-                                                    "request.timeout.ms": 5_000})
+                                                    "request.timeout.ms": 5_000,
+                                                    **(controller_client or {})})
         self._admin: Admin | None = None
         self._bootstrap: str | None = None
 
@@ -67,7 +72,8 @@ class ControllerAdmins:
         if self._admin is None or bootstrap != self._bootstrap:
             if self._admin is not None:
                 await self._admin.close()
-            self._admin, self._bootstrap = Admin(_config(self.client_id, bootstrap)), bootstrap
+            self._admin = Admin(_config(self.client_id, bootstrap, self.broker_client))
+            self._bootstrap = bootstrap
         return await self._admin.start()
 
     async def quorum_admin(self) -> Admin:

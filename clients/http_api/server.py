@@ -13,6 +13,11 @@ Every error is JSON ``{"error": <Kafka's error name>, "message": ..., "field"?: 
 with a fitting status: 400 bad input, 404 unknown topic / group / broker, 409 a state
 conflict (exists already, group not empty), 503 a node or leader unavailable, 504 a
 deadline. A handler never answers 500 for anything a client can send.
+
+Security (``HttpSecurity``, clients/http_api/auth.py): HTTPS when configured; with
+``ketch.http.authentication=basic`` a call without valid Basic credentials gets 401, and
+one the ACLs do not allow 403 (Kafka's *_AUTHORIZATION_FAILED), checked before the call
+is made with the node's own admin client (which logs in as the node does).
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import asyncio
 import json
 import logging
 import os
+import ssl
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 import orjson
@@ -33,11 +40,20 @@ from clients._core.reassignment import ElectionType, PlanError
 from clients.aio.admin import Admin
 from clients.errors import ErrorCode, KafkaApiError, KafkaTimeoutError
 from clients.http_api import spec
+from clients.http_api.auth import (
+    Caller, HttpAuthConfig, HttpAuthError, PasswordCheck, parse_basic, required_checks,
+)
+from clients.http_api.auth import ScramLookup
+from clients.protocol.acls import AclOperation, AclResourceType, KafkaPrincipal
+from clients.security.jaas import JaasError, parse_jaas_config
+from clients.security.listeners import listener_value
+from clients.security.sasl import PLAIN
+from clients.security.tls import TlsConfigError, server_ssl_context
 from clients.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AdminHttpServer", "AdminSource", "NodeView"]
+__all__ = ["AdminHttpServer", "AdminSource", "HttpSecurity", "NodeView", "http_security"]
 
 CALL_TIMEOUT_MS = 15_000
 STATUS_PAGE = os.path.join(os.path.dirname(__file__), "status.html")
@@ -71,6 +87,47 @@ class AdminSource(Protocol):
     async def cluster_admin(self) -> Admin: ...     # topics, groups, actions (via brokers)
     async def quorum_admin(self) -> Admin: ...      # DescribeQuorum
     async def close(self) -> None: ...
+
+
+Authorize = Callable[[Caller, AclOperation, AclResourceType, str], bool]
+# In a list route's query: may the caller DESCRIBE (resource type, name)? Lists hide what
+# it may not, as Metadata and ListGroups do.
+MAY_DESCRIBE = "may_describe"
+FAILED_LOGIN_DELAY_S = 0.1      # Kafka's connection.failed.authentication.delay.ms default
+
+
+@dataclass(frozen=True)
+class HttpSecurity:
+    config: HttpAuthConfig
+    passwords: PasswordCheck
+    authorize: Authorize        # the node's authorizer over its image's ACLs
+    ssl_context: ssl.SSLContext | None = None
+
+
+def http_security(props: Mapping[str, str], listener: str, scram_credentials: ScramLookup,
+                  authorize: Authorize) -> HttpSecurity | None:
+    """A node's HTTP security from its properties (auth.py's keys); None when it has none.
+    PLAIN users are those of ``listener``'s JAAS table (the node's inter-broker or
+    controller listener). Raises HttpAuthError for a bad configuration."""
+    config = HttpAuthConfig.from_properties(props)
+    if not (config.authentication or config.tls):
+        return None
+    context = None
+    if config.tls:
+        def get(key: str) -> str | None:
+            value = props.get("ketch.http." + key)
+            return value if value is not None or key == "ssl.client.auth" else props.get(key)
+        try:
+            context = server_ssl_context(get)
+        except TlsConfigError as e:
+            raise HttpAuthError(f"ketch.http.ssl: {e}") from None
+    jaas_text = listener_value(props, listener, "sasl.jaas.config", mechanism=PLAIN)
+    try:
+        users = parse_jaas_config(jaas_text).users if jaas_text else {}
+    except JaasError as e:
+        raise HttpAuthError(str(e)) from None
+    return HttpSecurity(config, PasswordCheck(users, scram_credentials, os.urandom(32)),
+                        authorize, context)
 
 
 class HttpError(Exception):
@@ -158,10 +215,12 @@ class AdminHttpServer:
 
     def __init__(self, node: NodeView, admins: AdminSource, metrics: Callable[[], tuple[bytes, str]],
                  host: str, port: int, *, call_timeout_ms: int = CALL_TIMEOUT_MS,
-                 link_status: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None) -> None:
+                 link_status: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None,
+                 security: HttpSecurity | None = None) -> None:
         """``metrics()``: the Prometheus exposition of this node (body, content type);
         ``link_status()``: each cluster link's state as this node's link manager sees it
-        (a broker's; only the broker that runs the manager has any)."""
+        (a broker's; only the broker that runs the manager has any); ``security``: TLS,
+        logins and ACLs (None: open, plain HTTP)."""
         self.node = node
         self.link_status = link_status
         self.admins = admins
@@ -169,6 +228,10 @@ class AdminHttpServer:
         self.host = host
         self.port = port
         self.call_timeout_ms = call_timeout_ms
+        self.security = security
+        # PBKDF2 for a SCRAM login runs in a thread, one at a time: guessing passwords
+        # costs the node one core at most, and never the event loop.
+        self._slow_logins = asyncio.Semaphore(1)
         self._runner: web.AppRunner | None = None
         self._openapi = orjson.dumps(spec.openapi_document())
         with open(STATUS_PAGE, "rb") as f:       # read once: no file I/O on the event loop
@@ -183,6 +246,7 @@ class AdminHttpServer:
 
         async def serve(request: web.Request) -> web.StreamResponse:
             try:
+                caller = await self._login(request, route)
                 query = spec.check_query(route, request.query)
                 for p in route.params:
                     if p.where == "path":
@@ -194,11 +258,6 @@ class AdminHttpServer:
                             value = int(raw)
                         spec.check(p.schema, value, p.name)
                         query[p.name] = value
-                # This node's metadata image answers "no such topic" at once (the admin
-                # client would wait a few seconds for a topic that may be just created).
-                if "topic" in query and not self.node.has_topic(query["topic"]):
-                    raise HttpError(404, "UNKNOWN_TOPIC_OR_PARTITION",
-                                    f"topic {query['topic']!r} does not exist")
                 body = None
                 if route.body is not None:
                     body = await self._read_body(request, route.body)
@@ -206,16 +265,64 @@ class AdminHttpServer:
                     raw_body = await request.read()
                     if raw_body.strip() not in (b"", b"{}"):
                         raise spec.InvalidInput("", "this route takes no request body")
+                # Before "no such topic": a caller may not learn what it may not describe.
+                query[MAY_DESCRIBE] = self._check_access(caller, route, query, body)
+                # This node's metadata image answers "no such topic" at once (the admin
+                # client would wait a few seconds for a topic that may be just created).
+                if "topic" in query and not self.node.has_topic(query["topic"]):
+                    raise HttpError(404, "UNKNOWN_TOPIC_OR_PARTITION",
+                                    f"topic {query['topic']!r} does not exist")
                 return await handler(query, body)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
                 try:
-                    return error_response(e)
+                    response = error_response(e)
+                    if response.status == 401:
+                        response.headers["WWW-Authenticate"] = 'Basic realm="ketch", charset="UTF-8"'
+                    return response
                 except Exception:
                     log.exception("HTTP %s %s failed", request.method, request.path)
                     return _json(_error_body("UNKNOWN_SERVER_ERROR", f"{type(e).__name__}: {e}"), 500)
         return serve
+
+    async def _login(self, request: web.Request, route: spec.Route) -> Caller | None:
+        """The caller, from its Basic credentials; None when the route is open to all."""
+        security = self.security
+        if security is None or not security.config.needs_login(route.handler, route.method):
+            return None
+        try:
+            credentials = parse_basic(request.headers.get("Authorization"))
+        except HttpAuthError as e:
+            raise HttpError(401, "SASL_AUTHENTICATION_FAILED", str(e)) from None
+        if credentials is None:
+            raise HttpError(401, "SASL_AUTHENTICATION_FAILED",
+                            "this call needs HTTP Basic credentials (a SCRAM or PLAIN user)")
+        user, password = credentials
+        ok = security.passwords.quick(user, password)
+        if ok is None:
+            async with self._slow_logins:
+                ok = await asyncio.to_thread(security.passwords.slow, user, password)
+        if not ok:
+            # Logged without the password; the delay is this request's alone.
+            log.info("HTTP %s %s from %s: failed login as %r", request.method, request.path,
+                     request.remote, user)
+            await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+            raise HttpError(401, "SASL_AUTHENTICATION_FAILED",
+                            f"authentication failed for user {user!r}")
+        return Caller(KafkaPrincipal("User", user), request.remote or "")
+
+    def _check_access(self, caller: Caller | None, route: spec.Route, query: Mapping[str, Any],
+                      body: Any) -> Callable[[AclResourceType, str], bool]:
+        """Refuse (403) what the ACLs do not allow; the DESCRIBE test list routes filter by."""
+        if caller is None or self.security is None:
+            return lambda kind, name: True
+        authorize = self.security.authorize
+        for check in required_checks(route.handler, route.method, query, body):
+            if not any(authorize(caller, a.operation, a.resource_type, a.name)
+                       for a in check.alternatives):
+                raise HttpError(403, check.error, f"{caller.principal} may not: {check.describe()}")
+        return lambda kind, name: authorize(caller, AclOperation.DESCRIBE, kind, name)
 
     @staticmethod
     async def _read_body(request: web.Request, schema_name: str) -> Any:
@@ -233,7 +340,8 @@ class AdminHttpServer:
     async def start(self) -> int:
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port,
+                           ssl_context=None if self.security is None else self.security.ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]   # the bound port (0 asks for any free one)
         return self.port
@@ -319,6 +427,7 @@ class AdminHttpServer:
         admin = await self.admins.cluster_admin()
         listed = await admin.list_topics(include_internal=q.get("internal", False),
                                          timeout_ms=self.call_timeout_ms)
+        listed = {n: t for n, t in listed.items() if q[MAY_DESCRIBE](AclResourceType.TOPIC, n)}
         described = await admin.describe_topics(list(listed), timeout_ms=self.call_timeout_ms) \
             if listed else {}
         items = [{"name": name, "topic_id": str(t.topic_id), "internal": t.is_internal,
@@ -509,7 +618,8 @@ class AdminHttpServer:
         admin = await self.admins.cluster_admin()
         groups = await admin.list_consumer_groups(timeout_ms=self.call_timeout_ms)
         items = [{"group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type,
-                  "type": g.type} for g in groups]
+                  "type": g.type} for g in groups
+                 if q[MAY_DESCRIBE](AclResourceType.GROUP, g.group_id)]
         return _json(spec.page(items, lambda i: i["group_id"], q))
 
     async def describe_group(self, q: dict, body: Any) -> web.Response:

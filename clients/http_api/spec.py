@@ -265,7 +265,8 @@ ROUTES: tuple[Route, ...] = (
 
 _STATUS_TEXT = {200: "OK", 201: "Created", 400: "Bad input", 404: "Not found",
                 409: "Conflict with the current state", 503: "Unavailable or unhealthy",
-                504: "Timed out"}
+                504: "Timed out", 401: "No or wrong credentials (when the node requires them)",
+                403: "Not authorized by the ACLs"}
 
 
 def _ref(name: str | None) -> dict:
@@ -293,11 +294,16 @@ def openapi_document() -> dict:
         responses: dict[str, Any] = {str(status): {"description": _STATUS_TEXT[status],
                                                    "content": ok_content}}
         for code in sorted({*r.errors, *((400,) if r.params or r.body else ()),
-                            *((504,) if 503 in r.errors else ())}):
+                            *((504,) if 503 in r.errors else ()),
+                            # A secured node (clients/http_api/auth.py) may refuse any call
+                            # but the status routes.
+                            *((401, 403) if "status" not in r.tags else ())}):
             body = _ref("Health") if (r.handler == "health" and code == 503) else _ref("Error")
             responses[str(code)] = {"description": _STATUS_TEXT[code],
                                     "content": {"application/json": {"schema": body}}}
         op["responses"] = responses
+        if "status" not in r.tags:
+            op["security"] = [{}, {"basicAuth": []}]        # optional unless the node requires it
         paths.setdefault(r.path, {})[r.method.lower()] = op
     return {
         "openapi": "3.0.3",
@@ -306,7 +312,8 @@ def openapi_document() -> dict:
                                 "go to the active controller as Kafka's admin APIs do; every "
                                 "error is a JSON body naming Kafka's error."},
         "paths": paths,
-        "components": {"schemas": SCHEMAS},
+        "components": {"schemas": SCHEMAS,
+                       "securitySchemes": {"basicAuth": {"type": "http", "scheme": "basic"}}},
     }
 
 

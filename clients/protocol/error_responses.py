@@ -69,6 +69,13 @@ def error_response(api_key: int, request: Any, code: int, message: str | None = 
             m.DeleteAclsResponse.DeleteAclsFilterResult(error_code=code, error_message=message,
                                                         matching_acls=[])
             for _ in request.filters])
+    if api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        # Per user, as the controller answers: a NOT_CONTROLLER must reach the broker's
+        # controller channel (which retries on it) and not read as "no results".
+        R = m.AlterUserScramCredentialsResponse
+        users = dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
+        return R(results=[R.AlterUserScramCredentialsResult(user=u, error_code=code, error_message=message)
+                          for u in users])
     # Any other API: its response with the top-level error code set, where it has one.
     # Built once: the fields this response has are known from its class before building it.
     cls = getattr(m, RESPONSE_NAMES[api_key])

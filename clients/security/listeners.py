@@ -17,7 +17,8 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["ListenerError", "ListenerSpec", "SecurityProtocol", "listener_value", "parse_listener_specs"]
+__all__ = ["ListenerError", "ListenerSpec", "SecurityProtocol", "controller_listener",
+           "listener_value", "parse_listener_specs"]
 
 
 class ListenerError(ValueError):
@@ -119,3 +120,17 @@ def listener_value(props: Mapping[str, str], listener: str, key: str,
             return value
     value = props.get(prefix + key)
     return value if value is not None else props.get(key)
+
+
+def controller_listener(props: Mapping[str, str]) -> tuple[str, SecurityProtocol]:
+    """The controllers' listener as a broker dials it: the first of
+    ``controller.listener.names`` (CONTROLLER by default) and its protocol from
+    ``listener.security.protocol.map`` (PLAINTEXT when unmapped, as Kafka defaults it)."""
+    names = [n.strip().upper() for n in (props.get("controller.listener.names") or "").split(",")
+             if n.strip()]
+    name = names[0] if names else "CONTROLLER"
+    for item in (props.get("listener.security.protocol.map") or "").split(","):
+        key, sep, protocol = item.partition(":")
+        if sep and key.strip().upper() == name:
+            return name, SecurityProtocol.parse(protocol)
+    return name, SecurityProtocol.PLAINTEXT

@@ -173,8 +173,9 @@ def test_a_session_is_renewed_on_its_connection_and_closed_once_it_ends() -> Non
         await server.start()
         try:
             security = ClientSecurity(SecurityProtocol.SASL_PLAINTEXT, None, "PLAIN", "alice", "alice-pw")
-            conn = await connect("127.0.0.1", server.port, security=security)
-            await conn.sasl_authenticate(security)                 # a re-login, same principal
+            # A client that does not renew (as the Java client before KIP-368).
+            conn = await connect("127.0.0.1", server.port, security=security, renew_sessions=False)
+            await conn.sasl_authenticate(security, renew_sessions=False)   # a re-login, same principal
             await conn.request(ApiKey.METADATA, 12, messages.MetadataRequest(topics=[]))
             await asyncio.sleep(0.8)                               # past the session's end
             try:
@@ -183,6 +184,18 @@ def test_a_session_is_renewed_on_its_connection_and_closed_once_it_ends() -> Non
             except ConnectionClosedError:
                 pass
             assert handler.principals == ["User:alice"]
+            # Ketch's client renews by itself, on the same connection, while busy and after
+            # idling past a session's end: its requests keep being served.
+            conn = await connect("127.0.0.1", server.port, security=security)
+            deadline = time.monotonic() + 10
+            served = 0
+            while conn.sessions_renewed < 3 and time.monotonic() < deadline:
+                await conn.request(ApiKey.METADATA, 12, messages.MetadataRequest(topics=[]), timeout_s=5)
+                served += 1
+                await asyncio.sleep(0.05 if served % 10 else 0.7)   # now and then past a session
+            assert not conn.closed and conn.sessions_renewed >= 3, conn.sessions_renewed
+            assert server.failed_authentications == 0
+            conn.close()
         finally:
             await server.stop()
     asyncio.run(run())

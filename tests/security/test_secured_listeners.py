@@ -403,6 +403,27 @@ def test_ketch_clients_on_sasl_ssl_scram(secured: Secured) -> None:
     assert got == [b"k0", b"k1", b"k2"]
 
 
+def test_ketch_client_reauthenticates_before_its_session_ends(secured: Secured) -> None:
+    """KIP-368 with Ketch's own producer on the listener whose sessions last 1.5 s: every
+    connection logs in again on its socket, so producing across several lifetimes loses
+    no connection (the broker would close one whose session ended)."""
+    from clients.producer import Producer
+    before = secured.broker_log.count("ended without re-authentication")
+    topic = _topic()
+    conf = {"bootstrap.servers": f"127.0.0.1:{secured.ports['REAUTH']}",
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": ALICE, "sasl.password": ALICE_PW, "linger.ms": 0}
+    with Producer(conf) as producer:
+        deadline = time.monotonic() + 4
+        sent = 0
+        while time.monotonic() < deadline:
+            producer.send(topic, value=b"x").get(timeout=10)
+            sent += 1
+            time.sleep(0.25)
+    assert sent >= 8
+    assert secured.broker_log.count("ended without re-authentication") == before
+
+
 def test_ketch_client_wrong_password_names_the_refusal(secured: Secured) -> None:
     from clients.admin import Admin
     with pytest.raises(Exception) as raised:
