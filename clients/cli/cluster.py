@@ -105,7 +105,7 @@ def survey(admin, http: dict[int, c.HttpNode] | None = None) -> dict:
             "under_min_isr_partitions": under_min, "links": links_view(admin, http)}
 
 
-def links_view(admin, http: dict[int, str]) -> list[dict]:
+def links_view(admin, http: dict[int, c.HttpNode]) -> list[dict]:
     """Each cluster link with its mirror partitions' states and largest lag."""
     from clients.cli.link import mirror_partitions_of
     try:

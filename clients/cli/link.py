@@ -78,13 +78,13 @@ def mirror_partitions(args: argparse.Namespace, link: str | None = None) -> list
     return None if rows is None else [r for r in rows if link is None or r.get("link") == link]
 
 
-def mirror_partitions_of(http: dict[int, str]) -> list[dict] | None:
-    """The rows of every broker in ``http`` (id -> base URL) that answers ``/v1/mirrors``
+def mirror_partitions_of(http: dict[int, c.HttpNode]) -> list[dict] | None:
+    """The rows of every broker in ``http`` (id -> its HTTP API) that answers ``/v1/mirrors``
     (each broker lists the mirror partitions it leads); None when none answers."""
     rows: list[dict] = []
     answered = False
-    for _, base in sorted(http.items()):
-        got = c.http_json(f"{base}/v1/mirrors")
+    for _, node in sorted(http.items()):
+        got = node.get_json("/v1/mirrors")
         if isinstance(got, dict):
             got = got.get("mirrors")
         if not isinstance(got, list):
