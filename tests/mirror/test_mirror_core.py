@@ -17,27 +17,13 @@ from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode
 from clients.records import Record, build_batch, iter_batches
 from clients.types import TopicPartition
-from metadata_log import EMPTY_IMAGE, MetadataDelta, Provenance
+from tests.broker.replica.metadata_harness import Metadata
 
 SRC = TopicPartition("s", 0)
 DST = TopicPartition("m", 0)
 SRC_ID = uuid.UUID(int=1)
 DST_ID = uuid.UUID(int=2)
 TOPIC = 2      # ConfigResourceType.TOPIC
-
-
-class Metadata:
-    def __init__(self) -> None:
-        self.image = EMPTY_IMAGE
-        self.offset = 0
-
-    def commit(self, *records):
-        delta = MetadataDelta(self.image)
-        for r in records:
-            delta.replay(r)
-        self.offset += len(records)
-        self.image = delta.apply(Provenance(self.offset, 1))
-        return self.image, list(delta.changes)
 
 
 def broker(broker_id: int) -> M.RegisterBrokerRecord:
