@@ -69,8 +69,8 @@ class ControllerChannel:
             return conn
         host, port = self.voters[node_id]
         conn = await connect(host, port, client_id=self.client_id, timeout_s=2.0,
-                             on_closed=self.on_connection_lost, security=self.security)
-        await conn.negotiate_versions()
+                             on_closed=self.on_connection_lost, security=self.security,
+                             negotiate=True)
         self._conns[node_id] = conn
         return conn
 

@@ -127,14 +127,8 @@ class ReplicaFetcherManager:
         endpoint = self.endpoint_of(leader_id)
         if endpoint is None:
             raise ConnectionError(f"leader {leader_id} has no endpoint in the metadata")
-        conn = await connect(*endpoint, client_id=f"replica-fetcher-{self.broker_id}",
-                             security=self.security)
-        try:
-            await conn.negotiate_versions()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return await connect(*endpoint, client_id=f"replica-fetcher-{self.broker_id}",
+                             security=self.security, negotiate=True)
 
     async def _offsets_for_leader_epoch(self, conn: KafkaConnection, work: FollowerWork) -> list[EpochAnswer]:
         version = conn.pick_version(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, 4)

@@ -70,14 +70,8 @@ class MetadataObserver:
     async def _connection(self) -> KafkaConnection:
         if self._conn is None or self._conn.closed:
             host, port = self.controllers[self._index % len(self.controllers)]
-            conn = await connect(host, port, client_id=f"observer-{self.replica_id}",
-                                 security=self.security)
-            try:
-                await conn.negotiate_versions()
-            except Exception:
-                conn.close()
-                raise
-            self._conn = conn
+            self._conn = await connect(host, port, client_id=f"observer-{self.replica_id}",
+                                       security=self.security, negotiate=True)
         return self._conn
 
     def _drop_connection(self) -> None:

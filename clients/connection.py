@@ -257,15 +257,19 @@ async def connect(host: str, port: int, client_id: str | None = "ketch",
                   timeout_s: float = 10.0,
                   on_closed: Callable[[], None] | None = None,
                   security: ClientSecurity = PLAINTEXT_SECURITY,
-                  renew_sessions: bool = True) -> KafkaConnection:
+                  renew_sessions: bool = True, negotiate: bool = False) -> KafkaConnection:
+    """A connection, logged in when ``security`` says so; ``negotiate``: ApiVersions asked
+    too (``api_versions`` filled). A failure on the way closes it."""
     reader, writer = await open_stream(host, port, security, timeout_s)
     conn = KafkaConnection(reader, writer, client_id=client_id, on_closed=on_closed)
-    if security.sasl_mechanism is not None:
-        try:
+    try:
+        if security.sasl_mechanism is not None:
             await conn.sasl_authenticate(security, timeout_s, renew_sessions)
-        except BaseException:
-            conn.close()
-            raise
+        if negotiate:
+            await conn.negotiate_versions()
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 

@@ -142,8 +142,8 @@ class JoiningFetcher:
     async def fetch_once(self) -> None:
         if self._conn is None or self._conn.closed:
             host, port = self.controllers[self._target]
-            self._conn = await connect(host, port, client_id=f"joining-controller-{self.replica_id}")
-            await self._conn.negotiate_versions()
+            self._conn = await connect(host, port, client_id=f"joining-controller-{self.replica_id}",
+                                       negotiate=True)
         conn = self._conn
         version = conn.pick_version(ApiKey.FETCH, 4, 17)
         request = messages.FetchRequest(

@@ -125,14 +125,8 @@ class LinkFetcher:
         raise ConnectionError("; ".join(errors) or "no bootstrap servers")
 
     async def _connect(self, host: str, port: int) -> KafkaConnection:
-        conn = await connect(host, port, client_id=self.client_id, security=self.settings.security,
-                             timeout_s=5.0)
-        try:
-            await conn.negotiate_versions()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return await connect(host, port, client_id=self.client_id, security=self.settings.security,
+                             timeout_s=5.0, negotiate=True)
 
     async def _metadata(self, conn: KafkaConnection) -> list[SourcePartitionMetadata]:
         version = conn.pick_version(ApiKey.METADATA, 4, 12)

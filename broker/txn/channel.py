@@ -44,12 +44,7 @@ class BrokerChannel:
             if endpoint is None:
                 raise ConnectionError(f"broker {target} has no endpoint in the metadata")
             conn = await connect(*endpoint, client_id=f"broker-{self.broker_id}-txn",
-                                 security=self.security)
-            try:
-                await conn.negotiate_versions()
-            except BaseException:
-                conn.close()
-                raise
+                                 security=self.security, negotiate=True)
             self._connections[target] = conn
             return conn
 
