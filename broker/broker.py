@@ -31,7 +31,6 @@ Lifecycle (KRaft's broker lifecycle, simplified):
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
 import random
@@ -77,6 +76,7 @@ from broker.txn.records import TRANSACTION_STATE_TOPIC, partition_for_transactio
 from clients.clock import SYSTEM_CLOCK, Clock
 from clients.http_api import AdminHttpServer, BrokerAdmins, HttpAuthError, http_security
 from clients.protocol import ApiKey
+from clients.protocol.types import parse_uuid_text, random_uuid, uuid_text
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.image import EMPTY_IMAGE
@@ -105,15 +105,6 @@ def _server_assignors(value: str) -> tuple[str, ...]:
     if not names:
         raise SystemExit("group.consumer.assignors is empty")
     return tuple(names)
-
-
-def new_directory_id() -> str:
-    """A random directory id in Kafka's Uuid text form (url-safe base64, no padding).
-    Kafka reserves ids whose first 8 bytes are zero (UNASSIGNED, LOST, MIGRATING, ...)."""
-    while True:
-        raw = uuid.uuid4().bytes
-        if raw[:8] != bytes(8):
-            return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 def _group_config(config: BrokerConfig, props: dict[str, str]) -> GroupConfig:
@@ -170,8 +161,7 @@ def _coordinator_topics(config: BrokerConfig) -> dict[CoordinatorKeyType, Coordi
 def _directory_id(log_dir: str) -> uuid.UUID:
     """The ``directory.id`` a log dir's meta.properties holds, as a UUID."""
     meta = load_properties(os.path.join(log_dir, META_PROPERTIES))   # not a config
-    text = meta["directory.id"]
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    return parse_uuid_text(meta["directory.id"])
 
 
 class Broker:
@@ -404,7 +394,7 @@ class Broker:
         with open(tmp, "w") as f:
             f.write(format_properties({"version": "1", "cluster.id": cluster_id,
                                        "node.id": str(self.config.node_id),
-                                       "directory.id": new_directory_id()}))
+                                       "directory.id": uuid_text(random_uuid())}))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

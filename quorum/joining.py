@@ -26,7 +26,7 @@ from typing import Callable
 from clients.connection import KafkaConnection, connect
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
-from clients.protocol.types import parse_uuid_text, uuid_text
+from clients.protocol.types import parse_uuid_text, random_uuid, uuid_text
 from clients.records import decode_batches
 from metadata_log.committed import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 
@@ -50,10 +50,7 @@ def controller_directory_id(log_dir: str, node_id: int) -> uuid.UUID:
             raise ForeignDirectoryError(f"{path}: node.id {meta.get('node.id')} is not this controller's {node_id}")
         if "directory.id" in meta:
             return parse_uuid_text(meta["directory.id"])
-    while True:     # Kafka reserves ids whose first 8 bytes are zero
-        directory = uuid.uuid4()
-        if directory.bytes[:8] != bytes(8):
-            break
+    directory = random_uuid()
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(format_properties({"version": "1", "node.id": str(node_id),

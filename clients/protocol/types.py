@@ -41,6 +41,15 @@ def uuid_text(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
 
 
+def random_uuid() -> uuid.UUID:
+    """``Uuid.randomUuid``: a random id outside the range Kafka reserves (ids whose first
+    8 bytes are zero: UNASSIGNED, LOST, MIGRATING, ...), e.g. for a directory id."""
+    while True:
+        value = uuid.uuid4()
+        if value.bytes[:8] != bytes(8):
+            return value
+
+
 def parse_uuid_text(text: str) -> uuid.UUID:
     """``Uuid.fromString``; ValueError if ``text`` is not one."""
     try:
