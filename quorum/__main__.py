@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
 from clients.http_api import AdminHttpServer, ControllerAdmins, HttpAuthError, http_security
-from clients.security.client_auth import listener_client_properties
+from clients.security.client_auth import ClientSecurity, listener_client_properties
 from metadata_log.authorizer import StandardAuthorizer
 from quorum.admin_http import ControllerAccess, ControllerMetrics, ControllerView
 from quorum.controller import ControllerConfig, QuorumController
@@ -47,10 +47,20 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                             election_timeout_max_s=config.election_timeout_max_ms / 1000,
                             pre_vote=config.pre_vote)
     directory_id = controller_directory_id(config.metadata_log_dir, config.node_id)
+    # This controller's login on the controllers' listener (sasl.mechanism.controller.protocol
+    # and the listener's JAAS username/password, as a broker logs in to the controllers): its
+    # joining fetch and its HTTP API's calls to other nodes use it.
+    client = listener_client_properties(config.properties, config.listener.name,
+                                        config.listener.security_protocol,
+                                        "sasl.mechanism.controller.protocol")
+    try:
+        controller_security = ClientSecurity.from_config(client.get)
+    except ValueError as e:
+        raise SystemExit(f"controller listener {config.listener.name}: {e}") from None
     raft_voters, listeners = config.raft_addresses(), dict(config.voters)
     if config.joining:
         # The voters now, which may differ from the configured ones (quorum/joining.py).
-        found = await discover_voters(config.voters)
+        found = await discover_voters(config.voters, security=controller_security)
         if found:
             raft_voters = {nid: f"{h}:{p}" for nid, (_, (h, p)) in found.items()
                            if nid != config.node_id}
@@ -75,11 +85,9 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
     quorum.register(membership)
     joining = None
     if config.joining:
-        # Not yet over a secured controller listener: discover_voters and the
-        # JoiningFetcher speak plaintext (a joining controller needs PLAINTEXT voters).
         joining = asyncio.get_running_loop().create_task(JoiningFetcher(
-            config.node_id, listeners,
-            lambda: config.node_id in membership.current().ids).run())
+            config.node_id, listeners, lambda: config.node_id in membership.current().ids,
+            security=controller_security).run())
     access = ControllerAccess(driver, authorizer)
     try:
         # TLS and SASL as listener.security.protocol.map says; SCRAM users from this
@@ -92,12 +100,7 @@ async def serve(config: ControllerProcessConfig, stop: asyncio.Event,
                            on_connection_closed=apis.connection_closed, listener=security)
     metrics = ControllerMetrics(quorum, driver, lambda: listener.connection_count)
     view = ControllerView(config.node_id, config.cluster_id, quorum, driver, config.properties)
-    # The HTTP API's calls log in to the controllers, and to the brokers, with this
-    # controller's own listener credentials (sasl.mechanism.controller.protocol and the
-    # listener's JAAS username/password, as a broker logs in to the controllers).
-    client = listener_client_properties(config.properties, config.listener.name,
-                                        config.listener.security_protocol,
-                                        "sasl.mechanism.controller.protocol")
+    # The HTTP API's calls log in to the controllers, and to the brokers, with `client`.
     admins = ControllerAdmins(",".join(f"{h}:{p}" for h, p in config.voters.values()),
                               view.live_broker_endpoints, f"ketch-controller-{config.node_id}-admin",
                               broker_client=client, controller_client=client)

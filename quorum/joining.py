@@ -11,6 +11,11 @@ receives the log through pysyncobj (entries, or the leader's dump), which is whe
 voter's copy has to live; the fetch shows the leader that the controller runs, reaches it
 and keeps pace with the log. The fetch stops once the voter set names this controller.
 
+On a secured controllers' listener (``ketch up --secure``: SASL_SSL) the discovery and the
+fetch run TLS and log in with this controller's own credentials for that listener
+(``sasl.mechanism.controller.protocol`` and the listener's JAAS username/password), the
+login brokers use there; ``quorum/__main__.py`` builds it.
+
 The directory id: ``meta.properties`` in the metadata log directory, written on first use
 (``version=1``, ``node.id``, ``directory.id`` as Kafka writes them). A wiped directory gets a
 new one, which the voter set does not admit under the old voter's id.
@@ -24,6 +29,7 @@ import uuid
 from typing import Callable
 
 from clients.connection import KafkaConnection, connect
+from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.types import parse_uuid_text, random_uuid, uuid_text
@@ -66,18 +72,22 @@ def controller_directory_id(log_dir: str, node_id: int) -> uuid.UUID:
     return directory
 
 
-async def discover_voters(controllers: dict[int, tuple[str, int]], timeout_s: float = 5.0
+async def discover_voters(controllers: dict[int, tuple[str, int]], timeout_s: float = 5.0,
+                          security: ClientSecurity = PLAINTEXT_SECURITY,
                           ) -> dict[int, tuple[tuple[str, int], tuple[str, int]]] | None:
     """The current voters as a controller reports them in DescribeQuorum v2 (each node's
     first listener and its RAFT listener), or None if none answered. A joining controller
     starts pysyncobj with these: pysyncobj accepts connections only from the addresses it
     knows, so it must know the voters, the leader among them, when it is added.
-    A standby's answer names every voter too (from the voter set it has applied)."""
+    A standby's answer names every voter too (from the voter set it has applied).
+    ``security``: TLS and the login on the controllers' listener, the joining controller's
+    own credentials for it (as a broker logs in to the controllers)."""
     for host, port in controllers.values():
         conn = None
         try:
-            conn = await asyncio.wait_for(connect(host, port, client_id="joining-controller"), timeout_s)
-            await asyncio.wait_for(conn.negotiate_versions(), timeout_s)
+            conn = await asyncio.wait_for(connect(host, port, client_id="joining-controller",
+                                                  timeout_s=timeout_s, security=security,
+                                                  negotiate=True), timeout_s)
             D = messages.DescribeQuorumRequest
             response = await conn.request(ApiKey.DESCRIBE_QUORUM, 2, D(topics=[D.TopicData(
                 topic_name=METADATA_TOPIC, partitions=[D.PartitionData(partition_index=0)])]),
@@ -104,9 +114,11 @@ class JoiningFetcher:
 
     def __init__(self, replica_id: int, controllers: dict[int, tuple[str, int]],
                  is_voter: Callable[[], bool], *, fetch_wait_ms: int = 500,
-                 retry_backoff_ms: int = 200) -> None:
+                 retry_backoff_ms: int = 200, security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
+        """``security``: as for ``discover_voters``."""
         assert controllers
         self.replica_id = replica_id
+        self.security = security
         self.controllers = dict(controllers)
         self.is_voter = is_voter
         self.fetch_wait_ms = fetch_wait_ms
@@ -140,7 +152,7 @@ class JoiningFetcher:
         if self._conn is None or self._conn.closed:
             host, port = self.controllers[self._target]
             self._conn = await connect(host, port, client_id=f"joining-controller-{self.replica_id}",
-                                       negotiate=True)
+                                       security=self.security, negotiate=True)
         conn = self._conn
         version = conn.pick_version(ApiKey.FETCH, 4, 17)
         request = messages.FetchRequest(
@@ -160,7 +172,7 @@ class JoiningFetcher:
         leader = partition.current_leader.leader_id
         if leader >= 0 and leader != self._target:
             if leader not in self.controllers:
-                found = await discover_voters(self.controllers)
+                found = await discover_voters(self.controllers, security=self.security)
                 self.controllers.update({nid: kafka for nid, (kafka, _) in (found or {}).items()})
             if leader in self.controllers:
                 self._target = leader   # only the active controller tracks observers

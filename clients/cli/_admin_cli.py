@@ -20,7 +20,7 @@ from clients.aio.admin import Admin
 from clients.aio.controller_admin import ControllerAdmin
 from clients.cli._common import (
     ADMIN_TIMEOUT_MS, CliError, add_cluster_args, add_output_args, bootstrap, cluster_json,
-    guarded as _guarded, parse_kv, print_json, print_table,
+    cluster_client_properties, guarded as _guarded, parse_kv, print_json, print_table,
 )
 from clients.errors import UnsupportedVersionError
 
@@ -37,8 +37,10 @@ def add_connection_args(p: argparse.ArgumentParser, *, controllers: bool) -> Non
 
 
 def _props(args: argparse.Namespace) -> dict[str, str | int]:
+    # A secured `ketch up` directory's TLS and SASL settings: its controllers' listener
+    # takes the same login as its brokers'.
     return {"client.id": "ketch-cli", "default.api.timeout.ms": ADMIN_TIMEOUT_MS,
-            **parse_kv(getattr(args, "props", []), "-X")}
+            **cluster_client_properties(args), **parse_kv(getattr(args, "props", []), "-X")}
 
 
 def _controllers(args: argparse.Namespace) -> str | None:

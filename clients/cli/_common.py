@@ -35,6 +35,7 @@ from clients.protocol.errors import KafkaApiError
 
 __all__ = [
     "CliError", "add_cluster_args", "add_output_args", "admin", "bootstrap", "client_props",
+    "cluster_client_properties",
     "guarded", "emit", "print_json", "print_table", "parse_kv",
 ]
 
@@ -132,11 +133,11 @@ def client_props(args: argparse.Namespace, **defaults: Any) -> dict[str, Any]:
     --secure`` directory's TLS and SASL settings), the verb's defaults, then -X (the
     user's word wins)."""
     return {"bootstrap.servers": bootstrap(args), "client.id": "ketch-cli",
-            **_cluster_client_properties(args), **defaults,
+            **cluster_client_properties(args), **defaults,
             **parse_kv(getattr(args, "props", []), "-X")}
 
 
-def _cluster_client_properties(args: argparse.Namespace) -> dict[str, str]:
+def cluster_client_properties(args: argparse.Namespace) -> dict[str, str]:
     """The client.properties a secured ``ketch up`` directory names, when the cluster
     comes from that directory (not from --bootstrap or KETCH_BOOTSTRAP)."""
     from clients.properties import load_properties
@@ -206,7 +207,7 @@ def broker_http(args: argparse.Namespace) -> dict[int, HttpNode]:
         directory = DEFAULT_DIR if os.path.exists(os.path.join(DEFAULT_DIR, "cluster.json")) else None
     if not directory:
         return {}
-    props = _cluster_client_properties(args)
+    props = cluster_client_properties(args)
     scheme, context, authorization = "http", None, None
     if props.get("ssl.ca.location"):
         from clients.security.tls import client_ssl_context

@@ -25,17 +25,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
+import uuid
 from typing import Any
 
-import os
-import uuid
-
+from clients.aio.admin import Admin
 from clients.cli import _admin_cli as cli
 from clients.cli._common import CliError
 from clients._core.admin import QuorumInfo, QuorumReplica
 from clients.properties import load_properties, parse_listeners
-from clients.protocol.types import ZERO_UUID, parse_uuid_text, uuid_text
+from clients.protocol.types import parse_uuid_text, uuid_text
 
 EXAMPLES = """examples:
   ketch quorum status --dir ./ketch-data
@@ -77,29 +77,49 @@ def controller_to_add(config_path: str) -> tuple[int, uuid.UUID, dict[str, tuple
     return node_id, directory_id, {"CONTROLLER": (host, port), "RAFT": (host, port + offset)}
 
 
-async def _add_controller(args: argparse.Namespace) -> tuple[int, uuid.UUID]:
-    node_id, directory_id, endpoints = controller_to_add(args.controller_config)
-    async with cli.quorum_admin(args) as admin:
-        await admin.add_raft_voter(node_id, directory_id, endpoints, timeout_ms=args.timeout_ms)
+async def add_controller(admin: Admin, config_path: str, timeout_ms: int) -> tuple[int, uuid.UUID]:
+    """Make the (running) controller that ``config_path`` configures a voter; its id and
+    directory id. The admin client retries while the controller catches up, up to
+    ``timeout_ms``. ``ketch quorum add-controller`` and ``ketch up --add-controller``."""
+    node_id, directory_id, endpoints = controller_to_add(config_path)
+    await admin.add_raft_voter(node_id, directory_id, endpoints, timeout_ms=timeout_ms)
     return node_id, directory_id
 
 
-async def _remove_controller(args: argparse.Namespace) -> uuid.UUID:
+async def voter_directory_id(admin: Admin, controller_id: int) -> uuid.UUID:
+    """A voter's directory id as DescribeQuorum reports it; CliError if it is no voter."""
+    info = await admin.describe_quorum()
+    voter = next((v for v in info.voters if v.replica_id == controller_id), None)
+    if voter is None:
+        raise CliError(f"controller {controller_id} is not a voter (voters: "
+                       f"{', '.join(str(v.replica_id) for v in info.voters)})")
+    return voter.directory_id
+
+
+async def remove_controller(admin: Admin, controller_id: int, directory_id: uuid.UUID | None,
+                            timeout_ms: int) -> uuid.UUID:
+    """Remove a voter (its directory id from DescribeQuorum when None); the directory id
+    removed. ``ketch quorum remove-controller`` and ``ketch up --remove-controller``."""
+    if directory_id is None:
+        directory_id = await voter_directory_id(admin, controller_id)
+    await admin.remove_raft_voter(controller_id, directory_id, timeout_ms=timeout_ms)
+    return directory_id
+
+
+async def _add_controller(args: argparse.Namespace) -> tuple[int, uuid.UUID]:
     async with cli.quorum_admin(args) as admin:
-        directory_id = ZERO_UUID
-        if args.controller_directory_id:
-            try:
-                directory_id = parse_uuid_text(args.controller_directory_id)
-            except ValueError as e:
-                raise CliError(str(e)) from None
-        else:
-            info = await admin.describe_quorum()
-            voter = next((v for v in info.voters if v.replica_id == args.controller_id), None)
-            if voter is None:
-                raise CliError(f"controller {args.controller_id} is not a voter")
-            directory_id = voter.directory_id
-        await admin.remove_raft_voter(args.controller_id, directory_id, timeout_ms=args.timeout_ms)
-        return directory_id
+        return await add_controller(admin, args.controller_config, args.timeout_ms)
+
+
+async def _remove_controller(args: argparse.Namespace) -> uuid.UUID:
+    directory_id = None
+    if args.controller_directory_id:
+        try:
+            directory_id = parse_uuid_text(args.controller_directory_id)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+    async with cli.quorum_admin(args) as admin:
+        return await remove_controller(admin, args.controller_id, directory_id, args.timeout_ms)
 
 
 def run_add_controller(args: argparse.Namespace) -> int:
@@ -113,7 +133,6 @@ def run_remove_controller(args: argparse.Namespace) -> int:
     print(f"Removed controller {args.controller_id} with directory id {uuid_text(directory_id)} "
           "from the quorum.")
     return 0
-
 
 
 def status_view(info: QuorumInfo, cluster_id: str | None) -> dict[str, Any]:
