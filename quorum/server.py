@@ -790,10 +790,13 @@ class ControllerApis:
             term, progress = voter_progress()
             if term == self.quorum.epoch:
                 others = {p.replica_id: p for p in progress}
+        voter_ids = sorted(self.voters)
         voters = [state(own if v == self.node_id else others.get(v, ReplicaProgress(v, -1, -1, -1)))
-                  for v in sorted(self.voters)]
+                  for v in voter_ids]
         tracker.forget_idle(now_ms)
-        return voters, [state(p) for p in tracker.replicas()]
+        # A controller added as a voter fetched as an observer before: it is a voter now
+        # (Kafka's LeaderState reports a replica in one list only).
+        return voters, [state(p) for p in tracker.replicas() if p.replica_id not in voter_ids]
 
     def describe_cluster(self, request: messages.DescribeClusterRequest | None = None,
                          client: Any = None) -> messages.DescribeClusterResponse:

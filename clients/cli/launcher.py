@@ -6,11 +6,24 @@ of the controllers' Raft transport), writes one ``server.properties`` per node w
 Kafka's keys, and records everything in ``DIR/cluster.json``. A later run on the same
 ``DIR`` starts the same cluster (same ids, ports and data) and keeps each node's
 ``server.properties`` as it finds it (an operator's hand edits stay); the overrides given
-to this run are set on top, and ``config_changes`` says what they changed. The controller
-count is fixed when ``DIR`` is formatted (the Raft voters) and brokers can be added but
-not removed (their replicas would be stranded): ``ClusterSizeError`` otherwise, before
-anything is written. Each node is a child process (``python -m quorum`` / ``python -m
-broker``) logging to ``DIR/<node>/node.log``.
+to this run are set on top, and ``config_changes`` says what they changed. A later run
+takes the controllers the directory holds (another ``--controllers`` count is refused)
+and brokers can be added but not removed (their replicas would be stranded):
+``ClusterSizeError`` otherwise, before anything is written. Each node is a child process
+(``python -m quorum`` / ``python -m broker``) logging to ``DIR/<node>/node.log``.
+
+Controllers come and go while the cluster runs (KIP-853), as Kafka 4 adds one: the next
+controller is formatted as a joining one (``add_controller``: its server.properties names
+the current voters, not itself), started as an observer of the metadata log, and made a
+voter once caught up, by the code of ``ketch quorum add-controller``
+(``clients/cli/quorum.py``); ``remove_controller`` removes the voter, stops the process and
+deletes its directory (its metadata log is a copy of the quorum's; a removed controller
+could not start from it anyway: its journal says it was removed). Either way the voters'
+keys of every node's server.properties (``controller.quorum.voters``,
+``ketch.raft.voters``) and cluster.json are rewritten to the new voter set, so the next run
+starts the controllers there are, each as a voter, and brokers that know them all.
+Running brokers know the controllers named when they started (``known_controllers``)
+until they restart: a removal that would leave a running broker none it knows is refused.
 
 One launcher per directory: a ``LocalCluster`` holds ``DIR/.lock`` (``clients.data_dir_lock``,
 Kafka's lock file) from construction until ``stop``, and records its pid in cluster.json
@@ -30,6 +43,7 @@ from the broker or quorum packages.
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -41,9 +55,11 @@ import socket
 import subprocess
 import sys
 import time
+import shutil
 import uuid
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from clients.data_dir_lock import DataDirInUseError, DataDirLock, holder, lock_data_dir
 from clients.properties import format_properties, parse_properties
@@ -60,6 +76,13 @@ DEFAULT_BROKERS = 3
 # Keys that belong to one broker: not copied from another broker's file to a new one.
 _PER_BROKER_KEYS = frozenset({"node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
                               "ketch.http.port", "broker.rack"})
+# The keys naming the voters, rewritten in every node's file when the voter set changes.
+_VOTER_KEYS = frozenset({"controller.quorum.voters", "ketch.raft.voters"})
+# Keys that belong to one controller (the same for a new controller's file).
+_PER_CONTROLLER_KEYS = frozenset({"node.id", "listeners", "metadata.log.dir", "log.dirs", "log.dir",
+                                  "ketch.http.port", "ketch.raft.port.offset"}) | _VOTER_KEYS
+# How long a started controller may take to write its meta.properties (its directory id).
+_DIRECTORY_ID_WAIT_S = 30.0
 
 
 class ClusterInUseError(RuntimeError):
@@ -190,6 +213,9 @@ class LocalCluster:
         # (role, key, old value or None, new value) -> node ids.
         self.config_changes: dict[tuple[str, str, str | None, str], list[int]] = {}
         self.added_brokers: list[int] = []
+        # The controllers each running broker was started with (its controller.quorum.voters):
+        # the ones it can reach until it restarts (brokers do not follow the voter set yet).
+        self.known_controllers: dict[int, frozenset[int]] = {}
         self.formatted = False            # True: this run formatted the directory
         self.processes: dict[int, subprocess.Popen] = {}
         # Extra environment per node id (e.g. KETCH_CONNECT_VIA for the chaos proxies).
@@ -312,9 +338,9 @@ class LocalCluster:
         have_c, have_b = len(spec.controllers), len(spec.brokers)
         if controllers is not None and controllers != have_c:
             raise ClusterSizeError(
-                f"{self.dir} holds a cluster of {_count(have_c, 'controller')}, and a Raft quorum's voters "
-                f"are fixed when the directory is formatted: drop --controllers {controllers} to "
-                f"start it as it is, or use a new directory for {controllers} controllers")
+                f"{self.dir} holds a cluster of {_count(have_c, 'controller')}: drop --controllers "
+                f"{controllers} to start it as it is, then grow or shrink it while it runs with "
+                f"`ketch up --dir {self.dir} --add-controller` / `--remove-controller ID`")
         if brokers is not None and brokers < have_b:
             raise ClusterSizeError(
                 f"{self.dir} holds {_count(have_b, 'broker')}; --brokers {brokers} would strand the replicas "
@@ -327,12 +353,6 @@ class LocalCluster:
         HTTP port."""
         used = {p for n in spec.nodes for p in (n.port, n.raft_port, n.http_port) if p}
         ports = free_ports(2 * count, exclude=used)
-        template_node = min(spec.brokers, key=lambda b: b.id)
-        try:
-            with open(template_node.config) as f:
-                template = parse_properties(f.read())
-        except FileNotFoundError:
-            template = self._node_props(spec, template_node)
         first = max(b.id for b in spec.brokers) + 1
         new_nodes = []
         for i in range(count):
@@ -341,13 +361,28 @@ class LocalCluster:
             new_nodes.append(node)
         spec.nodes.extend(new_nodes)
         for node in new_nodes:
-            props = {k: v for k, v in template.items() if k not in _PER_BROKER_KEYS}
-            props.update({k: v for k, v in self._node_props(spec, node).items()
-                          if k in _PER_BROKER_KEYS or k not in props})
-            props.update(self.broker_props)
+            props = self._new_node_props(spec, node, _PER_BROKER_KEYS, self.broker_props)
             os.makedirs(os.path.dirname(node.config), exist_ok=True)
             _atomic_write(node.config, format_properties(props))
             self.added_brokers.append(node.id)
+
+    def _new_node_props(self, spec: ClusterSpec, node: NodeSpec, own_keys: frozenset[str],
+                        overrides: dict[str, str]) -> dict[str, str]:
+        """A node added to a formatted cluster starts from the server.properties of the
+        lowest id of its role (its hand edits and settings are the cluster's), with its own
+        ``own_keys`` and this run's overrides."""
+        template_node = min((n for n in spec.nodes if n.role == node.role and n is not node),
+                            key=lambda n: n.id)
+        try:
+            with open(template_node.config) as f:
+                template = parse_properties(f.read())
+        except FileNotFoundError:
+            template = self._node_props(spec, template_node)
+        props = {k: v for k, v in template.items() if k not in own_keys}
+        props.update({k: v for k, v in self._node_props(spec, node).items()
+                      if k in own_keys or k not in props})
+        props.update(overrides)
+        return props
 
     def _update_configs(self, spec: ClusterSpec) -> None:
         """Keep each existing server.properties; set this run's overrides on top."""
@@ -447,6 +482,12 @@ class LocalCluster:
         log_file.close()
         node.pid = proc.pid
         self.processes[node_id] = proc
+        if node.role == "broker":
+            with contextlib.suppress(OSError):
+                with open(node.config) as f:
+                    voters = parse_properties(f.read()).get("controller.quorum.voters", "")
+                self.known_controllers[node_id] = frozenset(
+                    int(v.split("@", 1)[0]) for v in voters.split(",") if v.strip())
         self.write_json()
         return proc
 
@@ -507,6 +548,141 @@ class LocalCluster:
 
     def kill_node(self, node_id: int) -> None:
         self.stop_node(node_id, timeout_s=10.0, sig=signal.SIGKILL)
+
+    # ------------------------------------------------------------ the controller set (KIP-853)
+
+    def add_controller(self, timeout_s: float = 60.0,
+                       progress: Callable[[str], None] = lambda line: None) -> NodeSpec:
+        """Grow the running quorum by one controller (the module docstring's steps); the
+        new node. Refused (``clients/cli/quorum.py``'s errors, the quorum's reasons) with
+        nothing left behind, unless the voter set names the new controller after all (an
+        answer lost on the way): then it stays, as the voter it is."""
+        assert self.processes, "add_controller needs the cluster running"
+        from clients.cli.quorum import add_controller
+        spec = self.spec
+        node_id = max(c.id for c in spec.controllers) + 1
+        while os.path.exists(os.path.dirname(self._node(node_id, "controller", 0).config)):
+            node_id += 1        # a directory left by hand: not ours to reuse
+        used = {p for n in spec.nodes for p in (n.port, n.raft_port, n.http_port) if p}
+        port, raft_port, http_port = free_ports(3, exclude=used)
+        node = self._node(node_id, "controller", port, raft_port)
+        node.http_port = http_port
+        # Joining: its file names the current voters, not itself. Its own Raft address is
+        # its listener's port plus ketch.raft.port.offset (quorum/config.py), which
+        # `ketch quorum add-controller` reads the same way.
+        props = self._new_node_props(spec, node, _PER_CONTROLLER_KEYS, self.controller_props)
+        props["ketch.raft.port.offset"] = str(raft_port - port)
+        os.makedirs(os.path.dirname(node.config), exist_ok=True)
+        _atomic_write(node.config, format_properties(props))
+        spec.nodes.append(node)
+        voters = [c.id for c in spec.controllers if c.id != node_id]
+        try:
+            proc = self.start_node(node_id)
+            progress(f"ketch: controller {node_id} started (pid {proc.pid}) as an observer of the "
+                     f"metadata log; it becomes a voter once it has caught up")
+            self._wait_for_directory_id(node, props["metadata.log.dir"], _DIRECTORY_ID_WAIT_S)
+            self._quorum_call(voters, lambda admin: add_controller(admin, node.config,
+                                                                   int(timeout_s * 1000)))
+        except Exception as e:
+            voters_now = self._voter_ids(voters)
+            if voters_now is None:
+                raise RuntimeError(
+                    f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}; "
+                    f"no controller answered whether {node_id} is a voter now, so it keeps running "
+                    f"(see `ketch quorum status --dir {self.dir}`)") from e
+            if node_id not in voters_now:
+                self.stop_node(node_id)
+                spec.nodes.remove(node)
+                self.write_json()
+                write_prometheus_files(spec)
+                shutil.rmtree(os.path.dirname(node.config), ignore_errors=True)
+                raise
+            progress(f"ketch: controller {node_id} is a voter although the answer was an error ({e})")
+        self._write_voters(spec)
+        self.write_json()
+        write_prometheus_files(spec)
+        return node
+
+    def remove_controller(self, node_id: int, timeout_s: float = 60.0) -> NodeSpec:
+        """Shrink the running quorum by controller ``node_id`` (the module docstring's
+        steps); the removed node. The quorum refuses the last voter and a removal that
+        would leave no caught-up majority (``quorum/voters.py``)."""
+        from clients.cli.quorum import remove_controller
+        spec = self.spec
+        node = next((c for c in spec.controllers if c.id == node_id), None)
+        if node is None:
+            raise ClusterSizeError(f"{node_id} is not a controller of the cluster in {self.dir} "
+                                   f"(its controllers: {', '.join(str(c.id) for c in spec.controllers)})")
+        left = {c.id for c in spec.controllers} - {node_id}
+        # Until brokers follow the voter set (they reach the controllers named in their
+        # server.properties when they started), removing the last one a broker knows would
+        # cut it off from the quorum. Once they do, this check goes.
+        stranded = sorted(b for b, known in self.known_controllers.items()
+                          if b in self.processes and left and not known & left)
+        if stranded:
+            raise ClusterSizeError(
+                f"brokers {','.join(map(str, stranded))} reach the quorum through controller "
+                f"{node_id} alone (the controllers in their server.properties when they started): "
+                f"removing it would cut them off; restart `ketch up --dir {self.dir}` first (it "
+                "names every controller to them), then remove it")
+        voters = sorted({c.id for c in spec.controllers})
+        self._quorum_call(voters, lambda admin: remove_controller(admin, node_id, None,
+                                                                  int(timeout_s * 1000)))
+        self.stop_node(node_id)
+        spec.nodes.remove(node)
+        self._write_voters(spec)
+        self.write_json()
+        write_prometheus_files(spec)
+        shutil.rmtree(os.path.dirname(node.config), ignore_errors=True)
+        return node
+
+    def _quorum_call(self, controller_ids: Collection[int],
+                     call: Callable[[Any], Awaitable[Any]]) -> Any:
+        """``call(admin)`` on an admin client of the controllers ``controller_ids`` (logged
+        in as the cluster's admin user on a secured cluster)."""
+        from clients.aio.controller_admin import ControllerAdmin
+        controllers = ",".join(f"127.0.0.1:{self.spec.node(i).port}" for i in sorted(controller_ids))
+        props = {"client.id": "ketch-up", "default.api.timeout.ms": 30_000,
+                 **(self.security.client_props() if self.security is not None else {})}
+
+        async def run() -> Any:
+            async with ControllerAdmin(controllers, props) as admin:
+                return await call(admin)
+        return asyncio.run(run())
+
+    def _voter_ids(self, controller_ids: Collection[int]) -> set[int] | None:
+        """The current voters (None: no controller answered)."""
+        async def voters(admin: Any) -> set[int]:
+            return {v.replica_id for v in (await admin.describe_quorum()).voters}
+        try:
+            return self._quorum_call(controller_ids, voters)
+        except Exception:
+            return None
+
+    def _wait_for_directory_id(self, node: NodeSpec, log_dir: str, timeout_s: float) -> None:
+        """Until the started controller has written its meta.properties (its directory id,
+        which AddRaftVoter names)."""
+        path = os.path.join(log_dir, "meta.properties")
+        deadline = time.monotonic() + timeout_s
+        while not os.path.exists(path):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"controller {node.id} wrote no {path} in {timeout_s:g}s; see {node.log}")
+            time.sleep(0.05)
+
+    def _write_voters(self, spec: ClusterSpec) -> None:
+        """Every node's voters keys set to the spec's controllers (hand edits elsewhere stay)."""
+        voters = ",".join(f"{c.id}@127.0.0.1:{c.port}" for c in spec.controllers)
+        raft_voters = ",".join(f"{c.id}@127.0.0.1:{c.raft_port}" for c in spec.controllers)
+        for node in spec.nodes:
+            if not os.path.exists(node.config):
+                continue
+            values = {"controller.quorum.voters": voters}
+            if node.role == "controller":
+                values["ketch.raft.voters"] = raft_voters
+            with open(node.config) as f:
+                text = f.read()
+            _atomic_write(node.config, _set_properties(text, values))
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Brokers first (controlled shutdown needs the controllers), then controllers."""

@@ -11,6 +11,12 @@ second looks for nodes that exited. A dead node is reported with the command tha
 restarts it by hand; with ``--restart-dead`` ``ketch up`` restarts it itself after a
 delay from ``RestartBackoff`` (pure: times are arguments). SIGINT/SIGTERM stop the
 brokers with a controlled shutdown, then the controllers.
+
+``ketch up --dir DIR --add-controller`` / ``--remove-controller ID`` start nothing: they
+hand the change to the ``ketch up`` running in DIR (``clients/cli/up_requests.py``), whose
+watch loop carries it out (``LocalCluster.add_controller`` / ``remove_controller``), one
+at a time, and prints what it did there too. While it does, dead nodes wait to be
+reported.
 """
 from __future__ import annotations
 
@@ -21,8 +27,10 @@ import sys
 import threading
 import time
 
+from clients.cli._common import one_line
 from clients.cli.launcher import (DEFAULT_BROKERS, DEFAULT_CONTROLLERS, ClusterInUseError,
                                   ClusterSizeError, LocalCluster)
+from clients.cli.up_requests import Request, RequestInbox, ask
 
 RESTART_DELAY_FIRST_MS = 1_000
 RESTART_DELAY_MAX_MS = 30_000
@@ -87,6 +95,8 @@ def _describe_changes(cluster: LocalCluster) -> list[str]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.add_controller or args.remove_controller is not None:
+        return _ask_running(args)
     if args.controllers is not None and args.controllers not in (1, 3, 5):
         print("ketch up: --controllers must be 1, 3 or 5 (a Raft quorum)", file=sys.stderr)
         return 2
@@ -113,6 +123,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
+        inbox = RequestInbox(cluster.dir)
         print(f"ketch: starting {len(cluster.spec.controllers)} controllers and "
               f"{len(cluster.spec.brokers)} brokers in {cluster.dir}", flush=True)
         if not cluster.formatted:
@@ -151,7 +162,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"ketch: Prometheus: prometheus --config.file="
               f"{os.path.join(cluster.dir, 'prometheus', 'prometheus.yml')}", flush=True)
         print(f"ketch: details in {cluster.json_path}; Ctrl-C stops the cluster", flush=True)
-        _watch(cluster, stop, args.restart_dead)
+        _watch(cluster, stop, args.restart_dead, inbox)
     except (RuntimeError, TimeoutError, OSError) as e:
         print(f"ketch up: {e}", file=sys.stderr)
         cluster.stop()
@@ -165,12 +176,73 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(cluster: LocalCluster, stop: threading.Event, restart_dead: bool) -> None:
-    """Until ``stop``: report nodes that exit, and restart them if asked to. A node that
-    dies is not fatal: the rest of the cluster keeps serving."""
+_ASK_FLAGS = ("controllers", "brokers", "broker_prop", "controller_prop", "secure", "restart_dead")
+
+
+def _ask_running(args: argparse.Namespace) -> int:
+    """``--add-controller`` / ``--remove-controller ID``: asked of the running ``ketch up``."""
+    given = [f"--{name.replace('_', '-')}" for name in _ASK_FLAGS if getattr(args, name) not in (None, False, [])]
+    if given:
+        print(f"ketch up: --add-controller and --remove-controller take only --dir and --timeout, "
+              f"not {' '.join(given)}", file=sys.stderr)
+        return 2
+    if args.add_controller:
+        body = {"op": "add-controller", "timeout_s": args.timeout}
+    else:
+        body = {"op": "remove-controller", "controller_id": args.remove_controller,
+                "timeout_s": args.timeout}
+    return ask(args.dir, body, args.timeout)
+
+
+def _carry_out(cluster: LocalCluster, request: Request) -> None:
+    """One request of another ``ketch up`` on this directory; its outcome, printed here
+    too. A refusal is one line; the cluster runs on either way."""
+    def say(line: str) -> None:
+        print(line, flush=True)
+        request.progress(line)
+    op = request.body.get("op")
+    timeout_s = float(request.body.get("timeout_s", 60.0))
+    try:
+        if op == "add-controller":
+            node = cluster.add_controller(timeout_s, progress=say)
+            done = f"ketch: controller {node.id} added (asked by another `ketch up`)"
+        elif op == "remove-controller":
+            node = cluster.remove_controller(int(request.body["controller_id"]), timeout_s)
+            done = (f"ketch: controller {node.id} removed (asked by another `ketch up`); its "
+                    f"process stopped and its directory {os.path.dirname(node.config)} deleted")
+        else:
+            request.finish(2, f"ketch up: unknown request {op!r}")
+            return
+    except Exception as e:      # a refusal or a failure: the cluster runs on
+        line = f"ketch up: {op} refused: {one_line(e)}"
+        print(line, flush=True)
+        request.finish(1, line)
+        return
+    say(done)
+    ids = ",".join(str(c.id) for c in cluster.spec.controllers)
+    say(f"ketch: the controllers are now {ids}; {cluster.json_path} and every server.properties "
+        "name them (the next `ketch up` starts them all as voters)")
+    current = {c.id for c in cluster.spec.controllers}
+    behind = sorted(b for b, known in cluster.known_controllers.items()
+                    if b in cluster.processes and not current <= known)
+    if behind:
+        # Until brokers follow the voter set: they reach only the controllers they started with.
+        say(f"ketch: running brokers {','.join(map(str, behind))} reach only the controllers they "
+            "started with until they restart (a restarted broker knows them all): while another "
+            "controller leads, they cannot reach it")
+    request.finish(0, f"ketch: done; controllers {ids}")
+
+
+def _watch(cluster: LocalCluster, stop: threading.Event, restart_dead: bool,
+           inbox: RequestInbox | None = None) -> None:
+    """Until ``stop``: report nodes that exit, and restart them if asked to; carry out
+    the requests of other ``ketch up`` processes. A node that dies is not fatal: the rest
+    of the cluster keeps serving."""
     backoff = RestartBackoff()
     reported: set[int] = set()
     while not stop.wait(0.5):
+        for request in inbox.take() if inbox is not None else ():
+            _carry_out(cluster, request)
         now_ms = int(time.monotonic() * 1000)
         for node_id, code in cluster.exited_nodes().items():
             if node_id in reported:
@@ -215,8 +287,13 @@ examples:
 
 A later run on the same --dir starts the same cluster with its data, keeps each node's
 server.properties (edit them by hand between runs) and prints what --broker-prop /
---controller-prop changed. The controller count of a DIR is fixed; brokers can be added,
-not removed. A DIR another `ketch up` runs in is refused, naming its pid.
+--controller-prop changed. Brokers can be added, not removed. A DIR another `ketch up`
+runs in is refused, naming its pid.
+
+While a cluster runs, a second `ketch up` on its DIR grows or shrinks its controllers
+(KIP-853; docs/operations.md):
+  ketch up --dir D --add-controller             formats, starts and adds the next controller
+  ketch up --dir D --remove-controller 1002     removes it, stops it, deletes its directory
 """
 
 
@@ -242,8 +319,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--restart-dead", action="store_true",
                     help="restart a node that exits, after 1 s, doubling while it keeps dying, "
                          f"up to {RESTART_DELAY_MAX_MS // 1000} s")
+    change = up.add_mutually_exclusive_group()
+    change.add_argument("--add-controller", action="store_true",
+                        help="ask the `ketch up` running in DIR to add a controller to the quorum: "
+                             "the next id, formatted, started and added once caught up")
+    change.add_argument("--remove-controller", type=int, metavar="ID",
+                        help="ask the `ketch up` running in DIR to remove controller ID from the "
+                             "quorum, stop it and delete its directory")
     up.add_argument("--timeout", type=float, default=60.0,
-                    help="seconds to wait for every broker to be registered")
+                    help="seconds to wait for every broker to be registered (with --add-controller "
+                         "/ --remove-controller: for the change)")
     up.set_defaults(run=cmd_up)
     for role, module in (("controller", "quorum"), ("broker", "broker")):
         p = sub.add_parser(role, help=f"run one {role} from a server.properties file",
