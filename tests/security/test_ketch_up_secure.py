@@ -1,9 +1,11 @@
 """``ketch up --secure`` as a user runs it: it prints the client properties, with which
 confluent-kafka (SASL_SSL, SCRAM-SHA-512) produces and consumes; a wrong password is
 refused; the ketch verbs with --dir find the cluster's TLS and SASL settings themselves;
+``ketch up --add-controller`` grows the quorum over the secured controllers' listener;
 SIGTERM stops everything."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -72,6 +74,19 @@ def test_ketch_up_secure(tmp_path) -> None:
                                 text=True, env=ENV, cwd=ROOT, timeout=60)
         assert listed.returncode == 0, listed.stderr
         assert "secure-topic" in listed.stdout
+
+        # A controller added (KIP-853): it joins over the SASL_SSL controllers' listener,
+        # logged in as the brokers are there; the quorum verbs with --dir log in too.
+        added = subprocess.run([*KETCH, "up", "--dir", directory, "--add-controller"],
+                               capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert "ketch: controller 1002 added" in added.stdout, added.stdout
+        status = subprocess.run([*KETCH, "quorum", "status", "--dir", directory, "--output", "json"],
+                                capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["current_voters"] == [1001, 1002]
+        producer.produce("secure-topic", b"after the growth")
+        assert producer.flush(20) == 0
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)
