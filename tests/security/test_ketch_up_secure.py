@@ -24,18 +24,40 @@ ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH
 KETCH = [sys.executable, "-m", "clients.cli"]
 
 
-def test_ketch_up_secure(tmp_path) -> None:
-    directory = str(tmp_path / "secure")
-    proc = subprocess.Popen([*KETCH, "up", "--secure", "--dir", directory, "--controllers", "1",
-                             "--brokers", "1", "--timeout", "60",
-                             "--broker-prop", "broker.heartbeat.interval.ms=300",
-                             "--broker-prop", "offsets.topic.num.partitions=1",
-                             "--controller-prop", "broker.heartbeat.interval.ms=300"],
+def _up(directory: str, *extra: str) -> tuple[subprocess.Popen, list[str]]:
+    """``ketch up`` on ``directory`` until it says it is ready; its process and output."""
+    proc = subprocess.Popen([*KETCH, "up", "--dir", directory, "--timeout", "60", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=ENV, cwd=ROOT, start_new_session=True)
     lines: list[str] = []
     threading.Thread(target=lambda: [lines.append(x.decode(errors="replace").rstrip("\n"))
                                      for x in proc.stdout], daemon=True).start()
+    return proc, lines
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def _quorum_status(directory: str) -> dict:
+    status = subprocess.run([*KETCH, "quorum", "status", "--dir", directory, "--output", "json"],
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
+    assert status.returncode == 0, status.stderr
+    return json.loads(status.stdout)
+
+
+def test_ketch_up_secure(tmp_path) -> None:
+    directory = str(tmp_path / "secure")
+    proc, lines = _up(directory, "--secure", "--controllers", "1", "--brokers", "1",
+                      "--broker-prop", "broker.heartbeat.interval.ms=300",
+                      "--broker-prop", "offsets.topic.num.partitions=1",
+                      "--controller-prop", "broker.heartbeat.interval.ms=300")
     try:
         def printed() -> bool:
             assert proc.poll() is None, "\n".join(lines)
@@ -81,17 +103,24 @@ def test_ketch_up_secure(tmp_path) -> None:
                                capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
         assert added.returncode == 0, added.stdout + added.stderr
         assert "ketch: controller 1002 added" in added.stdout, added.stdout
-        status = subprocess.run([*KETCH, "quorum", "status", "--dir", directory, "--output", "json"],
-                                capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
-        assert status.returncode == 0, status.stderr
-        assert json.loads(status.stdout)["current_voters"] == [1001, 1002]
+        assert _quorum_status(directory)["current_voters"] == [1001, 1002]
         producer.produce("secure-topic", b"after the growth")
         assert producer.flush(20) == 0
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        _stop(proc)
+
+    # The next run starts the controllers there are now, the added one as a voter (its
+    # server.properties names it among them), and the broker knows both.
+    proc, lines = _up(directory)
+    try:
+        def ready() -> bool:
+            assert proc.poll() is None, "\n".join(lines)
+            return any("Ctrl-C stops the cluster" in x for x in lines)
+        wait_until(ready, timeout_s=90, what="ketch up to start the grown cluster again")
+        status = _quorum_status(directory)
+        assert status["current_voters"] == [1001, 1002] and status["leader_id"] in (1001, 1002)
+        producer = Producer(conf)
+        producer.produce("secure-topic", b"after the restart")
+        assert producer.flush(20) == 0
+    finally:
+        _stop(proc)
