@@ -50,12 +50,12 @@ import json
 import os
 import random
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import asdict, dataclass, field
@@ -586,10 +586,10 @@ class LocalCluster:
         except Exception as e:
             voters_now = self._voter_ids(voters)
             if voters_now is None:
+                from clients.cli._common import one_line
                 raise RuntimeError(
-                    f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}; "
-                    f"no controller answered whether {node_id} is a voter now, so it keeps running "
-                    f"(see `ketch quorum status --dir {self.dir}`)") from e
+                    f"{one_line(e)}; no controller answered whether {node_id} is a voter now, so "
+                    f"it keeps running (see `ketch quorum status --dir {self.dir}`)") from e
             if node_id not in voters_now:
                 self.stop_node(node_id)
                 spec.nodes.remove(node)

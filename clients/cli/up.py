@@ -201,6 +201,7 @@ def _carry_out(cluster: LocalCluster, request: Request) -> None:
         print(line, flush=True)
         request.progress(line)
     op = request.body.get("op")
+    flag = f"--{op}" + (f" {request.body.get('controller_id')}" if op == "remove-controller" else "")
     timeout_s = float(request.body.get("timeout_s", 60.0))
     try:
         if op == "add-controller":
@@ -214,7 +215,7 @@ def _carry_out(cluster: LocalCluster, request: Request) -> None:
             request.finish(2, f"ketch up: unknown request {op!r}")
             return
     except Exception as e:      # a refusal or a failure: the cluster runs on
-        line = f"ketch up: {op} refused: {one_line(e)}"
+        line = f"ketch up: {flag}: {one_line(e)}"
         print(line, flush=True)
         request.finish(1, line)
         return

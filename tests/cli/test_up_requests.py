@@ -60,9 +60,9 @@ def test_the_running_launcher_takes_a_request_reports_progress_and_answers(tmp_p
         asking = threading.Thread(target=lambda: refused.append(_ask(directory, {"op": "add-controller"})))
         asking.start()
         taken = wait_until(lambda: inbox.take(), 10, "the second request")
-        taken[0].finish(1, "ketch up: add-controller refused: because")
+        taken[0].finish(1, "ketch up: --add-controller: because")
         asking.join(10)
-        assert refused == [(1, "", "ketch up: add-controller refused: because\n")]
+        assert refused == [(1, "", "ketch up: --add-controller: because\n")]
     finally:
         lock.release()
 

@@ -102,14 +102,14 @@ def test_ketch_up_grows_to_three_controllers_and_back_while_acks_all_writes_go_o
         acked_grown = writer.acked
 
         _one_line_refusal(_ketch("up", "--dir", directory, "--remove-controller", "7"),
-                          "7 is not a controller")
+                          "ketch up: --remove-controller 7: 7 is not a controller")
         for gone in (1003, 1002):
             removed = _ketch("up", "--dir", directory, "--remove-controller", str(gone))
             assert removed.returncode == 0, removed.stdout + removed.stderr
             assert f"ketch: controller {gone} removed" in removed.stdout, removed.stdout
             assert not os.path.exists(os.path.join(directory, f"controller-{gone}"))
         _one_line_refusal(_ketch("up", "--dir", directory, "--remove-controller", "1001"),
-                          "last voter")
+                          "ketch up: --remove-controller 1001:", "last voter")
         assert acked_grown > 0 and writer.acked > acked_grown
 
         # Still writable, with acks=all, after the shrink.
