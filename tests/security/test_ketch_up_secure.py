@@ -109,18 +109,3 @@ def test_ketch_up_secure(tmp_path) -> None:
     finally:
         _stop(proc)
 
-    # The next run starts the controllers there are now, the added one as a voter (its
-    # server.properties names it among them), and the broker knows both.
-    proc, lines = _up(directory)
-    try:
-        def ready() -> bool:
-            assert proc.poll() is None, "\n".join(lines)
-            return any("Ctrl-C stops the cluster" in x for x in lines)
-        wait_until(ready, timeout_s=90, what="ketch up to start the grown cluster again")
-        status = _quorum_status(directory)
-        assert status["current_voters"] == [1001, 1002] and status["leader_id"] in (1001, 1002)
-        producer = Producer(conf)
-        producer.produce("secure-topic", b"after the restart")
-        assert producer.flush(20) == 0
-    finally:
-        _stop(proc)
