@@ -202,8 +202,8 @@ def _carry_out(cluster: LocalCluster, request: Request) -> None:
         request.progress(line)
     op = request.body.get("op")
     flag = f"--{op}" + (f" {request.body.get('controller_id')}" if op == "remove-controller" else "")
-    timeout_s = float(request.body.get("timeout_s", 60.0))
     try:
+        timeout_s = float(request.body.get("timeout_s", 60.0))
         if op == "add-controller":
             node = cluster.add_controller(timeout_s, progress=say)
             done = f"ketch: controller {node.id} added (asked by another `ketch up`)"

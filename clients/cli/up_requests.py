@@ -49,15 +49,21 @@ class Request:
     path: str           # DIR/requests/<id>, without a suffix
     body: dict[str, Any]
 
+    # Best effort: the launcher prints every line itself, and a failure to tell the asker
+    # (a full disk, requests/ deleted by hand) must not stop the cluster; the asker then
+    # reports that no answer came.
     def progress(self, line: str) -> None:
-        with open(f"{self.path}.log", "a") as f:
-            f.write(line + "\n")
+        try:
+            with open(f"{self.path}.log", "a") as f:
+                f.write(line + "\n")
+        except OSError:
+            pass
 
     def finish(self, code: int, message: str) -> None:
-        _write_atomically(f"{self.path}.result", {"code": code, "message": message})
         try:
+            _write_atomically(f"{self.path}.result", {"code": code, "message": message})
             os.unlink(f"{self.path}.taken")
-        except FileNotFoundError:
+        except OSError:
             pass
 
 
@@ -71,19 +77,30 @@ class RequestInbox:
             os.unlink(os.path.join(self.dir, name))
 
     def take(self) -> list[Request]:
-        taken = []
-        names = sorted((n for n in os.listdir(self.dir) if n.endswith(".json")),
-                       key=lambda n: os.stat(os.path.join(self.dir, n)).st_mtime_ns)
+        """Never raises: a request withdrawn meanwhile, or unreadable, is skipped."""
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            names = [n for n in os.listdir(self.dir) if n.endswith(".json")]
+        except OSError:
+            return []
+        waiting = []
         for name in names:
             base = os.path.join(self.dir, name[: -len(".json")])
+            try:
+                waiting.append((os.stat(f"{base}.json").st_mtime_ns, base))
+            except OSError:
+                continue
+        taken = []
+        for _, base in sorted(waiting):
             try:
                 os.replace(f"{base}.json", f"{base}.taken")
                 with open(f"{base}.taken") as f:
                     body = json.load(f)
-            except (OSError, ValueError):
+            except OSError:
                 continue
-            request = Request(base, body if isinstance(body, dict) else {})
-            taken.append(request)
+            except ValueError:
+                body = {}           # answered as an unknown request
+            taken.append(Request(base, body if isinstance(body, dict) else {}))
         return taken
 
 

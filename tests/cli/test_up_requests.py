@@ -80,3 +80,17 @@ def test_a_launcher_that_stops_before_answering_is_reported(tmp_path) -> None:
     code, out, err = answered[0]
     assert code == 1 and len(err.splitlines()) == 1
     assert "stopped before it answered the add-controller" in err
+
+
+def test_an_unreadable_request_is_claimed_as_an_unknown_one_and_a_withdrawn_one_skipped(tmp_path) -> None:
+    directory = _formatted(tmp_path)
+    inbox = RequestInbox(directory)
+    with open(os.path.join(inbox.dir, "garbage.json"), "w") as f:
+        f.write("{not json")
+    taken = inbox.take()
+    assert [r.body for r in taken] == [{}]          # the launcher answers it: unknown request
+    taken[0].finish(2, "ketch up: unknown request None")
+    with open(os.path.join(inbox.dir, "garbage.result")) as f:
+        assert json.load(f) == {"code": 2, "message": "ketch up: unknown request None"}
+    os.unlink(os.path.join(inbox.dir, "garbage.result"))
+    assert os.listdir(inbox.dir) == [] and inbox.take() == []
