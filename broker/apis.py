@@ -547,18 +547,25 @@ class KafkaApis:
                 if tp in unverified:
                     results[key] = (unverified[tp], -1, -1, -1, None, ())
                     continue
-                records, reserved_gaps = p.records, False
+                records, reserved_gaps, early = p.records, False, None
                 if self.delayed is not None:
                     # Delayed delivery: parked records leave the batch (and reserved gaps).
+                    # The target's producer state is asked before parking: a duplicate (an
+                    # idempotent retry, its first copy pending or delivered already) gets
+                    # its original offsets and a refused batch its error, parking nothing.
                     # It awaits only to park, which a transactional batch never does (it
                     # is refused), so KIP-890's no-await window above still holds.
-                    records, reserved_gaps, refused = await self.delayed.hold_back(
-                        tp, records, req.transactional_id)
+                    diversion, refused = self.delayed.diversion(tp, records, req.transactional_id)
+                    if diversion is not None:
+                        early = self.replicas.check_produce(tp, records, acks)
+                        if early is None:
+                            records, refused = await self.delayed.park(diversion)
+                            reserved_gaps = True
                     if refused is not None:
                         results[key] = (refused[0], -1, -1, -1, refused[1], ())
                         continue
-                result = self.replicas.append(tp, records, acks, reserved_gaps=reserved_gaps,
-                                              received_ns=client.received_ns)
+                result = early if early is not None else self.replicas.append(
+                    tp, records, acks, reserved_gaps=reserved_gaps, received_ns=client.received_ns)
                 results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
                                 result.log_start_offset, result.error_message, result.record_errors)
                 self.metrics.record_produce(topic.name, result.error_code, result.records_appended,

@@ -1,15 +1,23 @@
 """The asyncio shell of delayed delivery: parking on the Produce path, and one scheduler
 per delay-store partition this broker leads.
 
-Parking (``hold_back``, called by Produce for each partition before its append):
-``divert`` decides; the parked records are written to ``__ketch_delayed_delivery`` by an
-idempotent acks=all producer of this broker (through its own listener) and awaited; only
-then is the re-encoded batch appended to the target. So an acknowledged delayed record is
-replicated in the store. The order matters on a failure: had the target been appended
-first, a crash before parking would let the producer's retry be acknowledged as a
-duplicate of a batch whose delayed records were never parked (lost). Parked first, a
+Parking (Produce, for each partition before its append): ``diversion`` decides
+(``divert``); then Produce asks the target partition's producer state
+(``ReplicaManager.check_produce``): a batch refused there (not the leader, a bad sequence)
+or a duplicate (an idempotent producer's retry, whatever became of its first copy: its
+reserved empty batch or gaps carry its sequence numbers) is answered at once and parks
+nothing, so a retry arriving after the first copy was delivered is not delivered again.
+Otherwise ``park`` writes the parked records to ``__ketch_delayed_delivery`` with an
+idempotent acks=all producer of this broker (through its own listener) and awaits them;
+only then is the re-encoded batch appended to the target. So an acknowledged delayed
+record is replicated in the store. The order matters on a failure: had the target been
+appended first, a crash before parking would let the producer's retry be acknowledged as
+a duplicate of a batch whose delayed records were never parked (lost). Parked first, a
 retry parks the same keys again (an idempotent producer's keys come from its sequence
-numbers), which compaction and the scheduler's index collapse into one.
+numbers), which compaction and the scheduler's index collapse into one. (What is left: a
+batch parked whose append then failed, say the leader changed, and whose retry reaches
+the new leader after the first parking was delivered: delivered twice. The new leader's
+producer state never saw the batch.)
 
 Delivery (``on_metadata``): for each store partition this broker leads, a task runs a
 ``DeliveryScheduler`` (its docstring tells the protocol): fence with InitProducerId of
@@ -29,7 +37,7 @@ import random
 from typing import Any, Callable, Mapping
 
 from broker.auto_topic_creation import AutoTopicCreationManager
-from broker.delayed.divert import DivertError, divert
+from broker.delayed.divert import Diversion, DivertError, divert
 from broker.delayed.index import SqliteDueIndex
 from broker.delayed.scheduler import DeliveryScheduler
 from broker.delayed.store import (
@@ -43,7 +51,6 @@ from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
-from metadata_log.mirror_topics import mirror_config, read_only_message
 
 __all__ = ["DelayedDeliveryConfig", "DelayedDeliveryDriver"]
 
@@ -93,43 +100,24 @@ class DelayedDeliveryDriver:
 
     # ------------------------------------------------------------ the Produce path
 
-    async def hold_back(self, tp: TopicPartition, records: Any, transactional_id: str | None
-                        ) -> tuple[Any, bool, tuple[int, str | None] | None]:
-        """(records to append, whether they have reserved gaps, refusal (code, message)
-        or None). Parks the delayed records first (see the module docstring)."""
+    def diversion(self, tp: TopicPartition, records: Any, transactional_id: str | None
+                  ) -> tuple[Diversion | None, tuple[int, str | None] | None]:
+        """(what to park and append instead of ``records``, None: append them as they are;
+        refusal (code, message) or None). Decides only: ``park`` writes."""
         if (not self.config.enable or not records or tp.topic == DELAY_STORE_TOPIC
                 or (transactional_id or "").startswith(TRANSACTIONAL_ID_PREFIX)):
-            return records, False, None
+            return None, None
         try:
             diversion = divert(tp, records, self.now_ms(), self.config.max_delay_ms, self.rng)
         except DivertError as e:
-            return records, False, (ErrorCode.INVALID_RECORD, str(e))
-        if diversion is None:
-            return records, False, None
-        not_led = self._not_led(tp)
-        if not_led is not None:
-            # Parking for a partition we cannot append to would park it for nothing.
-            return records, False, not_led
-        refusal = await self._park(diversion.parked)
-        if refusal is not None:
-            return records, False, refusal
-        return bytearray(diversion.records), True, None
+            return None, (ErrorCode.INVALID_RECORD, str(e))
+        return diversion, None
 
-    def _not_led(self, tp: TopicPartition) -> tuple[int, str | None] | None:
-        """The error a Produce to ``tp`` gets here before anything is parked, if any."""
-        image = self.image()
-        topic = image.topics.get(tp.topic)
-        reg = None if topic is None else topic.partitions.get(tp.partition)
-        if reg is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        if reg.leader != self.node_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        # A read-only mirror (issue 21) refuses the records; parking them would only
-        # have them refused when due.
-        mirror = mirror_config(tp.topic, image.configs.topic(tp.topic))
-        if mirror is not None and mirror.read_only:
-            return ErrorCode.INVALID_REQUEST, read_only_message(tp.topic, mirror)
-        return None
+    async def park(self, diversion: Diversion) -> tuple[bytearray, tuple[int, str | None] | None]:
+        """Parks the delayed records (acks=all); (the records to append, with reserved
+        gaps; refusal or None). The caller has checked the target's producer state first
+        (see the module docstring)."""
+        return bytearray(diversion.records), await self._park(diversion.parked)
 
     async def _park(self, parked: tuple[ParkedRecord, ...]) -> tuple[int, str | None] | None:
         try:
