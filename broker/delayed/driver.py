@@ -113,11 +113,11 @@ class DelayedDeliveryDriver:
             return None, (ErrorCode.INVALID_RECORD, str(e))
         return diversion, None
 
-    async def park(self, diversion: Diversion) -> tuple[bytearray, tuple[int, str | None] | None]:
-        """Parks the delayed records (acks=all); (the records to append, with reserved
-        gaps; refusal or None). The caller has checked the target's producer state first
-        (see the module docstring)."""
-        return bytearray(diversion.records), await self._park(diversion.parked)
+    async def park(self, diversions: list[Diversion]) -> tuple[int, str | None] | None:
+        """Parks the delayed records of ``diversions`` (a Produce request's, all at once:
+        one round trip) with acks=all; a refusal (code, message) for all of them or None.
+        The caller has checked the targets' producer state first (the module docstring)."""
+        return await self._park(tuple(r for d in diversions for r in d.parked))
 
     async def _park(self, parked: tuple[ParkedRecord, ...]) -> tuple[int, str | None] | None:
         try:
