@@ -265,7 +265,8 @@ class Broker:
         # Issue 21: the leaders of active mirror partitions fetch from the source clusters.
         self.mirrors = MirrorManager(self.replicas, self._link_settings, f"ketch-broker-{config.node_id}")
         # The last stable offset bounds cleaning: never at or past an ongoing transaction.
-        self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms)
+        self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms,
+                                     last_records_of=self.core.last_records_of)
         self._apply_broker_configs()
         self.topic_creation = AutoTopicCreationManager(
             self.controller, lambda: self.core.image, self.replicas.wait_for_image,

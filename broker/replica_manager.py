@@ -96,7 +96,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
-    AppendOrigin, writable, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
+    AppendOrigin, writable, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LastRecord, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import (
     LogDirOfflineError, decode_offset_checkpoint, encode_offset_checkpoint, normalize_dir,
@@ -901,6 +901,11 @@ class ReplicaManager:
         (nor the HW)."""
         hosted = self.partitions.get(TopicPartition(topic, partition))
         return 0 if hosted is None else self.last_stable_offset(hosted)
+
+    def last_records_of(self, topic: str, partition: int) -> dict[int, LastRecord]:
+        """The cleaner's view of the partition's producer state: the batches it keeps."""
+        hosted = self.partitions.get(TopicPartition(topic, partition))
+        return {} if hosted is None else hosted.producers.last_records()
 
     def await_replication(self, tp: TopicPartition, token: Hashable, required_offset: int,
                           deadline_ms: int) -> bool:
