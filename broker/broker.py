@@ -297,7 +297,8 @@ class Broker:
             config.node_id, DelayedDeliveryConfig(properties),
             lambda: f"{config.advertised_host}:{self.server.port}", inter_broker_client,
             lambda: self.core.image, self.topic_creation,
-            os.path.join(config.log_dirs[0], INDEX_DIR), now_ms, random.Random(rng.getrandbits(64)))
+            os.path.join(config.log_dirs[0], INDEX_DIR), now_ms, random.Random(rng.getrandbits(64)),
+            self.replicas)
         auth = AuthHelper(None if config.authorizer is None else StandardAuthorizer(config.authorizer),
                           lambda: self.core.image.acls)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,

@@ -22,7 +22,8 @@ producer state never saw the batch.)
 Delivery (``on_metadata``): for each store partition this broker leads, a task runs a
 ``DeliveryScheduler`` (its docstring tells the protocol): fence with InitProducerId of
 ``__ketch_delayed_delivery-<p>``, rebuild the on-disk index by reading the partition
-read_committed, then loop: sleep until the next due record (or new store records), append
+read_committed from this broker's own log (it leads the partition: what a consumer
+would fetch, without the round trip), then loop: sleep until the next due record (or new store records), append
 the due ones to their targets and their tombstones to the store in one transaction. Any
 failure restarts the task from the fencing (a rebuild), after a short backoff, as long as
 this broker still leads the partition; a lost leadership cancels it. Produce requests of
@@ -44,11 +45,13 @@ from broker.delayed.store import (
     DELAY_STORE_TOPIC, TRANSACTIONAL_ID_PREFIX, ParkedRecord, encode_parked,
     store_partition_for, transactional_id_for,
 )
-from clients.aio.consumer import Consumer
+from broker.replica_driver import ReplicaDriver
+from broker.replica_manager import READ_COMMITTED
+from clients._core.fetcher import records_from_batches
 from clients.aio.producer import Producer
 from clients.errors import KafkaApiError
 from clients.protocol import messages
-from clients.protocol.errors import ErrorCode
+from clients.protocol.errors import ErrorCode, raise_for_code
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
 
@@ -57,6 +60,7 @@ __all__ = ["DelayedDeliveryConfig", "DelayedDeliveryDriver"]
 log = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = 1.0
+READ_MAX_BYTES = 1 << 20         # one read of the local store partition
 INDEX_DIR = "ketch-delayed-index"      # in the first log dir; not a partition dir name
 
 
@@ -81,9 +85,10 @@ class DelayedDeliveryDriver:
     def __init__(self, node_id: int, config: DelayedDeliveryConfig, bootstrap: Callable[[], str],
                  client_properties: Mapping[str, object], image: Callable[[], MetadataImage],
                  topic_creation: AutoTopicCreationManager, index_dir: str,
-                 now_ms: Callable[[], int], rng: random.Random) -> None:
+                 now_ms: Callable[[], int], rng: random.Random, replicas: ReplicaDriver) -> None:
         """``bootstrap()``: this broker's own HOST:PORT; ``client_properties``: how its
-        clients log in there; ``index_dir``: where the schedulers' sqlite files live."""
+        clients log in there; ``index_dir``: where the schedulers' sqlite files live;
+        ``replicas``: this broker's partitions, whose store partitions it reads locally."""
         self.node_id = node_id
         self.config = config
         self.bootstrap = bootstrap
@@ -93,6 +98,7 @@ class DelayedDeliveryDriver:
         self.index_dir = index_dir
         self.now_ms = now_ms
         self.rng = rng
+        self.replicas = replicas
         self._park_producer: Producer | None = None
         self._creating: asyncio.Task | None = None
         self._schedulers: dict[int, asyncio.Task] = {}
@@ -209,33 +215,57 @@ class DelayedDeliveryDriver:
         producer = Producer(self._client_config(
             **{"client.id": f"ketch-broker-{self.node_id}-delayed-{p}",
                "transactional.id": transactional_id_for(p), "linger.ms": 0}))
-        consumer = Consumer(self._client_config(
-            **{"client.id": f"ketch-broker-{self.node_id}-delayed-{p}",
-               "isolation.level": "read_committed", "enable.auto.commit": False,
-               "auto.offset.reset": "earliest"}))
         try:
             # Fence first: the previous leader's producer can no longer commit, and its
             # open transaction is aborted, so the read below ends at a stable offset.
             await producer.init_transactions()
-            await consumer.start()
-            consumer.assign([tp])
-            consumer.seek_to_beginning([tp])
-            end = (await consumer.end_offsets([tp]))[tp]
-            log.info("delayed delivery: leading %s, rebuilding its index up to offset %d", tp, end)
+            offset, end = 0, None
             while True:
-                if not core.is_caught_up and await consumer.position(tp) >= end:
+                # The partition is led here: read from the local log, read_committed,
+                # what a consumer would get (without its round trip and re-decoding).
+                before = offset
+                records, offset, stable = self._read_store(tp, offset)
+                if end is None:
+                    end = stable
+                    log.info("delayed delivery: leading %s, rebuilding its index up to offset %d",
+                             tp, end)
+                for i, e in core.replay([(k, v) for _, k, v in records]):
+                    log.error("%s offset %d: not delivered: %s", tp, records[i][0], e)
+                if not core.is_caught_up and offset >= end:
                     core.caught_up()
                     log.info("delayed delivery: %s rebuilt, %d record(s) pending", tp, core.pending)
-                wait = core.poll(self.now_ms()) if core.is_caught_up else 100
-                records = await consumer.poll(timeout_ms=wait)
-                for i, e in core.replay([(r.key, r.value) for r in records]):  # type: ignore[misc]
-                    log.error("%s offset %d: not delivered: %s", tp, records[i].offset, e)
                 due = core.due(self.now_ms())
                 if due:
                     await self._deliver(producer, core, p, due)
+                    continue
+                if offset == before:
+                    # Nothing more to read: until the store changes or the next is due.
+                    wait = core.poll(self.now_ms()) if core.is_caught_up else 100
+                    if wait > 0:
+                        await self.replicas.wait_for_data([tp], wait / 1000)
         finally:
-            await asyncio.gather(producer.close(5.0), consumer.close(), return_exceptions=True)
+            await producer.close(5.0)
             index.close()
+
+    def _read_store(self, tp: TopicPartition, offset: int
+                    ) -> tuple[list[tuple[int, bytes | None, bytes | None]], int, int]:
+        """(offset, key, value) of the committed records of store partition ``tp`` from
+        ``offset``, the offset to read next, and the partition's last stable offset.
+        Raises when this broker does not lead it (the task restarts or is cancelled)."""
+        result = self.replicas.read(tp, offset, READ_MAX_BYTES, -1, -1, True,
+                                    isolation_level=READ_COMMITTED)
+        if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and offset < result.log_start_offset:
+            return [], result.log_start_offset, result.last_stable_offset
+        if result.error_code != ErrorCode.NONE:
+            raise_for_code(result.error_code, f"reading {tp} locally")
+        if result.records is None:
+            return [], offset, result.last_stable_offset
+        aborted = sorted((a.first_offset, a.producer_id) for a in result.aborted_transactions or ())
+        records, next_offset, _ = records_from_batches(
+            tp, self.replicas.records_bytes(result), offset,
+            lambda topic, partition, o, ts, ts_type, key, value, headers, epoch: (o, key, value),
+            aborted, check_crcs=False)
+        return records, next_offset, result.last_stable_offset
 
     async def _deliver(self, producer: Producer, core: DeliveryScheduler, p: int,
                        due: list[ParkedRecord]) -> None:
