@@ -7,27 +7,29 @@ Parking (Produce, for each partition before its append): ``diversion`` decides
 or a duplicate (an idempotent producer's retry, whatever became of its first copy: its
 reserved empty batch or gaps carry its sequence numbers) is answered at once and parks
 nothing, so a retry arriving after the first copy was delivered is not delivered again.
-Otherwise ``park`` writes the parked records to ``__ketch_delayed_delivery`` with an
-idempotent acks=all producer of this broker (through its own listener) and awaits them;
-only then is the re-encoded batch appended to the target. So an acknowledged delayed
-record is replicated in the store. The order matters on a failure: had the target been
-appended first, a crash before parking would let the producer's retry be acknowledged as
-a duplicate of a batch whose delayed records were never parked (lost). Parked first, a
-retry parks the same keys again (an idempotent producer's keys come from its sequence
-numbers), which compaction and the scheduler's index collapse into one. (What is left: a
-batch parked whose append then failed, say the leader changed, and whose retry reaches
-the new leader after the first parking was delivered: delivered twice. The new leader's
-producer state never saw the batch.)
+Otherwise ``park`` writes the parked records of all of the request's partitions at once
+(one round trip) to ``__ketch_delayed_delivery`` with an idempotent acks=all producer of
+this broker (through its own listener) and awaits them; only then are the re-encoded
+batches appended to their targets. So an acknowledged delayed record is replicated in the
+store. The order matters on a failure: had the target been appended first, a crash
+before parking would let the producer's retry be acknowledged as a duplicate of a batch
+whose delayed records were never parked (lost). Parked first, a retry parks the same keys
+again (an idempotent producer's keys come from its sequence numbers), which compaction
+and the scheduler's index collapse into one. (What is left: a batch parked whose append
+then failed, say the leader changed, and whose retry reaches the new leader after the
+first parking was delivered: delivered twice. The new leader's producer state never saw
+the batch.)
 
 Delivery (``on_metadata``): for each store partition this broker leads, a task runs a
 ``DeliveryScheduler`` (its docstring tells the protocol): fence with InitProducerId of
 ``__ketch_delayed_delivery-<p>``, rebuild the on-disk index by reading the partition
 read_committed from this broker's own log (it leads the partition: what a consumer
-would fetch, without the round trip), then loop: sleep until the next due record (or new store records), append
-the due ones to their targets and their tombstones to the store in one transaction. Any
-failure restarts the task from the fencing (a rebuild), after a short backoff, as long as
-this broker still leads the partition; a lost leadership cancels it. Produce requests of
-the delivery producers themselves are never diverted (their records are due).
+would fetch, without the round trip), then loop: sleep until the next due record (or new
+store records), append the due ones to their targets and their tombstones to the store
+in one transaction. Any failure restarts the task from the fencing (a rebuild), after a
+short backoff, as long as this broker still leads the partition; a lost leadership
+cancels it. Produce requests of the delivery producers themselves are never diverted
+(their records are due).
 """
 from __future__ import annotations
 
