@@ -14,7 +14,11 @@ from offset 0 to the end twice, in the same run:
    for ``--delayed-seconds`` (default 10), each with ``ketch.deliver.at`` = its send time
    + ``--delay-ms`` (default 2,000), to a 3-partition topic; a confluent-kafka consumer
    (read_committed) notes when each arrives. Lateness = arrival - due time: p50/p99/max,
-   and whether each arrived exactly once and none early.
+   and whether each arrived exactly once and none early. Also the broker process's CPU
+   seconds per 10,000 delayed records (parking and delivering them: a figure that the
+   load of a shared machine distorts less than rates); ``--profile FILE`` records the
+   broker with py-spy meanwhile (``--gil --format raw``: folded stacks of Python CPU);
+   ``--plain`` sends the same records without the header, for comparison.
 
 Not built yet (issue 18): the tiered-storage archive.
 
@@ -101,8 +105,17 @@ def read_through(bootstrap: str, end: int, filtered: bool) -> dict:
 DELAYED_TOPIC = "delayed"
 
 
-def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int) -> dict:
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process (Linux /proc)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, broker_pid: int,
+                     profile: str | None, plain: bool = False) -> dict:
     """Produce ``rate`` delayed records/s for ``seconds``; the lateness of their arrival."""
+    import subprocess
     import threading
     from confluent_kafka import Consumer, Producer
     from confluent_kafka import TopicPartition as CTP
@@ -125,6 +138,10 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int) -
                          "queue.buffering.max.messages": 1_000_000})
     due: dict[bytes, int] = {}
     total = int(rate * seconds)
+    spy = None if profile is None else subprocess.Popen(
+        ["py-spy", "record", "--pid", str(broker_pid), "--rate", "50", "--format", "raw", "--gil",
+         "--output", profile, "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cpu_before = cpu_seconds(broker_pid)
     start = time.monotonic()
     for i in range(total):
         # Paced: record i leaves at start + i / rate (in bursts of 20 ms: a sleep of
@@ -136,13 +153,17 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int) -
         value = b"%08d" % i
         due[value] = when
         producer.produce(DELAYED_TOPIC, value=value, key=value,
-                         headers=[("ketch.deliver.at", str(when).encode())])
+                         headers=None if plain else [("ketch.deliver.at", str(when).encode())])
     producer.flush(120)
     produce_s = time.monotonic() - start
     deadline = time.monotonic() + delay_ms / 1000 + 120
     while len(arrived) < total and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1.0)
+    user, system = (a - b for a, b in zip(cpu_seconds(broker_pid), cpu_before))
+    if spy is not None:
+        spy.send_signal(2)      # SIGINT: py-spy writes its output and exits
+        spy.wait(30)
     stop.set()
     reader.join(10)
     late = sorted(ts[0] - due[v] for v, ts in arrived.items())
@@ -152,7 +173,9 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int) -
     return {"rate_asked": rate, "produced": total, "produce_rate": round(total / produce_s),
             "delivered": len(arrived), "duplicates": sum(len(ts) - 1 for ts in arrived.values()),
             "early": sum(1 for v, ts in arrived.items() if ts[0] < due[v]),
-            "lateness_ms_p50": pct(50), "lateness_ms_p99": pct(99), "lateness_ms_max": late[-1] if late else -1}
+            "lateness_ms_p50": pct(50), "lateness_ms_p99": pct(99), "lateness_ms_max": late[-1] if late else -1,
+            "broker_cpu_s_per_10k": round((user + system) * 10_000 / max(1, len(arrived)), 2),
+            "broker_system_cpu_s_per_10k": round(system * 10_000 / max(1, len(arrived)), 2)}
 
 
 def main() -> int:
@@ -162,6 +185,9 @@ def main() -> int:
     ap.add_argument("--delayed-rate", type=int, default=5000)
     ap.add_argument("--delayed-seconds", type=float, default=10.0)
     ap.add_argument("--delay-ms", type=int, default=2000)
+    ap.add_argument("--plain", action="store_true",
+                    help="the delayed section's records without the header (a baseline)")
+    ap.add_argument("--profile", help="py-spy the broker during the delayed section into this file")
     args = ap.parse_args()
     result: dict = {"bench": "beyond", "cpus": os.cpu_count(), "records": args.records}
     with tempfile.TemporaryDirectory(prefix="ketch-bench-beyond-") as d:
@@ -172,8 +198,9 @@ def main() -> int:
             if args.only in (None, "delayed"):
                 with Admin({"bootstrap.servers": bootstrap}) as admin:
                     admin.create_topics([NewTopic(DELAYED_TOPIC, 3, 1)])
+                broker = cluster.processes[cluster.spec.brokers[0].id]
                 result["delayed"] = delayed_lateness(bootstrap, args.delayed_rate, args.delayed_seconds,
-                                                     args.delay_ms)
+                                                     args.delay_ms, broker.pid, args.profile, args.plain)
             if args.only in (None, "tags"):
                 with Admin({"bootstrap.servers": bootstrap}) as admin:
                     admin.create_topics([NewTopic(TOPIC, 1, 1)])
@@ -192,7 +219,8 @@ def main() -> int:
               f"(produced at {d['produce_rate']:,}/s), due {args.delay_ms} ms after sending:")
         print(f"  delivered {d['delivered']:,}, duplicates {d['duplicates']}, early {d['early']}; "
               f"lateness p50 {d['lateness_ms_p50']} ms, p99 {d['lateness_ms_p99']} ms, "
-              f"max {d['lateness_ms_max']} ms")
+              f"max {d['lateness_ms_max']} ms; broker CPU {d['broker_cpu_s_per_10k']} s per 10k records "
+              f"({d['broker_system_cpu_s_per_10k']} s of it in the kernel)")
     if args.only == "delayed":
         print(json.dumps(result))
         return 0

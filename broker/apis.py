@@ -27,6 +27,7 @@ from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel
+from broker.delayed.divert import Diversion
 from broker.delayed.driver import DelayedDeliveryDriver
 from broker.client_quotas import ClientQuotas, describe_quotas
 from broker.group_authz import guard_group_api
@@ -37,7 +38,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.telemetry_driver import ClientTelemetryDriver
 from broker.txn.driver import TransactionCoordinatorDriver
 from broker.replica_driver import ReplicaDriver
-from broker.replica_manager import ReadResult
+from broker.replica_manager import ProduceResult, ReadResult
 from clients.types import TopicIdPartition, TopicPartition
 from metadata_log.features import SUPPORTED_FEATURES
 from clients.protocol import ApiKey, RequestReceived, UnsupportedRequest, messages
@@ -199,6 +200,7 @@ def _session_key(topic: Any, partition: int, by_id: bool) -> SessionPartition:
 _LEADER_MOVED = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH}
 _NO_CURRENT_LEADER = messages.FetchResponse.LeaderIdAndEpoch()      # the tagged default: not sent
 _NO_PRODUCE_LEADER = messages.ProduceResponse.LeaderIdAndEpoch()
+_PARKING = (ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, -1, None, ())    # replaced once parked
 
 
 def _transactional_batches(req: messages.ProduceRequest) -> dict[TopicPartition, tuple[int, int]]:
@@ -534,6 +536,16 @@ class KafkaApis:
             # marker can slip in between (VerificationState's guards cover the wait).
             unverified = await self.transactions.verify_produce(
                 req.transactional_id, version, _transactional_batches(req))
+        diverted: list[tuple[tuple[str, int], TopicPartition, Any, Diversion]] = []
+
+        def appended(key: tuple[str, int], tp: TopicPartition, p: Any, result: ProduceResult) -> None:
+            results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
+                            result.log_start_offset, result.error_message, result.record_errors)
+            self.metrics.record_produce(tp.topic, result.error_code, result.records_appended,
+                                        len(p.records) if p.records is not None else 0)
+            if result.required_offset is not None:
+                waits.append((key, tp, result.required_offset))
+
         for topic in req.topic_data:
             for p in topic.partition_data:
                 key = (topic.name, p.index)
@@ -547,24 +559,39 @@ class KafkaApis:
                 if tp in unverified:
                     results[key] = (unverified[tp], -1, -1, -1, None, ())
                     continue
-                records, reserved_gaps = p.records, False
                 if self.delayed is not None:
                     # Delayed delivery: parked records leave the batch (and reserved gaps).
-                    # It awaits only to park, which a transactional batch never does (it
-                    # is refused), so KIP-890's no-await window above still holds.
-                    records, reserved_gaps, refused = await self.delayed.hold_back(
-                        tp, records, req.transactional_id)
+                    # The target's producer state is asked before parking: a duplicate (an
+                    # idempotent retry, its first copy pending or delivered already) gets
+                    # its original offsets and a refused batch its error, parking nothing.
+                    diversion, refused = self.delayed.diversion(tp, p.records, req.transactional_id)
                     if refused is not None:
                         results[key] = (refused[0], -1, -1, -1, refused[1], ())
                         continue
-                result = self.replicas.append(tp, records, acks, reserved_gaps=reserved_gaps,
-                                              received_ns=client.received_ns)
-                results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
-                                result.log_start_offset, result.error_message, result.record_errors)
-                self.metrics.record_produce(topic.name, result.error_code, result.records_appended,
-                                            len(p.records) if p.records is not None else 0)
-                if result.required_offset is not None:
-                    waits.append((key, tp, result.required_offset))
+                    if diversion is not None:
+                        early = self.replicas.check_produce(tp, p.records, acks)
+                        if early is not None:
+                            appended(key, tp, p, early)
+                        else:
+                            results[key] = _PARKING      # keeps the response's order
+                            diverted.append((key, tp, p, diversion))
+                        continue
+                appended(key, tp, p, self.replicas.append(tp, p.records, acks,
+                                                          received_ns=client.received_ns))
+        if diverted:
+            # All of the request's delayed records parked at once (one round trip to the
+            # store), then the rest of their batches appended. Only parking awaits here,
+            # and a transactional batch never parks (it is refused), so KIP-890's no-await
+            # window above still holds.
+            assert self.delayed is not None
+            refused = await self.delayed.park([d for _, _, _, d in diverted])
+            for key, tp, p, diversion in diverted:
+                if refused is not None:
+                    results[key] = (refused[0], -1, -1, -1, refused[1], ())
+                    continue
+                appended(key, tp, p, self.replicas.append(
+                    tp, bytearray(diversion.records), acks, reserved_gaps=True,
+                    received_ns=client.received_ns))
         throttle_ms = self.quotas.produce.record(
             self.replicas.image.client_quotas, client.principal.name, client.client_id or "",
             sum(len(p.records) for t in req.topic_data for p in t.partition_data

@@ -255,7 +255,8 @@ class Broker:
         # Issue 21: the leaders of active mirror partitions fetch from the source clusters.
         self.mirrors = MirrorManager(self.replicas, self._link_settings, f"ketch-broker-{config.node_id}")
         # The last stable offset bounds cleaning: never at or past an ongoing transaction.
-        self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms)
+        self.cleaner = CleanerDriver(self.logs, self.storage, self.core.last_stable_offset_of, now_ms,
+                                     last_records_of=self.core.last_records_of)
         self._apply_broker_configs()
         self.topic_creation = AutoTopicCreationManager(
             self.controller, lambda: self.core.image, self.replicas.wait_for_image,
@@ -286,7 +287,8 @@ class Broker:
             config.node_id, DelayedDeliveryConfig(properties),
             lambda: f"{config.advertised_host}:{self.server.port}", inter_broker_client,
             lambda: self.core.image, self.topic_creation,
-            os.path.join(config.log_dirs[0], INDEX_DIR), now_ms, random.Random(rng.getrandbits(64)))
+            os.path.join(config.log_dirs[0], INDEX_DIR), now_ms, random.Random(rng.getrandbits(64)),
+            self.replicas)
         auth = AuthHelper(None if config.authorizer is None else StandardAuthorizer(config.authorizer),
                           lambda: self.core.image.acls)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
-from broker.log import LogCleaner, LogManager, logs_to_clean
+from broker.log import LastRecord, LogCleaner, LogManager, logs_to_clean
 from broker.log.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -45,10 +45,16 @@ class CleanerSettings:
 class CleanerDriver:
     def __init__(self, logs: LogManager, storage: Storage,
                  high_watermark_of: Callable[[str, int], int], now_ms: Callable[[], int],
-                 settings: CleanerSettings = CleanerSettings()) -> None:
+                 settings: CleanerSettings = CleanerSettings(),
+                 last_records_of: Callable[[str, int], Mapping[int, LastRecord]] = lambda t, p: {}
+                 ) -> None:
+        """``high_watermark_of``: the bound of cleaning (the broker passes the last stable
+        offset); ``last_records_of``: the partition's producer state, whose producers'
+        last batches the cleaner keeps (``broker.log.cleaner``)."""
         self.logs = logs
         self.cleaner = LogCleaner(storage)
         self.high_watermark_of = high_watermark_of
+        self.last_records_of = last_records_of
         self.now_ms = now_ms
         self.settings = settings
         self._wake = asyncio.Event()
@@ -86,7 +92,7 @@ class CleanerDriver:
         now = self.now_ms()
         hw_of = lambda key: self.high_watermark_of(*key)
         for key, partition_log, _ratio in logs_to_clean(self.logs.logs(), now, hw_of):
-            plan = self.cleaner.prepare(partition_log, hw_of(key), now)
+            plan = self.cleaner.prepare(partition_log, hw_of(key), now, self.last_records_of(*key))
             if plan is None:
                 continue
             config = partition_log.config

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
+from broker.log.cleaner import LastRecord
 from clients.protocol.errors import ErrorCode
 
 __all__ = ["ActiveProducer", "BatchMetadata", "CompletedTxn", "ProducerStateTable",
@@ -263,6 +264,12 @@ class ProducerStateTable:
                                e.last_timestamp_ms, e.coordinator_epoch,
                                self._ongoing.get(pid, NO_OFFSET))
                 for pid, e in sorted(self._producers.items())]
+
+    def last_records(self) -> dict[int, LastRecord]:
+        """Each producer's last entry, as the cleaner keeps it (``broker.log.cleaner``):
+        its last data batch's last offset, None when its current epoch has none."""
+        return {pid: LastRecord(e.batches[-1].last_offset if e.batches else None, e.producer_epoch)
+                for pid, e in self._producers.items()}
 
     # ------------------------------------------------------------ snapshots
 

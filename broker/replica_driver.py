@@ -171,6 +171,10 @@ class ReplicaDriver:
 
     # ------------------------------------------------------------ produce
 
+    def check_produce(self, tp: TopicPartition, records: Any, acks: int) -> ProduceResult | None:
+        """ReplicaManager.check_produce: the answer without appending, or None."""
+        return self.run(lambda core: core.check_produce(tp, records, acks))
+
     def append(self, tp: TopicPartition, records: Any, acks: int,
                from_coordinator: bool = False, reserved_gaps: bool = False,
                received_ns: int = 0) -> ProduceResult:

@@ -96,7 +96,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
-    AppendOrigin, writable, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LogConfig, LogManager, PartitionLog,
+    AppendOrigin, writable, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, FileSlice, LastRecord, LogConfig, LogManager, PartitionLog,
 )
 from broker.log.log_manager import (
     LogDirOfflineError, decode_offset_checkpoint, encode_offset_checkpoint, normalize_dir,
@@ -732,20 +732,23 @@ class ReplicaManager:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    def append(self, tp: TopicPartition, records: bytes | bytearray | memoryview | None, acks: int,
-               now_ms: int, from_coordinator: bool = False, reserved_gaps: bool = False) -> ProduceResult:
-        """Append to a led partition (idempotence checks first). For acks=all the result
-        names the offset the HW must reach before ``await_replication`` completes it.
-        ``reserved_gaps``: PartitionLog.append_as_leader's (delayed delivery).
+    def check_produce(self, tp: TopicPartition, records: bytes | bytearray | memoryview | None,
+                      acks: int) -> ProduceResult | None:
+        """The answer a Produce of ``records`` gets without appending anything: a refusal,
+        or an idempotent retry's original offsets (a duplicate); None: ``append`` them.
+        Delayed delivery asks before it parks records (``broker.delayed``), so that a
+        refused or duplicate batch parks nothing."""
+        checked = self._check_append(tp, records, acks, from_coordinator=False)
+        return checked if isinstance(checked, ProduceResult) else None
 
-        ``from_coordinator``: the group coordinator's own batches (Kafka's
-        AppendOrigin.COORDINATOR), whose TxnOffsetCommit batches all carry base sequence 0:
-        only a stale producer epoch refuses them, sequences are not checked."""
+    def _check_append(self, tp: TopicPartition, records: bytes | bytearray | memoryview | None,
+                      acks: int, from_coordinator: bool
+                      ) -> ProduceResult | tuple[HostedPartition, list[BatchHeader]]:
+        """``append``'s checks before the log changes: its answer, or what it appends."""
         hosted = self.partitions.get(tp)
         if hosted is None:
             return ProduceResult(self._unknown_code(tp))
-        replica = hosted.replica
-        check = replica.check_append(acks)
+        check = hosted.replica.check_append(acks)
         if check.error_code != ErrorCode.NONE:
             return ProduceResult(check.error_code)
         if hosted.mirror is not None and hosted.mirror.read_only:
@@ -778,6 +781,22 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.NONE, duplicate.first_offset,
                                  log_start_offset=hosted.log.log_start_offset,
                                  required_offset=duplicate.last_offset + 1 if acks == -1 else None)
+        return hosted, headers
+
+    def append(self, tp: TopicPartition, records: bytes | bytearray | memoryview | None, acks: int,
+               now_ms: int, from_coordinator: bool = False, reserved_gaps: bool = False) -> ProduceResult:
+        """Append to a led partition (idempotence checks first). For acks=all the result
+        names the offset the HW must reach before ``await_replication`` completes it.
+        ``reserved_gaps``: PartitionLog.append_as_leader's (delayed delivery).
+
+        ``from_coordinator``: the group coordinator's own batches (Kafka's
+        AppendOrigin.COORDINATOR), whose TxnOffsetCommit batches all carry base sequence 0:
+        only a stale producer epoch refuses them, sequences are not checked."""
+        checked = self._check_append(tp, records, acks, from_coordinator)
+        if isinstance(checked, ProduceResult):
+            return checked
+        hosted, headers = checked
+        assert records is not None
         # A request's records are a writable view into its own frame (clients.protocol
         # framing): stamped in place, never copied; read-only bytes are copied once.
         buf = records if writable(records) else bytearray(records)
@@ -798,7 +817,7 @@ class ReplicaManager:
                                     h.last_offset_delta, offset, h.max_timestamp, h.is_transactional)
             offset += h.last_offset_delta + 1
         self._maybe_snapshot_producers(hosted, active_base)
-        self._complete(replica.on_local_append(hosted.log.log_end_offset))
+        self._complete(hosted.replica.on_local_append(hosted.log.log_end_offset))
         self._changed.add(tp)
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms,
                              result.log_start_offset,
@@ -882,6 +901,11 @@ class ReplicaManager:
         (nor the HW)."""
         hosted = self.partitions.get(TopicPartition(topic, partition))
         return 0 if hosted is None else self.last_stable_offset(hosted)
+
+    def last_records_of(self, topic: str, partition: int) -> dict[int, LastRecord]:
+        """The cleaner's view of the partition's producer state: the batches it keeps."""
+        hosted = self.partitions.get(TopicPartition(topic, partition))
+        return {} if hosted is None else hosted.producers.last_records()
 
     def await_replication(self, tp: TopicPartition, token: Hashable, required_offset: int,
                           deadline_ms: int) -> bool:

@@ -1,24 +1,35 @@
 """The asyncio shell of delayed delivery: parking on the Produce path, and one scheduler
 per delay-store partition this broker leads.
 
-Parking (``hold_back``, called by Produce for each partition before its append):
-``divert`` decides; the parked records are written to ``__ketch_delayed_delivery`` by an
-idempotent acks=all producer of this broker (through its own listener) and awaited; only
-then is the re-encoded batch appended to the target. So an acknowledged delayed record is
-replicated in the store. The order matters on a failure: had the target been appended
-first, a crash before parking would let the producer's retry be acknowledged as a
-duplicate of a batch whose delayed records were never parked (lost). Parked first, a
-retry parks the same keys again (an idempotent producer's keys come from its sequence
-numbers), which compaction and the scheduler's index collapse into one.
+Parking (Produce, for each partition before its append): ``diversion`` decides
+(``divert``); then Produce asks the target partition's producer state
+(``ReplicaManager.check_produce``): a batch refused there (not the leader, a bad sequence)
+or a duplicate (an idempotent producer's retry, whatever became of its first copy: its
+reserved empty batch or gaps carry its sequence numbers) is answered at once and parks
+nothing, so a retry arriving after the first copy was delivered is not delivered again.
+Otherwise ``park`` writes the parked records of all of the request's partitions at once
+(one round trip) to ``__ketch_delayed_delivery`` with an idempotent acks=all producer of
+this broker (through its own listener) and awaits them; only then are the re-encoded
+batches appended to their targets. So an acknowledged delayed record is replicated in the
+store. The order matters on a failure: had the target been appended first, a crash
+before parking would let the producer's retry be acknowledged as a duplicate of a batch
+whose delayed records were never parked (lost). Parked first, a retry parks the same keys
+again (an idempotent producer's keys come from its sequence numbers), which compaction
+and the scheduler's index collapse into one. (What is left: a batch parked whose append
+then failed, say the leader changed, and whose retry reaches the new leader after the
+first parking was delivered: delivered twice. The new leader's producer state never saw
+the batch.)
 
 Delivery (``on_metadata``): for each store partition this broker leads, a task runs a
 ``DeliveryScheduler`` (its docstring tells the protocol): fence with InitProducerId of
 ``__ketch_delayed_delivery-<p>``, rebuild the on-disk index by reading the partition
-read_committed, then loop: sleep until the next due record (or new store records), append
-the due ones to their targets and their tombstones to the store in one transaction. Any
-failure restarts the task from the fencing (a rebuild), after a short backoff, as long as
-this broker still leads the partition; a lost leadership cancels it. Produce requests of
-the delivery producers themselves are never diverted (their records are due).
+read_committed from this broker's own log (it leads the partition: what a consumer
+would fetch, without the round trip), then loop: sleep until the next due record (or new
+store records), append the due ones to their targets and their tombstones to the store
+in one transaction. Any failure restarts the task from the fencing (a rebuild), after a
+short backoff, as long as this broker still leads the partition; a lost leadership
+cancels it. Produce requests of the delivery producers themselves are never diverted
+(their records are due).
 """
 from __future__ import annotations
 
@@ -29,27 +40,29 @@ import random
 from typing import Any, Callable, Mapping
 
 from broker.auto_topic_creation import AutoTopicCreationManager
-from broker.delayed.divert import DivertError, divert
+from broker.delayed.divert import Diversion, DivertError, divert
 from broker.delayed.index import SqliteDueIndex
 from broker.delayed.scheduler import DeliveryScheduler
 from broker.delayed.store import (
     DELAY_STORE_TOPIC, TRANSACTIONAL_ID_PREFIX, ParkedRecord, encode_parked,
     store_partition_for, transactional_id_for,
 )
-from clients.aio.consumer import Consumer
+from broker.replica_driver import ReplicaDriver
+from broker.replica_manager import READ_COMMITTED
+from clients._core.fetcher import records_from_batches
 from clients.aio.producer import Producer
 from clients.errors import KafkaApiError
 from clients.protocol import messages
-from clients.protocol.errors import ErrorCode
+from clients.protocol.errors import ErrorCode, raise_for_code
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
-from metadata_log.mirror_topics import mirror_config, read_only_message
 
 __all__ = ["DelayedDeliveryConfig", "DelayedDeliveryDriver"]
 
 log = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = 1.0
+READ_MAX_BYTES = 1 << 20         # one read of the local store partition
 INDEX_DIR = "ketch-delayed-index"      # in the first log dir; not a partition dir name
 
 
@@ -74,9 +87,10 @@ class DelayedDeliveryDriver:
     def __init__(self, node_id: int, config: DelayedDeliveryConfig, bootstrap: Callable[[], str],
                  client_properties: Mapping[str, object], image: Callable[[], MetadataImage],
                  topic_creation: AutoTopicCreationManager, index_dir: str,
-                 now_ms: Callable[[], int], rng: random.Random) -> None:
+                 now_ms: Callable[[], int], rng: random.Random, replicas: ReplicaDriver) -> None:
         """``bootstrap()``: this broker's own HOST:PORT; ``client_properties``: how its
-        clients log in there; ``index_dir``: where the schedulers' sqlite files live."""
+        clients log in there; ``index_dir``: where the schedulers' sqlite files live;
+        ``replicas``: this broker's partitions, whose store partitions it reads locally."""
         self.node_id = node_id
         self.config = config
         self.bootstrap = bootstrap
@@ -86,6 +100,7 @@ class DelayedDeliveryDriver:
         self.index_dir = index_dir
         self.now_ms = now_ms
         self.rng = rng
+        self.replicas = replicas
         self._park_producer: Producer | None = None
         self._creating: asyncio.Task | None = None
         self._schedulers: dict[int, asyncio.Task] = {}
@@ -93,43 +108,24 @@ class DelayedDeliveryDriver:
 
     # ------------------------------------------------------------ the Produce path
 
-    async def hold_back(self, tp: TopicPartition, records: Any, transactional_id: str | None
-                        ) -> tuple[Any, bool, tuple[int, str | None] | None]:
-        """(records to append, whether they have reserved gaps, refusal (code, message)
-        or None). Parks the delayed records first (see the module docstring)."""
+    def diversion(self, tp: TopicPartition, records: Any, transactional_id: str | None
+                  ) -> tuple[Diversion | None, tuple[int, str | None] | None]:
+        """(what to park and append instead of ``records``, None: append them as they are;
+        refusal (code, message) or None). Decides only: ``park`` writes."""
         if (not self.config.enable or not records or tp.topic == DELAY_STORE_TOPIC
                 or (transactional_id or "").startswith(TRANSACTIONAL_ID_PREFIX)):
-            return records, False, None
+            return None, None
         try:
             diversion = divert(tp, records, self.now_ms(), self.config.max_delay_ms, self.rng)
         except DivertError as e:
-            return records, False, (ErrorCode.INVALID_RECORD, str(e))
-        if diversion is None:
-            return records, False, None
-        not_led = self._not_led(tp)
-        if not_led is not None:
-            # Parking for a partition we cannot append to would park it for nothing.
-            return records, False, not_led
-        refusal = await self._park(diversion.parked)
-        if refusal is not None:
-            return records, False, refusal
-        return bytearray(diversion.records), True, None
+            return None, (ErrorCode.INVALID_RECORD, str(e))
+        return diversion, None
 
-    def _not_led(self, tp: TopicPartition) -> tuple[int, str | None] | None:
-        """The error a Produce to ``tp`` gets here before anything is parked, if any."""
-        image = self.image()
-        topic = image.topics.get(tp.topic)
-        reg = None if topic is None else topic.partitions.get(tp.partition)
-        if reg is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        if reg.leader != self.node_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        # A read-only mirror (issue 21) refuses the records; parking them would only
-        # have them refused when due.
-        mirror = mirror_config(tp.topic, image.configs.topic(tp.topic))
-        if mirror is not None and mirror.read_only:
-            return ErrorCode.INVALID_REQUEST, read_only_message(tp.topic, mirror)
-        return None
+    async def park(self, diversions: list[Diversion]) -> tuple[int, str | None] | None:
+        """Parks the delayed records of ``diversions`` (a Produce request's, all at once:
+        one round trip) with acks=all; a refusal (code, message) for all of them or None.
+        The caller has checked the targets' producer state first (the module docstring)."""
+        return await self._park(tuple(r for d in diversions for r in d.parked))
 
     async def _park(self, parked: tuple[ParkedRecord, ...]) -> tuple[int, str | None] | None:
         try:
@@ -221,33 +217,57 @@ class DelayedDeliveryDriver:
         producer = Producer(self._client_config(
             **{"client.id": f"ketch-broker-{self.node_id}-delayed-{p}",
                "transactional.id": transactional_id_for(p), "linger.ms": 0}))
-        consumer = Consumer(self._client_config(
-            **{"client.id": f"ketch-broker-{self.node_id}-delayed-{p}",
-               "isolation.level": "read_committed", "enable.auto.commit": False,
-               "auto.offset.reset": "earliest"}))
         try:
             # Fence first: the previous leader's producer can no longer commit, and its
             # open transaction is aborted, so the read below ends at a stable offset.
             await producer.init_transactions()
-            await consumer.start()
-            consumer.assign([tp])
-            consumer.seek_to_beginning([tp])
-            end = (await consumer.end_offsets([tp]))[tp]
-            log.info("delayed delivery: leading %s, rebuilding its index up to offset %d", tp, end)
+            offset, end = 0, None
             while True:
-                if not core.is_caught_up and await consumer.position(tp) >= end:
+                # The partition is led here: read from the local log, read_committed,
+                # what a consumer would get (without its round trip and re-decoding).
+                before = offset
+                records, offset, stable = self._read_store(tp, offset)
+                if end is None:
+                    end = stable
+                    log.info("delayed delivery: leading %s, rebuilding its index up to offset %d",
+                             tp, end)
+                for i, e in core.replay([(k, v) for _, k, v in records]):
+                    log.error("%s offset %d: not delivered: %s", tp, records[i][0], e)
+                if not core.is_caught_up and offset >= end:
                     core.caught_up()
                     log.info("delayed delivery: %s rebuilt, %d record(s) pending", tp, core.pending)
-                wait = core.poll(self.now_ms()) if core.is_caught_up else 100
-                records = await consumer.poll(timeout_ms=wait)
-                for i, e in core.replay([(r.key, r.value) for r in records]):  # type: ignore[misc]
-                    log.error("%s offset %d: not delivered: %s", tp, records[i].offset, e)
                 due = core.due(self.now_ms())
                 if due:
                     await self._deliver(producer, core, p, due)
+                    continue
+                if offset == before:
+                    # Nothing more to read: until the store changes or the next is due.
+                    wait = core.poll(self.now_ms()) if core.is_caught_up else 100
+                    if wait > 0:
+                        await self.replicas.wait_for_data([tp], wait / 1000)
         finally:
-            await asyncio.gather(producer.close(5.0), consumer.close(), return_exceptions=True)
+            await producer.close(5.0)
             index.close()
+
+    def _read_store(self, tp: TopicPartition, offset: int
+                    ) -> tuple[list[tuple[int, bytes | None, bytes | None]], int, int]:
+        """(offset, key, value) of the committed records of store partition ``tp`` from
+        ``offset``, the offset to read next, and the partition's last stable offset.
+        Raises when this broker does not lead it (the task restarts or is cancelled)."""
+        result = self.replicas.read(tp, offset, READ_MAX_BYTES, -1, -1, True,
+                                    isolation_level=READ_COMMITTED)
+        if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and offset < result.log_start_offset:
+            return [], result.log_start_offset, result.last_stable_offset
+        if result.error_code != ErrorCode.NONE:
+            raise_for_code(result.error_code, f"reading {tp} locally")
+        if result.records is None:
+            return [], offset, result.last_stable_offset
+        aborted = sorted((a.first_offset, a.producer_id) for a in result.aborted_transactions or ())
+        records, next_offset, _ = records_from_batches(
+            tp, self.replicas.records_bytes(result), offset,
+            lambda topic, partition, o, ts, ts_type, key, value, headers, epoch: (o, key, value),
+            aborted, check_crcs=False)
+        return records, next_offset, result.last_stable_offset
 
     async def _deliver(self, producer: Producer, core: DeliveryScheduler, p: int,
                        due: list[ParkedRecord]) -> None:

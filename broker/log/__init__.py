@@ -26,6 +26,7 @@ Picture of a produce and a fetch:
 from broker.log.cleaner import (
     CleaningPlan,
     CleanResult,
+    LastRecord,
     LogCleaner,
     cleanable_range,
     dirty_ratio,
@@ -100,6 +101,7 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     # compaction
+    "LastRecord",
     "LogCleaner",
     "CleaningPlan",
     "CleanResult",

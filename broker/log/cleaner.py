@@ -60,10 +60,20 @@ the cleaning still meets the aborted range and its marker, and a COMMIT marker n
 while a record of its transaction stays (a rebuilt producer state would hold that
 transaction open for ever).
 
-Not done (yet): keeping an empty batch to preserve producer state (Kafka keeps the last
-batch of each producer; here producer snapshots carry the state); persisting the first
-dirty offset (Kafka's cleaner-offset-checkpoint) — after a restart the whole log counts
-as dirty, which costs one extra pass and loses nothing.
+Producer state (Kafka's ``RETAIN_EMPTY``): the batch holding an active producer's last
+data offset is kept even when none of its records survive (written empty: same base
+offset, last offset delta, producer id, epoch and base sequence), and so is a marker that
+is its producer's last entry in its current epoch. A producer state rebuilt from the log
+(a restart without snapshots, a new replica) still has the producer's last sequence, so
+its retry is a duplicate, not an OUT_OF_ORDER_SEQUENCE_NUMBER; delayed delivery's empty
+batches (``broker.delayed``) on a compacted topic are such batches. The caller passes
+the producer state (``LastRecord`` by producer id) to ``prepare``. Two departures: where
+Kafka keeps an empty control batch this keeps the marker whole, and an aborted
+transaction's batch goes even when it is its producer's last (see ``_clean_group``).
+
+Not done (yet): persisting the first dirty offset (Kafka's cleaner-offset-checkpoint) —
+after a restart the whole log counts as dirty, which costs one extra pass and loses
+nothing.
 """
 
 from __future__ import annotations
@@ -72,7 +82,8 @@ import hashlib
 import logging
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable
+from types import MappingProxyType
+from typing import Callable, Hashable, Iterable, Mapping
 
 import crc32c
 
@@ -97,6 +108,7 @@ from clients.records import (
     RecordError,
     compress,
     decode_batch,
+    filtered_batch,
 )
 from clients.records.varint import write_varint, write_varlong
 
@@ -104,6 +116,7 @@ __all__ = [
     "LogCleaner",
     "CleaningPlan",
     "CleanResult",
+    "LastRecord",
     "cleanable_range",
     "dirty_ratio",
     "logs_to_clean",
@@ -192,6 +205,18 @@ def logs_to_clean(
 
 
 @dataclass(frozen=True, slots=True)
+class LastRecord:
+    """An active producer's last entry in the log, from its producer state (Kafka's
+    ``LastRecord``): the last offset of its last data batch, or None when it has none
+    since its epoch began (its last entry is a marker of ``producer_epoch``)."""
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+_NO_PRODUCERS: Mapping[int, LastRecord] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
 class CleaningPlan:
     layout_version: int
     segments: tuple[LogSegment, ...]  # rolled segments from the log start, in order
@@ -201,6 +226,8 @@ class CleaningPlan:
     now_ms: int
     # The aborted transactions whose markers are below the first uncleanable offset.
     aborted: tuple[AbortedTxn, ...] = ()
+    # The active producers' last entries: their batches are kept, emptied if need be.
+    last_records: Mapping[int, LastRecord] = field(default_factory=lambda: _NO_PRODUCERS)
 
 
 class _AbortedData:
@@ -282,8 +309,11 @@ class LogCleaner:
 
     # --- the three steps ------------------------------------------------------------------
 
-    def prepare(self, partition_log: PartitionLog, high_watermark: int, now_ms: int) -> CleaningPlan | None:
-        """Owner thread: what a pass would clean, or None if nothing is dirty."""
+    def prepare(self, partition_log: PartitionLog, high_watermark: int, now_ms: int,
+                last_records: Mapping[int, LastRecord] = _NO_PRODUCERS) -> CleaningPlan | None:
+        """Owner thread: what a pass would clean, or None if nothing is dirty.
+        ``last_records``: the log's producer state (its active producers' last entries),
+        taken now; without it no batch is kept for a producer's sake."""
         if not partition_log.config.compact:
             return None
         first_dirty, first_uncleanable = cleanable_range(partition_log, high_watermark, now_ms)
@@ -301,7 +331,8 @@ class LogCleaner:
             return None
         return CleaningPlan(partition_log.layout_version, tuple(chosen), tuple(uppers),
                             first_dirty, first_uncleanable, now_ms,
-                            tuple(partition_log.aborted_transactions_below(uppers[-1])))
+                            tuple(partition_log.aborted_transactions_below(uppers[-1])),
+                            MappingProxyType(dict(last_records)))
 
     def build(self, plan: CleaningPlan, delete_retention_ms: int,
               key_map_entries_max: int, segment_bytes: int) -> tuple[list[CleanedGroup], int, _Stats] | None:
@@ -337,9 +368,10 @@ class LogCleaner:
                            stats.bytes_written, stats.records_kept, stats.records_removed,
                            stats.tombstones_removed, tuple(groups))
 
-    def clean(self, partition_log: PartitionLog, high_watermark: int, now_ms: int) -> CleanResult:
+    def clean(self, partition_log: PartitionLog, high_watermark: int, now_ms: int,
+              last_records: Mapping[int, LastRecord] = _NO_PRODUCERS) -> CleanResult:
         """All three steps in the caller's thread (tests, and a broker without threads)."""
-        plan = self.prepare(partition_log, high_watermark, now_ms)
+        plan = self.prepare(partition_log, high_watermark, now_ms, last_records)
         if plan is None:
             return CleanResult(False, partition_log.first_dirty_offset)
         config = partition_log.config
@@ -400,14 +432,15 @@ class LogCleaner:
         committed = _CommittedTxns()        # one log-ordered walk across the groups
         for group in groups:
             cleaned = self._clean_group(group, key_map, plan.now_ms, delete_retention_ms, stats,
-                                        aborted, committed)
+                                        aborted, committed, plan.last_records)
             if cleaned is not None:
                 out.append(cleaned)
         return out
 
     def _clean_group(self, group: list[LogSegment], key_map: dict[bytes, int], now_ms: int,
-                     delete_retention_ms: int, stats: _Stats,
-                     aborted: _AbortedData, committed: _CommittedTxns) -> CleanedGroup | None:
+                     delete_retention_ms: int, stats: _Stats, aborted: _AbortedData,
+                     committed: _CommittedTxns, last_records: Mapping[int, LastRecord]
+                     ) -> CleanedGroup | None:
         base = group[0].base_offset
         path = f"{group[0].dir_path}/{segment_file_name(base, LOG_SUFFIX + CLEANED_SUFFIX)}"
         self.storage.create(path)
@@ -419,11 +452,15 @@ class LogCleaner:
                 raw = segment.read_bytes(bp.position, bp.header.size_in_bytes)
                 stats.bytes_read += len(raw)
                 if bp.header in aborted:
+                    # Dropped even when it is its producer's last batch (where Kafka keeps
+                    # it empty): its ABORT marker goes at the horizon, and a transactional
+                    # batch left without it would reopen the transaction in a producer
+                    # state rebuilt from the log.
                     stats.records_removed += bp.header.records_count
                     changed = True
                     continue
                 out = self._clean_batch(raw, key_map, now_ms, delete_retention_ms, stats,
-                                        dropped_markers, committed)
+                                        dropped_markers, committed, last_records)
                 if out is not raw:
                     changed = True
                 if out:
@@ -437,7 +474,7 @@ class LogCleaner:
 
     def _clean_batch(self, raw: bytes, key_map: dict[bytes, int], now_ms: int,
                      delete_retention_ms: int, stats: _Stats, dropped_markers: set[int],
-                     committed: _CommittedTxns) -> bytes:
+                     committed: _CommittedTxns, last_records: Mapping[int, LastRecord]) -> bytes:
         """The batch to write instead of `raw`: `raw` itself, a rewritten one, or b""."""
         batch = decode_batch(raw)
         header = batch.header
@@ -453,10 +490,10 @@ class LogCleaner:
                 return raw      # a record of its transaction is still in the log
             if not header.has_delete_horizon:
                 return _encode_batch(header, list(batch.records), now_ms + delete_retention_ms)
-            if header.base_timestamp <= now_ms:
+            if header.base_timestamp <= now_ms and not _last_of_producer(header, last_records):
                 dropped_markers.add(header.base_offset)
                 return b""
-            return raw
+            return raw      # (Kafka keeps an empty control batch for the last; this keeps it whole)
         committed.on_data(header)       # read, whatever survives (Kafka's rule)
         horizon = header.base_timestamp if header.has_delete_horizon else None
         kept: list[Record] = []
@@ -478,13 +515,32 @@ class LogCleaner:
             kept.append(record)
         stats.records_kept += len(kept)
         if not kept:
-            return b""
+            if not _last_of_producer(header, last_records):
+                return b""
+            # Its producer's last batch: kept, empty, for the sequence numbers it carries.
+            return raw if not batch.records else filtered_batch(header, [])
         needs_horizon = has_tombstone and horizon is None
         if len(kept) == len(batch.records) and not needs_horizon:
             return raw
         new_horizon = (now_ms + delete_retention_ms) if needs_horizon else (
             horizon if has_tombstone else None)
         return _encode_batch(header, kept, new_horizon)
+
+
+def _last_of_producer(header: BatchHeader, last_records: Mapping[int, LastRecord]) -> bool:
+    """Kafka's ``isBatchLastRecordOfProducer``: the batch holding an active producer's
+    last data offset (its last sequence number), or, when its last entry is a marker, that
+    marker of its current epoch (the epoch that fences). Such a batch is kept, emptied
+    if none of its records survive, so the producer state rebuilt from the log still
+    knows the producer."""
+    if header.producer_id < 0:
+        return False
+    last = last_records.get(header.producer_id)
+    if last is None:
+        return False
+    if last.last_data_offset is not None:
+        return header.last_offset == last.last_data_offset
+    return header.is_control and header.producer_epoch == last.producer_epoch
 
 
 def _encode_batch(header: BatchHeader, records: list[Record], delete_horizon_ms: int | None) -> bytes:

@@ -8,6 +8,9 @@
 2. Many delayed records with their times spread over a few seconds, the leader of the
    delay store (one partition here) SIGKILLed midway: every record delivered exactly
    once, none before its time; the lateness p50/p99 printed.
+3. An idempotent producer's batch sent again (same producer id, epoch and sequence) while
+   its delayed record waits and again after it was delivered: a duplicate each time,
+   answered with the original offsets, delivered once.
    Issue 18's 10,000 records over 30 s (about 35 s of test time);
    KETCH_DELAYED_RECORDS / KETCH_DELAYED_SPREAD_S scale it.
 """
@@ -23,8 +26,10 @@ import time
 import pytest
 
 from clients.admin import NewTopic
+from clients.protocol import ApiKey, messages
+from clients.records import Record, build_batch
 from clients.types import TopicPartition
-from integration_helpers import STOP_TIMEOUT_S, admin_for, metadata, start_cluster, wait_until
+from integration_helpers import STOP_TIMEOUT_S, admin_for, metadata, roundtrip, start_cluster, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -178,6 +183,40 @@ def test_bad_delivery_times_are_refused(cluster) -> None:
         (err, _), = reports
         assert err is not None and err.code() == KafkaError.INVALID_RECORD, err
     assert read_all(cluster.spec.bootstrap_servers, "bad-times", "confluent-kafka", 1, 2) == []
+
+
+def test_an_idempotent_retry_is_a_duplicate_whether_pending_or_delivered(cluster) -> None:
+    create(cluster, "retried", 1)
+    (topic,) = metadata(cluster.spec.brokers[0].port, ["retried"]).topics
+    port = next(b.port for b in cluster.spec.brokers if b.id == topic.partitions[0].leader_id)
+    init = roundtrip(port, ApiKey.INIT_PRODUCER_ID, 4, messages.InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    assert init.error_code == 0
+    after = (("ketch.deliver.after", b"1500"),)
+
+    def batch(sequence: int, records: list[tuple[bytes, tuple]]) -> bytes:
+        return build_batch([Record(i, now_ms(), None, v, h) for i, (v, h) in enumerate(records)],
+                           producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                           base_sequence=sequence)
+
+    def produce(records: bytes) -> tuple[int, int]:
+        P = messages.ProduceRequest
+        (t,) = roundtrip(port, ApiKey.PRODUCE, 9, P(acks=-1, timeout_ms=10_000, topic_data=[
+            P.TopicProduceData(name="retried", partition_data=[
+                P.PartitionProduceData(index=0, records=records)])])).responses
+        (p,) = t.partition_responses
+        return p.error_code, p.base_offset
+
+    first = batch(0, [(b"now", ()), (b"once", after)])
+    assert produce(first) == (0, 0)
+    assert produce(first) == (0, 0)         # its delayed record still parked
+    got = read_all(cluster.spec.bootstrap_servers, "retried", "confluent-kafka", 2, 30)
+    assert [v for v, _ in got] == [b"now", b"once"]
+    assert produce(first) == (0, 0)         # delivered already
+    # Due after a second parking of "once" would be: delivered after it, in offset order.
+    assert produce(batch(2, [(b"later", after)]))[0] == 0
+    got = read_all(cluster.spec.bootstrap_servers, "retried", "confluent-kafka", 3, 30)
+    assert [v for v, _ in got] == [b"now", b"once", b"later"]
 
 
 def pct(xs: list[int], q: int) -> int:

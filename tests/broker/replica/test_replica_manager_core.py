@@ -6,14 +6,17 @@ paused for good when its leader's metadata was behind.
 """
 from __future__ import annotations
 
+import random
 import uuid
 
+from broker.delayed.divert import divert
 from broker.log import FileStorage, LogManager
 from broker.replica.follower import FetchState
 from broker.replica.partition import Role
 from broker.replica_manager import (
     ALTER_PARTITION_RETRY_MS, AlterPartitionAnswer, EpochAnswer, FetchFromLeader, FetchedPartition,
-    LeadershipChanged, PartitionsChanged, ProduceCompletion, ReplicaManager, SendAlterPartition,
+    LeadershipChanged, PartitionsChanged, ProduceCompletion, ProduceResult, ReplicaManager,
+    SendAlterPartition,
 )
 from clients.protocol import messages as M
 from clients.protocol.errors import ErrorCode
@@ -309,3 +312,30 @@ def test_the_group_coordinators_txn_offset_batches_skip_sequence_checks_not_the_
     assert as_client.records_appended == 0    # a client's "retry": acknowledged, not appended
     stale = core.append(TP, offsets_batch(1), acks=1, now_ms=4, from_coordinator=True)
     assert stale.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_check_produce_answers_refusals_and_duplicates_without_appending(tmp_path) -> None:
+    # Delayed delivery asks before it parks anything: a retry of a batch whose records
+    # were all parked (appended as an empty batch over their offsets) is a duplicate.
+    core, _ = leader_with_isr(tmp_path, [1])
+
+    def delayed(sequence: int, n: int) -> bytes:
+        return bytes(build_batch([Record(i, 0, None, b"v", (("ketch.deliver.after", b"60000"),))
+                                  for i in range(n)], producer_id=9, producer_epoch=0,
+                                 base_sequence=sequence))
+    first = delayed(0, 2)
+    assert core.check_produce(TP, first, acks=-1) is None
+    diversion = divert(TP, first, 0, 10**9, random.Random(1))
+    assert diversion is not None and len(diversion.parked) == 2
+    appended = core.append(TP, bytearray(diversion.records), acks=1, now_ms=1, reserved_gaps=True)
+    assert (appended.error_code, appended.base_offset) == (ErrorCode.NONE, 0)
+    log_end = core.partitions[TP].log.log_end_offset
+    duplicate = core.check_produce(TP, first, acks=-1)
+    assert duplicate is not None
+    assert (duplicate.error_code, duplicate.base_offset, duplicate.required_offset) == (ErrorCode.NONE, 0, 2)
+    gap = core.check_produce(TP, delayed(5, 1), acks=1)
+    assert gap is not None and gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert core.check_produce(TP, delayed(2, 1), acks=1) is None
+    assert core.check_produce(TopicPartition("elsewhere", 0), first, acks=1) == \
+        ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert core.partitions[TP].log.log_end_offset == log_end == 2

@@ -422,3 +422,78 @@ def test_the_cleaner_removes_markers_as_kafkas(tmp_path, name, entries, after_fi
         assert plog.collect_aborted_transactions(0, plog.log_end_offset) == []
     again = reopen(core, str(tmp_path / "b1"), meta, props=props)
     assert again.last_stable_offset_of("t", 0) == again.partitions[TP].log.log_end_offset
+
+
+# ------------------------------------------------------------ the cleaner and producer state
+# Each row: a log (i = an idempotent producer's batch of key=value records, n = a plain
+# record, e = an idempotent producer's batch of that many records all parked by delayed
+# delivery: an empty batch), then the batches a pass leaves ("i10:" an empty one). Kafka's
+# rule (RETAIN_EMPTY): the batch holding an active producer's last data offset stays,
+# emptied if need be, so that the producer state rebuilt from the log has its last
+# sequence; no other batch is kept for a producer's sake.
+PRODUCER_ROWS = [
+    ("the last batch, shadowed, stays empty", [("i", 10, "a=1"), ("n", 0, "a=2")],
+     ["i10:", "n:a=2"]),
+    ("an earlier batch goes, the last stays", [("i", 10, "a=1"), ("i", 10, "a=2")],
+     ["i10:a=2"]),
+    ("two producers, both shadowed",
+     [("i", 10, "a=1"), ("i", 11, "b=1"), ("n", 0, "a=2"), ("n", 0, "b=2")],
+     ["i10:", "i11:", "n:a=2", "n:b=2"]),
+    ("part of the last batch shadowed", [("i", 10, "a=1 b=1"), ("n", 0, "a=2")],
+     ["i10:b=1", "n:a=2"]),
+    ("no producer id, nothing kept", [("n", 0, "a=1"), ("n", 0, "a=2")], ["n:a=2"]),
+    ("delayed delivery's empty batch, the producer's last: stays", [("e", 10, 2)], ["i10:"]),
+    ("delayed delivery's empty batch, then another batch: goes",
+     [("e", 10, 2), ("i", 10, "a=1")], ["i10:a=1"]),
+]
+
+
+@pytest.mark.parametrize("name,entries,left", PRODUCER_ROWS, ids=[r[0] for r in PRODUCER_ROWS])
+def test_the_cleaner_keeps_each_producers_last_batch_as_kafkas(tmp_path, name, entries, left) -> None:
+    from clients.records import decode_batch, filtered_batch
+    props = {**SMALL_SEGMENTS, "log.cleanup.policy": "compact"}
+    core, meta = leader(tmp_path, props)
+    seqs: dict[int, int] = {}
+
+    def batch(pid: int, pairs: list[tuple[bytes, bytes]]) -> bytes:
+        seq = seqs.get(pid, 0)
+        if pid > 0:
+            seqs[pid] = seq + len(pairs)
+        return bytes(build_batch([Record(i, 1_000, k, v + b"." * 40) for i, (k, v) in enumerate(pairs)],
+                                 producer_id=pid if pid > 0 else -1, producer_epoch=0,
+                                 base_sequence=seq if pid > 0 else -1))
+    for kind, pid, what in entries:
+        if kind == "e":
+            full = batch(pid, [(b"parked", b"%d" % i) for i in range(what)])
+            result = core.append(TP, filtered_batch(decode_batch(full).header, []), 1, 0,
+                                 reserved_gaps=True)
+            assert result.error_code == ErrorCode.NONE, result
+        else:
+            append(core, batch(pid, [tuple(kv.encode().split(b"=")) for kv in what.split()]))
+    for i in range(3):                  # the rows leave the active segment
+        append(core, batch(0, [(b"f%d" % i, b"filler")]))
+    plog = core.partitions[TP].log
+    before = core.last_records_of("t", 0)
+    cleaner = LogCleaner(plog.storage)
+    for now in (10_000, 10_000 + plog.config.delete_retention_ms):
+        cleaner.clean(plog, core.last_stable_offset_of("t", 0), now, core.last_records_of("t", 0))
+    kept = [(f"i{b.header.producer_id}:" if b.header.producer_id > 0 else "n:")
+            + " ".join(f"{r.key.decode()}={r.value.rstrip(b'.').decode()}" for r in b.records)
+            for b in _batches(plog) if not (b.records and b.records[0].key.startswith(b"f"))]
+    assert kept == left
+    # The producer state rebuilt from what is left (no snapshot) knows every producer's
+    # last sequence: the retry of its last batch is a duplicate.
+    assert ReplicaManager._rebuild_producer_state(plog).last_records() == before
+    core.shutdown()
+    for name_ in os.listdir(plog.dir_path):
+        if name_.endswith(".snapshot"):
+            os.remove(os.path.join(plog.dir_path, name_))
+    again = reopen(core, str(tmp_path / "b1"), meta, clean=False, props=props)
+    assert again.last_records_of("t", 0) == before
+    for pid, next_seq in seqs.items():
+        last = before[pid].last_data_offset
+        assert last is not None
+        (first,) = [b for b in _batches(again.partitions[TP].log) if b.header.last_offset == last]
+        retry = again.partitions[TP].producers.check(pid, 0, first.header.base_sequence,
+                                                     first.header.last_offset_delta)
+        assert retry.duplicate_of is not None, (pid, next_seq)
