@@ -29,7 +29,7 @@ from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ControllerChannel", "ControllerUnavailableError"]
+__all__ = ["ControllerChannel", "ControllerUnavailableError", "quorum_leader"]
 
 
 class ControllerUnavailableError(ConnectionError):
@@ -49,6 +49,11 @@ def _error_code_of(body: Any) -> int:
                 if getattr(item, "error_code", None) == ErrorCode.NOT_CONTROLLER:
                     return ErrorCode.NOT_CONTROLLER
     return ErrorCode.NONE
+
+
+def quorum_leader(resp: messages.DescribeQuorumResponse) -> int:
+    """The leader a DescribeQuorum answer names (-1: none)."""
+    return next((p.leader_id for t in resp.topics for p in t.partitions), -1)
 
 
 class ControllerChannel:
@@ -153,14 +158,17 @@ class ControllerChannel:
         raise ControllerUnavailableError(f"no active controller answered: {last_error}")
 
     async def refresh_voters(self, timeout_s: float = 5.0) -> bool:
-        """Ask any controller for the voters (DescribeQuorum v2's nodes) and keep them;
+        """Ask the controllers for the voters (DescribeQuorum v2's nodes) and keep them;
         True if they changed. A controller too old for v2 names no nodes: nothing learned."""
         D = messages.DescribeQuorumRequest
         request = D(topics=[D.TopicData(topic_name="__cluster_metadata",
                                         partitions=[D.TopicData.PartitionData(partition_index=0)])])
         try:
+            # The leader's answer where it can be had: a removed controller that still runs
+            # describes the voter set as it was when it left.
             version, resp = await self.request(ApiKey.DESCRIBE_QUORUM, (2, 2), request,
-                                               timeout_s=timeout_s, any_controller=True)
+                                               timeout_s=timeout_s, any_controller=True,
+                                               leader_of=quorum_leader)
         except ConnectionError as e:
             log.debug("describing the controller quorum failed: %s", e)
             self.endpoints.refresh_failed(monotonic_ms())
