@@ -174,6 +174,10 @@ class ControllerChannel:
             self.endpoints.refresh_failed(monotonic_ms())
             return False
         voters = voter_endpoints(resp.nodes or (), self.listener_name)
+        if not voters:      # refused (not authorized), or no voters named: not in a tight loop
+            log.debug("DescribeQuorum named no voters (error %s)", resp.error_code)
+            self.endpoints.refresh_failed(monotonic_ms())
+            return False
         changed = self.endpoints.learn(voters, monotonic_ms())
         if changed:
             log.info("controller voters: %s", ", ".join(
