@@ -36,7 +36,8 @@ same pysyncobj settings (appendEntriesUseBatch=False, elections 0.15-0.3 s).
    and 3 started to join; each round adds 2 and 3 (AddRaftVoter, once each is caught up)
    and removes them again (RemoveRaftVoter) while a client writes: the time from request
    to answer of each change (the VotersRecord and pysyncobj's membership entry committed),
-   and the writes acknowledged meanwhile.
+   and the writes acknowledged meanwhile. Then the same with 5: controllers 1-3 form the
+   quorum, 4 and 5 join and leave again (3 -> 5 -> 3, SCENARIOS.md N14's sizes).
 
 Usage: python bench/quorum.py [--seconds 5] [--quick] [--only elections|membership]
 Prints figures, then ONE JSON line (the last line).
@@ -251,11 +252,12 @@ def run_trio(kind: str, args: argparse.Namespace) -> dict:
 
 
 class Controllers:
-    def __init__(self, work: str, extra: dict[str, str] | None = None, voters: int = 3) -> None:
-        ports = free_ports(6)
+    def __init__(self, work: str, extra: dict[str, str] | None = None, voters: int = 3,
+                 nodes: int = 3) -> None:
+        ports = free_ports(2 * nodes)
         self.work = work
-        self.kafka = {i: ports[i - 1] for i in (1, 2, 3)}
-        self.raft = {i: ports[i + 2] for i in (1, 2, 3)}
+        self.kafka = {i: ports[i - 1] for i in range(1, nodes + 1)}
+        self.raft = {i: ports[nodes + i - 1] for i in range(1, nodes + 1)}
         self.procs: dict[int, subprocess.Popen] = {}
         self.extra = extra or {}
         self.voters = voters        # the first ones start the quorum; the others join it
@@ -706,22 +708,26 @@ async def measure_elections(seconds: float, hogs: int, writers: int, pause_round
 # -- main ------------------------------------------------------------------------------------------
 
 
-async def measure_membership(rounds: int) -> dict:
-    """Part 5 (module docstring)."""
+async def measure_membership(rounds: int, voters: int = 1, nodes: int = 3) -> dict:
+    """Part 5 (module docstring): ``voters`` controllers start the quorum, the others up to
+    ``nodes`` join; each round adds them in order and removes them in reverse."""
     from clients.properties import load_properties
     from clients.protocol import ApiKey, messages
     from clients.protocol.errors import ErrorCode
     from clients.protocol.types import parse_uuid_text
     work = tempfile.mkdtemp(prefix="bench-quorum-membership-")
-    cluster = Controllers(work, {"ketch.controller.write.timeout.ms": "5000"}, voters=1)
+    cluster = Controllers(work, {"ketch.controller.write.timeout.ms": "5000"}, voters=voters,
+                          nodes=nodes)
+    ids = list(range(1, nodes + 1))
+    joiners = ids[voters:]
     stop = asyncio.Event()
     timings: dict[str, list[float]] = {"add_ms": [], "remove_ms": [], "catch_up_ms": []}
     try:
-        for i in (1, 2, 3):
+        for i in ids:
             cluster.start(i)
         _, conn = await find_active(cluster, 60)
         directories = {}
-        for i in (1, 2, 3):
+        for i in ids:
             await connect_any(cluster, i, 60)
             meta = load_properties(os.path.join(work, f"c{i}", "meta.properties"))
             directories[i] = parse_uuid_text(meta["directory.id"])
@@ -755,16 +761,16 @@ async def measure_membership(rounds: int) -> dict:
                 voter_id=i, voter_directory_id=directories[i])
 
         for _ in range(rounds):
-            for i in (2, 3):
+            for i in joiners:
                 waited, took = await change(lambda i=i: add(i))
                 timings["catch_up_ms"].append(waited)
                 timings["add_ms"].append(took)
-            for i in (3, 2):
+            for i in reversed(joiners):
                 _, took = await change(lambda i=i: remove(i))
                 timings["remove_ms"].append(took)
             # A removed controller keeps running pysyncobj with the old members: restart it
             # with a fresh directory so it can join again (a removed voter refuses to start).
-            for i in (2, 3):
+            for i in joiners:
                 cluster.kill(i, signal.SIGTERM)
                 shutil.rmtree(os.path.join(work, f"c{i}"), ignore_errors=True)
                 cluster.start(i)
@@ -822,13 +828,17 @@ def main() -> None:
         args.election_seconds, args.pause_rounds = 20.0, 2
     if args.only == "membership" or args.only == "all":
         membership = asyncio.run(measure_membership(args.membership_rounds))
-        print(f"membership (1 -> 3 -> 1, {args.membership_rounds} rounds, load average "
-              f"{os.getloadavg()[0]:.1f}): add a voter p50 {membership['add_p50_ms']} ms "
-              f"{membership['add_ms']}, remove p50 {membership['remove_p50_ms']} ms "
-              f"{membership['remove_ms']}; refused as not caught up for {membership['catch_up_ms']} ms; "
-              f"{membership['writes_during']} writes acknowledged meanwhile")
+        # The same with 5: a quorum of 3 grows to 5 and shrinks back (SCENARIOS.md N14's sizes).
+        membership5 = asyncio.run(measure_membership(args.membership_rounds, voters=3, nodes=5))
+        for shape, m in (("1 -> 3 -> 1", membership), ("3 -> 5 -> 3", membership5)):
+            print(f"membership ({shape}, {args.membership_rounds} rounds, load average "
+                  f"{os.getloadavg()[0]:.1f}): add a voter p50 {m['add_p50_ms']} ms "
+                  f"{m['add_ms']}, remove p50 {m['remove_p50_ms']} ms "
+                  f"{m['remove_ms']}; refused as not caught up for {m['catch_up_ms']} ms; "
+                  f"{m['writes_during']} writes acknowledged meanwhile")
         if args.only == "membership":
-            print(json.dumps({"bench": "quorum", "membership": membership}, separators=(",", ":")))
+            print(json.dumps({"bench": "quorum", "membership": membership,
+                              "membership_5": membership5}, separators=(",", ":")))
             return
     if args.only == "elections":
         summary = {"bench": "quorum", "elections": run_elections(args)}
@@ -880,6 +890,7 @@ def main() -> None:
     summary = {
         "bench": "quorum",
         "elections": elections,
+        "membership": membership, "membership_5": membership5,
         "fsync_probe": {k: round(v, 3) for k, v in probe.items()},
         "load_average": round(os.getloadavg()[0], 2),
         "settings": {"appendEntriesUseBatch": False, "raftMinTimeout": 0.15, "raftMaxTimeout": 0.3,

@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, Generator, Mapping
 from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.config import BrokerConfig
-from broker.controller_channel import ControllerChannel
+from broker.controller_channel import ControllerChannel, quorum_leader
 from broker.delayed.divert import Diversion
 from broker.delayed.driver import DelayedDeliveryDriver
 from broker.client_quotas import ClientQuotas, describe_quotas
@@ -218,9 +218,6 @@ def _transactional_batches(req: messages.ProduceRequest) -> dict[TopicPartition,
                 out[TopicPartition(topic.name, p.index)] = (header.producer_id, header.producer_epoch)
     return out
 
-
-def _quorum_leader(resp: messages.DescribeQuorumResponse) -> int:
-    return next((p.leader_id for t in resp.topics for p in t.partitions), -1)
 
 # Forwarded to the active controller unchanged (KRaft's forwarding).
 _FORWARDED = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
@@ -1143,7 +1140,7 @@ class KafkaApis:
             used, resp = await self.controller.request(
                 api_key, (version, version), body, timeout_s=self.config.request_timeout_ms / 1000,
                 # Every controller answers DescribeQuorum, only the leader knows its voters.
-                leader_of=_quorum_leader if api_key == ApiKey.DESCRIBE_QUORUM else None)
+                leader_of=quorum_leader if api_key == ApiKey.DESCRIBE_QUORUM else None)
         except ConnectionError as e:
             log.warning("forwarding %s failed: %s", ApiKey(api_key).name, e)
             return error_response(api_key, body, ErrorCode.REQUEST_TIMED_OUT,

@@ -46,6 +46,7 @@ from broker.config import BrokerConfig
 from metadata_log.cluster_links import cluster_link, parse_link, source_client_properties
 from metadata_log.authorizer import StandardAuthorizer
 from broker.controller_channel import ControllerChannel
+from broker.controller_endpoints import ControllerEndpoints
 from broker.client_quotas import ClientQuotas
 from broker.fetch_session import FetchSessionCache
 from broker.fetcher import ReplicaFetcherManager
@@ -213,16 +214,22 @@ class Broker:
                 "sasl.mechanism.controller.protocol").get)
         except ValueError as e:
             raise SystemExit(f"controller listener {controller_name}: {e}") from None
-        self.controller = ControllerChannel(config.controller_voters, f"broker-{config.node_id}",
-                                            security=controller_security)
+        # Where the controllers are, as configured and then as the quorum describes its
+        # voters (KIP-853): one home for the three channels below.
+        self.controller_endpoints = ControllerEndpoints(
+            voters=config.controller_voters, bootstrap_servers=config.controller_bootstrap_servers)
+        self.controller = ControllerChannel(self.controller_endpoints, f"broker-{config.node_id}",
+                                            security=controller_security,
+                                            listener_name=controller_name)
         # Heartbeats on a connection of their own: the controller fences a broker soon after
         # that connection closes (ketch.broker.disconnect.fence.ms), so it must close only
         # when this process dies, never because a slow forwarded admin request timed out.
         self.heartbeat_channel = ControllerChannel(
-            config.controller_voters, f"broker-{config.node_id}-heartbeat",
-            on_connection_lost=lambda: self.lifecycle.connection_lost(), security=controller_security)
+            self.controller_endpoints, f"broker-{config.node_id}-heartbeat",
+            on_connection_lost=lambda: self.lifecycle.connection_lost(), security=controller_security,
+            listener_name=controller_name)
         self.observer_listener = MetadataImageListener(self._schedule_apply)
-        self.observer = MetadataObserver(list(config.controller_voters.values()), self.observer_listener,
+        self.observer = MetadataObserver(self.controller_endpoints.addresses, self.observer_listener,
                                          replica_id=config.node_id,
                                          fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                                          security=controller_security)
@@ -418,6 +425,7 @@ class Broker:
         self.transactions.start()
         self.metrics.process.start()
         self._tasks = [loop.create_task(self.observer.run(), name="metadata-observer"),
+                       loop.create_task(self.controller.follow_voters(), name="controller-voters"),
                        loop.create_task(self.lifecycle.run(), name="heartbeats"),
                        loop.create_task(self.cleaner.run(), name="log-cleaner"),
                        loop.create_task(self.group_lag.run(), name="group-lag"),

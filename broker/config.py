@@ -2,6 +2,8 @@
 
     node.id=101                      process.roles=broker
     controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
+        or controller.quorum.bootstrap.servers=127.0.0.1:9093,127.0.0.1:9094 (KIP-853: the
+        voters are learned from the quorum; when both are set the voters win, as in Kafka)
     listeners=PLAINTEXT://127.0.0.1:9092      (several: INTERNAL://...:9092,EXTERNAL://...:9192)
     advertised.listeners=PLAINTEXT://127.0.0.1:9092      (per name; defaults to listeners)
     listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL
@@ -47,6 +49,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from broker.controller_endpoints import parse_bootstrap_servers
 from broker.log import LogConfig
 from broker.log.config import LogConfigError
 from metadata_log.authorizer import AuthorizerConfig
@@ -68,7 +71,7 @@ DEFAULT_LISTENERS = "PLAINTEXT://127.0.0.1:9092"
 class BrokerConfig:
     """The keys a broker process acts on at start-up; defaults are the catalogue's."""
     node_id: int
-    controller_voters: dict[int, tuple[str, int]]
+    controller_voters: dict[int, tuple[str, int]]     # {} when only bootstrap servers are given
     # The inter-broker listener (inter.broker.listener.name): what other brokers and this
     # broker's own clients connect to; every listener is in ``listeners``.
     listener_name: str
@@ -107,6 +110,7 @@ class BrokerConfig:
     # authorizer.class.name, super.users, allow.everyone.if.no.acl.found; None: no authorizer.
     authorizer: AuthorizerConfig | None = None
     listeners: tuple[ListenerSpec, ...] = ()
+    controller_bootstrap_servers: tuple[tuple[str, int], ...] = ()
 
 
 # replica.selector.class (KIP-392): Kafka's two selectors, by their Java class names.
@@ -135,7 +139,14 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
     if roles != {"broker"}:
         raise ConfigError(f"process.roles={props.get('process.roles')!r}: this process runs the "
                           "broker role only (controllers are their own processes)")
-    voters = parse_voters(props.get("controller.quorum.voters", ""), "controller.quorum.voters")
+    try:
+        bootstrap = parse_bootstrap_servers(props.get("controller.quorum.bootstrap.servers", ""))
+    except ValueError as e:
+        raise ConfigError(f"controller.quorum.bootstrap.servers: {e}") from None
+    if (props.get("controller.quorum.voters") or "").strip() or not bootstrap:
+        voters = parse_voters(props.get("controller.quorum.voters", ""), "controller.quorum.voters")
+    else:
+        voters = {}
     try:
         specs = parse_listener_specs(props, DEFAULT_LISTENERS)
     except ListenerError as e:
@@ -199,6 +210,7 @@ def from_properties(props: Mapping[str, str]) -> BrokerConfig:
             "transaction.remove.expired.transaction.cleanup.interval.ms"),
         authorizer=authorizer,
         listeners=tuple(specs),
+        controller_bootstrap_servers=tuple(bootstrap),
     )
     if config.node_id < 0:
         raise ConfigError("node.id must be >= 0")

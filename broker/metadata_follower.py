@@ -7,7 +7,9 @@ listener's ``handle_commit`` in offset order. When a controller answers with a
 snapshot with FetchSnapshot (by position, ``snapshot_chunk_bytes`` at a time) and hands it
 to ``handle_load_snapshot`` before fetching on from its end offset. Any controller can
 answer (they serve their committed log); on a connection error the observer moves to
-the next one.
+the next one. ``controllers`` is a fixed list, or a function giving the current one (a
+broker's voters as it learns them, ``broker/controller_endpoints.py``): a controller that
+left that list is not fetched from any more.
 
 The listener interface is the quorum's (``handle_commit(CommittedBatch)``,
 ``handle_load_snapshot(MetadataSnapshot)``, value types from ``metadata_log.committed``),
@@ -43,15 +45,19 @@ class ObserverListener(Protocol):
 
 
 class MetadataObserver:
-    def __init__(self, controllers: Sequence[tuple[str, int]], listener: ObserverListener, *,
+    def __init__(self, controllers: Sequence[tuple[str, int]] | Callable[[], Sequence[tuple[str, int]]],
+                 listener: ObserverListener, *,
                  replica_id: int = -1, fetch_wait_max_ms: int = 500,
                  fetch_bytes_max: int = 8 * 1024 * 1024,
                  snapshot_chunk_bytes: int = 4 * 1024 * 1024,
                  retry_backoff_ms: int = 100,
                  security: ClientSecurity = PLAINTEXT_SECURITY) -> None:
-        assert controllers
+        if not callable(controllers):
+            fixed = list(controllers)
+            controllers = lambda: fixed         # noqa: E731
+        assert controllers()
         self.security = security            # TLS and the login on the controllers' listener
-        self.controllers = list(controllers)
+        self.controllers: Callable[[], Sequence[tuple[str, int]]] = controllers
         self.listener = listener
         self.replica_id = replica_id
         self.fetch_wait_max_ms = fetch_wait_max_ms
@@ -63,14 +69,22 @@ class MetadataObserver:
         self.high_watermark = 0
         self.snapshots_loaded = 0
         self._conn: KafkaConnection | None = None
+        self._conn_address: tuple[str, int] | None = None
         self._index = 0
         self._changed = asyncio.Condition()
         self._closed = False
 
+    def _target(self) -> tuple[str, int]:
+        controllers = self.controllers()
+        return controllers[self._index % len(controllers)]
+
     async def _connection(self) -> KafkaConnection:
+        if self._conn is not None and self._conn_address not in self.controllers():
+            self._conn.close()          # no voter any more: its log stops moving
+            self._conn = None
         if self._conn is None or self._conn.closed:
-            host, port = self.controllers[self._index % len(self.controllers)]
-            self._conn = await connect(host, port, client_id=f"observer-{self.replica_id}",
+            self._conn_address = self._target()
+            self._conn = await connect(*self._conn_address, client_id=f"observer-{self.replica_id}",
                                        security=self.security, negotiate=True)
         return self._conn
 
@@ -162,8 +176,7 @@ class MetadataObserver:
             try:
                 await self.poll_once()
             except (OSError, ConnectionError, asyncio.TimeoutError) as e:
-                log.debug("metadata fetch from %s failed: %s",
-                          self.controllers[self._index % len(self.controllers)], e)
+                log.debug("metadata fetch from %s failed: %s", self._conn_address, e)
                 self._drop_connection()
                 await asyncio.sleep(self.retry_backoff_ms / 1000)
 

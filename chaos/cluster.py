@@ -25,7 +25,7 @@ from typing import Any, Callable, TypeVar
 
 from chaos.proxy import ProxyHub
 from clients import connection, waiting
-from clients.cli.launcher import LocalCluster, NodeSpec
+from clients.cli.launcher import LocalCluster, NodeSpec, free_ports
 from clients.properties import format_properties, load_properties
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
@@ -35,7 +35,7 @@ from clients.waiting import WaitTimeout
 T = TypeVar("T")
 
 __all__ = [
-    "ChaosCluster", "ChaosTimeout", "FAST_BROKER", "FAST_CONTROLLER", "PartitionState",
+    "ChaosCluster", "ChaosTimeout", "FAST_BROKER", "FAST_CONTROLLER", "PartitionState", "QuorumView",
     "roundtrip", "wait_until",
 ]
 
@@ -93,6 +93,16 @@ class PartitionState:
     isr: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class QuorumView:
+    """The metadata quorum as one controller describes it."""
+    leader: int
+    epoch: int
+    high_watermark: int
+    voters: tuple[int, ...]         # current_voters, by id
+    nodes: tuple[int, ...]          # v2's nodes: the voter set it has applied
+
+
 class _Local(LocalCluster):
     """LocalCluster with per-node properties (advertised listeners differ per broker)."""
     node_props: dict[int, dict[str, str]]
@@ -117,11 +127,14 @@ class ChaosCluster:
                  broker_props: dict[str, str] | None = None,
                  controller_props: dict[str, str] | None = None,
                  proxied_links: bool = False, client_proxies: bool = False,
-                 secure: bool = False,
+                 secure: bool = False, controller_bootstrap: bool = False,
                  say: Callable[[str], None] = lambda msg: None) -> None:
         """``secure``: a ``ketch up --secure`` cluster (SASL_SSL on every Kafka listener,
         the controllers' too; HTTPS admin API): every client of the harness logs in as
-        its admin user (``client_props``, ``security``)."""
+        its admin user (``client_props``, ``security``). ``controller_bootstrap``: brokers
+        are given only the first controller, as ``controller.quorum.bootstrap.servers``
+        (KIP-853), and learn the voters from the quorum."""
+        self.controller_bootstrap = controller_bootstrap
         self.dir = os.path.abspath(directory)
         self.secure = secure
         self._security: ClientSecurity | None = None
@@ -162,6 +175,13 @@ class ChaosCluster:
                             secure=self.secure)
         self.local.node_props = {}
         spec = self.local.spec
+        if self.controller_bootstrap:
+            first = min(spec.controllers, key=lambda n: n.id)
+            for b in spec.brokers:
+                self.local.node_props[b.id] = {
+                    "controller.quorum.voters": "",
+                    "controller.quorum.bootstrap.servers": f"127.0.0.1:{first.port}"}
+            self.local.apply_node_props()
         if not (self.proxied_links or self.client_proxies):
             return
         self.hub = ProxyHub()
@@ -171,8 +191,8 @@ class ChaosCluster:
                 link = self.hub.add(f"client->{b.id}", ("127.0.0.1", b.port))
                 advertised[b.id] = link.listen_port
                 listener = "SASL_SSL" if self.secure else "PLAINTEXT"
-                self.local.node_props[b.id] = {
-                    "advertised.listeners": f"{listener}://127.0.0.1:{link.listen_port}"}
+                self.local.node_props.setdefault(b.id, {})[
+                    "advertised.listeners"] = f"{listener}://127.0.0.1:{link.listen_port}"
         if self.proxied_links:
             for src in spec.brokers:
                 routes = []
@@ -308,6 +328,28 @@ class ChaosCluster:
         else:
             wait_until(lambda: self.describe_quorum(node_id) is not None, wait_s,
                        f"controller {node_id} to answer")
+
+    def add_controller(self, node_id: int) -> NodeSpec:
+        """A new controller (not started): the first controller's server.properties with its
+        own id, listener, Raft port and metadata directory. It is no voter of the static
+        set, so once started it joins as an observer (KIP-853) until AddRaftVoter adds it."""
+        spec = self.spec
+        used = {p for n in spec.nodes for p in (n.port, n.raft_port, n.http_port) if p}
+        port, raft_port = free_ports(2, exclude=used)
+        base = os.path.join(self.dir, f"controller-{node_id}")
+        node = NodeSpec(node_id, "controller", port, os.path.join(base, "data"),
+                        os.path.join(base, "server.properties"), os.path.join(base, "node.log"),
+                        raft_port)
+        props = load_properties(min(spec.controllers, key=lambda n: n.id).config)
+        props.update({"node.id": str(node_id), "listeners": f"CONTROLLER://127.0.0.1:{port}",
+                      "metadata.log.dir": node.data_dir, "ketch.http.port": "-1",
+                      # Its Raft address: its listener port plus the offset.
+                      "ketch.raft.port.offset": str(raft_port - port)})
+        os.makedirs(base, exist_ok=True)
+        with open(node.config, "w") as f:
+            f.write(format_properties(props))
+        spec.nodes.append(node)
+        return node
 
     def _name(self, node_id: int) -> str:
         return f"{self.node(node_id).role} {node_id}"
@@ -451,6 +493,22 @@ class ChaosCluster:
         if p.error_code != ErrorCode.NONE:
             return None
         return p.leader_id, p.leader_epoch
+
+    def describe_voters(self, controller_id: int) -> QuorumView | None:
+        """The quorum as one controller describes it (DescribeQuorum v2), or None."""
+        req = messages.DescribeQuorumRequest(topics=[messages.DescribeQuorumRequest.TopicData(
+            topic_name="__cluster_metadata",
+            partitions=[messages.DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])
+        try:
+            resp = self.ask(self.port(controller_id), ApiKey.DESCRIBE_QUORUM, 2, req, timeout_s=2)
+        except OSError:
+            return None
+        p = resp.topics[0].partitions[0]
+        if p.error_code != ErrorCode.NONE:
+            return None
+        return QuorumView(p.leader_id, p.leader_epoch, p.high_watermark,
+                          tuple(sorted(v.replica_id for v in p.current_voters)),
+                          tuple(sorted(n.node_id for n in resp.nodes)))
 
     def unfenced_brokers(self) -> set[int] | None:
         """The brokers the active controller counts as registered and unfenced

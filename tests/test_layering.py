@@ -65,6 +65,7 @@ PURE = (
     "broker/group/consumer_coordinator.py", "broker/group/effects.py",
     "broker/txn/coordinator.py", "broker/txn/state.py", "broker/txn/records.py",
     "broker/txn/verification.py", "broker/txn/markers.py", "broker/link_manager/core.py",
+    "broker/controller_endpoints.py",
     "broker/mirror/__init__.py", "broker/mirror/_core.py", "broker/mirror/_port.py",
 )
 # Ports: the synchronous storage interface the log core is written against, with its file

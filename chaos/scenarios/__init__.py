@@ -8,8 +8,9 @@ from chaos.scenarios.delayed import DELAYED_SCENARIOS
 from chaos.scenarios.loss import LOSS_SCENARIOS
 from chaos.scenarios.mirror import MIRROR_SCENARIOS
 from chaos.scenarios.no_loss import NO_LOSS_SCENARIOS
+from chaos.scenarios.quorum import QUORUM_SCENARIOS
 
 __all__ = ["SCENARIOS", "Scenario"]
 
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in NO_LOSS_SCENARIOS + LOSS_SCENARIOS
-                                  + DELAYED_SCENARIOS + MIRROR_SCENARIOS}
+                                  + DELAYED_SCENARIOS + MIRROR_SCENARIOS + QUORUM_SCENARIOS}

@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -23,7 +24,11 @@ from broker.metadata_follower import MetadataObserver
 from clients.properties import load_properties
 from clients.protocol.types import parse_uuid_text
 from quorum.joining import META_PROPERTIES
-from quorum_helpers import REPO, ControllerProcesses, LogCollector, describe_quorum, register_broker
+from clients.cli.launcher import free_ports
+from clients.connection import connect
+from quorum_helpers import (
+    REPO, ControllerProcesses, LogCollector, create_topic, describe_quorum, register_broker,
+)
 
 pytestmark = pytest.mark.process
 
@@ -241,3 +246,92 @@ def test_one_voter_grows_to_three_and_shrinks_back_under_metadata_writes(control
               f"{len(writer.acked)} acknowledged writes")
 
     asyncio.run(scenario())
+
+
+class BrokerProcess:
+    """One `python -m broker` process, killed by pid in `close()`."""
+
+    def __init__(self, tmp_path, props: dict[str, str]) -> None:
+        self.config = tmp_path / "broker.properties"
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.log = tmp_path / "broker.log"
+        with open(self.log, "ab") as f:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "broker", "--config", str(self.config)], cwd=str(REPO),
+                env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=f)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+async def unfenced_brokers(conn) -> set[int]:
+    response = await conn.request(ApiKey.DESCRIBE_CLUSTER, 0, messages.DescribeClusterRequest(
+        include_cluster_authorized_operations=False))
+    return {b.broker_id for b in response.brokers}
+
+
+def test_a_broker_bootstrapped_from_one_controller_follows_the_voters(tmp_path) -> None:
+    """KIP-853's controller.quorum.bootstrap.servers: the broker is given controller 1 only;
+    2 joins, 1 is removed and killed: the broker, which learned the voters from the quorum,
+    keeps heartbeating (unfenced past its session timeout) and forwards CreateTopics to 2."""
+    session_ms = 2000
+    controllers = ControllerProcesses(tmp_path, n=2, voters_count=1, extra={
+        "broker.session.timeout.ms": str(session_ms), "broker.heartbeat.interval.ms": "200"})
+    (broker_port,) = free_ports(1, exclude=[*controllers.kafka_ports.values(),
+                                            *controllers.raft_ports.values()])
+    broker = None
+
+    async def scenario():
+        nonlocal broker
+        controllers.start(1)
+        controllers.start(2)
+        broker = BrokerProcess(tmp_path, {
+            "node.id": "101", "process.roles": "broker", "ketch.cluster.id": "ketch-test",
+            "controller.quorum.bootstrap.servers": "127.0.0.1:%d" % controllers.kafka_ports[1],
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+            "log.dirs": str(tmp_path / "broker-data"), "broker.heartbeat.interval.ms": "200"})
+        deadline = time.monotonic() + 60
+        while True:
+            _, conn = await controllers.active()
+            registered = 101 in await unfenced_brokers(conn)
+            conn.close()
+            if registered:
+                break
+            assert time.monotonic() < deadline and broker.proc.poll() is None, \
+                broker.log.read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        d1, d2 = [await directory_of(controllers, i) for i in (1, 2)]
+        await controllers.connect(2)
+        await until_done(controllers, lambda c: add_voter(c, controllers, 2, d2))
+        await until_done(controllers, lambda c: remove_voter(c, 1, d1))
+        # The broker learns the new voters (a NOT_CONTROLLER naming a controller it does not
+        # know, or its periodic DescribeQuorum) before the last address it knows goes.
+        deadline = time.monotonic() + 15
+        while "controller voters: 2@" not in broker.log.read_text():
+            assert time.monotonic() < deadline, broker.log.read_text()[-3000:]
+            await asyncio.sleep(0.05)
+        controllers.kill(1, signal.SIGKILL)
+        killed = time.monotonic()
+        # Through the broker: forwarded to controller 2, an address it was never given.
+        conn = await connect("127.0.0.1", broker_port, timeout_s=5)
+        await conn.negotiate_versions()
+        try:
+            response = await create_topic(conn, "after-the-move", 1, 1)
+        finally:
+            conn.close()
+        assert response.topics[0].error_code == ErrorCode.NONE, response
+        await asyncio.sleep(max(0.0, killed + 1.5 * session_ms / 1000 - time.monotonic()))
+        active, conn = await controllers.active()
+        assert active == 2
+        assert 101 in await unfenced_brokers(conn), broker.log.read_text()[-3000:]
+        conn.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        if broker is not None:
+            broker.close()
+        controllers.close()
+    assert not controllers.problems()
