@@ -214,7 +214,7 @@ class LocalCluster:
         self.config_changes: dict[tuple[str, str, str | None, str], list[int]] = {}
         self.added_brokers: list[int] = []
         # The controllers each running broker was started with (its controller.quorum.voters):
-        # the ones it can reach until it restarts (brokers do not follow the voter set yet).
+        # the ones it surely reaches (it learns added ones at its next voter-set refresh).
         self.known_controllers: dict[int, frozenset[int]] = {}
         self.formatted = False            # True: this run formatted the directory
         self.processes: dict[int, subprocess.Popen] = {}
@@ -614,9 +614,11 @@ class LocalCluster:
             raise ClusterSizeError(f"{node_id} is not a controller of the cluster in {self.dir} "
                                    f"(its controllers: {', '.join(str(c.id) for c in spec.controllers)})")
         left = {c.id for c in spec.controllers} - {node_id}
-        # Until brokers follow the voter set (they reach the controllers named in their
-        # server.properties when they started), removing the last one a broker knows would
-        # cut it off from the quorum. Once they do, this check goes.
+        # Brokers follow the voter set (broker/controller_endpoints.py), but only from their
+        # next DescribeQuorum refresh (every 5 s): one that has not refreshed since the add
+        # knows the controllers of its start alone, and removing the last of those would cut
+        # it off (Kafka has the same window). Kept while ketch up cannot ask a broker what it
+        # has learned.
         stranded = sorted(b for b, known in self.known_controllers.items()
                           if b in self.processes and left and not known & left)
         if stranded:
