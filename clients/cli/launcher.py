@@ -473,6 +473,10 @@ class LocalCluster:
         if self._lock is None:     # started again after stop()
             self._take_lock()
         node = self.spec.node(node_id)
+        running = self.processes.get(node_id)
+        if running is not None and running.poll() is None:
+            # Two processes on one data directory: the second would fight the first for it.
+            raise RuntimeError(f"{node.role} {node_id} is already running (pid {running.pid})")
         module = "quorum" if node.role == "controller" else "broker"
         log_file = open(node.log, "ab")
         proc = subprocess.Popen([sys.executable, "-m", module, "--config", node.config],
