@@ -8,6 +8,12 @@ replication factor 3, acks=all, linger.ms=5, batch.size 1 MiB, no compression:
    producer** (the same settings, no transactional.id) in the same run. Runs alternate and
    the best of ``--repeats`` is compared (on a shared machine other load only ever slows a
    run down; medians are in the JSON too). Goal: ratio >= 0.7.
+   Beside each run's records/s, the brokers' CPU time per 1,000 records (user + system,
+   from /proc): on a machine whose cores other work keeps busy, throughput follows CPU
+   cost, so the ratio of the two CPU figures bounds the throughput ratio however the wall
+   clock swings (a transaction pays per-request costs that pipelined idempotent produce
+   spreads over far more records: its Produce and marker requests, the
+   ``__transaction_state`` writes, and the follower fetches each replicated write takes).
 2. Commit latency, p50/p99: ``commit_transaction()`` called right after a ``flush()``, so
    the figure is the commit alone (EndTxn, the PrepareCommit write to
    ``__transaction_state``, the markers on the 6 partitions, the CompleteCommit write), not
@@ -52,7 +58,30 @@ def _producer(bootstrap: str, **extra):  # type: ignore[no-untyped-def]
     return Producer(produce.producer_config(bootstrap, "all", **{"enable.idempotence": True, **extra}))
 
 
-def measure_idempotent(bootstrap: str, topic: str, records: int) -> dict:
+class BrokerCpu:
+    """CPU seconds (user + system) the cluster's broker processes have used, from /proc."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.pids = [n.pid for n in cluster.spec.nodes if n.role == "broker" and n.pid]
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                return float("nan")       # not Linux, or a broker is gone
+            total += (int(fields[11]) + int(fields[12])) / self.tick
+        return total
+
+
+def _cpu_ms_per_1000(cpu: BrokerCpu, before: float, records: int) -> float:
+    return round((cpu.seconds() - before) * 1000 * 1000 / records, 1)
+
+
+def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu) -> dict:
     producer = _producer(bootstrap)
     value = b"x" * VALUE_BYTES
     for _ in range(2000):                      # warm up: metadata, connections, producer id
@@ -63,7 +92,7 @@ def measure_idempotent(bootstrap: str, topic: str, records: int) -> dict:
     def on_delivery(err, msg):  # type: ignore[no-untyped-def]
         if err is not None:
             failed.append(err)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu.seconds()
     for i in range(records):
         try:
             producer.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=on_delivery)
@@ -75,10 +104,12 @@ def measure_idempotent(bootstrap: str, topic: str, records: int) -> dict:
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
     return {"records": records, "seconds": round(elapsed, 3), "records_per_s": round(records / elapsed),
+            "broker_cpu_ms_per_1000": _cpu_ms_per_1000(cpu, cpu_start, records),
             "failed": len(failed) + left}
 
 
-def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int, txn_id: str) -> dict:
+def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int, txn_id: str,
+                          cpu: BrokerCpu) -> dict:
     producer = _producer(bootstrap, **{"transactional.id": txn_id})
     producer.init_transactions(60)
     value = b"x" * VALUE_BYTES
@@ -88,7 +119,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
     producer.commit_transaction(60)
     transactions = max(1, records // per_txn)
     txn_s: list[float] = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu.seconds()
     for _ in range(transactions):
         t0 = time.perf_counter()
         producer.begin_transaction()
@@ -101,6 +132,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
         producer.commit_transaction(60)       # flushes, then commits
         txn_s.append(time.perf_counter() - t0)
     elapsed = time.perf_counter() - start
+    cpu_ms = _cpu_ms_per_1000(cpu, cpu_start, transactions * per_txn)
     # Commit latency alone: the records are flushed first.
     commit_s: list[float] = []
     for _ in range(min(transactions, 100)):
@@ -113,7 +145,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
         commit_s.append(time.perf_counter() - t0)
     done = transactions * per_txn
     return {"records": done, "transactions": transactions, "seconds": round(elapsed, 3),
-            "records_per_s": round(done / elapsed),
+            "records_per_s": round(done / elapsed), "broker_cpu_ms_per_1000": cpu_ms,
             "transaction_ms_p50": round(percentile(txn_s, 0.5) * 1000, 2),
             "transaction_ms_p99": round(percentile(txn_s, 0.99) * 1000, 2),
             "commit_ms_p50": round(percentile(commit_s, 0.5) * 1000, 2),
@@ -140,10 +172,11 @@ def main() -> int:
             for t in ("idempotent", "transactional"):
                 produce.wait_in_sync(cluster, t, 3)
             runs: dict[str, list[dict]] = {"idempotent": [], "transactional": []}
+            cpu = BrokerCpu(cluster)
             for r in range(args.repeats):
-                runs["idempotent"].append(measure_idempotent(bootstrap, "idempotent", args.records))
+                runs["idempotent"].append(measure_idempotent(bootstrap, "idempotent", args.records, cpu))
                 runs["transactional"].append(measure_transactional(
-                    bootstrap, "transactional", args.records, args.per_transaction, f"bench-{r}"))
+                    bootstrap, "transactional", args.records, args.per_transaction, f"bench-{r}", cpu))
         finally:
             cluster.stop()
     best = {k: max(v, key=lambda x: x["records_per_s"]) for k, v in runs.items()}
@@ -151,15 +184,20 @@ def main() -> int:
     ratio = round(best["transactional"]["records_per_s"] / best["idempotent"]["records_per_s"], 3)
     median_ratio = round(medians["transactional"] / medians["idempotent"], 3)
     t = best["transactional"]
+    cpu_ms = {k: statistics.median(x["broker_cpu_ms_per_1000"] for x in v) for k, v in runs.items()}
+    cpu_ratio = round(cpu_ms["idempotent"] / cpu_ms["transactional"], 3)
     print(f"idempotent acks=all:     {best['idempotent']['records_per_s']:>9,} rec/s "
           f"(runs {[x['records_per_s'] for x in runs['idempotent']]})")
     print(f"transactional acks=all:  {t['records_per_s']:>9,} rec/s "
           f"(runs {[x['records_per_s'] for x in runs['transactional']]}) "
           f"= {ratio} x idempotent (goal >= 0.7; medians: {median_ratio})")
+    print(f"broker CPU per 1,000 records (medians): idempotent {cpu_ms['idempotent']} ms, "
+          f"transactional {cpu_ms['transactional']} ms: throughput ratio bound on saturated "
+          f"cores {cpu_ratio}")
     print(f"commit_transaction after a flush: p50 {t['commit_ms_p50']} ms, p99 {t['commit_ms_p99']} ms "
           f"({t['commits_measured']} commits); whole transaction of {args.per_transaction}: "
           f"p50 {t['transaction_ms_p50']} ms, p99 {t['transaction_ms_p99']} ms")
-    result.update(runs=runs, ratio=ratio, median_ratio=median_ratio)
+    result.update(runs=runs, ratio=ratio, median_ratio=median_ratio, cpu_ratio=cpu_ratio)
     print(json.dumps(result))
     return 0
 
