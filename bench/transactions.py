@@ -19,16 +19,26 @@ replication factor 3, acks=all, linger.ms=5, batch.size 1 MiB, no compression:
    ``__transaction_state``, the markers on the 6 partitions, the CompleteCommit write), not
    the transaction's own records. Beside it, the whole transaction (begin to committed).
 
+3. ``--timeline N``: instead of 1 and 2, N transactions with librdkafka's debug log
+   (``debug=eos,protocol``, its own millisecond timestamps) and the median of each step of
+   a transaction's critical path as the client sees it: the held AddPartitionsToTxn (the
+   previous transaction's markers and CompleteCommit), the Produce phase (its requests
+   and their round trips), EndTxn (PrepareCommit). The brokers' side of each step needs
+   timestamps in the brokers (see docs/transactions.md).
+
 Usage: python bench/transactions.py [--records 200000] [--per-transaction 1000] [--repeats 3]
+       [--timeline N]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import pathlib
+import re
 import statistics
 import sys
 import tempfile
@@ -153,15 +163,88 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
             "commits_measured": len(commit_s)}
 
 
+# librdkafka's log line for a request sent or a response received (its default logger:
+# "%7|<seconds.millis>|SEND|<name>| [thrd:...]: <broker>: Sent AddPartitionsToTxnRequest ...").
+_RDKAFKA_REQUEST = re.compile(
+    r"^%\d\|(?P<t>[\d.]+)\|(?:SEND|RECV)\|.*?: (?P<dir>Sent|Received) (?P<api>\w+?)(?:Request|Response) ")
+
+
+@contextlib.contextmanager
+def _stderr_to(path: str):  # type: ignore[no-untyped-def]
+    """librdkafka's default logger writes to file descriptor 2: point it at ``path``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(fd)
+        os.close(saved)
+
+
+def measure_timeline(bootstrap: str, topic: str, transactions: int, per_txn: int, log_path: str) -> dict:
+    """The client's side of each step of ``transactions`` transactions (medians, ms)."""
+    value = b"x" * VALUE_BYTES
+    bounds: list[tuple[float, float]] = []
+    with _stderr_to(log_path):
+        producer = _producer(bootstrap, **{"transactional.id": "timeline", "debug": "eos,protocol"})
+        producer.init_transactions(60)
+        for k in range(transactions + 2):          # the first two warm up
+            t0 = time.time()
+            producer.begin_transaction()
+            for i in range(per_txn):
+                try:
+                    producer.produce(topic, value=value, partition=i % PARTITIONS)
+                except BufferError:
+                    producer.poll(0.01)
+                    producer.produce(topic, value=value, partition=i % PARTITIONS)
+            producer.commit_transaction(60)
+            if k >= 2:
+                bounds.append((t0, time.time()))
+        producer.flush(10)
+        del producer
+    events = []
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = _RDKAFKA_REQUEST.match(line)
+            if m:
+                events.append((float(m["t"]), m["dir"], m["api"]))
+    steps: dict[str, list[float]] = {}
+
+    def add(step: str, seconds: float) -> None:
+        steps.setdefault(step, []).append(seconds * 1000)
+    for begin, end in bounds:
+        # librdkafka stamps whole milliseconds: a little slack at both ends.
+        ev = [e for e in events if begin - 0.0005 <= e[0] <= end + 0.0015]
+        sent = {api: [t for t, d, a in ev if a == api and d == "Sent"] for api in ("AddPartitionsToTxn", "Produce", "EndTxn")}
+        got = {api: [t for t, d, a in ev if a == api and d == "Received"] for api in sent}
+        if not (sent["AddPartitionsToTxn"] and sent["Produce"] and sent["EndTxn"]):
+            continue
+        add_sent = sent["AddPartitionsToTxn"][0]
+        add_got = next(t for t in got["AddPartitionsToTxn"] if t >= add_sent)
+        end_sent = sent["EndTxn"][-1]
+        add("AddPartitionsToTxn round trip (held until the previous transaction is complete)", add_got - add_sent)
+        add("first Produce sent -> last Produce answered", max(got["Produce"]) - sent["Produce"][0])
+        steps.setdefault("Produce requests", []).append(len(sent["Produce"]))
+        add("EndTxn round trip (PrepareCommit written)", next(t for t in got["EndTxn"] if t >= end_sent) - end_sent)
+        add("whole transaction", end - begin)
+    return {step: round(statistics.median(v), 1) for step, v in steps.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000, help="records per throughput run")
     ap.add_argument("--per-transaction", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeline", type=int, default=0, metavar="N",
+                    help="only the critical path of N transactions, from librdkafka's debug log")
     args = ap.parse_args()
     result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "value_bytes": VALUE_BYTES,
                     "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction}
-    print(f"machine: {os.cpu_count()} CPUs; {args.records} records of {VALUE_BYTES} B per run, "
+    runs_of = f"{args.timeline} transactions" if args.timeline else f"{args.records} records per run"
+    print(f"machine: {os.cpu_count()} CPUs; {runs_of} of {VALUE_BYTES} B records, "
           f"{args.per_transaction} per transaction; {PARTITIONS} partitions, RF 3, acks=all")
     with tempfile.TemporaryDirectory(prefix="ketch-bench-txn-") as d:
         cluster = LocalCluster(d, controllers=3, brokers=3)
@@ -171,6 +254,14 @@ def main() -> int:
             produce.create_topics(bootstrap, [("idempotent", PARTITIONS, 3, {}), ("transactional", PARTITIONS, 3, {})])
             for t in ("idempotent", "transactional"):
                 produce.wait_in_sync(cluster, t, 3)
+            if args.timeline:
+                timeline = measure_timeline(bootstrap, "transactional", args.timeline,
+                                            args.per_transaction, os.path.join(d, "rdkafka.log"))
+                for step, ms in timeline.items():
+                    print(f"{step:82s} {ms:>8}")
+                result.update(timeline=timeline, transactions=args.timeline)
+                print(json.dumps(result))
+                return 0
             runs: dict[str, list[dict]] = {"idempotent": [], "transactional": []}
             cpu = BrokerCpu(cluster)
             for r in range(args.repeats):
