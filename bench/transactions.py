@@ -275,7 +275,8 @@ def main() -> int:
     ratio = round(best["transactional"]["records_per_s"] / best["idempotent"]["records_per_s"], 3)
     median_ratio = round(medians["transactional"] / medians["idempotent"], 3)
     t = best["transactional"]
-    cpu_ms = {k: statistics.median(x["broker_cpu_ms_per_1000"] for x in v) for k, v in runs.items()}
+    cpu_ms = {k: round(statistics.median(x["broker_cpu_ms_per_1000"] for x in v), 1)
+              for k, v in runs.items()}
     cpu_ratio = round(cpu_ms["idempotent"] / cpu_ms["transactional"], 3)
     print(f"idempotent acks=all:     {best['idempotent']['records_per_s']:>9,} rec/s "
           f"(runs {[x['records_per_s'] for x in runs['idempotent']]})")
