@@ -8,21 +8,37 @@ replication factor 3, acks=all, linger.ms=5, batch.size 1 MiB, no compression:
    producer** (the same settings, no transactional.id) in the same run. Runs alternate and
    the best of ``--repeats`` is compared (on a shared machine other load only ever slows a
    run down; medians are in the JSON too). Goal: ratio >= 0.7.
+   Beside each run's records/s, the brokers' CPU time per 1,000 records (user + system,
+   from /proc): on a machine whose cores other work keeps busy, throughput follows CPU
+   cost, so the ratio of the two CPU figures bounds the throughput ratio however the wall
+   clock swings (a transaction pays per-request costs that pipelined idempotent produce
+   spreads over far more records: its Produce and marker requests, the
+   ``__transaction_state`` writes, and the follower fetches each replicated write takes).
 2. Commit latency, p50/p99: ``commit_transaction()`` called right after a ``flush()``, so
    the figure is the commit alone (EndTxn, the PrepareCommit write to
    ``__transaction_state``, the markers on the 6 partitions, the CompleteCommit write), not
    the transaction's own records. Beside it, the whole transaction (begin to committed).
 
+3. ``--timeline N``: instead of 1 and 2, N transactions with librdkafka's debug log
+   (``debug=eos,protocol``, its own millisecond timestamps) and the median of each step of
+   a transaction's critical path as the client sees it: the held AddPartitionsToTxn (the
+   previous transaction's markers and CompleteCommit), the Produce phase (its requests
+   and their round trips), EndTxn (PrepareCommit). The brokers' side of each step needs
+   timestamps in the brokers (see docs/transactions.md).
+
 Usage: python bench/transactions.py [--records 200000] [--per-transaction 1000] [--repeats 3]
+       [--timeline N]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import pathlib
+import re
 import statistics
 import sys
 import tempfile
@@ -52,7 +68,30 @@ def _producer(bootstrap: str, **extra):  # type: ignore[no-untyped-def]
     return Producer(produce.producer_config(bootstrap, "all", **{"enable.idempotence": True, **extra}))
 
 
-def measure_idempotent(bootstrap: str, topic: str, records: int) -> dict:
+class BrokerCpu:
+    """CPU seconds (user + system) the cluster's broker processes have used, from /proc."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.pids = [n.pid for n in cluster.spec.nodes if n.role == "broker" and n.pid]
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                return float("nan")       # not Linux, or a broker is gone
+            total += (int(fields[11]) + int(fields[12])) / self.tick
+        return total
+
+
+def _cpu_ms_per_1000(cpu: BrokerCpu, before: float, records: int) -> float:
+    return round((cpu.seconds() - before) * 1000 * 1000 / records, 1)
+
+
+def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu) -> dict:
     producer = _producer(bootstrap)
     value = b"x" * VALUE_BYTES
     for _ in range(2000):                      # warm up: metadata, connections, producer id
@@ -63,7 +102,7 @@ def measure_idempotent(bootstrap: str, topic: str, records: int) -> dict:
     def on_delivery(err, msg):  # type: ignore[no-untyped-def]
         if err is not None:
             failed.append(err)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu.seconds()
     for i in range(records):
         try:
             producer.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=on_delivery)
@@ -75,10 +114,12 @@ def measure_idempotent(bootstrap: str, topic: str, records: int) -> dict:
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
     return {"records": records, "seconds": round(elapsed, 3), "records_per_s": round(records / elapsed),
+            "broker_cpu_ms_per_1000": _cpu_ms_per_1000(cpu, cpu_start, records),
             "failed": len(failed) + left}
 
 
-def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int, txn_id: str) -> dict:
+def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int, txn_id: str,
+                          cpu: BrokerCpu) -> dict:
     producer = _producer(bootstrap, **{"transactional.id": txn_id})
     producer.init_transactions(60)
     value = b"x" * VALUE_BYTES
@@ -88,7 +129,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
     producer.commit_transaction(60)
     transactions = max(1, records // per_txn)
     txn_s: list[float] = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), cpu.seconds()
     for _ in range(transactions):
         t0 = time.perf_counter()
         producer.begin_transaction()
@@ -101,6 +142,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
         producer.commit_transaction(60)       # flushes, then commits
         txn_s.append(time.perf_counter() - t0)
     elapsed = time.perf_counter() - start
+    cpu_ms = _cpu_ms_per_1000(cpu, cpu_start, transactions * per_txn)
     # Commit latency alone: the records are flushed first.
     commit_s: list[float] = []
     for _ in range(min(transactions, 100)):
@@ -113,7 +155,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
         commit_s.append(time.perf_counter() - t0)
     done = transactions * per_txn
     return {"records": done, "transactions": transactions, "seconds": round(elapsed, 3),
-            "records_per_s": round(done / elapsed),
+            "records_per_s": round(done / elapsed), "broker_cpu_ms_per_1000": cpu_ms,
             "transaction_ms_p50": round(percentile(txn_s, 0.5) * 1000, 2),
             "transaction_ms_p99": round(percentile(txn_s, 0.99) * 1000, 2),
             "commit_ms_p50": round(percentile(commit_s, 0.5) * 1000, 2),
@@ -121,15 +163,88 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
             "commits_measured": len(commit_s)}
 
 
+# librdkafka's log line for a request sent or a response received (its default logger:
+# "%7|<seconds.millis>|SEND|<name>| [thrd:...]: <broker>: Sent AddPartitionsToTxnRequest ...").
+_RDKAFKA_REQUEST = re.compile(
+    r"^%\d\|(?P<t>[\d.]+)\|(?:SEND|RECV)\|.*?: (?P<dir>Sent|Received) (?P<api>\w+?)(?:Request|Response) ")
+
+
+@contextlib.contextmanager
+def _stderr_to(path: str):  # type: ignore[no-untyped-def]
+    """librdkafka's default logger writes to file descriptor 2: point it at ``path``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(fd)
+        os.close(saved)
+
+
+def measure_timeline(bootstrap: str, topic: str, transactions: int, per_txn: int, log_path: str) -> dict:
+    """The client's side of each step of ``transactions`` transactions (medians, ms)."""
+    value = b"x" * VALUE_BYTES
+    bounds: list[tuple[float, float]] = []
+    with _stderr_to(log_path):
+        producer = _producer(bootstrap, **{"transactional.id": "timeline", "debug": "eos,protocol"})
+        producer.init_transactions(60)
+        for k in range(transactions + 2):          # the first two warm up
+            t0 = time.time()
+            producer.begin_transaction()
+            for i in range(per_txn):
+                try:
+                    producer.produce(topic, value=value, partition=i % PARTITIONS)
+                except BufferError:
+                    producer.poll(0.01)
+                    producer.produce(topic, value=value, partition=i % PARTITIONS)
+            producer.commit_transaction(60)
+            if k >= 2:
+                bounds.append((t0, time.time()))
+        producer.flush(10)
+        del producer
+    events = []
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = _RDKAFKA_REQUEST.match(line)
+            if m:
+                events.append((float(m["t"]), m["dir"], m["api"]))
+    steps: dict[str, list[float]] = {}
+
+    def add(step: str, seconds: float) -> None:
+        steps.setdefault(step, []).append(seconds * 1000)
+    for begin, end in bounds:
+        # librdkafka stamps whole milliseconds: a little slack at both ends.
+        ev = [e for e in events if begin - 0.0005 <= e[0] <= end + 0.0015]
+        sent = {api: [t for t, d, a in ev if a == api and d == "Sent"] for api in ("AddPartitionsToTxn", "Produce", "EndTxn")}
+        got = {api: [t for t, d, a in ev if a == api and d == "Received"] for api in sent}
+        if not (sent["AddPartitionsToTxn"] and sent["Produce"] and sent["EndTxn"]):
+            continue
+        add_sent = sent["AddPartitionsToTxn"][0]
+        add_got = next(t for t in got["AddPartitionsToTxn"] if t >= add_sent)
+        end_sent = sent["EndTxn"][-1]
+        add("AddPartitionsToTxn round trip (held until the previous transaction is complete)", add_got - add_sent)
+        add("first Produce sent -> last Produce answered", max(got["Produce"]) - sent["Produce"][0])
+        steps.setdefault("Produce requests", []).append(len(sent["Produce"]))
+        add("EndTxn round trip (PrepareCommit written)", next(t for t in got["EndTxn"] if t >= end_sent) - end_sent)
+        add("whole transaction", end - begin)
+    return {step: round(statistics.median(v), 1) for step, v in steps.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000, help="records per throughput run")
     ap.add_argument("--per-transaction", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeline", type=int, default=0, metavar="N",
+                    help="only the critical path of N transactions, from librdkafka's debug log")
     args = ap.parse_args()
     result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "value_bytes": VALUE_BYTES,
                     "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction}
-    print(f"machine: {os.cpu_count()} CPUs; {args.records} records of {VALUE_BYTES} B per run, "
+    runs_of = f"{args.timeline} transactions" if args.timeline else f"{args.records} records per run"
+    print(f"machine: {os.cpu_count()} CPUs; {runs_of} of {VALUE_BYTES} B records, "
           f"{args.per_transaction} per transaction; {PARTITIONS} partitions, RF 3, acks=all")
     with tempfile.TemporaryDirectory(prefix="ketch-bench-txn-") as d:
         cluster = LocalCluster(d, controllers=3, brokers=3)
@@ -139,11 +254,20 @@ def main() -> int:
             produce.create_topics(bootstrap, [("idempotent", PARTITIONS, 3, {}), ("transactional", PARTITIONS, 3, {})])
             for t in ("idempotent", "transactional"):
                 produce.wait_in_sync(cluster, t, 3)
+            if args.timeline:
+                timeline = measure_timeline(bootstrap, "transactional", args.timeline,
+                                            args.per_transaction, os.path.join(d, "rdkafka.log"))
+                for step, ms in timeline.items():
+                    print(f"{step:82s} {ms:>8}")
+                result.update(timeline=timeline, transactions=args.timeline)
+                print(json.dumps(result))
+                return 0
             runs: dict[str, list[dict]] = {"idempotent": [], "transactional": []}
+            cpu = BrokerCpu(cluster)
             for r in range(args.repeats):
-                runs["idempotent"].append(measure_idempotent(bootstrap, "idempotent", args.records))
+                runs["idempotent"].append(measure_idempotent(bootstrap, "idempotent", args.records, cpu))
                 runs["transactional"].append(measure_transactional(
-                    bootstrap, "transactional", args.records, args.per_transaction, f"bench-{r}"))
+                    bootstrap, "transactional", args.records, args.per_transaction, f"bench-{r}", cpu))
         finally:
             cluster.stop()
     best = {k: max(v, key=lambda x: x["records_per_s"]) for k, v in runs.items()}
@@ -151,15 +275,21 @@ def main() -> int:
     ratio = round(best["transactional"]["records_per_s"] / best["idempotent"]["records_per_s"], 3)
     median_ratio = round(medians["transactional"] / medians["idempotent"], 3)
     t = best["transactional"]
+    cpu_ms = {k: round(statistics.median(x["broker_cpu_ms_per_1000"] for x in v), 1)
+              for k, v in runs.items()}
+    cpu_ratio = round(cpu_ms["idempotent"] / cpu_ms["transactional"], 3)
     print(f"idempotent acks=all:     {best['idempotent']['records_per_s']:>9,} rec/s "
           f"(runs {[x['records_per_s'] for x in runs['idempotent']]})")
     print(f"transactional acks=all:  {t['records_per_s']:>9,} rec/s "
           f"(runs {[x['records_per_s'] for x in runs['transactional']]}) "
           f"= {ratio} x idempotent (goal >= 0.7; medians: {median_ratio})")
+    print(f"broker CPU per 1,000 records (medians): idempotent {cpu_ms['idempotent']} ms, "
+          f"transactional {cpu_ms['transactional']} ms: throughput ratio bound on saturated "
+          f"cores {cpu_ratio}")
     print(f"commit_transaction after a flush: p50 {t['commit_ms_p50']} ms, p99 {t['commit_ms_p99']} ms "
           f"({t['commits_measured']} commits); whole transaction of {args.per_transaction}: "
           f"p50 {t['transaction_ms_p50']} ms, p99 {t['transaction_ms_p99']} ms")
-    result.update(runs=runs, ratio=ratio, median_ratio=median_ratio)
+    result.update(runs=runs, ratio=ratio, median_ratio=median_ratio, cpu_ratio=cpu_ratio)
     print(json.dumps(result))
     return 0
 

@@ -37,6 +37,7 @@ from broker.client_telemetry import ClientAttributes
 from broker.producer_ids import ProducerIdManager
 from broker.telemetry_driver import ClientTelemetryDriver
 from broker.txn.driver import TransactionCoordinatorDriver
+from broker.txn.markers import marker_entries, marker_response
 from broker.replica_driver import ReplicaDriver
 from broker.replica_manager import ProduceResult, ReadResult
 from clients.types import TopicIdPartition, TopicPartition
@@ -915,42 +916,11 @@ class KafkaApis:
     async def handle_write_txn_markers(self, req: messages.WriteTxnMarkersRequest, version: int,
                                        client: ClientInfo) -> messages.WriteTxnMarkersResponse:
         """Transaction markers from a transaction coordinator (Kafka's
-        handleWriteTxnMarkersRequest): per marker and partition this leader appends one
-        control batch (the producer's id and epoch, COMMIT or ABORT, the coordinator
-        epoch), then waits for acks=all within request.timeout.ms. Per partition:
-        UNKNOWN_TOPIC_OR_PARTITION (not hosted here), NOT_LEADER_OR_FOLLOWER,
-        NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH (an older producer epoch),
-        TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), or the replication
-        outcome."""
-        cls = messages.WriteTxnMarkersResponse
-        codes: dict[tuple[int, str, int], int] = {}
-        waits = []
-        for m, marker in enumerate(req.markers):
-            for topic in marker.topics:
-                for index in topic.partition_indexes:
-                    tp = TopicPartition(topic.name, index)
-                    result = self.replicas.append_txn_marker(
-                        tp, marker.producer_id, marker.producer_epoch, marker.transaction_result,
-                        marker.coordinator_epoch)
-                    codes[(m, topic.name, index)] = result.error_code
-                    if result.error_code == ErrorCode.NONE and result.required_offset is not None:
-                        waits.append(((m, topic.name, index), tp, result.required_offset))
-        if waits:
-            outcomes = await asyncio.gather(*(
-                self.replicas.await_replication(tp, required, self.config.request_timeout_ms)
-                for _, tp, required in waits))
-            for (key, _, _), code in zip(waits, outcomes):
-                codes[key] = code
-        markers = []
-        for m, marker in enumerate(req.markers):
-            R = cls.WritableTxnMarkerResult
-            markers.append(R(producer_id=marker.producer_id, topics=[
-                R.WritableTxnMarkerTopicResult(name=topic.name, partitions=[
-                    R.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
-                        partition_index=index, error_code=codes[(m, topic.name, index)])
-                    for index in topic.partition_indexes])
-                for topic in marker.topics]))
-        return cls(markers=markers)
+        handleWriteTxnMarkersRequest): ``TransactionCoordinatorDriver.write_markers``, which
+        the coordinator also calls directly for the partitions its own broker leads."""
+        entries = marker_entries(req)
+        answers = await self.transactions.write_markers(entries, self.config.request_timeout_ms)
+        return marker_response(entries, answers)
 
     async def handle_offset_for_leader_epoch(self, req: messages.OffsetForLeaderEpochRequest, version: int,
                                              client: ClientInfo) -> messages.OffsetForLeaderEpochResponse:

@@ -2,8 +2,9 @@
 
 The transaction coordinator sends WriteTxnMarkers to partition leaders, and leaders send
 AddPartitionsToTxn (verify_only) to coordinators (Kafka's ``TransactionMarkerChannelManager``
-and ``AddPartitionsToTxnManager``, both on the inter-broker listener). A request to this
-broker itself goes over its own listener too, as in Kafka: one code path.
+and ``AddPartitionsToTxnManager``, both on the inter-broker listener). Unlike Kafka, the
+coordinator does not send either to its own broker: it writes those markers and answers
+those verifications in-process (``TransactionCoordinatorDriver``).
 
 A connection that fails or times out is dropped; the next request dials again. Callers
 retry as their protocol says (markers until every partition answered; a verification

@@ -11,14 +11,21 @@
   transaction, grouped per leader (and with other transactions' markers for the same
   broker in one request), retrying partitions whose leader moved or could not be
   reached (the metadata image names the leaders at each round) until every one answered
-  or the core no longer wants them (the coordinator epoch moved on), then reports;
+  or the core no longer wants them (the coordinator epoch moved on), then reports. The
+  partitions this broker leads are written directly (``write_markers``, which also serves
+  other coordinators' WriteTxnMarkers), not through its own listener;
 - leadership of ``__transaction_state`` partitions loads a partition's transactional ids by
   replaying its log (coordinator epoch = the partition's leader epoch) or unloads them;
 - a timer calls ``poll`` when the core's next deadline is due;
 - KIP-890 verification for the Produce path (``verify_produce``) and for TxnOffsetCommit
   (``verify_txn_offset_commit``, which the group coordinator calls before it writes
-  pending offsets): the leader asks the transactional id's coordinator, through
-  ``VerificationState``'s guards.
+  pending offsets): the leader asks the transactional id's coordinator (the core
+  directly when that is this broker), through ``VerificationState``'s guards; a Produce's
+  question also covers the other partitions of its topics led here (asked ahead).
+
+Each of these local shortcuts takes a request, its parsing and its response off a
+transaction's critical path on the busiest broker (the coordinator is also a leader and
+a follower); the answers are the same as over the wire.
 """
 from __future__ import annotations
 
@@ -63,6 +70,8 @@ TXN_VERSIONS: dict[int, tuple[int, int]] = {
 WRITE_TXN_MARKERS_VERSIONS = (1, 1)
 VERIFY_VERSIONS = (4, 5)                 # AddPartitionsToTxn's brokers' form
 MARKER_RETRY_BACKOFF_MS = (50, 1_000)    # doubled per round without progress, up to the max
+# At most this many other partitions asked about ahead with a verification (VerificationState).
+VERIFY_AHEAD_MAX = 64
 
 # Produce errors for a failed verification (Kafka's ReplicaManager): retriable coordinator
 # trouble becomes NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
@@ -311,10 +320,16 @@ class TransactionCoordinatorDriver:
                 self._marker_queues[leader] = rest
                 entries = [entry for entry, _ in batch]
                 try:
-                    resp = await self.brokers.request(leader, ApiKey.WRITE_TXN_MARKERS,
-                                                      WRITE_TXN_MARKERS_VERSIONS,
-                                                      marker_request(entries))
-                    answers = marker_answers(entries, resp)
+                    if leader == self.broker_id:
+                        # Led here: appended directly, not through this broker's own
+                        # listener (a request and its response cost this busy process
+                        # several event-loop turns on the commit's critical path).
+                        answers = await self.write_markers(entries, self.request_timeout_ms)
+                    else:
+                        resp = await self.brokers.request(leader, ApiKey.WRITE_TXN_MARKERS,
+                                                          WRITE_TXN_MARKERS_VERSIONS,
+                                                          marker_request(entries))
+                        answers = marker_answers(entries, resp)
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:
                     log.info("markers of %d transaction(s) to broker %d failed: %s",
                              len(entries), leader, e)
@@ -333,6 +348,31 @@ class TransactionCoordinatorDriver:
             for _, answer in self._marker_queues.pop(leader, []):
                 if not answer.done():
                     answer.cancel()
+
+    async def write_markers(self, entries: list[MarkerEntry], timeout_ms: int
+                            ) -> list[dict[TopicPartition, int]]:
+        """This broker as the partitions' leader (Kafka's handleWriteTxnMarkersRequest): per
+        entry and partition one control batch appended (the producer's id and epoch,
+        COMMIT or ABORT, the coordinator epoch), then acks=all awaited within
+        ``timeout_ms``. Per partition: UNKNOWN_TOPIC_OR_PARTITION (not hosted here),
+        NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH (an older
+        producer epoch), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), or
+        the replication outcome."""
+        answers: list[dict[TopicPartition, int]] = [{} for _ in entries]
+        waits: list[tuple[int, TopicPartition, int]] = []
+        for i, e in enumerate(entries):
+            for tp in e.partitions:
+                result = self.replicas.append_txn_marker(tp, e.producer_id, e.producer_epoch,
+                                                         e.committed, e.coordinator_epoch)
+                answers[i][tp] = result.error_code
+                if result.error_code == E.NONE and result.required_offset is not None:
+                    waits.append((i, tp, result.required_offset))
+        if waits:
+            codes = await self.replicas.await_replications(
+                [(tp, required) for _, tp, required in waits], timeout_ms)
+            for (i, tp, _), code in zip(waits, codes):
+                answers[i][tp] = code
+        return answers
 
     # ------------------------------------------------------------ leadership
 
@@ -385,7 +425,7 @@ class TransactionCoordinatorDriver:
         that must not be appended; the others may be, at once (no await in between)."""
         if not self.verification_enable():
             return {}
-        codes = await self._verify(transactional_id, batches)
+        codes = await self._verify(transactional_id, batches, ask_ahead=True)
         return {tp: produce_verification_error(code, produce_version) for tp, code in codes.items()}
 
     async def verify_txn_offset_commit(self, transactional_id: str, producer_id: int,
@@ -403,9 +443,10 @@ class TransactionCoordinatorDriver:
         code = codes.get(offsets_partition, E.NONE)
         return E.NONE if code == E.NONE else txn_offset_commit_verification_error(code, version)
 
-    async def _verify(self, transactional_id: str, batches: dict[TopicPartition, tuple[int, int]]
-                      ) -> dict[TopicPartition, int]:
-        """The coordinator's error for each partition that must not be appended."""
+    async def _verify(self, transactional_id: str, batches: dict[TopicPartition, tuple[int, int]],
+                      ask_ahead: bool = False) -> dict[TopicPartition, int]:
+        """The coordinator's error for each partition that must not be appended;
+        ``ask_ahead``: also about the other partitions of the same topics led here."""
         image = self.replicas.image
 
         def led_here(tp: TopicPartition) -> bool:
@@ -423,8 +464,24 @@ class TransactionCoordinatorDriver:
             return {tp: E.INVALID_PRODUCER_ID_MAPPING for tp in todo}
         (producer_id, producer_epoch), = set(todo.values())
         guards = {tp: self.verification.start(tp, producer_id, producer_epoch) for tp in todo}
+        # The producer's next batches for the other partitions of these topics led here
+        # need no question of their own if this one covers them (VerificationState).
+        ahead: dict[TopicPartition, int] = {}
+        for tp in self._led_partitions({tp.topic for tp in todo}) if ask_ahead else ():
+            if len(ahead) == VERIFY_AHEAD_MAX:
+                break
+            if tp not in todo and (guard := self.verification.start_ahead(
+                    tp, producer_id, producer_epoch)) is not None:
+                ahead[tp] = guard
         codes = await self._ask_coordinator(transactional_id, producer_id, producer_epoch,
-                                            list(todo))
+                                            [*todo, *ahead])
+        if ahead and any(codes.get(tp) == E.OPERATION_NOT_ATTEMPTED for tp in todo):
+            # A partition asked ahead is one the coordinator's metadata does not know yet
+            # (KafkaApis then refuses the whole question): ask about the batches' alone.
+            codes = await self._ask_coordinator(transactional_id, producer_id, producer_epoch,
+                                                list(todo))
+        for tp, guard in ahead.items():
+            self.verification.complete_ahead(tp, producer_id, guard, codes.get(tp) == E.NONE)
         errors: dict[TopicPartition, int] = {}
         for tp, guard in guards.items():
             code = codes.get(tp, E.UNKNOWN_SERVER_ERROR)
@@ -434,6 +491,16 @@ class TransactionCoordinatorDriver:
             if code != E.NONE:
                 errors[tp] = code
         return errors
+
+    def _led_partitions(self, topics: set[str]) -> list[TopicPartition]:
+        image = self.replicas.image
+        led = []
+        for name in sorted(topics):
+            topic = image.topics.get(name)
+            if topic is not None:
+                led += [TopicPartition(name, p) for p, reg in sorted(topic.partitions.items())
+                        if reg.leader == self.broker_id]
+        return led
 
     async def _ask_coordinator(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                tps: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -456,8 +523,14 @@ class TransactionCoordinatorDriver:
             topics=[cls.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
         try:
-            resp = await self.brokers.request(reg.leader, ApiKey.ADD_PARTITIONS_TO_TXN,
-                                              VERIFY_VERSIONS, req)
+            if reg.leader == self.broker_id:
+                # This broker is the coordinator: the core answers at once, no round trip
+                # through its own listener.
+                resp = await self._call("handle_add_partitions_to_txn", req, VERIFY_VERSIONS[1],
+                                        self.now_ms())
+            else:
+                resp = await self.brokers.request(reg.leader, ApiKey.ADD_PARTITIONS_TO_TXN,
+                                                  VERIFY_VERSIONS, req)
         except (ConnectionError, OSError, asyncio.TimeoutError) as e:
             log.info("verifying %s with broker %d failed: %s", transactional_id, reg.leader, e)
             return every(E.NETWORK_EXCEPTION)

@@ -24,7 +24,8 @@ from metadata_log.image import MetadataImage
 
 __all__ = [
     "MARKER_FENCED", "MARKER_RETRIABLE", "MarkerAnswers", "MarkerEntry", "judge_answers",
-    "marker_answers", "marker_request", "next_batch", "plan_round",
+    "marker_answers", "marker_entries", "marker_request", "marker_response", "next_batch",
+    "plan_round",
 ]
 
 E = ErrorCode
@@ -132,3 +133,29 @@ def marker_answers(entries: Sequence[MarkerEntry], response: Any) -> list[dict[T
         for m in response.markers for t in m.topics for p in t.partitions}
     return [{tp: codes.get((e.producer_id, tp), E.UNKNOWN_SERVER_ERROR) for tp in e.partitions}
             for e in entries]
+
+
+def marker_entries(request: Any) -> list[MarkerEntry]:
+    """A WriteTxnMarkers request as the leader reads it: one entry per marker."""
+    return [MarkerEntry(m.producer_id, m.producer_epoch, bool(m.transaction_result),
+                        m.coordinator_epoch,
+                        tuple(TopicPartition(t.name, p) for t in m.topics for p in t.partition_indexes))
+            for m in request.markers]
+
+
+def marker_response(entries: Sequence[MarkerEntry],
+                    answers: Sequence[dict[TopicPartition, int]]) -> Any:
+    """The leader's WriteTxnMarkers response: each entry's answer per partition, topics in
+    the order the entry names them."""
+    R = messages.WriteTxnMarkersResponse
+    markers = []
+    for e, codes in zip(entries, answers):
+        by_topic: dict[str, list[int]] = {}
+        for tp in e.partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        markers.append(R.WritableTxnMarkerResult(producer_id=e.producer_id, topics=[
+            R.WritableTxnMarkerTopicResult(name=t, partitions=[
+                R.WritableTxnMarkerPartitionResult(
+                    partition_index=p, error_code=codes[TopicPartition(t, p)]) for p in ps])
+            for t, ps in by_topic.items()]))
+    return R(markers=markers)

@@ -19,6 +19,16 @@ so no marker can come between the check and the append.
 
 Verified entries live until the producer's next marker on the partition or a leadership
 change, as Kafka's ongoing-transaction check in the producer state would say.
+
+**Asking ahead** (Ketch's, not Kafka's). A client sends one Produce per partition (librdkafka
+does), and a connection's next request is read only once the previous one has appended, so
+a broker leading two partitions of a transaction would ask the coordinator twice in a row
+on the transaction's critical path. The leader therefore also asks, in the same question,
+about the other partitions of the same topics it leads (``start_ahead`` /
+``complete_ahead``): a yes verifies them for when their batches come, a no is forgotten. A
+guard is a guard whoever asked: a marker in between still voids the answer. An ahead
+question never disturbs one asked for a batch: it starts only where nothing is recorded,
+and a no leaves an entry alone once a batch's question shares its guard.
 """
 from __future__ import annotations
 
@@ -35,6 +45,7 @@ class _Entry:
     producer_epoch: int
     guard: int
     verified: bool
+    ahead: bool = False     # asked ahead only: no batch waits on this guard
 
 
 class VerificationState:
@@ -50,6 +61,7 @@ class VerificationState:
         """A guard for a verification about to be asked; a newer one replaces an older."""
         entry = self._entries.get((tp, producer_id))
         if entry is not None and entry.producer_epoch == producer_epoch and not entry.verified:
+            entry.ahead = False     # a batch now waits on it too
             return entry.guard      # a verification already in flight: share its guard
         guard = next(self._guards)
         self._entries[(tp, producer_id)] = _Entry(producer_epoch, guard, False)
@@ -65,6 +77,27 @@ class VerificationState:
             return False
         entry.verified = True
         return True
+
+    def start_ahead(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> int | None:
+        """A guard for asking about ``tp`` ahead of its first batch; None when something
+        is recorded for it already (verified, asked, or an entry of another epoch)."""
+        if (tp, producer_id) in self._entries:
+            return None
+        guard = next(self._guards)
+        self._entries[(tp, producer_id)] = _Entry(producer_epoch, guard, False, ahead=True)
+        return guard
+
+    def complete_ahead(self, tp: TopicPartition, producer_id: int, guard: int, ok: bool) -> None:
+        """The coordinator answered a question asked ahead: a yes verifies ``tp`` if no
+        marker came in between; a no drops the entry unless a batch's question shares it
+        (that one's own answer decides)."""
+        entry = self._entries.get((tp, producer_id))
+        if entry is None or entry.guard != guard:
+            return
+        if ok:
+            entry.verified = True
+        elif entry.ahead:
+            del self._entries[(tp, producer_id)]
 
     def on_marker(self, tp: TopicPartition, producer_id: int) -> None:
         self._entries.pop((tp, producer_id), None)

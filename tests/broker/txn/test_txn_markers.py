@@ -54,3 +54,17 @@ def test_transactions_for_one_broker_share_a_request_one_producer_id_each() -> N
     # Matched by producer id, whatever the order; a partition left out is tried again.
     assert marker_answers([a, b], resp) == [{A0: E.NONE, A1: E.UNKNOWN_SERVER_ERROR},
                                             {B0: E.NOT_LEADER_OR_FOLLOWER}]
+
+
+def test_the_leader_reads_entries_and_answers_what_the_coordinator_matches() -> None:
+    from broker.txn.markers import (
+        MarkerEntry, marker_answers, marker_entries, marker_request, marker_response,
+    )
+    a = MarkerEntry(7, 0, True, 3, (A0, A1, B0))
+    b = MarkerEntry(8, 2, False, 3, (A2,))
+    assert marker_entries(marker_request([a, b])) == [a, b]
+    answers = [{A0: E.NONE, A1: E.NOT_ENOUGH_REPLICAS, B0: E.NONE}, {A2: E.INVALID_PRODUCER_EPOCH}]
+    resp = marker_response([a, b], answers)
+    assert [(m.producer_id, [(t.name, [p.partition_index for p in t.partitions]) for t in m.topics])
+            for m in resp.markers] == [(7, [("a", [0, 1]), ("b", [0])]), (8, [("a", [2])])]
+    assert marker_answers([a, b], resp) == answers

@@ -90,3 +90,51 @@ OFFSET_COMMIT_ROWS = [
 @pytest.mark.parametrize("code,version,expected", OFFSET_COMMIT_ROWS)
 def test_txn_offset_commit_errors_are_kafkas(code: int, version: int, expected: int) -> None:
     assert txn_offset_commit_verification_error(code, version) == expected
+
+
+TP1 = TopicPartition("t", 1)
+
+
+def test_asked_ahead_a_yes_verifies_and_a_no_is_forgotten() -> None:
+    v = VerificationState()
+    guard = v.start(TP, 7, 0)
+    ahead = v.start_ahead(TP1, 7, 0)
+    assert ahead is not None and v.start_ahead(TP, 7, 0) is None     # TP is being asked
+    assert v.complete(TP, 7, guard, ok=True)
+    v.complete_ahead(TP1, 7, ahead, ok=True)
+    assert v.is_verified(TP1, 7, 0)                  # its first batch needs no question
+    assert v.start_ahead(TP1, 7, 0) is None           # already verified: not asked again
+    v.on_marker(TP1, 7)
+    no = v.start_ahead(TP1, 7, 0)
+    assert no is not None
+    v.complete_ahead(TP1, 7, no, ok=False)            # not in the transaction
+    assert not v.is_verified(TP1, 7, 0) and len(v) == 1
+
+
+def test_a_marker_during_an_ahead_question_voids_its_yes() -> None:
+    v = VerificationState()
+    ahead = v.start_ahead(TP1, 7, 0)
+    assert ahead is not None
+    v.on_marker(TP1, 7)
+    v.complete_ahead(TP1, 7, ahead, ok=True)
+    assert not v.is_verified(TP1, 7, 0) and len(v) == 0
+
+
+def test_an_ahead_no_leaves_a_batchs_shared_question_alone() -> None:
+    """A batch for TP1 came while TP1 was being asked ahead (not yet in the transaction
+    then) and shares that guard; its own question, asked after the partition was added,
+    says yes. The ahead no, answered first, must not make that yes a refusal."""
+    v = VerificationState()
+    ahead = v.start_ahead(TP1, 7, 0)
+    assert ahead is not None
+    shared = v.start(TP1, 7, 0)
+    assert shared == ahead
+    v.complete_ahead(TP1, 7, ahead, ok=False)
+    assert v.complete(TP1, 7, shared, ok=True) and v.is_verified(TP1, 7, 0)
+
+
+def test_asking_ahead_leaves_another_epochs_entry_alone() -> None:
+    v = VerificationState()
+    assert v.complete(TP1, 7, v.start(TP1, 7, 0), ok=True)
+    assert v.start_ahead(TP1, 7, 1) is None           # the batch's own question decides
+    assert v.is_verified(TP1, 7, 0) and not v.is_verified(TP1, 7, 1)
