@@ -407,7 +407,7 @@ class RemoteLogManager:
         rsid = RemoteSegmentId(topic_id, tp.topic, tp.partition,
                                uuid.UUID(int=self.rng.getrandbits(128), version=4))
         epochs = segment_leader_epochs(
-            [(e.epoch, e.start_offset) for e in plog.leader_epoch_cache.entries],
+            [(e.epoch, e.start_offset) for e in plog.leader_epoch_cache.entries()],
             chosen.base_offset, end_offset)
         metadata = RemoteLogSegmentMetadata(
             rsid, chosen.base_offset, end_offset, self.node_id, segment.largest_timestamp_ms(),
