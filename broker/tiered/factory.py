@@ -27,6 +27,7 @@ def remote_storage_from_config(config: Mapping[str, str]) -> RemoteStorageManage
         if importlib.util.find_spec("broker.tiered.s3") is None:
             raise ConfigError("remote.log.storage.manager.class.name=s3: this build has no S3 "
                               "remote storage (broker/tiered/s3.py)")
-        from broker.tiered.s3 import S3RemoteStorage  # type: ignore[import-not-found]
-        return S3RemoteStorage.from_config(config)  # type: ignore[no-any-return]
+        s3 = importlib.import_module("broker.tiered.s3")
+        storage: RemoteStorageManager = s3.S3RemoteStorage.from_config(config)
+        return storage
     raise ConfigError(f"remote.log.storage.manager.class.name={kind}: Ketch has filesystem and s3")

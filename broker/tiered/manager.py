@@ -247,8 +247,8 @@ class RemoteLogManager:
                 records = await consumer.poll(timeout_ms=200)
                 touched: set[tuple[uuid.UUID, int]] = set()
                 for r in records:
-                    if r.value is not None:
-                        touched |= self._replay_one(r.partition, r.offset, bytes(r.value))  # type: ignore[arg-type]
+                    if isinstance(r.value, (bytes, bytearray, memoryview)):
+                        touched |= self._replay_one(r.partition, r.offset, bytes(r.value))
                     self._replayed[r.partition] = r.offset + 1
                 if records:
                     self._apply_to_local_logs(touched)

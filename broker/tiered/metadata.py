@@ -236,7 +236,7 @@ class _Reader:
         except UnicodeDecodeError as e:
             raise MetadataFormatError(str(e)) from None
 
-    def uuid(self) -> uuid.UUID:
+    def read_uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=self.raw(16))
 
     def tagged_fields(self) -> None:
@@ -249,13 +249,13 @@ class _Reader:
         return None if n == 0 else self.raw(n - 1)
 
     def topic_id_partition(self) -> tuple[str, uuid.UUID, int]:
-        topic, topic_id, partition = self.string(), self.uuid(), self.fixed(_I32)
+        topic, topic_id, partition = self.string(), self.read_uuid(), self.fixed(_I32)
         self.tagged_fields()
         return topic, topic_id, partition
 
     def segment_id(self) -> RemoteSegmentId:
         topic, topic_id, partition = self.topic_id_partition()
-        segment_id = self.uuid()
+        segment_id = self.read_uuid()
         self.tagged_fields()
         return RemoteSegmentId(topic_id, topic, partition, segment_id)
 

@@ -129,6 +129,8 @@ def select_batches(chunk: bytes, fetch_offset: int, max_bytes: int, min_one_batc
     next_offset = fetch_offset
     while pos + LOG_OVERHEAD <= len(chunk):
         if pos + BATCH_HEADER_SIZE > len(chunk):
+            if start >= 0:
+                break                       # whole batches in hand: the cut one is next time's
             if at_end_of_segment:
                 raise RecordError(f"truncated batch header at {pos} of a remote segment")
             return BatchRange(0, 0, fetch_offset, pos + BATCH_HEADER_SIZE - len(chunk))

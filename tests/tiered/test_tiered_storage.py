@@ -36,6 +36,7 @@ from tests.integration.integration_helpers import (
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
 RECORDS = 3000
+ARCHIVED_RANGE = 1000           # the Spark test reads offsets [0, 1000) (all archived)
 VALUE_BYTES = 100
 TOPIC_CONFIGS = {"remote.storage.enable": "true", "segment.bytes": "16384",
                  "local.retention.bytes": "40000", "file.delete.delay.ms": "0"}
@@ -170,6 +171,23 @@ def test_archived_records_are_read_from_offset_0_by_every_client(cluster) -> Non
     expected = [value(i) for i in range(RECORDS)]
     assert read_all_confluent(cluster, topic, RECORDS) == expected
 
+    from clients import Consumer
+    from clients.types import TopicPartition
+    ketch = Consumer({"bootstrap.servers": cluster.spec.bootstrap_servers,
+                      "enable.auto.commit": "false", "auto.offset.reset": "none"})
+    try:
+        tp = TopicPartition(topic, 0)
+        ketch.assign([tp])
+        ketch.seek(tp, 0)
+        got: list[bytes] = []
+        started = time.monotonic()
+        while len(got) < RECORDS and time.monotonic() - started < 30:
+            got += [r.value for r in ketch.poll(timeout_ms=500)]   # type: ignore[misc]
+        print(f"Ketch's consumer read {len(got)} records in {time.monotonic() - started:.2f} s")
+    finally:
+        ketch.close()
+    assert got == expected
+
     out = subprocess.run(["kcat", "-C", "-b", cluster.spec.bootstrap_servers, "-t", topic,
                           "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%o %s\\n"],
                          capture_output=True, timeout=60, check=True).stdout.decode().split("\n")
@@ -184,21 +202,26 @@ def test_spark_source_reads_the_archived_range(cluster) -> None:
 
     from clients.spark import register
     topic = "archive"
-    wait_until(lambda: len(remote_objects(cluster, topic)) >= 5 or None, 30, "the archive")
+    wait_until(lambda: (bases := local_base_offsets(cluster, 1, topic)) and bases[0] > ARCHIVED_RANGE
+               or None, 30, "the archived range gone from local disk")
     session = (SparkSession.builder.master("local[2]").appName("ketch-tiered")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.driver.memory", "1g").getOrCreate())
     try:
         session.sparkContext.setLogLevel("ERROR")
         register(session)
+        # A replay of history: a range wholly in the archive (the local log starts later).
         df = (session.read.format("ketch")
               .option("kafka.bootstrap.servers", cluster.spec.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", "earliest").load())
+              .option("assign", f'{{"{topic}": [0]}}')
+              .option("startingOffsets", f'{{"{topic}": {{"0": -2}}}}')
+              .option("endingOffsets", f'{{"{topic}": {{"0": {ARCHIVED_RANGE}}}}}').load())
         rows = df.select("offset", "value").collect()
     finally:
         session.stop()
     assert pyspark is not None
-    assert sorted((r.offset, bytes(r.value)) for r in rows) == [(i, value(i)) for i in range(RECORDS)]
+    assert sorted((r.offset, bytes(r.value)) for r in rows) == [(i, value(i))
+                                                                for i in range(ARCHIVED_RANGE)]
 
 
 def test_unreachable_store_keeps_local_segments_and_a_leader_killed_mid_upload_loses_nothing(
