@@ -691,7 +691,8 @@ class KafkaApis:
                 break
             await self.replicas.wait_for_data(readable, deadline - loop.time())
         if replica_id < 0 and self.tiered is not None:
-            results = await self._read_tiered(self.tiered, results, req.max_bytes)
+            results = await self._read_tiered(self.tiered, results, req.max_bytes,
+                                              req.isolation_level == 1)
         if replica_id < 0:
             # Issue 22's latency trace: told when this answer carries a traced batch.
             client.after_write = self.replicas.consumer_answered(
@@ -735,8 +736,8 @@ class KafkaApis:
                    node_endpoints=list(leaders.values()))
 
     @staticmethod
-    async def _read_tiered(tiered: RemoteLogManager, results: list[Any], fetch_max_bytes: int
-                           ) -> list[Any]:
+    async def _read_tiered(tiered: RemoteLogManager, results: list[Any], fetch_max_bytes: int,
+                           read_committed: bool) -> list[Any]:
         """KIP-405, for consumers: an offset below a tiered partition's local log (which the
         local read answered OFFSET_OUT_OF_RANGE) is read from remote storage, and the log
         start offset a consumer is told is the log's, remote part included."""
@@ -749,9 +750,10 @@ class KafkaApis:
                 if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and p.fetch_offset < local_start:
                     remote = await tiered.read(tp, p.fetch_offset,
                                                min(p.partition_max_bytes, max(0, fetch_max_bytes - total)),
-                                               total == 0, local_start)
+                                               total == 0, local_start, read_committed)
                     r = dataclasses.replace(
                         r, error_code=remote.error_code, records=None,
+                        aborted_transactions=remote.aborted_transactions,
                         remote_records=remote.records if remote.records else None,
                         log_start_offset=remote.log_start_offset if remote.log_start_offset >= 0
                         else local_start)

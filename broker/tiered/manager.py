@@ -11,9 +11,9 @@ Three duties:
 2. **Copy and expire** (the leader of each partition of a topic with remote.storage.enable):
    one task per partition, every remote.log.manager.task.interval.ms. It waits until the
    replay has caught up with the metadata topic (so it knows what earlier leaders did);
-   on taking over it finishes what a previous leader left half done (segments whose copy
-   STARTED but never FINISHED, deletions that STARTED: their objects are deleted and
-   DELETE_SEGMENT_FINISHED written); then copies each closed segment below the high
+   each round first finishes what was left half done (segments whose copy STARTED but
+   never FINISHED, by a leader that died or by a failed upload here, and deletions that
+   STARTED: their objects are deleted and DELETE_SEGMENT_FINISHED written); then copies each closed segment below the high
    watermark not yet copied (STARTED acknowledged by the metadata topic's replicas before
    the first byte is uploaded, FINISHED after the last, each waited for until replayed
    here), and expires remote segments by total retention (DELETE_SEGMENT_STARTED, delete
@@ -46,6 +46,8 @@ from broker.log import (
     EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, EpochEntry, LeaderEpochCache, PartitionLog,
 )
 from broker.log.partition_log import SNAPSHOT_SUFFIX
+from broker.log.transaction_index import ENTRY_SIZE as TXN_ENTRY_BYTES
+from broker.log.transaction_index import AbortedTxn
 from broker.log.segment import segment_file_name
 from broker.tiered.metadata import (
     REMOTE_LOG_METADATA_TOPIC, MetadataFormatError, RemoteLogMetadataCache,
@@ -57,7 +59,8 @@ from broker.tiered.plan import (
     segment_leader_epochs, segments_to_copy, select_batches,
 )
 from broker.tiered.remote_storage import (
-    IndexType, LogSegmentData, RemoteSegmentId, RemoteStorageError, RemoteStorageManager,
+    IndexType, LogSegmentData, RemoteResourceNotFound, RemoteSegmentId, RemoteStorageError,
+    RemoteStorageManager,
 )
 from clients.aio.consumer import Consumer
 from clients.aio.producer import Producer
@@ -105,6 +108,8 @@ class RemoteRead:
     error_code: int
     records: bytes = b""
     log_start_offset: int = -1
+    # read_committed: the aborted transactions overlapping the records; None otherwise.
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
 
 class RemoteLogManager:
@@ -139,7 +144,8 @@ class RemoteLogManager:
         self._producer: Producer | None = None
         self._tasks: dict[TopicPartition, asyncio.Task] = {}
         self._replay_task: asyncio.Task | None = None
-        self._index_cache: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+        # Indexes of remote segments, by (segment id, index type), least recently used first.
+        self._index_cache: OrderedDict[tuple[uuid.UUID, IndexType], bytes] = OrderedDict()
         self._stopped = False
 
     # ------------------------------------------------------------ lifecycle
@@ -363,7 +369,8 @@ class RemoteLogManager:
             await self._update(metadata.segment, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
         await self.storage.delete_log_segment_data(metadata.segment)
         await self._update(metadata.segment, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
-        self._index_cache.pop(metadata.segment.segment_id, None)
+        for index_type in (IndexType.OFFSET, IndexType.TRANSACTION):
+            self._index_cache.pop((metadata.segment.segment_id, index_type), None)
 
     async def _finish_abandoned(self, tp: TopicPartition) -> None:
         """Copies STARTED and never FINISHED (by a previous leader that died, or a failed
@@ -517,8 +524,10 @@ class RemoteLogManager:
         return self._tiered(self.image(), tp.topic)
 
     async def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int,
-                   min_one_batch: bool, local_log_start_offset: int) -> RemoteRead:
-        """Whole batches from ``fetch_offset`` out of remote storage (below the local log)."""
+                   min_one_batch: bool, local_log_start_offset: int,
+                   read_committed: bool = False) -> RemoteRead:
+        """Whole batches from ``fetch_offset`` out of remote storage (below the local log);
+        ``read_committed``: with the aborted transactions overlapping them."""
         topic_id = self._topic_id(tp)
         if topic_id is None:
             return RemoteRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -529,7 +538,11 @@ class RemoteLogManager:
         if metadata is None:
             return RemoteRead(ErrorCode.OFFSET_OUT_OF_RANGE, log_start_offset=start)
         try:
-            records = await self._read_segment(metadata, fetch_offset, max_bytes, min_one_batch)
+            records, next_offset = await self._read_segment(metadata, fetch_offset, max_bytes,
+                                                            min_one_batch)
+            aborted = None
+            if read_committed:
+                aborted = await self._aborted_transactions(tp, metadata, fetch_offset, next_offset)
         except RemoteStorageError as e:
             log.warning("tiered storage %s: remote read at %d failed: %s", tp, fetch_offset, e)
             return RemoteRead(ErrorCode.KAFKA_STORAGE_ERROR, log_start_offset=start)
@@ -537,22 +550,61 @@ class RemoteLogManager:
             log.error("tiered storage %s: remote segment %s is corrupt at offset %d: %s", tp,
                       metadata.segment.segment_id, fetch_offset, e)
             return RemoteRead(ErrorCode.KAFKA_STORAGE_ERROR, log_start_offset=start)
-        return RemoteRead(ErrorCode.NONE, records, start)
+        return RemoteRead(ErrorCode.NONE, records, start, aborted)
 
-    async def _offset_index(self, metadata: RemoteLogSegmentMetadata) -> bytes:
-        sid = metadata.segment.segment_id
-        cached = self._index_cache.get(sid)
-        if cached is not None:
-            self._index_cache.move_to_end(sid)
-            return cached
-        data = await self.storage.fetch_index(metadata.segment, IndexType.OFFSET)
-        self._index_cache[sid] = data
+    async def _aborted_transactions(self, tp: TopicPartition, first: RemoteLogSegmentMetadata,
+                                    fetch_offset: int, upper: int) -> tuple[AbortedTxn, ...]:
+        """Kafka's collectAbortedTransactions over the archive: the transaction indexes of
+        the remote segments from the one read on, until an entry's last stable offset
+        reaches ``upper`` (no later marker can overlap the range), then the local log's."""
+        found: dict[AbortedTxn, None] = {}
+        later = [s for s in self.cache.index(first.segment.topic_id, tp.partition).copied()
+                 if s.end_offset >= first.start_offset]
+        for metadata in later:
+            complete = False
+            for txn in await self._txn_index(metadata):
+                if txn.last_offset >= fetch_offset and txn.first_offset < upper:
+                    found[txn] = None
+                complete |= txn.last_stable_offset >= upper
+            if complete:
+                return tuple(sorted(found, key=lambda t: (t.last_offset, t.producer_id)))
+        plog = self.local_log(tp)
+        if plog is not None:
+            for txn in plog.collect_aborted_transactions(fetch_offset, upper):
+                found[txn] = None
+        return tuple(sorted(found, key=lambda t: (t.last_offset, t.producer_id)))
+
+    async def _txn_index(self, metadata: RemoteLogSegmentMetadata) -> list[AbortedTxn]:
+        key = (metadata.segment.segment_id, IndexType.TRANSACTION)
+        data = self._index_cache.get(key)
+        if data is None:
+            try:
+                data = await self.storage.fetch_index(metadata.segment, IndexType.TRANSACTION)
+            except RemoteResourceNotFound:
+                data = b""              # no aborted transaction in the segment: none uploaded
+            self._cache_index(key, data)
+        if len(data) % TXN_ENTRY_BYTES:
+            raise RecordError(f"transaction index of {len(data)} bytes")
+        return [AbortedTxn.decode(data, pos) for pos in range(0, len(data), TXN_ENTRY_BYTES)]
+
+    def _cache_index(self, key: tuple[uuid.UUID, IndexType], data: bytes) -> None:
+        self._index_cache[key] = data
         while len(self._index_cache) > _INDEX_CACHE_ENTRIES:
             self._index_cache.popitem(last=False)
+
+    async def _offset_index(self, metadata: RemoteLogSegmentMetadata) -> bytes:
+        key = (metadata.segment.segment_id, IndexType.OFFSET)
+        cached = self._index_cache.get(key)
+        if cached is not None:
+            self._index_cache.move_to_end(key)
+            return cached
+        data = await self.storage.fetch_index(metadata.segment, IndexType.OFFSET)
+        self._cache_index(key, data)
         return data
 
     async def _read_segment(self, metadata: RemoteLogSegmentMetadata, fetch_offset: int,
-                            max_bytes: int, min_one_batch: bool) -> bytes:
+                            max_bytes: int, min_one_batch: bool) -> tuple[bytes, int]:
+        """Whole batches from ``fetch_offset`` and the offset after them."""
         index = await self._offset_index(metadata)
         position = position_for_offset(index, metadata.start_offset, fetch_offset)
         size = metadata.segment_size_bytes
@@ -560,7 +612,7 @@ class RemoteLogManager:
         while True:
             end = min(size, position + length)
             if end <= position:
-                return b""
+                return b"", fetch_offset
             chunk = await self.storage.fetch_log_segment(metadata.segment, position, end - 1)
             at_end = end >= size
             if len(chunk) != end - position:
@@ -568,5 +620,5 @@ class RemoteLogManager:
                                          f"{len(chunk)} of {end - position} bytes")
             chosen = select_batches(chunk, fetch_offset, max_bytes, min_one_batch, at_end)
             if chosen.more_bytes_needed == 0:
-                return chunk[chosen.start:chosen.end]
+                return chunk[chosen.start:chosen.end], chosen.next_offset
             length = max(length * 2, end - position + chosen.more_bytes_needed)
