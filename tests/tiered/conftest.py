@@ -2,15 +2,18 @@
 
 ``remote_storage`` yields the broker properties (name -> string) that point the brokers at
 one store; each test module starts its cluster with them. ``filesystem``: a directory of
-this test's; ``s3`` (moto's server as a process, tests/tiered/s3_server.py) is added where
-that module exists."""
+this test's; ``s3``: moto's S3 server as a real process (``tests/tiered/s3_server.py``, the
+s3 helper's), used when that module is present."""
 from __future__ import annotations
 
+import importlib.util
 from typing import Iterator
 
 import pytest
 
 BACKENDS = ["filesystem"]
+if importlib.util.find_spec("tests.tiered.s3_server") is not None:
+    BACKENDS.append("s3")
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -20,5 +23,7 @@ def remote_storage(request: pytest.FixtureRequest,
         path = tmp_path_factory.mktemp("remote-store")
         yield {"remote.log.storage.manager.class.name": "filesystem",
                "ketch.remote.storage.fs.path": str(path)}
-    else:                                      # pragma: no cover - wired with s3_server.py
-        raise AssertionError(f"unknown remote storage {request.param}")
+    else:
+        from tests.tiered.s3_server import s3_server     # the s3 helper's (T2)
+        with s3_server(tmp_path_factory.mktemp("s3")) as properties:
+            yield {"remote.log.storage.manager.class.name": "s3", **properties}
