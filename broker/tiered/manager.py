@@ -52,7 +52,7 @@ from broker.log.segment import segment_file_name
 from broker.tiered.metadata import (
     REMOTE_LOG_METADATA_TOPIC, MetadataFormatError, RemoteLogMetadataCache,
     RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
-    RemoteMetadataRecord, decode_metadata, encode_metadata, metadata_key, metadata_partition_for,
+    RemoteMetadataRecord, RemotePartitionDeleteMetadata, RemotePartitionDeleteState, decode_metadata, encode_metadata, metadata_key, metadata_partition_for,
 )
 from broker.tiered.plan import (
     LocalSegment, backoff_ms, position_for_offset, remote_segments_to_delete,
@@ -143,6 +143,10 @@ class RemoteLogManager:
         self._caught_up = asyncio.Event()
         self._producer: Producer | None = None
         self._tasks: dict[TopicPartition, asyncio.Task] = {}
+        # Tiered topics seen in the image (topic id -> name, partitions): one that vanishes
+        # was deleted, and its remote data goes too (``_delete_partition``).
+        self._tiered_topics: dict[uuid.UUID, tuple[str, int]] = {}
+        self._partition_deletions: dict[tuple[uuid.UUID, int], asyncio.Task] = {}
         self._replay_task: asyncio.Task | None = None
         # Indexes of remote segments, by (segment id, index type), least recently used first.
         self._index_cache: OrderedDict[tuple[uuid.UUID, IndexType], bytes] = OrderedDict()
@@ -158,9 +162,11 @@ class RemoteLogManager:
         if self._replay_task is None:
             self._replay_task = loop.create_task(self._run_replay(), name="remote-log-metadata")
         led = set()
+        tiered_now: dict[uuid.UUID, tuple[str, int]] = {}
         for name, topic in image.topics.by_name.items():
             if not self._tiered(image, name):
                 continue
+            tiered_now[topic.topic_id] = (name, len(topic.partitions))
             for p, reg in topic.partitions.items():
                 if reg.leader == self.node_id:
                     led.add(TopicPartition(name, p))
@@ -177,6 +183,15 @@ class RemoteLogManager:
             if tp not in self._tasks or self._tasks[tp].done():
                 self._tasks[tp] = loop.create_task(self._run_partition(tp),
                                                    name=f"remote-log-{tp.topic}-{tp.partition}")
+        for topic_id, (name, partitions) in self._tiered_topics.items():
+            if topic_id not in tiered_now and image.topics.get_by_id(topic_id) is None:
+                for p in range(partitions):
+                    key = (topic_id, p)
+                    if key not in self._partition_deletions:
+                        self._partition_deletions[key] = loop.create_task(
+                            self._delete_partition(topic_id, name, p),
+                            name=f"remote-log-delete-{name}-{p}")
+        self._tiered_topics = tiered_now
 
     @staticmethod
     def _tiered(image: MetadataImage, topic: str) -> bool:
@@ -184,7 +199,8 @@ class RemoteLogManager:
 
     async def stop(self) -> None:
         self._stopped = True
-        tasks = [*self._tasks.values(), *([self._replay_task] if self._replay_task else [])]
+        tasks = [*self._tasks.values(), *self._partition_deletions.values(),
+                 *([self._replay_task] if self._replay_task else [])]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -349,6 +365,47 @@ class RemoteLogManager:
                 log.exception("tiered storage %s: task failed (%r)", tp, e)
                 await asyncio.sleep(backoff_ms(attempt, self.config.retry_backoff_ms,
                                                self.config.retry_backoff_max_ms, self.rng) / 1000)
+
+    async def _delete_partition(self, topic_id: uuid.UUID, topic: str, partition: int) -> None:
+        """A deleted tiered topic's remote data (Kafka: the remote log metadata partition's
+        leader does it): DELETE_PARTITION_STARTED, every segment's objects, then
+        DELETE_PARTITION_FINISHED, which drops the partition from every broker's cache.
+        Done by the broker leading the metadata partition that holds its records; retried
+        with backoff while the store fails."""
+        attempt = 0
+        while True:
+            try:
+                await self._caught_up.wait()
+                partitions = await self._metadata_partitions()
+                holder = self.image().topics.get(REMOTE_LOG_METADATA_TOPIC)
+                reg = None if holder is None else holder.partitions.get(
+                    metadata_partition_for(topic_id, partition, partitions))
+                if reg is None or reg.leader != self.node_id:
+                    return
+                index = self.cache.index(topic_id, partition)
+                if not index.segments and index.deleted is None:
+                    return                  # nothing was ever copied
+                if index.deleted is None:
+                    await self._publish(RemotePartitionDeleteMetadata(
+                        topic_id, topic, partition, self.node_id, self.now_ms(),
+                        RemotePartitionDeleteState.DELETE_PARTITION_STARTED), topic_id, partition)
+                for metadata in list(self.cache.index(topic_id, partition).segments.values()):
+                    await self.storage.delete_log_segment_data(metadata.segment)
+                await self._publish(RemotePartitionDeleteMetadata(
+                    topic_id, topic, partition, self.node_id, self.now_ms(),
+                    RemotePartitionDeleteState.DELETE_PARTITION_FINISHED), topic_id, partition)
+                log.info("tiered storage: deleted the remote data of %s-%d (topic deleted)",
+                         topic, partition)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:        # noqa: BLE001 - the store or the metadata topic: retry
+                attempt += 1
+                wait_ms = backoff_ms(attempt, self.config.retry_backoff_ms,
+                                     self.config.retry_backoff_max_ms, self.rng)
+                log.warning("tiered storage: deleting %s-%d's remote data failed (%r); retry in "
+                            "%d ms", topic, partition, e, wait_ms)
+                await asyncio.sleep(wait_ms / 1000)
 
     def _topic_id(self, tp: TopicPartition) -> uuid.UUID | None:
         topic = self.image().topics.get(tp.topic)

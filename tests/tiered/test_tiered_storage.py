@@ -208,7 +208,8 @@ def test_archived_records_are_read_from_offset_0_by_every_client(cluster) -> Non
 
 
 def test_read_committed_replay_of_the_archive_skips_aborted_transactions(cluster) -> None:
-    """The aborted transactions of archived segments come from their uploaded indexes."""
+    """The aborted transactions of archived segments come from their uploaded indexes; the
+    topic deleted, its remote data goes."""
     from confluent_kafka import Producer
     topic = "archive-txn"
     create(cluster, topic)
@@ -225,6 +226,15 @@ def test_read_committed_replay_of_the_archive_skips_aborted_transactions(cluster
                or None, 30, "the first transactions archived and gone from local disk")
     read = read_all_confluent(cluster, topic, 1000, check_offsets=False)
     assert read == [b"kept" + value(i) for i in range(300)] + [value(i) for i in range(700)]
+
+    # Deleting the topic deletes its remote data (DELETE_PARTITION_STARTED .. FINISHED).
+    assert copied_segments(cluster, topic)
+    admin_for(cluster).delete_topics([topic], timeout_ms=30_000)
+    wait_until(lambda: not copied_segments(cluster, topic) or None, 30,
+               "the deleted topic's remote segments forgotten")
+    if "ketch.remote.storage.fs.path" in cluster.remote_storage:
+        wait_until(lambda: not remote_objects(cluster, topic) or None, 10,
+                   "the deleted topic's objects gone from the store")
 
 
 def test_spark_source_reads_the_archived_range(cluster) -> None:
