@@ -919,7 +919,8 @@ class KafkaApis:
                 code, ts, offset, epoch = self.replicas.core.list_offset(
                     tp, p.timestamp, p.current_leader_epoch, req.replica_id, req.isolation_level)
                 if (code == ErrorCode.NONE and self.tiered is not None and self.tiered.is_tiered(tp)):
-                    ts, offset, epoch = self.tiered.list_offset(tp, p.timestamp, ts, offset, epoch)
+                    code, ts, offset, epoch = await self.tiered.list_offset(
+                        tp, p.timestamp, ts, offset, epoch)
                 parts.append(cls.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, timestamp=ts, offset=offset,
                     leader_epoch=epoch))

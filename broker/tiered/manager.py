@@ -55,8 +55,9 @@ from broker.tiered.metadata import (
     RemoteMetadataRecord, RemotePartitionDeleteMetadata, RemotePartitionDeleteState, decode_metadata, encode_metadata, metadata_key, metadata_partition_for,
 )
 from broker.tiered.plan import (
-    LocalSegment, backoff_ms, position_for_offset, remote_segments_to_delete,
-    segment_leader_epochs, segments_to_copy, select_batches,
+    LocalSegment, backoff_ms, first_record_at_or_after, position_for_offset,
+    remote_segments_to_delete, segment_leader_epochs, segments_to_copy, select_batches,
+    time_index_floor_offset,
 )
 from broker.tiered.remote_storage import (
     IndexType, LogSegmentData, RemoteResourceNotFound, RemoteSegmentId, RemoteStorageError,
@@ -72,6 +73,16 @@ from metadata_log.config_defs import parse_bool
 from metadata_log.image import MetadataImage
 
 __all__ = ["RemoteLogManager", "RemoteRead", "TieredStorageConfig"]
+
+
+def _epoch_at(segment: RemoteLogSegmentMetadata, offset: int) -> int:
+    """The leader epoch of ``offset`` in a remote segment (-1: unknown)."""
+    epoch = -1
+    for e, start in segment.segment_leader_epochs:
+        if start > offset:
+            break
+        epoch = e
+    return epoch
 
 log = logging.getLogger(__name__)
 
@@ -541,41 +552,72 @@ class RemoteLogManager:
         remote = self.cache.index(topic_id, tp.partition).log_start_offset()
         return local_log_start_offset if remote is None else min(remote, local_log_start_offset)
 
-    def list_offset(self, tp: TopicPartition, timestamp: int, local_timestamp: int,
-                    local_offset: int, local_epoch: int) -> tuple[int, int, int]:
-        """ListOffsets on a tiered partition, given the local log's answer: (timestamp,
-        offset, leader epoch). EARLIEST (-2) is the log's start, remote part included;
-        EARLIEST_LOCAL (-4) stays the local log's; LATEST_TIERED (-5, KIP-1005) is the
-        highest offset in remote storage. A timestamp older than the local log's records
-        finds the first remote segment whose newest record is at or after it, and answers
-        that segment's start (segment-exact, not record-exact: the remote time index is not
-        searched yet; a consumer starting there reads a few older records first)."""
+    async def list_offset(self, tp: TopicPartition, timestamp: int, local_timestamp: int,
+                          local_offset: int, local_epoch: int) -> tuple[int, int, int, int]:
+        """ListOffsets on a tiered partition, given the local log's answer: (error code,
+        timestamp, offset, leader epoch). EARLIEST (-2) is the log's start, remote part
+        included; EARLIEST_LOCAL (-4) stays the local log's; LATEST_TIERED (-5, KIP-1005) is
+        the highest offset in remote storage. A timestamp older than the local log's records
+        is searched in the first remote segment whose newest record is at or after it (its
+        time index, then its batches), as Kafka's RemoteLogManager.findOffsetByTimestamp."""
+        local = (ErrorCode.NONE, local_timestamp, local_offset, local_epoch)
         topic_id = self._topic_id(tp)
         if topic_id is None:
-            return local_timestamp, local_offset, local_epoch
-        index = self.cache.index(topic_id, tp.partition)
-        copied = index.copied()
+            return local
+        copied = self.cache.index(topic_id, tp.partition).copied()
         if timestamp == EARLIEST_TIMESTAMP:
             if copied and copied[0].start_offset < local_offset:
                 first = copied[0]
-                epoch = first.segment_leader_epochs[0][0] if first.segment_leader_epochs else -1
-                return -1, first.start_offset, epoch
-            return local_timestamp, local_offset, local_epoch
+                return (ErrorCode.NONE, -1, first.start_offset,
+                        _epoch_at(first, first.start_offset))
+            return local
         if timestamp == LATEST_TIERED_TIMESTAMP:
             if not copied:
-                return -1, -1, -1
+                return ErrorCode.NONE, -1, -1, -1
             last = max(copied, key=lambda s: s.end_offset)
-            epoch = last.segment_leader_epochs[-1][0] if last.segment_leader_epochs else -1
-            return -1, last.end_offset, epoch
-        if timestamp >= 0:
-            for s in copied:
-                plog = self.local_log(tp)
-                if plog is not None and s.start_offset >= plog.log_start_offset:
-                    break
-                if s.max_timestamp_ms >= timestamp:
-                    epoch = s.segment_leader_epochs[0][0] if s.segment_leader_epochs else -1
-                    return s.max_timestamp_ms, s.start_offset, epoch
-        return local_timestamp, local_offset, local_epoch
+            return ErrorCode.NONE, -1, last.end_offset, _epoch_at(last, last.end_offset)
+        if timestamp < 0:
+            return local
+        plog = self.local_log(tp)
+        for segment in copied:
+            if plog is not None and segment.start_offset >= plog.log_start_offset:
+                break                       # the local log answered for these
+            if segment.max_timestamp_ms < timestamp:
+                continue
+            try:
+                found = await self._search_timestamp(segment, timestamp)
+            except (RemoteStorageError, RecordError) as e:
+                log.warning("tiered storage %s: timestamp lookup failed: %s", tp, e)
+                return ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, -1
+            if found is not None:
+                ts, offset = found
+                return ErrorCode.NONE, ts, offset, _epoch_at(segment, offset)
+        return local
+
+    async def _search_timestamp(self, segment: RemoteLogSegmentMetadata,
+                                timestamp: int) -> tuple[int, int] | None:
+        key = (segment.segment.segment_id, IndexType.TIMESTAMP)
+        time_index = self._index_cache.get(key)
+        if time_index is None:
+            time_index = await self.storage.fetch_index(segment.segment, IndexType.TIMESTAMP)
+            self._cache_index(key, time_index)
+        start = time_index_floor_offset(time_index, segment.start_offset, timestamp)
+        size = segment.segment_size_bytes
+        position = position_for_offset(await self._offset_index(segment), segment.start_offset, start)
+        position = position if position < size else 0
+        length = _READ_CHUNK_BYTES_MIN * 16
+        while position < size:
+            end = min(size, position + length)
+            chunk = await self.storage.fetch_log_segment(segment.segment, position, end - 1)
+            found, consumed = first_record_at_or_after(chunk, timestamp)
+            if found is not None:
+                return found
+            if consumed == 0:
+                if end >= size:
+                    raise RecordError(f"a torn batch at {position} of a remote segment")
+                length *= 2                 # a batch larger than the chunk
+            position += consumed
+        return None
 
     def is_tiered(self, tp: TopicPartition) -> bool:
         return self._tiered(self.image(), tp.topic)
@@ -663,8 +705,9 @@ class RemoteLogManager:
                             max_bytes: int, min_one_batch: bool) -> tuple[bytes, int]:
         """Whole batches from ``fetch_offset`` and the offset after them."""
         index = await self._offset_index(metadata)
-        position = position_for_offset(index, metadata.start_offset, fetch_offset)
         size = metadata.segment_size_bytes
+        position = position_for_offset(index, metadata.start_offset, fetch_offset)
+        position = position if position < size else 0      # an index that disagrees: walk all
         length = max(max_bytes, _READ_CHUNK_BYTES_MIN)
         while True:
             end = min(size, position + length)

@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from broker.tiered.metadata import RemoteLogSegmentMetadata
-from clients.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordError, read_batch_header
+from clients.records import (
+    BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordError, decode_batch, iter_batches, read_batch_header,
+)
 
-__all__ = ["LocalSegment", "BatchRange", "backoff_ms", "position_for_offset",
-           "remote_segments_to_delete", "segment_leader_epochs", "segments_to_copy",
-           "select_batches"]
+__all__ = ["LocalSegment", "BatchRange", "backoff_ms", "first_record_at_or_after",
+           "position_for_offset", "remote_segments_to_delete", "segment_leader_epochs",
+           "segments_to_copy", "select_batches", "time_index_floor_offset"]
 
 _OFFSET_INDEX_ENTRY_BYTES = 8
 
@@ -172,3 +174,35 @@ def segment_leader_epochs(entries: Sequence[tuple[int, int]], base_offset: int,
         else:
             covering.append((epoch, start))
     return tuple(covering)
+
+
+_TIME_INDEX_ENTRY_BYTES = 12
+
+
+def time_index_floor_offset(time_index: bytes, base_offset: int, timestamp: int) -> int:
+    """Where a search for the first record at or after ``timestamp`` starts in a segment:
+    the offset of the last time index entry whose timestamp is below it (Kafka's format:
+    int64 timestamp, int32 relative offset), the base offset when none is. The entries'
+    timestamps never decrease along the index."""
+    found = base_offset
+    for at in range(0, len(time_index) - _TIME_INDEX_ENTRY_BYTES + 1, _TIME_INDEX_ENTRY_BYTES):
+        ts = int.from_bytes(time_index[at:at + 8], "big", signed=True)
+        if ts >= timestamp:
+            break
+        found = base_offset + int.from_bytes(time_index[at + 8:at + 12], "big", signed=True)
+    return found
+
+
+def first_record_at_or_after(chunk: bytes, timestamp: int) -> tuple[tuple[int, int] | None, int]:
+    """((record timestamp, offset) of the first record of ``chunk``'s whole batches whose
+    timestamp is at or after ``timestamp``, or None; bytes of whole batches looked at), so
+    the shell reads on from there. Control batches hold no user record."""
+    consumed = 0
+    for pos, header in iter_batches(chunk, partial_tail_ok=True):
+        consumed = pos + header.size_in_bytes
+        if header.max_timestamp < timestamp or header.is_control:
+            continue
+        for record in decode_batch(chunk, pos).records:
+            if record.timestamp >= timestamp:
+                return (record.timestamp, record.offset), consumed
+    return None, consumed

@@ -15,8 +15,9 @@ from broker.tiered.metadata import (
     RemotePartitionDeleteState, RemotePartitionIndex, decode_metadata, encode_metadata,
 )
 from broker.tiered.plan import (
-    LocalSegment, backoff_ms, position_for_offset, remote_segments_to_delete,
-    segment_leader_epochs, segments_to_copy, select_batches,
+    LocalSegment, backoff_ms, first_record_at_or_after, position_for_offset,
+    remote_segments_to_delete, segment_leader_epochs, segments_to_copy, select_batches,
+    time_index_floor_offset,
 )
 from broker.tiered.remote_storage import RemoteSegmentId
 from clients.records import Record, RecordError, build_batch
@@ -252,6 +253,25 @@ def test_select_batches_asks_for_more_when_the_chunk_cuts_the_first_batch() -> N
     assert (r.start, r.end, r.more_bytes_needed) == (0, layout[0][2], 0)
     with pytest.raises(RecordError):
         select_batches(cut, 5, 10_000, True, True)      # the segment itself is torn
+
+
+def test_time_index_floor_and_first_record_at_or_after() -> None:
+    index = b"".join(t.to_bytes(8, "big") + r.to_bytes(4, "big")
+                     for t, r in [(100, 5), (200, 12), (300, 20)])
+    assert time_index_floor_offset(index, 1000, 50) == 1000
+    assert time_index_floor_offset(index, 1000, 200) == 1005     # entries below 200 only
+    assert time_index_floor_offset(index, 1000, 10_000) == 1020
+    parts, offset = [], 0
+    for ts in ([10, 20, 30], [40, 40, 50], [60]):
+        parts.append(build_batch([Record(offset + i, t, None, b"v") for i, t in enumerate(ts)],
+                                 base_offset=offset))
+        offset += len(ts)
+    data = b"".join(parts)
+    first_two = len(parts[0]) + len(parts[1])
+    assert first_record_at_or_after(data, 35) == ((40, 3), first_two)
+    assert first_record_at_or_after(data, 60) == ((60, 6), len(data))
+    assert first_record_at_or_after(data, 61) == (None, len(data))
+    assert first_record_at_or_after(data[:-5], 61) == (None, first_two)   # a cut batch: not consumed
 
 
 # ---------------------------------------------------------------- local retention of copied segments

@@ -135,9 +135,10 @@ def copied_segments(cluster, topic: str) -> list[RemoteLogSegmentMetadata]:
             if s.segment.topic == topic]
 
 
-def read_all_confluent(cluster, topic: str, expected: int, check_offsets: bool = True
-                       ) -> list[bytes]:
-    """``expected`` records from offset 0 (read_committed, confluent-kafka's default)."""
+def read_all_confluent(cluster, topic: str, expected: int, check_offsets: bool = True,
+                       timestamps: list[int] | None = None) -> list[bytes]:
+    """``expected`` records from offset 0 (read_committed, confluent-kafka's default);
+    their timestamps appended to ``timestamps``."""
     from confluent_kafka import Consumer, TopicPartition as TP
     c = Consumer({"bootstrap.servers": cluster.spec.bootstrap_servers, "group.id": f"g-{topic}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
@@ -150,6 +151,8 @@ def read_all_confluent(cluster, topic: str, expected: int, check_offsets: bool =
                 assert m.error() is None, m.error()
                 assert not check_offsets or m.offset() == len(values), (m.offset(), len(values))
                 values.append(m.value())
+                if timestamps is not None:
+                    timestamps.append(m.timestamp()[1])
         return values
     finally:
         c.close()
@@ -182,7 +185,12 @@ def test_archived_records_are_read_from_offset_0_by_every_client(cluster) -> Non
                == local_base_offsets(cluster, leader, topic)[0] > 0 or None, 10, "EARLIEST_LOCAL")
 
     expected = [value(i) for i in range(RECORDS)]
-    assert read_all_confluent(cluster, topic, RECORDS) == expected
+    timestamps: list[int] = []
+    assert read_all_confluent(cluster, topic, RECORDS, timestamps=timestamps) == expected
+    # ListOffsets by time in archived data: the first record at or after the time.
+    assert list_offset(cluster, leader, topic, 0) == 0
+    wanted = timestamps[500]
+    assert list_offset(cluster, leader, topic, wanted) == timestamps.index(wanted)
 
     from clients import Consumer
     from clients.types import TopicPartition
