@@ -20,9 +20,16 @@ from offset 0 to the end twice, in the same run:
    broker with py-spy meanwhile (``--gil --format raw``: folded stacks of Python CPU);
    ``--plain`` sends the same records without the header, for comparison.
 
-Not built yet (issue 18): the tiered-storage archive.
+4. The archive (tiered storage, KIP-405), on a cluster of its own (1 controller, 1 broker,
+   the filesystem store in a temporary directory): ``--archive-records`` records of 100
+   bytes (default 300,000, about 37 MB on disk) to a topic with 1 MiB segments and a local
+   retention of half the data. Upload MB/s: the bytes of the copied segments over the sum
+   of their upload times (COPY_SEGMENT_STARTED to FINISHED in ``__remote_log_metadata``,
+   metadata round trips included), against a raw ``shutil.copyfile`` + fsync of files of
+   the same sizes to the same directory. Read records/s: Ketch's consumer reading the
+   archived offsets (served from the store) and then the local ones, same run.
 
-Usage: python bench/beyond.py [--records 200000] [--only tags|delayed]
+Usage: python bench/beyond.py [--records 200000] [--only tags|delayed|archive]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
@@ -178,10 +185,145 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, b
             "broker_system_cpu_s_per_10k": round(system * 10_000 / max(1, len(arrived)), 2)}
 
 
+ARCHIVE_TOPIC = "archive"
+SEGMENT_BYTES = 1 << 20
+
+
+def read_rate(bootstrap: str, topic: str, start: int, end: int) -> float:
+    """Records/s of Ketch's consumer reading offsets [start, end)."""
+    tp = TopicPartition(topic, 0)
+    with Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": 50,
+                   "auto.offset.reset": "none"}) as c:
+        c.assign([tp])
+        c.seek(tp, start)
+        got = 0
+        began = time.perf_counter()
+        while got < end - start:
+            got += sum(1 for r in c.poll(200) if r.offset < end)
+        return (end - start) / (time.perf_counter() - began)
+
+
+def remote_metadata(bootstrap: str) -> list:
+    from confluent_kafka import Consumer as CkConsumer, TopicPartition as CkTP
+
+    from broker.tiered.metadata import REMOTE_LOG_METADATA_TOPIC, decode_metadata
+    c = CkConsumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                    "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        c.assign([CkTP(REMOTE_LOG_METADATA_TOPIC, p, 0) for p in range(3)])
+        out, eof = [], set()
+        deadline = time.monotonic() + 60
+        while len(eof) < 3 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                eof.add(m.partition())
+            else:
+                out.append(decode_metadata(m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def raw_copy_mb_per_s(target: pathlib.Path, sizes: list[int]) -> float:
+    """shutil.copyfile + fsync of files of ``sizes`` bytes into ``target`` (the sources
+    written first, untimed)."""
+    import shutil
+    sources = {}
+    for size in set(sizes):
+        sources[size] = target / f"raw-source-{size}"
+        sources[size].write_bytes(os.urandom(size))
+    began = time.perf_counter()
+    for i, size in enumerate(sizes):
+        dest = target / f"raw-{i}"
+        shutil.copyfile(sources[size], dest)
+        with open(dest, "rb+") as f:
+            os.fsync(f.fileno())
+    return sum(sizes) / (time.perf_counter() - began) / 1e6
+
+
+def local_log_start(cluster: LocalCluster) -> int:
+    """The base offset of the broker's first local segment of the archive topic."""
+    import glob
+    data_dir = cluster.spec.brokers[0].data_dir
+    bases = [int(os.path.basename(p)[:-4]) for p in glob.glob(
+        os.path.join(data_dir, "**", f"{ARCHIVE_TOPIC}-0", "*.log"), recursive=True)]
+    return min(bases, default=0)
+
+
+def archive(records: int) -> dict:
+    from broker.tiered.metadata import (
+        RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
+    )
+    with tempfile.TemporaryDirectory(prefix="ketch-bench-archive-") as d:
+        store = pathlib.Path(d) / "store"
+        store.mkdir()
+        tiered = {"remote.log.storage.system.enable": "true"}
+        cluster = LocalCluster(os.path.join(d, "cluster"), controllers=1, brokers=1, broker_props={
+            **tiered, "ketch.remote.storage.fs.path": str(store),
+            "remote.log.manager.task.interval.ms": "200",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+            "log.retention.check.interval.ms": "500"}, controller_props=tiered)
+        try:
+            cluster.start(timeout_s=120)
+            bootstrap = cluster.spec.bootstrap_servers
+            total = records * 121           # a record's bytes in a batch of 100-byte values
+            with Admin({"bootstrap.servers": bootstrap}) as admin:
+                admin.create_topics([NewTopic(ARCHIVE_TOPIC, 1, 1, configs={
+                    "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                    "local.retention.bytes": str(total // 2), "file.delete.delay.ms": "0"})])
+            global TOPIC
+            saved, TOPIC = TOPIC, ARCHIVE_TOPIC
+            try:
+                produce(bootstrap, records)
+            finally:
+                TOPIC = saved
+            # Wait until local retention has moved the local log start (half archived).
+            local_start = 0
+            deadline = time.monotonic() + 300
+            while local_start < records // 4 and time.monotonic() < deadline:
+                local_start = local_log_start(cluster)
+                time.sleep(0.5)
+            started: dict = {}
+            copies: list[tuple[int, int]] = []
+            finished_at: list[tuple[int, int]] = []     # (start offset, FINISHED event ms)
+            for r in remote_metadata(bootstrap):
+                if isinstance(r, RemoteLogSegmentMetadata) and r.segment.topic == ARCHIVE_TOPIC:
+                    started[r.segment.segment_id] = r
+                elif (isinstance(r, RemoteLogSegmentMetadataUpdate)
+                      and r.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                      and r.segment.segment_id in started):
+                    s = started[r.segment.segment_id]
+                    copies.append((s.segment_size_bytes, r.event_timestamp_ms - s.event_timestamp_ms))
+                    finished_at.append((s.start_offset, r.event_timestamp_ms))
+            # A metadata round trip (FINISHED written and replayed, the next STARTED event):
+            # the gap between one segment's FINISHED event and the next one's STARTED.
+            starts = sorted((m.start_offset, m.event_timestamp_ms) for m in started.values())
+            gaps = sorted(nxt[1] - fin[1] for fin, nxt in zip(sorted(finished_at), starts[1:]))
+            round_trip_ms = gaps[len(gaps) // 2] if gaps else 0
+            copied_bytes = sum(b for b, _ in copies)
+            upload_s = max(1, sum(ms for _, ms in copies)) / 1000
+            raw = raw_copy_mb_per_s(store, [b for b, _ in copies] or [SEGMENT_BYTES])
+            remote_rate = read_rate(bootstrap, ARCHIVE_TOPIC, 0, local_start)
+            local_rate = read_rate(bootstrap, ARCHIVE_TOPIC, local_start, records)
+        finally:
+            cluster.stop()
+    return {"records": records, "local_log_start_offset": local_start,
+            "segments_copied": len(copies), "bytes_copied": copied_bytes,
+            "upload_mb_per_s": round(copied_bytes / upload_s / 1e6, 1),
+            "metadata_round_trip_ms_p50": round_trip_ms,
+            "upload_mb_per_s_without_metadata": round(copied_bytes / max(
+                0.001, upload_s - len(copies) * round_trip_ms / 1000) / 1e6, 1),
+            "raw_copy_mb_per_s": round(raw, 1),
+            "remote_records_per_s": round(remote_rate), "local_records_per_s": round(local_rate)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--only", choices=("tags", "delayed"))
+    ap.add_argument("--only", choices=("tags", "delayed", "archive"))
+    ap.add_argument("--archive-records", type=int, default=300_000)
     ap.add_argument("--delayed-rate", type=int, default=5000)
     ap.add_argument("--delayed-seconds", type=float, default=10.0)
     ap.add_argument("--delay-ms", type=int, default=2000)
@@ -190,6 +332,19 @@ def main() -> int:
     ap.add_argument("--profile", help="py-spy the broker during the delayed section into this file")
     args = ap.parse_args()
     result: dict = {"bench": "beyond", "cpus": os.cpu_count(), "records": args.records}
+    if args.only in (None, "archive"):
+        a = result["archive"] = archive(args.archive_records)
+        print(f"archive, {a['records']:,} records, {a['segments_copied']} segments "
+              f"({a['bytes_copied'] / 1e6:.1f} MB) copied:")
+        print(f"  upload {a['upload_mb_per_s']} MB/s (STARTED..FINISHED, metadata included) vs "
+              f"raw copy {a['raw_copy_mb_per_s']} MB/s to the same directory")
+        print(f"  a metadata round trip p50 {a['metadata_round_trip_ms_p50']} ms; upload without it "
+              f"{a['upload_mb_per_s_without_metadata']} MB/s (files + fsyncs + renames)")
+        print(f"  Ketch consumer: archived offsets {a['remote_records_per_s']:,} records/s, "
+              f"local offsets {a['local_records_per_s']:,} records/s")
+        if args.only == "archive":
+            print(json.dumps(result))
+            return 0
     with tempfile.TemporaryDirectory(prefix="ketch-bench-beyond-") as d:
         cluster = LocalCluster(d, controllers=1, brokers=1)
         try:

@@ -29,6 +29,7 @@ from broker.config import BrokerConfig
 from broker.controller_channel import ControllerChannel, quorum_leader
 from broker.delayed.divert import Diversion
 from broker.delayed.driver import DelayedDeliveryDriver
+from broker.tiered.manager import RemoteLogManager
 from broker.client_quotas import ClientQuotas, describe_quotas
 from broker.group_authz import guard_group_api
 from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
@@ -267,13 +268,15 @@ class KafkaApis:
                  fetch_sessions: FetchSessionCache, quotas: ClientQuotas,
                  telemetry: ClientTelemetryDriver,
                  transactions: TransactionCoordinatorDriver, auth: AuthHelper,
-                 delayed: DelayedDeliveryDriver | None = None) -> None:
+                 delayed: DelayedDeliveryDriver | None = None,
+                 tiered: RemoteLogManager | None = None) -> None:
         """``coordinator_apis``: the APIs other components serve (FindCoordinator, the group
         and transaction coordinators), each with its handler and (min, max) versions.
         ``transactions``: InitProducerId with a transactional id, and KIP-890's
         verification before a transactional Produce is appended. ``auth``: every decision
         of the authorizer (allow-all without one). ``delayed``: parks records whose delivery
-        time is in the future before a Produce appends (issue 18)."""
+        time is in the future before a Produce appends (issue 18). ``tiered``: reads below
+        the local log of tiered topics, from remote storage (KIP-405)."""
         self.config = config
         self.cluster_id = cluster_id
         self.replicas = replicas
@@ -288,6 +291,7 @@ class KafkaApis:
         self.transactions = transactions
         self.auth = auth
         self.delayed = delayed
+        self.tiered = tiered
         self._versions = {**{k: v for k, (_, v) in coordinator_apis.items()}, **SUPPORTED_VERSIONS}
         self._handlers: dict[int, Handler] = {k: guard_group_api(auth, k, h)
                                               for k, (h, _) in coordinator_apis.items()}
@@ -711,6 +715,9 @@ class KafkaApis:
             if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
             await self.replicas.wait_for_data(readable, deadline - loop.time())
+        if replica_id < 0 and self.tiered is not None:
+            results = await self._read_tiered(self.tiered, results, req.max_bytes,
+                                              req.isolation_level == 1)
         if replica_id < 0:
             # Issue 22's latency trace: told when this answer carries a traced batch.
             client.after_write = self.replicas.consumer_answered(
@@ -720,7 +727,8 @@ class KafkaApis:
         fetched = 0
         for key, tp, cached, r in results:
             if not session.include(cached, r.error_code,
-                                   r.records is not None or r.preferred_read_replica >= 0,
+                                   r.records is not None or r.remote_records is not None
+                                   or r.preferred_read_replica >= 0,
                                    r.high_watermark, r.log_start_offset):
                 continue
             current_leader = (self._current_leader(cls, tp, leaders, client.listener_name)
@@ -751,6 +759,34 @@ class KafkaApis:
                        else cls.FetchableTopicResponse(topic=t, partitions=ps)
                        for t, ps in by_topic.items()],
                    node_endpoints=list(leaders.values()))
+
+    @staticmethod
+    async def _read_tiered(tiered: RemoteLogManager, results: list[Any], fetch_max_bytes: int,
+                           read_committed: bool) -> list[Any]:
+        """KIP-405, for consumers: an offset below a tiered partition's local log (which the
+        local read answered OFFSET_OUT_OF_RANGE) is read from remote storage, and the log
+        start offset a consumer is told is the log's, remote part included."""
+        total = sum(r.size_in_bytes for *_, r in results)
+        out = []
+        for key, tp, p, r in results:
+            if tp is not None and r.error_code in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE) \
+                    and r.log_start_offset >= 0 and tiered.is_tiered(tp):
+                local_start = r.log_start_offset
+                if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and p.fetch_offset < local_start:
+                    remote = await tiered.read(tp, p.fetch_offset,
+                                               min(p.partition_max_bytes, max(0, fetch_max_bytes - total)),
+                                               total == 0, local_start, read_committed)
+                    r = dataclasses.replace(
+                        r, error_code=remote.error_code, records=None,
+                        aborted_transactions=remote.aborted_transactions,
+                        remote_records=remote.records if remote.records else None,
+                        log_start_offset=remote.log_start_offset if remote.log_start_offset >= 0
+                        else local_start)
+                    total += r.size_in_bytes
+                else:
+                    r = dataclasses.replace(r, log_start_offset=tiered.log_start_offset(tp, local_start))
+            out.append((key, tp, p, r))
+        return out
 
     def _current_leader(self, cls: Any, tp: TopicPartition, endpoints: dict[int, Any],
                         listener_name: str) -> Any:
@@ -904,9 +940,12 @@ class KafkaApis:
                         partition_index=p.partition_index,
                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                     continue
+                tp = TopicPartition(t.name, p.partition_index)
                 code, ts, offset, epoch = self.replicas.core.list_offset(
-                    TopicPartition(t.name, p.partition_index), p.timestamp, p.current_leader_epoch,
-                    req.replica_id, req.isolation_level)
+                    tp, p.timestamp, p.current_leader_epoch, req.replica_id, req.isolation_level)
+                if (code == ErrorCode.NONE and self.tiered is not None and self.tiered.is_tiered(tp)):
+                    code, ts, offset, epoch = await self.tiered.list_offset(
+                        tp, p.timestamp, ts, offset, epoch)
                 parts.append(cls.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, timestamp=ts, offset=offset,
                     leader_epoch=epoch))

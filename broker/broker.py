@@ -41,6 +41,10 @@ from broker.apis import KafkaApis
 from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.delayed.driver import INDEX_DIR, DelayedDeliveryConfig, DelayedDeliveryDriver
+from broker.tiered.factory import remote_storage_from_config
+from metadata_log.node_config import ConfigError
+from broker.tiered.manager import STAGING_DIR as TIERED_STAGING_DIR
+from broker.tiered.manager import RemoteLogManager, TieredStorageConfig
 from broker.cleaner_driver import CleanerDriver, CleanerSettings
 from broker.config import BrokerConfig
 from metadata_log.cluster_links import cluster_link, parse_link, source_client_properties
@@ -296,6 +300,20 @@ class Broker:
             lambda: self.core.image, self.topic_creation,
             os.path.join(config.log_dirs[0], INDEX_DIR), now_ms, random.Random(rng.getrandbits(64)),
             self.replicas)
+        # Tiered storage (issue 18's historical archive, KIP-405), when switched on.
+        tiered_config = TieredStorageConfig(properties)
+        self.tiered: RemoteLogManager | None = None
+        if tiered_config.enable:
+            try:
+                remote_storage = remote_storage_from_config(properties)
+            except ConfigError as e:
+                raise SystemExit(str(e)) from None
+            self.tiered = RemoteLogManager(
+                config.node_id, tiered_config, remote_storage,
+                lambda: f"{config.advertised_host}:{self.server.port}", inter_broker_client,
+                lambda: self.core.image, self.topic_creation, self.replicas.local_log,
+                self.core.high_watermark_of, os.path.join(config.log_dirs[0], TIERED_STAGING_DIR),
+                now_ms, random.Random(rng.getrandbits(64)))
         auth = AuthHelper(None if config.authorizer is None else StandardAuthorizer(config.authorizer),
                           lambda: self.core.image.acls)
         self.apis = KafkaApis(config, self.cluster_id, self.replicas, self.controller, self.topic_creation,
@@ -304,7 +322,7 @@ class Broker:
                               FetchSessionCache(config.fetch_session_cache_slots,
                                                 rng=random.Random(rng.getrandbits(64))),
                               ClientQuotas(), self.telemetry, self.transactions,
-                              auth, self.delayed)
+                              auth, self.delayed, self.tiered)
         # One server per listener; SCRAM verifiers come from the newest applied image.
         try:
             self.servers = {
@@ -478,6 +496,8 @@ class Broker:
         self.groups.on_metadata(image)
         self.transactions.on_metadata(image)
         self.delayed.on_metadata(image)
+        if self.tiered is not None:
+            self.tiered.on_metadata(image)
         self.mirrors.on_metadata()
 
     def _apply_broker_configs(self) -> None:
@@ -558,6 +578,8 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.metrics.process.stop()
         await self.delayed.stop()       # its clients talk to this broker's own listener
+        if self.tiered is not None:
+            await self.tiered.stop()        # so do these
         for server in self.servers.values():
             await server.stop()
         if self.http is not None:

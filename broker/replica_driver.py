@@ -279,12 +279,16 @@ class ReplicaDriver:
 
     def records_bytes(self, result: ReadResult) -> bytes:
         """A read's bytes, always copied (for answers that rewrite them: tag filters)."""
+        if result.remote_records is not None:
+            return result.remote_records
         if result.records is None or result.log is None:
             return b""
         return bytes(result.log.read_records_bytes(result.records))
 
     def records_of(self, result: ReadResult) -> Any:
         """The bytes to send for a read: a zero-copy file region, or a copy."""
+        if result.remote_records is not None:
+            return result.remote_records
         if result.records is None or result.log is None:
             return b""
         if not self.use_sendfile or result.records.length_bytes < SENDFILE_MIN_BYTES:

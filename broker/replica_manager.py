@@ -305,9 +305,14 @@ class ReadResult:
     # read_committed: the aborted transactions overlapping the records (maybe none);
     # None for read_uncommitted and followers (Fetch's null AbortedTransactions).
     aborted_transactions: tuple[AbortedTxn, ...] | None = None
+    # Tiered storage (KIP-405): whole batches read from remote storage, below the local
+    # log (then ``records`` is None).
+    remote_records: bytes | None = None
 
     @property
     def size_in_bytes(self) -> int:
+        if self.remote_records is not None:
+            return len(self.remote_records)
         return 0 if self.records is None else self.records.length_bytes
 
 

@@ -507,13 +507,11 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Accepted; no effect in Ketch: Ketch's wire versions and metadata.version are fixed "
               "by its code", applied=False),
     ConfigDef("log.local.retention.ms", T.LONG, "-2", at_least(-2),
-              "Cluster default of the topic config local.retention.ms. Accepted; no effect in "
-              "Ketch: Ketch has no tiered (remote) log storage",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Cluster default of the topic config local.retention.ms",
+              dynamic=D.CLUSTER_WIDE),
     ConfigDef("log.local.retention.bytes", T.LONG, "-2", at_least(-2),
-              "Cluster default of the topic config local.retention.bytes. Accepted; no effect in "
-              "Ketch: Ketch has no tiered (remote) log storage",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Cluster default of the topic config local.retention.bytes",
+              dynamic=D.CLUSTER_WIDE),
     ConfigDef("log.initial.task.delay.ms", T.LONG, "30000", at_least(0),
               "Delay before a broker's first log maintenance tasks (Kafka internal). Accepted; no "
               "effect in Ketch: not read yet", applied=False),
@@ -1057,11 +1055,13 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "(ketch.http.port), not through Kafka reporters", applied=False),
     # -------- tiered storage
     ConfigDef("remote.log.storage.system.enable", T.BOOLEAN, "false", None,
-              "Whether tiered storage is enabled on this broker. Accepted; no effect in Ketch: "
-              "Ketch has no tiered (remote) log storage", applied=False),
-    ConfigDef("remote.log.storage.manager.class.name", T.STRING, None, non_empty_string(),
-              "RemoteStorageManager implementation class. Accepted; no effect in Ketch: Ketch has "
-              "no tiered (remote) log storage", applied=False),
+              "Whether tiered storage (KIP-405) is enabled: on brokers, copy closed segments of "
+              "remote.storage.enable topics to remote storage and serve fetches from it; on "
+              "controllers, allow remote.storage.enable on topics (docs/tiered_storage.md)"),
+    ConfigDef("remote.log.storage.manager.class.name", T.STRING, "filesystem",
+              one_of("filesystem", "s3"),
+              "The remote store: filesystem (ketch.remote.storage.fs.path, e.g. an HDFS or NFS "
+              "mount) or s3 (ketch.remote.storage.s3.*)"),
     ConfigDef("remote.log.storage.manager.class.path", T.STRING, None, None,
               "Class path of the RemoteStorageManager. Accepted; no effect in Ketch: Ketch has no "
               "tiered (remote) log storage", applied=False),
@@ -1103,14 +1103,11 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "remote.log.manager.thread.pool.size). Accepted; no effect in Ketch: Ketch has no "
               "tiered (remote) log storage", applied=False),
     ConfigDef("remote.log.manager.task.interval.ms", T.LONG, "30000", at_least(1),
-              "Interval of the remote log manager's tasks. Accepted; no effect in Ketch: Ketch "
-              "has no tiered (remote) log storage", applied=False),
+              "How often a leader looks for segments to copy to, and expire from, remote storage"),
     ConfigDef("remote.log.manager.task.retry.backoff.ms", T.LONG, "500", at_least(1),
-              "First backoff of a failed remote log task (Kafka internal). Accepted; no effect in "
-              "Ketch: Ketch has no tiered (remote) log storage", applied=False),
+              "First backoff after a remote storage operation failed"),
     ConfigDef("remote.log.manager.task.retry.backoff.max.ms", T.LONG, "30000", at_least(1),
-              "Longest backoff of a failed remote log task (Kafka internal). Accepted; no effect "
-              "in Ketch: Ketch has no tiered (remote) log storage", applied=False),
+              "Longest backoff after remote storage operations failed"),
     ConfigDef("remote.log.manager.task.retry.jitter", T.DOUBLE, "0.2", between(0, 0.5),
               "Jitter of remote log task backoffs (Kafka internal). Accepted; no effect in Ketch: "
               "Ketch has no tiered (remote) log storage", applied=False),
@@ -1213,6 +1210,24 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Replication factor of __ketch_delayed_delivery (capped by the live brokers)"),
     ConfigDef("ketch.delayed.delivery.batch.max.records", T.INT, "500", at_least(1),
               "Most records one delivery transaction of a store partition moves"),
+    # -------- tiered storage: the remote stores and the metadata topic (docs/tiered_storage.md)
+    ConfigDef("rlmm.config.remote.log.metadata.topic.num.partitions", T.INT, "50", at_least(1),
+              "Partitions of __remote_log_metadata when it is created (fixed afterwards)"),
+    ConfigDef("rlmm.config.remote.log.metadata.topic.replication.factor", T.SHORT, "3",
+              at_least(1),
+              "Replication factor of __remote_log_metadata (capped by the live brokers)"),
+    ConfigDef("ketch.remote.storage.fs.path", T.STRING, "", None,
+              "remote.log.storage.manager.class.name=filesystem: the directory segments are "
+              "copied to (an HDFS or NFS mount shared by the brokers, or a local path)"),
+    ConfigDef("ketch.remote.storage.s3.endpoint", T.STRING, "", None,
+              "s3: the S3-compatible endpoint, e.g. http://127.0.0.1:9000"),
+    ConfigDef("ketch.remote.storage.s3.bucket", T.STRING, "", None, "s3: the bucket"),
+    ConfigDef("ketch.remote.storage.s3.region", T.STRING, "us-east-1", None, "s3: the region"),
+    ConfigDef("ketch.remote.storage.s3.access.key", T.STRING, "", None, "s3: the access key id"),
+    ConfigDef("ketch.remote.storage.s3.secret.key", T.PASSWORD, "", None,
+              "s3: the secret access key"),
+    ConfigDef("ketch.remote.storage.s3.prefix", T.STRING, "", None,
+              "s3: a prefix of every object name (optional)"),
     ConfigDef("ketch.delayed.delivery.park.timeout.ms", T.INT, "30000", at_least(1),
               "How long a Produce waits for its delayed records to be parked before it is "
               "answered REQUEST_TIMED_OUT"),

@@ -65,13 +65,9 @@ def throttled_replicas() -> Validator:
 
 
 # Why a config has no effect in Ketch (the doc says so: see ConfigDef.applied).
-_NO_TIERED = "Accepted; no effect in Ketch: it has no tiered (remote) log storage."
+_NO_TIERED = "Accepted; no effect in Ketch: it does not implement this tiered storage option."
 _LEVEL = "Used when the broker recompresses (the topic's compression.type is not producer)."
 
-def _no_tiered_storage(enabled: object) -> str | None:
-    # Kafka's answer on a broker with remote.log.storage.system.enable=false.
-    return ("Tiered Storage functionality is disabled in the broker. Topic cannot be "
-            "configured with remote log storage.") if enabled else None
 
 
 TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
@@ -122,12 +118,11 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Replicas (partition:broker, or *) that, as leader, send to out-of-sync followers at "
               "most leader.replication.throttled.rate (KIP-73)"),
     ConfigDef("local.retention.bytes", T.LONG, "-2", at_least(-2),
-              "Bytes kept on local disk when remote storage holds the rest (-2: "
-              f"retention.bytes). {_NO_TIERED}",
-              synonyms=(S("log.local.retention.bytes"),), applied=False),
+              "Bytes a tiered partition keeps on local disk once copied to remote storage "
+              "(-2: retention.bytes)", synonyms=(S("log.local.retention.bytes"),)),
     ConfigDef("local.retention.ms", T.LONG, "-2", at_least(-2),
-              f"Time kept on local disk when remote storage holds the rest (-2: retention.ms). "
-              f"{_NO_TIERED}", synonyms=(S("log.local.retention.ms"),), applied=False),
+              "Time a tiered partition keeps a segment on local disk once copied to remote "
+              "storage (-2: retention.ms)", synonyms=(S("log.local.retention.ms"),)),
     ConfigDef("max.compaction.lag.ms", T.LONG, str(INT64_MAX), at_least(1),
               "Longest a record may stay uncompacted; an older dirty segment makes its log due "
               "for cleaning", synonyms=(S("log.cleaner.max.compaction.lag.ms"),)),
@@ -173,9 +168,9 @@ TOPIC_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               applied=False),
     ConfigDef("remote.log.delete.on.disable", T.BOOLEAN, "false", None,
               f"Delete remote segments when tiering is turned off. {_NO_TIERED}", applied=False),
-    ConfigDef("remote.storage.enable", T.BOOLEAN, "false", _no_tiered_storage,
-              "Whether the topic's older segments move to remote storage. Only false: Ketch has "
-              "no tiered storage, and like a Kafka broker with it off refuses true"),
+    ConfigDef("remote.storage.enable", T.BOOLEAN, "false", None,
+              "Whether the topic's closed segments are copied to remote storage (KIP-405); "
+              "refused while the controllers' remote.log.storage.system.enable is false"),
     ConfigDef("retention.bytes", T.LONG, "-1", None,
               "Largest a partition may grow before its oldest segments are deleted (-1: no "
               "limit)", synonyms=(S("log.retention.bytes"),)),

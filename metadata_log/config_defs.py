@@ -30,7 +30,7 @@ from metadata_log._topic_configs import TOPIC_CONFIG_DEFS
 __all__ = [
     "BROKER_CONFIGS", "ConfigDef", "ConfigType", "DynamicScope", "LISTENER_ONLY_SECURITY_CONFIGS",
     "Synonym", "TOPIC_CONFIGS", "broker_config_def", "list_items", "listener_base_key",
-    "parse_bool", "parse_value", "validate_value",
+    "parse_bool", "parse_value", "tiered_storage_problem", "validate_value",
 ]
 
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = {d.name: d for d in TOPIC_CONFIG_DEFS}
@@ -125,3 +125,34 @@ def validate_value(defn: ConfigDef, value: str) -> str | None:
     return f"Invalid value {value} for configuration {defn.name}: {error}"
 
 
+def tiered_storage_problem(new: Mapping[str, str], current: Mapping[str, str] | None,
+                           system_enable: bool) -> str | None:
+    """Why a topic's configs ``new`` (its whole set; ``current``: its set before, None for a
+    new topic) may not be, for tiered storage (KIP-405), as Kafka's LogConfig words it; None
+    when they may. Judged by the controller with its own remote.log.storage.system.enable."""
+    enabled = parse_bool(new.get("remote.storage.enable", "false")) is True
+    was = current is not None and parse_bool(current.get("remote.storage.enable", "false")) is True
+    if enabled and not was and not system_enable:
+        return ("Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                "configured with remote log storage.")
+    if was and not enabled:
+        return ("It is invalid to disable remote storage without deleting remote data. If you "
+                "want to keep the remote data and turn to read only, please set "
+                "remote.storage.copy.disable=true. If you want to disable remote storage and "
+                "delete all remote data, please set remote.storage.enable=false, "
+                "remote.log.delete.on.disable=true.")
+    if not enabled:
+        return None
+    for local_key, total_key in (("local.retention.ms", "retention.ms"),
+                                 ("local.retention.bytes", "retention.bytes")):
+        local = int(new.get(local_key, TOPIC_CONFIGS[local_key].default or "-2"))
+        total = int(new.get(total_key, TOPIC_CONFIGS[total_key].default or "-1"))
+        if local == -2 or total == -1:
+            continue
+        if local == -1:
+            return (f"Value must not be -1 as {total_key} value is set as {total}.: "
+                    f"{local_key} = {local}")
+        if local > total:
+            return (f"Value must not be more than {total_key} property value: {total}: "
+                    f"{local_key} = {local}")
+    return None

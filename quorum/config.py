@@ -175,7 +175,8 @@ def from_properties(props: Mapping[str, str], base_dir: str = ".") -> Controller
         if key in props:
             settings[attr] = node.get_int(key)
     for key, attr in (("unclean.leader.election.enable", "unclean_leader_election_enable"),
-                      ("auto.leader.rebalance.enable", "auto_leader_rebalance_enable")):
+                      ("auto.leader.rebalance.enable", "auto_leader_rebalance_enable"),
+                      ("remote.log.storage.system.enable", "remote_log_storage_system_enable")):
         if key in props:
             settings[attr] = node.get_bool(key)
     if "leader.imbalance.check.interval.seconds" in props:

@@ -53,6 +53,7 @@ PURE = (
     "quorum/controller", "quorum/progress.py", "quorum/prevote.py", "quorum/voters.py",
     "broker/log", "broker/replica", "broker/producer_state.py", "broker/replica_manager.py",
     "broker/delayed/divert.py", "broker/delayed/store.py", "broker/delayed/scheduler.py",
+    "broker/tiered/remote_storage.py", "broker/tiered/metadata.py", "broker/tiered/plan.py",
     "broker/fetch_session.py", "broker/client_quotas.py", "broker/auth_helper.py", "broker/scram_describe.py",
     "clients/security/__init__.py", "clients/security/scram.py", "clients/security/sasl.py",
     "clients/security/jaas.py",

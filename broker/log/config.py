@@ -67,6 +67,12 @@ class LogConfig:
     flush_ms: int = _default("flush.ms")  # fsync when the oldest unflushed append is this old
     retention_ms: int = _default("retention.ms")  # -1: keep forever
     retention_bytes: int = _default("retention.bytes")  # per partition; -1: no size limit
+    # Tiered storage (KIP-405): closed segments are copied to remote storage, and a copied
+    # segment is deleted locally by local.retention.* (-2: the same as retention.*), while
+    # retention.* bounds the whole log, remote part included.
+    remote_storage_enable: bool = False
+    local_retention_ms: int = _default("local.retention.ms")
+    local_retention_bytes: int = _default("local.retention.bytes")
     cleanup_policy: str = _default("cleanup.policy", str)  # "delete", "compact" or "compact,delete"
     delete_retention_ms: int = _default("delete.retention.ms")  # tombstone lifetime
     min_compaction_lag_ms: int = _default("min.compaction.lag.ms")  # never compact younger records
@@ -108,6 +114,9 @@ class LogConfig:
             raise LogConfigError(f"flush.messages {self.flush_messages} / flush.ms {self.flush_ms}")
         if self.retention_ms < -1 or self.retention_bytes < -1:
             raise LogConfigError(f"retention.ms {self.retention_ms} / bytes {self.retention_bytes}")
+        if self.local_retention_ms < -2 or self.local_retention_bytes < -2:
+            raise LogConfigError(f"local.retention.ms {self.local_retention_ms} / bytes "
+                                 f"{self.local_retention_bytes}")
         if self.max_compaction_lag_ms < 1:
             raise LogConfigError(f"max.compaction.lag.ms {self.max_compaction_lag_ms}")
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
@@ -143,6 +152,15 @@ class LogConfig:
         if codec == "zstd":
             return self.compression_zstd_level
         return None
+
+    @property
+    def local_retention_ms_effective(self) -> int:
+        """local.retention.ms with -2 resolved (Kafka's localRetentionMs)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_retention_bytes_effective(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def compact(self) -> bool:
@@ -184,6 +202,9 @@ class LogConfig:
                 continue
             kind = _ATTR_KINDS[attr]
             try:
+                if kind is bool:
+                    changes[attr] = _parse_bool(name, raw)
+                    continue
                 changes[attr] = kind(raw.strip()) if kind is not str else raw.strip()
             except ValueError:
                 raise LogConfigError(f"{name}={raw!r}") from None
@@ -215,9 +236,20 @@ _PROPERTY_ATTRS: dict[str, str] = {
     "compression.gzip.level": "compression_gzip_level",
     "compression.lz4.level": "compression_lz4_level",
     "compression.zstd.level": "compression_zstd_level",
+    "remote.storage.enable": "remote_storage_enable",
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
 }
 _ATTR_KINDS: dict[str, type] = {
     attr: (float if attr == "min_cleanable_dirty_ratio" else str if attr in (
-        "cleanup_policy", "message_timestamp_type", "compression_type") else int)
+        "cleanup_policy", "message_timestamp_type", "compression_type")
+        else bool if attr == "remote_storage_enable" else int)
     for attr in _PROPERTY_ATTRS.values()
 }
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise LogConfigError(f"{name}={raw!r}")
+    return value == "true"

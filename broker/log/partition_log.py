@@ -131,8 +131,8 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-# ListOffsets v8+ (KIP-405) and v9+ (KIP-1005). Ketch keeps no tiered storage: the local
-# log is the whole log, and nothing is tiered.
+# ListOffsets v8+ (KIP-405) and v9+ (KIP-1005); broker/tiered answers them for tiered
+# topics, whose log starts in remote storage.
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 _INT32_MAX = 2**31 - 1
@@ -205,7 +205,7 @@ class PartitionLog:
         "_log_start_offset", "_recovery_point", "leader_epoch_cache", "_last_flush_ms",
         "_unflushed_messages", "_pending_deletes", "_epoch_checkpoint_dirty", "closed",
         "first_dirty_offset", "layout_version", "on_recovery_point_lowered",
-        "_snapshot_offsets",
+        "_snapshot_offsets", "highest_offset_in_remote",
     )
 
     def __init__(
@@ -246,6 +246,11 @@ class PartitionLog:
         self.closed = False
         # Offsets of the producer snapshot files, ascending (set by `open`).
         self._snapshot_offsets: list[int] = []
+        # Tiered storage (KIP-405; Kafka's UnifiedLog.highestOffsetInRemoteStorage): the
+        # last offset copied to remote storage (-1: none), set by broker/tiered from the
+        # replicated remote log metadata. With remote.storage.enable, only segments wholly
+        # at or below it may be deleted by retention: never a segment not yet copied.
+        self.highest_offset_in_remote = -1
         self._check_invariants()
 
     def _check_invariants(self) -> None:
@@ -852,9 +857,18 @@ class PartitionLog:
         partition is over retention.bytes by at least the segment's size. The last two
         apply only with cleanup.policy delete. A segment with records at or above the high
         watermark is never deleted (followers may not have them yet).
+
+        With remote.storage.enable (KIP-405) this is the local log's retention: the limits
+        are local.retention.ms/bytes, and a segment is deleted only once copied to remote
+        storage (its last offset at or below ``highest_offset_in_remote``); retention.*
+        then bound the whole log and are broker/tiered's to apply to remote segments.
         """
         config = self.config
-        size_over = self.size_bytes - config.retention_bytes
+        tiered = config.remote_storage_enable
+        retention_ms = config.local_retention_ms_effective if tiered else config.retention_ms
+        retention_bytes = (config.local_retention_bytes_effective if tiered
+                           else config.retention_bytes)
+        size_over = self.size_bytes - retention_bytes
         doomed: list[LogSegment] = []
         reasons: list[str] = []
         for i, segment in enumerate(self._segments):
@@ -867,12 +881,14 @@ class PartitionLog:
             reason = None
             if upper <= self._log_start_offset:
                 reason = "log start offset"
-            elif config.delete and config.retention_ms >= 0 and (
-                now_ms - segment.largest_timestamp_ms() > config.retention_ms
+            elif tiered and upper - 1 > self.highest_offset_in_remote:
+                break               # not copied yet: kept, whatever its age (KIP-405)
+            elif config.delete and retention_ms >= 0 and (
+                now_ms - segment.largest_timestamp_ms() > retention_ms
             ):
-                reason = "retention.ms"
-            elif config.delete and config.retention_bytes >= 0 and size_over - segment.size_bytes >= 0:
-                reason = "retention.bytes"
+                reason = "local.retention.ms" if tiered else "retention.ms"
+            elif config.delete and retention_bytes >= 0 and size_over - segment.size_bytes >= 0:
+                reason = "local.retention.bytes" if tiered else "retention.bytes"
             if reason is None:
                 break
             size_over -= segment.size_bytes

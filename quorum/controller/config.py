@@ -39,6 +39,9 @@ class ControllerConfig:
     # eligible.leader.replicas.version finalized when the log is bootstrapped (KIP-966):
     # 1 as Kafka 4.1's new clusters; 0 keeps Kafka 3.x's elections (UpdateFeatures moves it).
     eligible_leader_replicas_version: int = 1
+    # remote.log.storage.system.enable: may topics turn on remote.storage.enable (KIP-405;
+    # Kafka's controller judges by its own copy of the broker switch).
+    remote_log_storage_system_enable: bool = False
 
     def __post_init__(self) -> None:
         assert self.broker_session_timeout_ms > 0

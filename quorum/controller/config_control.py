@@ -37,6 +37,7 @@ from metadata_log.cluster_links import CLUSTER_LINK_CONFIGS, cluster_link, valid
 from metadata_log.mirror_topics import mirror_config_problem
 from metadata_log.image import ConfigResourceType, MetadataImage
 from metadata_log.config_defs import (
+    tiered_storage_problem,
     LISTENER_ONLY_SECURITY_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType, DynamicScope, broker_config_def, list_items,
     validate_value,
 )
@@ -128,7 +129,8 @@ def _check_set(rtype: ConfigResourceType, resource_name: str, key: str, value: s
 
 
 def _records(image: MetadataImage, rtype: ConfigResourceType, name: str, current: dict[str, str],
-             new: dict[str, str]) -> tuple[Problem | None, list[Any]]:
+             new: dict[str, str], remote_storage_system_enable: bool
+             ) -> tuple[Problem | None, list[Any]]:
     """The ConfigRecords taking the resource from ``current`` to ``new``, or why ``new``
     may not be its set (a subscription or a link is judged whole)."""
     problem = None
@@ -142,6 +144,10 @@ def _records(image: MetadataImage, rtype: ConfigResourceType, name: str, current
                                                current)
         if mirror_problem is not None:
             problem = (ErrorCode.INVALID_CONFIG, mirror_problem)
+        elif name:      # the topic defaults ("") are the brokers' business
+            tiered_problem = tiered_storage_problem(new, current, remote_storage_system_enable)
+            if tiered_problem is not None:
+                problem = (ErrorCode.INVALID_CONFIG, tiered_problem)
     if problem is not None:
         return problem, []
     return None, [messages.ConfigRecord(resource_type=int(rtype), resource_name=name, name=key,
@@ -149,7 +155,8 @@ def _records(image: MetadataImage, rtype: ConfigResourceType, name: str, current
             for key in sorted(set(current) | set(new)) if current.get(key) != new.get(key)]
 
 
-def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem | None, list[Any]]:
+def _incremental_resource(image: MetadataImage, resource: Any, remote_storage_system_enable: bool
+                          ) -> tuple[Problem | None, list[Any]]:
     rtype, problem = _resource(image, resource)
     if problem is not None:
         return problem, []
@@ -191,10 +198,11 @@ def _incremental_resource(image: MetadataImage, resource: Any) -> tuple[Problem 
         if problem is not None:
             return problem, []
         new[c.name] = value
-    return _records(image, rtype, name, current, new)
+    return _records(image, rtype, name, current, new, remote_storage_system_enable)
 
 
-def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | None, list[Any]]:
+def _legacy_resource(image: MetadataImage, resource: Any, remote_storage_system_enable: bool
+                     ) -> tuple[Problem | None, list[Any]]:
     """AlterConfigs: the request's configs become the resource's whole set."""
     rtype, problem = _resource(image, resource)
     if problem is not None:
@@ -208,11 +216,12 @@ def _legacy_resource(image: MetadataImage, resource: Any) -> tuple[Problem | Non
         if problem is not None:
             return problem, []
         new[c.name] = c.value
-    return _records(image, rtype, name, dict(image.configs.get(rtype, name)), new)
+    return _records(image, rtype, name, dict(image.configs.get(rtype, name)), new,
+                    remote_storage_system_enable)
 
 
-def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, entry_type: Any
-            ) -> ControllerResult[Any]:
+def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, entry_type: Any,
+            remote_storage_system_enable: bool) -> ControllerResult[Any]:
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     records: list[Any] = []
     responses = []
@@ -220,7 +229,7 @@ def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, 
         if counts[(resource.resource_type, resource.resource_name)] > 1:
             problem, rs = (ErrorCode.INVALID_REQUEST, "Duplicate resource in the request."), []
         else:
-            problem, rs = alter(image, resource)
+            problem, rs = alter(image, resource, remote_storage_system_enable)
         if not request.validate_only:
             records += rs
         code, message = problem or (ErrorCode.NONE, None)
@@ -230,15 +239,18 @@ def _decide(image: MetadataImage, request: Any, alter: Any, response_type: Any, 
     return ControllerResult(tuple(records), response_type(responses=responses))
 
 
-def incremental_alter_configs(image: MetadataImage, request: messages.IncrementalAlterConfigsRequest
+def incremental_alter_configs(image: MetadataImage, request: messages.IncrementalAlterConfigsRequest,
+                              remote_storage_system_enable: bool = False
                               ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
+    """``remote_storage_system_enable``: the controller's remote.log.storage.system.enable."""
     Response = messages.IncrementalAlterConfigsResponse
     return _decide(image, request, _incremental_resource, Response,
-                   Response.AlterConfigsResourceResponse)
+                   Response.AlterConfigsResourceResponse, remote_storage_system_enable)
 
 
-def alter_configs(image: MetadataImage, request: messages.AlterConfigsRequest
+def alter_configs(image: MetadataImage, request: messages.AlterConfigsRequest,
+                  remote_storage_system_enable: bool = False
                   ) -> ControllerResult[messages.AlterConfigsResponse]:
     Response = messages.AlterConfigsResponse
     return _decide(image, request, _legacy_resource, Response,
-                   Response.AlterConfigsResourceResponse)
+                   Response.AlterConfigsResourceResponse, remote_storage_system_enable)

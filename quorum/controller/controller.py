@@ -276,11 +276,13 @@ class QuorumController:
     def handle_incremental_alter_configs(
             self, request: messages.IncrementalAlterConfigsRequest, now_ms: int
     ) -> ControllerResult[messages.IncrementalAlterConfigsResponse]:
-        return config_control.incremental_alter_configs(self._image, request)
+        return config_control.incremental_alter_configs(
+            self._image, request, self.config.remote_log_storage_system_enable)
 
     def handle_alter_configs(self, request: messages.AlterConfigsRequest, now_ms: int
                              ) -> ControllerResult[messages.AlterConfigsResponse]:
-        return config_control.alter_configs(self._image, request)
+        return config_control.alter_configs(
+            self._image, request, self.config.remote_log_storage_system_enable)
 
     def handle_alter_client_quotas(self, request: messages.AlterClientQuotasRequest, now_ms: int
                                    ) -> ControllerResult[messages.AlterClientQuotasResponse]:

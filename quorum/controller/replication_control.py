@@ -43,7 +43,9 @@ from metadata_log.image import (
 )
 from quorum.controller.broker_index import BrokersToPartitions
 from quorum.controller.config import ControllerConfig
-from metadata_log.config_defs import TOPIC_CONFIGS, parse_bool, validate_value
+from metadata_log.config_defs import (
+    TOPIC_CONFIGS, parse_bool, tiered_storage_problem, validate_value,
+)
 from metadata_log.cluster_links import cluster_link
 from metadata_log.mirror_topics import mirror_config_problem
 from metadata_log.config_layers import ConfigLayers, ConfigSource
@@ -205,7 +207,8 @@ def _rf_unreachable(rf: int, active: int) -> str:
 
 # ---------------------------------------------------------------- CreateTopics
 
-def _check_topic_configs(image: MetadataImage, configs: Sequence[Any]) -> tuple[ErrorCode, str] | None:
+def _check_topic_configs(image: MetadataImage, configs: Sequence[Any],
+                         remote_storage_system_enable: bool) -> tuple[ErrorCode, str] | None:
     seen = set()
     for c in configs:
         if c.name in seen:
@@ -225,6 +228,10 @@ def _check_topic_configs(image: MetadataImage, configs: Sequence[Any]) -> tuple[
                                            lambda link: cluster_link(image, link) is not None)
     if mirror_problem is not None:
         return ErrorCode.INVALID_CONFIG, mirror_problem
+    tiered_problem = tiered_storage_problem({c.name: c.value for c in configs}, None,
+                                            remote_storage_system_enable)
+    if tiered_problem is not None:
+        return ErrorCode.INVALID_CONFIG, tiered_problem
     return None
 
 
@@ -265,7 +272,7 @@ def create_topics(image: MetadataImage, request: messages.CreateTopicsRequest, c
             fail(name, ErrorCode.INVALID_TOPIC_EXCEPTION,
                  f"Topic '{name}' collides with existing topic: {other}")
             continue
-        bad_config = _check_topic_configs(image, t.configs)
+        bad_config = _check_topic_configs(image, t.configs, config.remote_log_storage_system_enable)
         if bad_config is not None:
             fail(name, *bad_config)
             continue

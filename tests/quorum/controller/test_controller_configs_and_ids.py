@@ -286,3 +286,29 @@ def test_a_subscription_is_judged_whole_after_the_operations() -> None:
     assert response.error_code == ErrorCode.INVALID_REQUEST
     assert dict(h.image.configs.get(ConfigResourceType.CLIENT_METRICS, "s")) == {
         "metrics": "*", "match": "client_id=a"}
+
+
+def test_remote_storage_enable_needs_the_controllers_tiered_storage_switch() -> None:
+    """KIP-405: Kafka's controller judges remote.storage.enable by its own
+    remote.log.storage.system.enable; once on, a topic's tiering cannot be turned off."""
+    from quorum.controller import ControllerConfig
+    off = Harness()
+    off.start_broker(1)
+    created = off.create_topic("tiered", configs={"remote.storage.enable": "true"})
+    assert created.error_code == ErrorCode.INVALID_CONFIG
+    assert "Tiered Storage functionality is disabled" in created.error_message
+    off.create_topic("plain")
+    response, records = alter(off, 2, "plain", ("remote.storage.enable", SET, "true"))
+    assert response.error_code == ErrorCode.INVALID_CONFIG and records == ()
+
+    on = Harness(ControllerConfig(remote_log_storage_system_enable=True))
+    on.start_broker(1)
+    assert on.create_topic("tiered", configs={"remote.storage.enable": "true",
+                                              "local.retention.ms": "1000"}).error_code == 0
+    response, _ = alter(on, 2, "tiered", ("remote.storage.enable", SET, "false"))
+    assert response.error_code == ErrorCode.INVALID_CONFIG
+    response, _ = alter(on, 2, "tiered", ("local.retention.ms", SET, "999999999999"))
+    assert response.error_code == ErrorCode.INVALID_CONFIG      # above retention.ms
+    response, _ = alter(on, 2, "tiered", ("local.retention.bytes", SET, "1048576"))
+    assert response.error_code == 0
+    assert on.image.configs.topic("tiered")["local.retention.bytes"] == "1048576"
