@@ -50,7 +50,7 @@ from broker.tiered.remote_storage import (IndexType, LogSegmentData, RemoteResou
                                           RemoteSegmentId, RemoteStorageError)
 from metadata_log.node_config import ConfigError
 
-__all__ = ["S3Config", "S3RemoteStorage", "LOG_SUFFIX"]
+__all__ = ["S3Config", "S3RemoteStorage", "LOG_SUFFIX", "plan_parts"]
 
 log = logging.getLogger(__name__)
 
@@ -221,13 +221,11 @@ class S3RemoteStorage:
         if size <= self.multipart_threshold:
             await self._put_file(key, source)
             return
-        part_size = max(self.part_size, -(-size // MAX_PARTS))
         bucket = self.config.bucket
         created = await self._call("CreateMultipartUpload", key, functools.partial(
             self.client.create_multipart_upload, Bucket=bucket, Key=key))
         upload_id = created["UploadId"]
-        parts = iter([(n + 1, position, min(part_size, size - position))
-                      for n, position in enumerate(range(0, size, part_size))])
+        parts = iter(plan_parts(size, self.part_size))
         etags: dict[int, str] = {}
         try:
             # As many lanes as connections, each taking the next part: at most
@@ -320,6 +318,14 @@ class S3RemoteStorage:
         except (BotoCoreError, OSError) as e:
             # BotoCoreError: unreachable, timed out, connection closed, no credentials.
             raise RemoteStorageError(f"s3 {what} {self.config.bucket}/{key}: {e}") from e
+
+
+def plan_parts(size: int, part_size: int) -> list[tuple[int, int, int]]:
+    """The parts of a multipart upload of ``size`` bytes: (part number from 1, position,
+    length), ``part_size`` each but the last, larger when S3's 10,000 parts would not do."""
+    part_size = max(part_size, -(-size // MAX_PARTS))
+    return [(n + 1, position, min(part_size, size - position))
+            for n, position in enumerate(range(0, size, part_size))]
 
 
 def _status(error: ClientError) -> int:

@@ -21,11 +21,9 @@ from broker.log.offset_index import OffsetIndex
 from broker.producer_state import ProducerStateTable
 from broker.tiered.remote_storage import (IndexType, LogSegmentData, RemoteResourceNotFound,
                                           RemoteSegmentId, RemoteStorageError)
-from broker.tiered.s3 import MIN_PART_SIZE, S3Config, S3RemoteStorage
+from broker.tiered.s3 import MAX_PARTS, MIN_PART_SIZE, S3Config, S3RemoteStorage, plan_parts
 from clients.records import Record, build_batch, decode_batches
 from metadata_log.node_config import ConfigError
-
-pytestmark = pytest.mark.process
 
 _T = TypeVar("_T")
 ENDPOINT_KEY = "ketch.remote.storage.s3.endpoint"
@@ -148,8 +146,23 @@ def test_the_config_is_read_from_the_broker_properties() -> None:
     assert "wJalr" not in str(refused.value)
 
 
+def test_parts_cover_the_file_in_order_within_s3s_limits() -> None:
+    mib = 1 << 20
+    for size, part_size in [(10 * mib + 1, 5 * mib), (16 * mib, 8 * mib), (8 * mib + 7, 8 * mib),
+                            (1 << 40, 8 * mib), (MAX_PARTS * 5 * mib + 1, 5 * mib)]:
+        parts = plan_parts(size, part_size)
+        assert [n for n, _, _ in parts] == list(range(1, len(parts) + 1))
+        assert sum(length for _, _, length in parts) == size
+        assert all(a[1] + a[2] == b[1] for a, b in zip(parts, parts[1:]))     # contiguous
+        assert len(parts) <= MAX_PARTS
+        assert all(length >= max(part_size, MIN_PART_SIZE) for _, _, length in parts[:-1])
+        assert 0 < parts[-1][2] <= parts[0][2]
+    assert [length for _, _, length in plan_parts(16 * mib, 8 * mib)] == [8 * mib, 8 * mib]
+
+
 # ---------------------------------------------------------------- against moto
 
+@pytest.mark.process
 def test_a_closed_segment_is_copied_in_parts_and_read_back_by_range_and_index(
         s3: dict[str, str], storage: S3RemoteStorage, big_segment: ClosedSegment) -> None:
     data = big_segment.data
@@ -202,6 +215,7 @@ def test_a_closed_segment_is_copied_in_parts_and_read_back_by_range_and_index(
         client.close()
 
 
+@pytest.mark.process
 def test_a_copy_again_overwrites_and_a_prefix_keeps_stores_apart(
         s3: dict[str, str], storage: S3RemoteStorage, small_segment: ClosedSegment,
         tmp_path: Path) -> None:
@@ -235,6 +249,7 @@ def test_a_copy_again_overwrites_and_a_prefix_keeps_stores_apart(
     run(scenario())
 
 
+@pytest.mark.process
 def test_absent_objects_are_not_found_and_a_delete_removes_every_file(
         s3: dict[str, str], storage: S3RemoteStorage, small_segment: ClosedSegment) -> None:
     data = small_segment.data
@@ -265,6 +280,7 @@ def test_absent_objects_are_not_found_and_a_delete_removes_every_file(
     run(scenario())
 
 
+@pytest.mark.process
 def test_a_missing_bucket_is_the_stores_fault_not_an_absent_segment(
         s3: dict[str, str], small_segment: ClosedSegment) -> None:
     storage_props = {**s3, "ketch.remote.storage.s3.bucket": "no-such-bucket"}
@@ -285,6 +301,7 @@ def test_a_missing_bucket_is_the_stores_fault_not_an_absent_segment(
     run(scenario())
 
 
+@pytest.mark.process
 def test_no_credential_is_logged_even_at_debug(
         s3: dict[str, str], small_segment: ClosedSegment, caplog: pytest.LogCaptureFixture) -> None:
     segment = new_segment_id()
@@ -309,6 +326,7 @@ def test_no_credential_is_logged_even_at_debug(
     assert not [m for m in messages if ACCESS_KEY in m or SECRET_KEY in m]
 
 
+@pytest.mark.process
 def test_the_server_stopped_gives_retriable_errors(
         tmp_path: Path, small_segment: ClosedSegment) -> None:
     segment = new_segment_id()
