@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import logging
+import os
 import threading
 import uuid
 from dataclasses import dataclass
@@ -213,6 +214,26 @@ def test_a_closed_segment_is_copied_in_parts_and_read_back_by_range_and_index(
         assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
     finally:
         client.close()
+
+
+@pytest.mark.process
+def test_a_failed_multipart_upload_is_aborted_and_leaves_no_object(
+        s3: dict[str, str], storage: S3RemoteStorage, big_segment: ClosedSegment,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The records file shrinks under the upload (as a truncation would): the size taken at
+    # the start promises a part the file no longer has.
+    records, real_getsize = big_segment.data.segment, os.path.getsize
+    monkeypatch.setattr(os.path, "getsize", lambda path: real_getsize(path) + (
+        MIN_PART_SIZE if Path(path) == records else 0))
+    segment = new_segment_id()
+    with pytest.raises(RemoteStorageError, match="changed during its upload"):
+        run(storage.copy_log_segment_data(segment, big_segment.data))
+    client = admin_client(s3[ENDPOINT_KEY])
+    try:
+        assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+    finally:
+        client.close()
+    assert segment.key("log") not in objects_under(s3, segment)
 
 
 @pytest.mark.process
