@@ -3,6 +3,8 @@ as a real process on a free 127.0.0.1 port, with one bucket, stopped by its pid.
 
     with s3_server(tmp_path) as props:      # the broker properties of an s3 archive
         start brokers with {**props, ...}
+        with s3_unresponsive(props):        # the store hangs: requests time out
+            ...
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ ACCESS_KEY = "ketch-test-access"
 SECRET_KEY = "ketch-test-secret-d41d8cd98f00b204"
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 10
+ENDPOINT_KEY = "ketch.remote.storage.s3.endpoint"
+# The running servers by endpoint, for s3_unresponsive.
+_servers: dict[str, subprocess.Popen] = {}
 
 
 def s3_properties(endpoint: str, bucket: str = BUCKET) -> dict[str, str]:
@@ -35,7 +40,7 @@ def s3_properties(endpoint: str, bucket: str = BUCKET) -> dict[str, str]:
     return {
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": "s3",
-        "ketch.remote.storage.s3.endpoint": endpoint,
+        ENDPOINT_KEY: endpoint,
         "ketch.remote.storage.s3.bucket": bucket,
         "ketch.remote.storage.s3.region": REGION,
         "ketch.remote.storage.s3.access.key": ACCESS_KEY,
@@ -68,11 +73,26 @@ def s3_server(tmp_path: Path) -> Iterator[dict[str, str]]:
                 start_new_session=True)
         try:
             if _create_bucket(endpoint, proc):
+                _servers[endpoint] = proc
                 yield s3_properties(endpoint)
                 return
         finally:
+            _servers.pop(endpoint, None)
             _stop(proc)
     raise RuntimeError(f"moto's server did not start; see {tmp_path}/moto-*.log")
+
+
+@contextmanager
+def s3_unresponsive(props: dict[str, str]) -> Iterator[None]:
+    """The store at ``props``'s endpoint stops answering (its process SIGSTOPped: connections
+    are accepted by the kernel, no request is answered, clients time out) and comes back
+    with every object (SIGCONT): unlike a restart, moto keeps its in-memory objects."""
+    proc = _servers[props[ENDPOINT_KEY]]
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
 
 
 def _create_bucket(endpoint: str, proc: subprocess.Popen) -> bool:
@@ -96,6 +116,7 @@ def _create_bucket(endpoint: str, proc: subprocess.Popen) -> bool:
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is not None:
         return
+    os.kill(proc.pid, signal.SIGCONT)       # a stopped process would not act on SIGTERM
     os.kill(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=STOP_TIMEOUT_S)

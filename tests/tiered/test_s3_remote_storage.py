@@ -1,7 +1,7 @@
 """S3RemoteStorage against a real S3-compatible server (moto's server mode, a process on
 127.0.0.1): a closed segment written by the broker's own log code is copied, read back by
 ranges and by index, copied again, deleted; absent objects, a missing bucket, the server
-stopped, 5xx answers and a silent server give the port's errors."""
+stopped or hanging, and 5xx answers give the port's errors (the retriable one)."""
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Coroutine, Iterator, TypeVar
 
 import pytest
-from s3_server import ACCESS_KEY, BUCKET, SECRET_KEY, admin_client, s3_server
+from s3_server import (ACCESS_KEY, BUCKET, ENDPOINT_KEY, SECRET_KEY, admin_client, s3_server,
+                       s3_unresponsive)
 
 from broker.log import FileStorage, LogConfig, PartitionLog
 from broker.log.offset_index import OffsetIndex
@@ -27,7 +28,6 @@ from clients.records import Record, build_batch, decode_batches
 from metadata_log.node_config import ConfigError
 
 _T = TypeVar("_T")
-ENDPOINT_KEY = "ketch.remote.storage.s3.endpoint"
 # Kafka's leader-epoch checkpoint text: version, count, then "epoch start_offset" lines.
 EPOCHS = b"0\n2\n0 0\n3 100\n"
 
@@ -377,18 +377,13 @@ def test_the_server_stopped_gives_retriable_errors(
 # ---------------------------------------------------------------- a failing endpoint
 
 class _FailingS3(http.server.BaseHTTPRequestHandler):
-    """An endpoint that answers every request 503 SlowDown (S3's throttling), or with
-    ``silent`` set accepts the request and never answers."""
+    """An endpoint that answers every request 503 SlowDown (S3's throttling)."""
     requests = 0
-    silent = False
 
     def _answer(self) -> None:
         type(self).requests += 1
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        if self.silent:
-            threading.Event().wait(3)
-            return
         body = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code>"
                 b"<Message>Please reduce your request rate.</Message></Error>")
         self.send_response(503)
@@ -405,7 +400,7 @@ class _FailingS3(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def failing_endpoint() -> Iterator[tuple[str, type[_FailingS3]]]:
-    handler = type("Handler", (_FailingS3,), {"requests": 0, "silent": False})
+    handler = type("Handler", (_FailingS3,), {"requests": 0})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -439,20 +434,24 @@ def test_5xx_answers_are_retried_then_retriable(
     run(scenario())
 
 
-def test_a_silent_endpoint_times_out_retriably(
-        failing_endpoint: tuple[str, type[_FailingS3]]) -> None:
-    endpoint, handler = failing_endpoint
-    handler.silent = True
-    storage = S3RemoteStorage(S3Config(bucket=BUCKET, endpoint=endpoint, access_key=ACCESS_KEY,
-                                       secret_key=SECRET_KEY), read_timeout_s=0.5, max_attempts=1)
+@pytest.mark.process
+def test_an_unresponsive_store_times_out_retriably_and_comes_back(
+        s3: dict[str, str], storage: S3RemoteStorage, small_segment: ClosedSegment) -> None:
+    segment = new_segment_id()
+    run(storage.copy_log_segment_data(segment, small_segment.data))
+    impatient = S3RemoteStorage(S3Config.from_properties(s3), read_timeout_s=0.5, max_attempts=1)
 
     async def scenario() -> None:
         try:
-            with pytest.raises(RemoteStorageError) as timed_out:
-                await storage.fetch_index(new_segment_id(), IndexType.OFFSET)
-            assert not isinstance(timed_out.value, RemoteResourceNotFound)
-            assert "timeout" in str(timed_out.value).lower()
+            with s3_unresponsive(s3):
+                with pytest.raises(RemoteStorageError) as timed_out:
+                    await impatient.fetch_index(segment, IndexType.OFFSET)
+                assert not isinstance(timed_out.value, RemoteResourceNotFound)
+                assert "timeout" in str(timed_out.value).lower()
+            # Back, with what it held.
+            assert await impatient.fetch_index(segment, IndexType.OFFSET) == \
+                small_segment.data.offset_index.read_bytes()
         finally:
-            await storage.close()
+            await impatient.close()
 
     run(scenario())
