@@ -57,6 +57,20 @@ def admin_client(endpoint: str):
                           s3={"addressing_style": "path"}))
 
 
+def object_keys(props: dict[str, str], prefix: str = "") -> list[str]:
+    """The names of the objects under ``prefix`` in the bucket of ``props``, sorted: what
+    the store holds, looked up behind the broker's back."""
+    client = admin_client(props[ENDPOINT_KEY])
+    try:
+        keys: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(
+                Bucket=props.get("ketch.remote.storage.s3.bucket", BUCKET), Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+        return sorted(keys)
+    finally:
+        client.close()
+
+
 @contextmanager
 def s3_server(tmp_path: Path) -> Iterator[dict[str, str]]:
     """moto's S3 server with the bucket created; yields the broker properties. Its output

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Coroutine, Iterator, TypeVar
 
 import pytest
-from s3_server import (ACCESS_KEY, BUCKET, ENDPOINT_KEY, SECRET_KEY, admin_client, s3_server,
-                       s3_unresponsive)
+from s3_server import (ACCESS_KEY, BUCKET, ENDPOINT_KEY, SECRET_KEY, admin_client, object_keys,
+                       s3_server, s3_unresponsive)
 
 from broker.log import FileStorage, LogConfig, PartitionLog
 from broker.log.offset_index import OffsetIndex
@@ -111,14 +111,8 @@ def small_segment(tmp_path_factory: pytest.TempPathFactory) -> ClosedSegment:
 
 
 def objects_under(props: dict[str, str], segment: RemoteSegmentId) -> set[str]:
-    """The object names the store holds for ``segment``, looked up behind the store's back."""
-    client = admin_client(props[ENDPOINT_KEY])
-    try:
-        prefix = segment.key("")[:-1]         # '<topic>-<partition>-<topic_id>/<segment_id>'
-        answer = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
-        return {o["Key"] for o in answer.get("Contents", [])}
-    finally:
-        client.close()
+    """The object names the store holds for ``segment``."""
+    return set(object_keys(props, segment.key("")[:-1]))    # '<topic>-<partition>-<id>/<id>'
 
 
 # ---------------------------------------------------------------- configuration (no server)
