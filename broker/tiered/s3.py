@@ -210,8 +210,10 @@ class S3RemoteStorage:
             self.client.delete_object, Bucket=self.config.bucket, Key=key)) for key in keys])
 
     async def close(self) -> None:
-        # In-flight requests end within the timeouts; then the connection pool is closed.
-        await asyncio.to_thread(self.executor.shutdown, wait=True)
+        # Queued calls are dropped and calls in flight are not waited for: a hung store would
+        # hold the broker's shutdown for read timeout x attempts, and their results have no
+        # one to go to any more (a copy cut short is retried by the next leader).
+        self.executor.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
     # ---------------------------------------------------------------- uploads

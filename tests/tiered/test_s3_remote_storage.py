@@ -434,6 +434,7 @@ def test_an_unresponsive_store_times_out_retriably_and_comes_back(
     segment = new_segment_id()
     run(storage.copy_log_segment_data(segment, small_segment.data))
     impatient = S3RemoteStorage(S3Config.from_properties(s3), read_timeout_s=0.5, max_attempts=1)
+    patient = S3RemoteStorage(S3Config.from_properties(s3), read_timeout_s=30)
 
     async def scenario() -> None:
         try:
@@ -442,6 +443,13 @@ def test_an_unresponsive_store_times_out_retriably_and_comes_back(
                     await impatient.fetch_index(segment, IndexType.OFFSET)
                 assert not isinstance(timed_out.value, RemoteResourceNotFound)
                 assert "timeout" in str(timed_out.value).lower()
+                # Closing does not wait for a request the hung store holds (a broker's
+                # shutdown would wait 30 s x 3 attempts).
+                hung = asyncio.ensure_future(patient.fetch_log_segment(segment, 0))
+                await asyncio.sleep(0)      # submitted to a worker thread
+                await asyncio.wait_for(patient.close(), timeout=10)
+                assert not hung.done()
+                hung.cancel()
             # Back, with what it held.
             assert await impatient.fetch_index(segment, IndexType.OFFSET) == \
                 small_segment.data.offset_index.read_bytes()
