@@ -1,7 +1,6 @@
 """The remote store a broker's properties name (remote.log.storage.manager.class.name)."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Mapping
 
@@ -23,11 +22,6 @@ def remote_storage_from_config(config: Mapping[str, str]) -> RemoteStorageManage
                               "remote.log.storage.manager.class.name=filesystem")
         return FileSystemRemoteStorage(Path(path))
     if kind == "s3":
-        # Wired at merge: broker/tiered/s3.py is the s3 helper's (T2) branch.
-        if importlib.util.find_spec("broker.tiered.s3") is None:
-            raise ConfigError("remote.log.storage.manager.class.name=s3: this build has no S3 "
-                              "remote storage (broker/tiered/s3.py)")
-        s3 = importlib.import_module("broker.tiered.s3")
-        storage: RemoteStorageManager = s3.S3RemoteStorage.from_config(config)
-        return storage
+        from broker.tiered.s3 import S3RemoteStorage    # boto3 is the optional ketch[s3] extra
+        return S3RemoteStorage.from_config(config)
     raise ConfigError(f"remote.log.storage.manager.class.name={kind}: Ketch has filesystem and s3")

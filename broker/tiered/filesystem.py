@@ -15,12 +15,11 @@ import uuid
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, TypeVar
 
-from broker.tiered.remote_storage import (IndexType, LogSegmentData, RemoteResourceNotFound,
+from broker.tiered.remote_storage import (LOG_SUFFIX, IndexType, LogSegmentData, RemoteResourceNotFound,
                                           RemoteSegmentId, RemoteStorageError)
 
-__all__ = ["FileSystemRemoteStorage", "LOG_SUFFIX"]
+__all__ = ["FileSystemRemoteStorage"]
 
-LOG_SUFFIX = "log"
 _Writer = Callable[[BinaryIO], Any]
 _T = TypeVar("_T")
 # Copy in chunks of this size: the records file of a closed segment is copied only up to the

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["IndexType", "LogSegmentData", "RemoteResourceNotFound", "RemoteSegmentId",
+__all__ = ["LOG_SUFFIX", "IndexType", "LogSegmentData", "RemoteResourceNotFound", "RemoteSegmentId",
            "RemoteStorageError", "RemoteStorageManager"]
 
 
@@ -48,9 +48,12 @@ class RemoteSegmentId:
 
     def key(self, suffix: str) -> str:
         """The object name of one file of this segment:
-        '<topic>-<partition>-<topic_id>/<segment_id>.<suffix>' (suffix 'log' for the records,
+        '<topic>-<partition>-<topic_id>/<segment_id>.<suffix>' (suffix LOG_SUFFIX for the records,
         IndexType.value for an index). One home for naming."""
         return f"{self.topic}-{self.partition}-{self.topic_id}/{self.segment_id}.{suffix}"
+
+
+LOG_SUFFIX = "log"      # the records file's suffix in RemoteSegmentId.key
 
 
 @dataclass(frozen=True)

@@ -46,15 +46,14 @@ try:
 except ImportError:         # an optional dependency: pip install 'ketch[s3]'
     boto3 = None
 
-from broker.tiered.remote_storage import (IndexType, LogSegmentData, RemoteResourceNotFound,
+from broker.tiered.remote_storage import (LOG_SUFFIX, IndexType, LogSegmentData, RemoteResourceNotFound,
                                           RemoteSegmentId, RemoteStorageError)
 from metadata_log.node_config import ConfigError
 
-__all__ = ["S3Config", "S3RemoteStorage", "LOG_SUFFIX", "plan_parts"]
+__all__ = ["S3Config", "S3RemoteStorage", "plan_parts"]
 
 log = logging.getLogger(__name__)
 
-LOG_SUFFIX = "log"
 _T = TypeVar("_T")
 
 MiB = 1 << 20

@@ -2,18 +2,14 @@
 
 ``remote_storage`` yields the broker properties (name -> string) that point the brokers at
 one store; each test module starts its cluster with them. ``filesystem``: a directory of
-this test's; ``s3``: moto's S3 server as a real process (``tests/tiered/s3_server.py``, the
-s3 helper's), used when that module is present."""
+this test's; ``s3``: moto's S3 server as a real process (``tests/tiered/s3_server.py``)."""
 from __future__ import annotations
 
-import importlib.util
 from typing import Iterator
 
 import pytest
 
-BACKENDS = ["filesystem"]
-if importlib.util.find_spec("tests.tiered.s3_server") is not None:
-    BACKENDS.append("s3")
+BACKENDS = ["filesystem", "s3"]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -24,6 +20,6 @@ def remote_storage(request: pytest.FixtureRequest,
         yield {"remote.log.storage.manager.class.name": "filesystem",
                "ketch.remote.storage.fs.path": str(path)}
     else:
-        from tests.tiered.s3_server import s3_server     # the s3 helper's (T2)
+        from s3_server import s3_server
         with s3_server(tmp_path_factory.mktemp("s3")) as properties:
             yield {"remote.log.storage.manager.class.name": "s3", **properties}

@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -98,6 +99,9 @@ def local_base_offsets(cluster, broker_id: int, topic: str) -> list[int]:
 
 def remote_objects(cluster, topic: str) -> list[str]:
     """The records objects in the filesystem store."""
+    if cluster.remote_storage.get("remote.log.storage.manager.class.name") == "s3":
+        from s3_server import object_keys
+        return [k for k in object_keys(cluster.remote_storage, f"{topic}-0-") if k.endswith(".log")]
     root = cluster.remote_storage["ketch.remote.storage.fs.path"]
     return sorted(glob.glob(os.path.join(root, f"{topic}-0-*", "*.log")))
 
@@ -240,9 +244,8 @@ def test_read_committed_replay_of_the_archive_skips_aborted_transactions(cluster
     admin_for(cluster).delete_topics([topic], timeout_ms=30_000)
     wait_until(lambda: not copied_segments(cluster, topic) or None, 30,
                "the deleted topic's remote segments forgotten")
-    if "ketch.remote.storage.fs.path" in cluster.remote_storage:
-        wait_until(lambda: not remote_objects(cluster, topic) or None, 10,
-                   "the deleted topic's objects gone from the store")
+    wait_until(lambda: not remote_objects(cluster, topic) or None, 10,
+               "the deleted topic's objects gone from the store")
 
 
 def test_spark_source_reads_the_archived_range(cluster) -> None:
@@ -277,16 +280,21 @@ def test_spark_source_reads_the_archived_range(cluster) -> None:
 
 def test_unreachable_store_keeps_local_segments_and_a_leader_killed_mid_upload_loses_nothing(
         cluster) -> None:
-    if cluster.remote_storage.get("remote.log.storage.manager.class.name") != "filesystem":
-        pytest.skip("the store is broken by replacing its directory (filesystem only)")
     topic = "archive-kill"
-    root = cluster.remote_storage["ketch.remote.storage.fs.path"]
+    s3 = cluster.remote_storage.get("remote.log.storage.manager.class.name") == "s3"
     leader = create(cluster, topic)
-    # The store unreachable: its directory replaced by a file (root ignores permissions).
-    hidden = root + ".away"
-    os.rename(root, hidden)
-    with open(root, "w") as f:
-        f.write("not a directory")
+    outage = contextlib.ExitStack()
+    if s3:
+        # The store unreachable: moto paused (SIGSTOP), its objects kept.
+        from s3_server import s3_unresponsive
+        outage.enter_context(s3_unresponsive(cluster.remote_storage))
+    else:
+        # The store unreachable: its directory replaced by a file (root ignores permissions).
+        root = cluster.remote_storage["ketch.remote.storage.fs.path"]
+        hidden = root + ".away"
+        os.rename(root, hidden)
+        with open(root, "w") as f:
+            f.write("not a directory")
     try:
         produce(cluster, topic, 0, RECORDS // 2)
 
@@ -303,8 +311,11 @@ def test_unreachable_store_keeps_local_segments_and_a_leader_killed_mid_upload_l
         assert list_offset(cluster, leader, topic, -2) == 0
         cluster.kill_node(leader)                     # mid-upload: STARTED, never FINISHED
     finally:
-        os.remove(root)
-        os.rename(hidden, root)
+        if s3:
+            outage.close()
+        else:
+            os.remove(root)
+            os.rename(hidden, root)
     produce(cluster, topic, RECORDS // 2, RECORDS // 2)     # to the new leader
     cluster.start_node(leader)
     for broker in (b.id for b in cluster.spec.brokers):
@@ -324,4 +335,5 @@ def test_unreachable_store_keeps_local_segments_and_a_leader_killed_mid_upload_l
                                        for s in segments)
                 and in_store == {str(s.segment.segment_id) for s in segments}) or None
     wait_until(settled, 30, "only finished segments in the metadata and in the store")
-    shutil.rmtree(hidden, ignore_errors=True)
+    if not s3:
+        shutil.rmtree(hidden, ignore_errors=True)
