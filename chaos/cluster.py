@@ -120,8 +120,11 @@ class ChaosCluster:
                  secure: bool = False,
                  say: Callable[[str], None] = lambda msg: None) -> None:
         """``secure``: a ``ketch up --secure`` cluster (SASL_SSL on every Kafka listener,
-        the controllers' too; HTTPS admin API): every client of the harness logs in as
-        its admin user (``client_props``, ``security``)."""
+        the controllers' too; HTTPS admin API; the authorizer on): every client of the
+        harness logs in as its admin user (``client_props``, ``security``), a super user:
+        the harness's clients are the operator's tools (they create topics, move leaders,
+        read every partition to check it), and the scenarios judge durability under
+        faults, not who may do what (tests/security and tests/integration/test_acls do)."""
         self.dir = os.path.abspath(directory)
         self.secure = secure
         self._security: ClientSecurity | None = None
