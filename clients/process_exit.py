@@ -1,12 +1,14 @@
-"""How a node process (``python -m broker`` / ``python -m quorum``) ends once it has shut
-down cleanly: logs and standard streams flushed, then ``os._exit``.
+"""How a Ketch process (``python -m broker``, ``python -m quorum``, ``python -m clients.cli``)
+ends once its main function has returned: logs and standard streams flushed, then
+``os._exit``.
 
 The interpreter's own teardown after that point (clearing every module and a last garbage
 collection over the metadata image, the generated protocol schemas and the logs' indexes)
-does no work a node needs: its files were synced and closed and its sockets closed by its
-shutdown, it has no atexit hooks, and its threads are stopped. That teardown cost a
-controller ~0.6 s of wall time on a loaded machine, and local clusters stop controllers one
-after another."""
+does no work these processes need: a node's shutdown has synced and closed its files and
+closed its sockets, a command has closed its clients, none registers atexit hooks, and
+their only threads left are daemons. That teardown cost a controller ~0.6 s of wall time on
+a loaded machine, and local clusters stop controllers one after another. An exception out
+of ``main`` (SystemExit included) never gets here: Python reports it and exits as usual."""
 from __future__ import annotations
 
 import logging
