@@ -15,6 +15,7 @@ from broker.broker import Broker
 from broker.config import ConfigError, from_properties
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
 from clients.properties import load_properties
+from clients.process_exit import exit_after_clean_shutdown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,4 +88,5 @@ async def _run(config, props) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Not sys.exit: the interpreter's teardown would add ~0.6 s to every stop (see there).
+    exit_after_clean_shutdown(main())

@@ -130,10 +130,14 @@ class ChaosCluster:
                  secure: bool = False, controller_bootstrap: bool = False,
                  say: Callable[[str], None] = lambda msg: None) -> None:
         """``secure``: a ``ketch up --secure`` cluster (SASL_SSL on every Kafka listener,
-        the controllers' too; HTTPS admin API): every client of the harness logs in as
-        its admin user (``client_props``, ``security``). ``controller_bootstrap``: brokers
-        are given only the first controller, as ``controller.quorum.bootstrap.servers``
-        (KIP-853), and learn the voters from the quorum."""
+        the controllers' too; HTTPS admin API; the authorizer on): every client of the
+        harness logs in as its admin user (``client_props``, ``security``), a super user:
+        the harness's clients are the operator's tools (they create topics, move leaders,
+        read every partition to check it), and the scenarios judge durability under
+        faults, not who may do what (tests/security and tests/integration/test_acls do).
+        ``controller_bootstrap``: brokers are given only the first controller, as
+        ``controller.quorum.bootstrap.servers`` (KIP-853), and learn the voters from the
+        quorum."""
         self.controller_bootstrap = controller_bootstrap
         self.dir = os.path.abspath(directory)
         self.secure = secure

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--keep", action="store_true", help="keep every cluster directory")
     run.add_argument("--secure", action="store_true",
                      help="run on `ketch up --secure` clusters (SASL_SSL listeners, the controllers' "
-                          "too); the harness's clients log in as the admin user")
+                          "too, ACLs on); the harness's clients log in as the admin user, a super user")
     sub.add_parser("list", help="list the scenarios")
     args = ap.parse_args(argv)
     if args.command == "list":

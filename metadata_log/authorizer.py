@@ -37,15 +37,12 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from clients.protocol.acls import (
-    SUPPORTED_OPERATIONS, WILDCARD_HOST, WILDCARD_RESOURCE, AclOperation, AclPatternType,
-    AclPermissionType, AclResourceType, KafkaPrincipal, operations_bits,
+    STANDARD_AUTHORIZER_CLASS, SUPPORTED_OPERATIONS, WILDCARD_HOST, WILDCARD_RESOURCE, AclOperation,
+    AclPatternType, AclPermissionType, AclResourceType, KafkaPrincipal, operations_bits,
 )
 from metadata_log.acls import AclsImage, StandardAcl
 
 __all__ = ["STANDARD_AUTHORIZER_CLASS", "AuthorizerConfig", "StandardAuthorizer"]
-
-# authorizer.class.name turns authorization on; Kafka's KRaft authorizer is the one Ketch has.
-STANDARD_AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 _O = AclOperation
 # Operations an ALLOW of the key operation also allows (Kafka's StandardAuthorizerData).

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from clients.data_dir_lock import DataDirInUseError, lock_data_dir
 from clients.http_api import AdminHttpServer, ControllerAdmins, HttpAuthError, http_security
+from clients.process_exit import exit_after_clean_shutdown
 from clients.security.client_auth import ClientSecurity, listener_client_properties
 from metadata_log.authorizer import StandardAuthorizer
 from quorum.admin_http import ControllerAccess, ControllerMetrics, ControllerView
@@ -175,4 +176,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Not sys.exit: the interpreter's teardown would add ~0.6 s to every stop (see there).
+    exit_after_clean_shutdown(main())

@@ -64,6 +64,7 @@ from typing import Any
 from clients.data_dir_lock import DataDirInUseError, DataDirLock, holder, lock_data_dir
 from clients.properties import format_properties, parse_properties
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
+from clients.protocol.acls import STANDARD_AUTHORIZER_CLASS
 
 __all__ = ["ClusterInUseError", "ClusterSizeError", "ClusterSpec", "LocalCluster", "NodeSpec", "broker_log_dirs",
            "free_ports"]
@@ -811,8 +812,10 @@ class SecureSetup:
 
     The controllers' listener is SASL_SSL too (brokers log in as ``ketch-broker`` with
     PLAIN), and every node's HTTP admin API is HTTPS with Basic logins
-    (clients/http_api/auth.py). No authorizer is configured: any authenticated user may do
-    everything until ``authorizer.class.name`` is set (``--broker-prop``)."""
+    (clients/http_api/auth.py). Every node runs Kafka's StandardAuthorizer with ``admin``
+    and ``ketch-broker`` as its super users (Kafka's own advice for the inter-broker and
+    controller principals), so any other user (``ketch user``) may do only what ACLs
+    (``ketch acl``) give it, on the Kafka listeners and the HTTP API alike."""
 
     CLIENT_PROPERTIES = "client.properties"
     ADMIN = "admin"
@@ -867,8 +870,11 @@ class SecureSetup:
     def _common_props(self) -> dict[str, str]:
         """What every node has: the controllers' listener SASL_SSL (brokers log in there
         with PLAIN as the broker user), TLS from the local CA, and an HTTP admin API over
-        TLS that takes Basic logins (status routes and probes stay open)."""
+        TLS that takes Basic logins (status routes and probes stay open), and the
+        authorizer on, the admin and broker users its super users."""
         return {"controller.listener.names": "CONTROLLER",
+                "authorizer.class.name": STANDARD_AUTHORIZER_CLASS,
+                "super.users": f"User:{self.ADMIN};User:{self.BROKER_USER}",
                 "sasl.mechanism.controller.protocol": "PLAIN",
                 "listener.name.controller.sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
                 "listener.name.controller.plain.sasl.jaas.config": self._jaas(),

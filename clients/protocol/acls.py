@@ -13,9 +13,14 @@ from typing import Any
 
 __all__ = ["AclBinding", "AclBindingFilter", "AclKey", "AclOperation", "AclPatternType",
            "AclPermissionType", "AclResourceType", "ANONYMOUS", "AUTHORIZED_OPERATIONS_OMITTED",
-           "CLUSTER_NAME", "KafkaPrincipal", "SUPPORTED_OPERATIONS", "WILDCARD_HOST",
+           "CLUSTER_NAME", "KafkaPrincipal", "STANDARD_AUTHORIZER_CLASS", "SUPPORTED_OPERATIONS",
+           "WILDCARD_HOST",
            "WILDCARD_PRINCIPAL", "WILDCARD_RESOURCE", "authorized_operations", "enum_or_unknown",
            "operations_bits"]
+
+# authorizer.class.name turns authorization on; Kafka's KRaft authorizer is the one Ketch has
+# (metadata_log/authorizer.py). Here so that `ketch up --secure` can name it too.
+STANDARD_AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 # What the *_authorized_operations fields hold when the request did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648

@@ -1,7 +1,7 @@
 """The HTTP admin API of a ``ketch up --secure`` cluster (issue 16): HTTPS against the
 cluster's CA, Basic logins checked against the PLAIN table and the SCRAM verifiers of the
-metadata log, and the ACLs of the equivalent Kafka API with the StandardAuthorizer on
-(``admin`` and the broker user are super users). An unauthenticated mutating call gets 401
+metadata log, and the ACLs of the equivalent Kafka API with the StandardAuthorizer that
+``--secure`` turns on (``admin`` and the broker user are its super users). An unauthenticated mutating call gets 401
 with a JSON error, a call the ACLs do not allow 403; lists hide what the caller may not
 describe. The same cluster's controllers listen on SASL_SSL, which the brokers log in to
 (they could not register otherwise), and ``ketch`` verbs reach it with --dir."""
@@ -30,8 +30,7 @@ from clients.waiting import wait_until
 pytestmark = [pytest.mark.process]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-              "super.users": "User:admin;User:ketch-broker", "auto.create.topics.enable": "false"}
+NO_AUTO_CREATE = {"auto.create.topics.enable": "false"}
 ALICE, ALICE_PW = "alice", "alice-secret"
 
 
@@ -58,7 +57,7 @@ class Http:
 def secured(tmp_path_factory: pytest.TempPathFactory):
     cluster = LocalCluster(str(tmp_path_factory.mktemp("http-secure")), controllers=1, brokers=1,
                            secure=True,
-                           broker_props={**AUTHORIZER, "broker.heartbeat.interval.ms": "300",
+                           broker_props={**NO_AUTO_CREATE, "broker.heartbeat.interval.ms": "300",
                                          "offsets.topic.num.partitions": "1"},
                            controller_props={"broker.heartbeat.interval.ms": "300"})
     try:

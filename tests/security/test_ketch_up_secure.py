@@ -2,7 +2,8 @@
 confluent-kafka (SASL_SSL, SCRAM-SHA-512) produces and consumes; a wrong password is
 refused; the ketch verbs with --dir find the cluster's TLS and SASL settings themselves;
 ``ketch up --add-controller`` grows the quorum over the secured controllers' listener;
-SIGTERM stops everything."""
+ACLs are on (a user the admin makes may write only once an ACL allows it); SIGTERM stops
+everything."""
 from __future__ import annotations
 
 import json
@@ -86,7 +87,7 @@ def test_ketch_up_secure(tmp_path) -> None:
         consumer.close()
         assert got == [b"s0", b"s1", b"s2"]
 
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
         with pytest.raises(KafkaException):
             AdminClient({**conf, "sasl.password": "wrong"}).list_topics(timeout=2)
         with pytest.raises(KafkaException):        # plaintext to the TLS listener
@@ -106,6 +107,34 @@ def test_ketch_up_secure(tmp_path) -> None:
         assert _quorum_status(directory)["current_voters"] == [1001, 1002]
         producer.produce("secure-topic", b"after the growth")
         assert producer.flush(20) == 0
+
+        # ACLs are on: a new user logs in but may do only what an ACL gives it (admin, the
+        # super user, made the user and the ACL with the verbs).
+        made = subprocess.run([*KETCH, "user", "create", "alice", "--mechanism", "SCRAM-SHA-512",
+                               "--dir", directory], capture_output=True, text=True, timeout=60,
+                              env={**ENV, "KETCH_USER_PASSWORD": "alice-secret"}, cwd=ROOT)
+        assert made.returncode == 0, made.stderr
+        alice = {**conf, "sasl.username": "alice", "sasl.password": "alice-secret"}
+
+        def alice_writes() -> int | None:
+            """None once alice's record is acknowledged, else the error code it got."""
+            codes: list[int | None] = []
+
+            def delivered(err, _msg) -> None:
+                codes.append(None if err is None else err.code())
+            p = Producer({**alice, "message.timeout.ms": 5000})
+            p.produce("secure-topic", b"alice", on_delivery=delivered)
+            p.flush(10)
+            return codes[0] if codes else -1
+        # Denied (her login itself works: a wrong password would fail the SASL handshake),
+        # retried until the broker knows her credentials.
+        wait_until(lambda: alice_writes() == KafkaError.TOPIC_AUTHORIZATION_FAILED, 30,
+                   "alice's write to be refused for want of an ACL")
+        allowed = subprocess.run([*KETCH, "acl", "add", "--allow-principal", "User:alice",
+                                  "--operation", "Write", "--topic", "secure-topic", "--dir", directory],
+                                 capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
+        assert allowed.returncode == 0, allowed.stderr
+        wait_until(lambda: alice_writes() is None, 30, "alice's write to be acknowledged once allowed")
     finally:
         _stop(proc)
 
