@@ -948,9 +948,11 @@ class ReplicaManager:
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, min_one_batch: bool,
              client_rack: str | None = None, replica_epoch: int = NO_BROKER_EPOCH,
-             isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
+             isolation_level: int = READ_UNCOMMITTED, update_fetch_state: bool = True) -> ReadResult:
         """Fetch from the leader: consumers read below the HW; a follower (``replica_id``
-        >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule).
+        >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule) —
+        once per Fetch request: a parked fetch's later reads pass ``update_fetch_state``
+        False (Kafka's readFromPurgatory), as its offset says nothing new.
         KIP-392: a consumer whose Fetch carries client metadata (v11+: ``client_rack`` not
         None, maybe empty) may also read from a follower, below the HW the follower knows,
         and a leader sends a consumer in another rack to a replica in the consumer's.
@@ -981,7 +983,7 @@ class ReplicaManager:
             if replica_id not in replica.replicas:
                 return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self._follower_broker_epochs[replica_id] = replica_epoch
-            if fetch_offset <= hosted.log.log_end_offset:
+            if update_fetch_state and fetch_offset <= hosted.log.log_end_offset:
                 hw_before = replica.high_watermark
                 completions, proposals = replica.on_follower_fetch(replica_id, fetch_offset, now_ms)
                 self._complete(completions)
