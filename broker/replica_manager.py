@@ -997,6 +997,13 @@ class ReplicaManager:
             upper = hosted.log.log_end_offset
         else:
             upper = lso if read_committed else replica.high_watermark
+        log_start, log_end = hosted.log.log_start_offset, hosted.log.log_end_offset
+        if log_start <= fetch_offset <= log_end and fetch_offset >= min(upper, log_end):
+            # Nothing to read (mostly idle partitions a follower's session names on every
+            # fetch): the log's read would answer just this.
+            return ReadResult(ErrorCode.NONE, replica.high_watermark, log_start, log_end, None,
+                              hosted.log, last_stable_offset=lso,
+                              aborted_transactions=() if read_committed else None)
         throttled = is_follower and hosted.leader_throttled and replica_id not in replica.isr
         if throttled and self.leader_quota.is_exceeded(now_ms):
             # KIP-73: a throttled follower gets no data this round (its position counted).
