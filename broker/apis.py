@@ -687,6 +687,14 @@ class KafkaApis:
         readable = [tp for _, tp, _ in wanted if tp is not None
                     and (allowed is None or tp.topic in allowed)]
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+        # A parked fetch woken by some of its partitions reads those again and keeps the
+        # other reads: an append, HW, truncation or leadership change would have woken it
+        # too (a log start moved by retention or DeleteRecords is answered by the next
+        # fetch: Kafka's DelayedFetch would read it now). At max_wait_ms it reads all
+        # again, as Kafka's does. Only a partition's first read is the follower's
+        # fetch-state report (Kafka's readFromPurgatory reads do not update it).
+        previous: dict[TopicPartition, ReadResult] = {}
+        woken: set[TopicPartition] | None = None        # None: read every partition
         while True:
             total = 0
             any_error = redirected = False
@@ -703,18 +711,26 @@ class KafkaApis:
                     any_error = True
                     continue
                 budget = max(0, req.max_bytes - total)
-                result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
-                                            p.current_leader_epoch, replica_id, min_one_batch=(total == 0),
-                                            client_rack=req.rack_id if version >= 11 else None,
-                                            replica_epoch=replica_epoch,
-                                            isolation_level=req.isolation_level)
+                last = previous.get(tp)
+                if (woken is not None and tp not in woken and last is not None
+                        and (last.records is None or last.size_in_bytes <= budget)):
+                    result = last
+                else:
+                    result = self.replicas.read(tp, p.fetch_offset, min(p.partition_max_bytes, budget),
+                                                p.current_leader_epoch, replica_id,
+                                                min_one_batch=(total == 0),
+                                                client_rack=req.rack_id if version >= 11 else None,
+                                                replica_epoch=replica_epoch,
+                                                isolation_level=req.isolation_level,
+                                                update_fetch_state=last is None)
+                    previous[tp] = result
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE
                 results.append((key, tp, p, result))
                 redirected |= result.preferred_read_replica >= 0
             if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
-            await self.replicas.wait_for_data(readable, deadline - loop.time())
+            woken = await self.replicas.wait_for_data(readable, deadline - loop.time()) or None
         if replica_id < 0 and self.tiered is not None:
             results = await self._read_tiered(self.tiered, results, req.max_bytes,
                                               req.isolation_level == 1)

@@ -49,6 +49,16 @@ HW_CHECKPOINT_INTERVAL_MS = 5_000
 ALTER_PARTITION_TIMEOUT_S = 5.0
 
 
+class _FetchWaiter:
+    """A parked (long-polling) fetch: resolved by the first change to one of its
+    partitions; ``woken`` collects every partition that changes until it resumes."""
+    __slots__ = ("future", "woken")
+
+    def __init__(self, future: asyncio.Future) -> None:
+        self.future = future
+        self.woken: set[TopicPartition] = set()
+
+
 class ReplicaDriver:
     def __init__(self, core: ReplicaManager, controller: ControllerChannel, now_ms: Callable[[], int],
                  broker_epoch: Callable[[], int], use_sendfile: bool = True,
@@ -68,7 +78,7 @@ class ReplicaDriver:
         self._leadership_subscribers: list[Callable[[TopicPartition, bool], None]] = []
         self._txn_marker_subscribers: list[Callable[[TopicPartition, int, bool], None]] = []
         self._produce_waiters: dict[int, asyncio.Future] = {}
-        self._data_waiters: dict[TopicPartition, list[asyncio.Future]] = {}
+        self._data_waiters: dict[TopicPartition, list[_FetchWaiter]] = {}
         self._tokens = itertools.count(1)
         self._image_changed = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -123,8 +133,9 @@ class ReplicaDriver:
         elif isinstance(effect, PartitionsChanged):
             for tp in effect.partitions:
                 for waiter in self._data_waiters.pop(tp, ()):
-                    if not waiter.done():
-                        waiter.set_result(None)
+                    waiter.woken.add(tp)
+                    if not waiter.future.done():
+                        waiter.future.set_result(None)
         elif isinstance(effect, SendAlterPartition):
             asyncio.get_running_loop().create_task(self._alter_partition(effect))
         elif isinstance(effect, FetchFromLeader):
@@ -253,11 +264,12 @@ class ReplicaDriver:
 
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, min_one_batch: bool, client_rack: str | None = None,
-             replica_epoch: int = -1, isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
+             replica_epoch: int = -1, isolation_level: int = READ_UNCOMMITTED,
+             update_fetch_state: bool = True) -> ReadResult:
         now = self.now_ms()
         result = self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
                                                  replica_id, now, min_one_batch, client_rack,
-                                                 replica_epoch, isolation_level))
+                                                 replica_epoch, isolation_level, update_fetch_state))
         if replica_id >= 0 and self.tracer.enabled:
             self.tracer.follower_read(tp, fetch_offset, None if result.records is None
                                       else result.records.last_offset,
@@ -302,14 +314,16 @@ class ReplicaDriver:
         return FileRegion(fd, result.records.position, result.records.length_bytes,
                           lambda: cm.__exit__(None, None, None))
 
-    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Long poll: return when any of the partitions changes or the time is up."""
-        waiter = asyncio.get_running_loop().create_future()
+    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> set[TopicPartition]:
+        """Long poll: return when any of the partitions changes or the time is up. Returns
+        the partitions that changed while it waited (empty: the time is up), so that a
+        fetch woken for one partition reads that one again, not all of its session's."""
+        waiter = _FetchWaiter(asyncio.get_running_loop().create_future())
         tps = list(tps)
         for tp in tps:
             self._data_waiters.setdefault(tp, []).append(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout_s)
+            await asyncio.wait_for(waiter.future, timeout_s)
         except asyncio.TimeoutError:
             pass
         finally:
@@ -319,6 +333,7 @@ class ReplicaDriver:
                     waiters.remove(waiter)
                     if not waiters:
                         del self._data_waiters[tp]
+        return waiter.woken
 
     # ------------------------------------------------------------ AlterPartition
 

@@ -953,9 +953,11 @@ class ReplicaManager:
     def read(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, current_leader_epoch: int,
              replica_id: int, now_ms: int, min_one_batch: bool,
              client_rack: str | None = None, replica_epoch: int = NO_BROKER_EPOCH,
-             isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
+             isolation_level: int = READ_UNCOMMITTED, update_fetch_state: bool = True) -> ReadResult:
         """Fetch from the leader: consumers read below the HW; a follower (``replica_id``
-        >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule).
+        >= 0) reads below the LEO, and its fetch offset reports its LEO (Kafka's rule) —
+        once per Fetch request: a parked fetch's later reads pass ``update_fetch_state``
+        False (Kafka's readFromPurgatory), as its offset says nothing new.
         KIP-392: a consumer whose Fetch carries client metadata (v11+: ``client_rack`` not
         None, maybe empty) may also read from a follower, below the HW the follower knows,
         and a leader sends a consumer in another rack to a replica in the consumer's.
@@ -986,7 +988,7 @@ class ReplicaManager:
             if replica_id not in replica.replicas:
                 return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self._follower_broker_epochs[replica_id] = replica_epoch
-            if fetch_offset <= hosted.log.log_end_offset:
+            if update_fetch_state and fetch_offset <= hosted.log.log_end_offset:
                 hw_before = replica.high_watermark
                 completions, proposals = replica.on_follower_fetch(replica_id, fetch_offset, now_ms)
                 self._complete(completions)
@@ -1000,6 +1002,13 @@ class ReplicaManager:
             upper = hosted.log.log_end_offset
         else:
             upper = lso if read_committed else replica.high_watermark
+        log_start, log_end = hosted.log.log_start_offset, hosted.log.log_end_offset
+        if log_start <= fetch_offset <= log_end and fetch_offset >= min(upper, log_end):
+            # Nothing to read (mostly idle partitions a follower's session names on every
+            # fetch): the log's read would answer just this.
+            return ReadResult(ErrorCode.NONE, replica.high_watermark, log_start, log_end, None,
+                              hosted.log, last_stable_offset=lso,
+                              aborted_transactions=() if read_committed else None)
         throttled = is_follower and hosted.leader_throttled and replica_id not in replica.isr
         if throttled and self.leader_quota.is_exceeded(now_ms):
             # KIP-73: a throttled follower gets no data this round (its position counted).

@@ -86,6 +86,37 @@ def test_the_report_that_advances_the_hw_answers_parked_consumers_and_acks_all(t
     asyncio.run(main())
 
 
+def test_a_parked_fetch_learns_which_partitions_woke_it(tmp_path) -> None:
+    """So a follower fetch woken by one partition's append reads that one again, not
+    all of its session's (mostly idle) partitions."""
+    async def main() -> None:
+        driver = leader_driver(tmp_path)
+        idle = TopicPartition("t", 1)       # not hosted: nothing ever changes it
+        parked = asyncio.ensure_future(driver.wait_for_data([idle, TP], HOUR_S))
+        await asyncio.sleep(0)
+        driver.append(TP, batch(1), acks=-1)
+        assert await parked == {TP}
+        assert driver.fetch_purgatory_size == 0
+        assert await driver.wait_for_data([idle, TP], 0.01) == set(), "the time is up: nothing woke it"
+    asyncio.run(main())
+
+
+def test_a_parked_fetchs_later_reads_do_not_report_the_followers_position(tmp_path) -> None:
+    """Kafka's readFromPurgatory: only a Fetch's first read updates the follower's state."""
+    driver = leader_driver(tmp_path)
+    result = driver.append(TP, batch(3), acks=-1)
+    assert result.error_code == ErrorCode.NONE
+    for follower in (2, 3):
+        driver.read(TP, 3, 1 << 20, 5, replica_id=follower, min_one_batch=True,
+                    update_fetch_state=False)
+    consumer = driver.read(TP, 0, 1 << 20, 5, replica_id=-1, min_one_batch=True)
+    assert consumer.high_watermark == 0, "re-reads moved no follower's LEO"
+    for follower in (2, 3):
+        driver.read(TP, 3, 1 << 20, 5, replica_id=follower, min_one_batch=True)
+    consumer = driver.read(TP, 0, 1 << 20, 5, replica_id=-1, min_one_batch=True)
+    assert consumer.high_watermark == 3
+
+
 class Clock:
     def __init__(self) -> None:
         self.ns = 0
