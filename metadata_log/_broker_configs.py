@@ -139,9 +139,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("controller.quorum.voters", T.LIST, "", voter_list(),
               "The metadata quorum's voters, as id@host:port, comma separated"),
     ConfigDef("controller.quorum.bootstrap.servers", T.LIST, "", host_port_list(),
-              "Addresses used to discover a dynamic metadata quorum (KIP-853). Accepted; no "
-              "effect in Ketch: Ketch's metadata quorum runs on pysyncobj with its own "
-              "ketch.raft.* timings, not Kafka's KRaft client", applied=False),
+              "Addresses a broker finds the metadata quorum at before it learns the voters "
+              "from it (KIP-853); controller.quorum.voters wins when both are set"),
     ConfigDef("controller.quorum.append.linger.ms", T.INT, "25", None,
               "How long the quorum leader waits to batch metadata appends. Accepted; no effect in "
               "Ketch: Ketch's metadata quorum runs on pysyncobj with its own ketch.raft.* "
