@@ -56,6 +56,7 @@ from clients.protocol import messages
 from clients.protocol.errors import ErrorCode, raise_for_code
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
+from metadata_log.node_config import read_node_properties
 
 __all__ = ["DelayedDeliveryConfig", "DelayedDeliveryDriver"]
 
@@ -70,11 +71,8 @@ class DelayedDeliveryConfig:
     """``ketch.delayed.delivery.*`` broker properties."""
 
     def __init__(self, properties: Mapping[str, str]) -> None:
-        def num(key: str, default: int) -> int:
-            try:
-                return int(properties.get(key, default))
-            except ValueError:
-                raise SystemExit(f"{key} must be an integer") from None
+        # The values were checked against the catalogue when the broker read its config.
+        num = read_node_properties(properties).get_int
         self.enable = str(properties.get("ketch.delayed.delivery.enable", "true")).lower() != "false"
         self.max_delay_ms = num("ketch.delayed.delivery.max.delay.ms", 30 * 24 * 3600 * 1000)
         self.topic_partitions = max(1, num("ketch.delayed.delivery.topic.partitions", 8))

@@ -71,6 +71,7 @@ from clients.records import RecordError
 from clients.types import TopicPartition
 from metadata_log.config_defs import parse_bool
 from metadata_log.image import MetadataImage
+from metadata_log.node_config import read_node_properties
 
 __all__ = ["RemoteLogManager", "RemoteRead", "TieredStorageConfig"]
 
@@ -99,11 +100,8 @@ class TieredStorageConfig:
     """The broker keys of tiered storage (Kafka's names; docs/tiered_storage.md)."""
 
     def __init__(self, properties: Mapping[str, str]) -> None:
-        def num(key: str, default: int) -> int:
-            try:
-                return int(properties.get(key, default))
-            except ValueError:
-                raise SystemExit(f"{key} must be an integer") from None
+        # The values were checked against the catalogue when the broker read its config.
+        num = read_node_properties(properties).get_int
         self.properties = dict(properties)
         self.enable = parse_bool(properties.get("remote.log.storage.system.enable", "false")) is True
         self.task_interval_ms = max(1, num("remote.log.manager.task.interval.ms", 30_000))

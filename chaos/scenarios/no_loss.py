@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 from chaos.checker import Expect, acked_after
-from chaos.cluster import ChaosTimeout, wait_until
+from chaos.cluster import ChaosCluster, ChaosTimeout, wait_until
 from chaos.faults import (
     Cut, Delay, DropResponses, FlipByte, Isolate, Kill, KillMany, Pause, Restart, Resume,
     Terminate, TornTail,
@@ -115,31 +115,65 @@ def n1(ctx: Context) -> None:
 # ---------------------------------------------------------------- N2
 
 
+class TopicCreator:
+    """Creates topics ``<prefix>-created-<i>`` one after another until stopped, keeping each
+    try's (name, error code; -1: no answer): the metadata writes N2 and N14 check survive."""
+
+    def __init__(self, ctx: Context, cluster: ChaosCluster, prefix: str) -> None:
+        self.ctx = ctx
+        self.cluster = cluster
+        self.prefix = prefix
+        self.created: list[tuple[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{prefix}-creator", daemon=True)
+        ctx.closing(self._stop.set)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def acknowledged(self) -> list[str]:
+        return [name for name, code in self.created if code == ErrorCode.NONE]
+
+    def check_every_acknowledged_topic_exists(self) -> list[str]:
+        """Checks every acknowledged topic has a leader on every live broker; returns them."""
+        ok = self.acknowledged()
+        missing = []
+        for b in self.cluster.alive_brokers():
+            for t in self.cluster.metadata(ok, b).topics:
+                if t.error_code != ErrorCode.NONE or len(t.partitions) != 1 or t.partitions[0].leader_id < 0:
+                    missing.append((b, t.name, t.error_code))
+        self.ctx.check(f"all {len(ok)} topics whose creation succeeded exist with a leader on "
+                       "every broker", bool(ok) and not missing, f"missing {missing[:5]}")
+        return ok
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            name = f"{self.prefix}-created-{i}"
+            i += 1
+            try:
+                code = self.cluster.create_topic(name, 1, 3, wait_s=20, wait_full_isr=False)
+            except (OSError, ChaosTimeout) as e:
+                code = -1
+                self.ctx.history.event(f"create {name}: {type(e).__name__}")
+            self.created.append((name, code))
+            time.sleep(0.1)
+
+
 def n2(ctx: Context) -> None:
     """SIGKILL the active controller repeatedly while topics are created and records
     produced to existing leaders."""
     c = ctx.cluster()
     topic = "n2"
     c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
-    created: list[tuple[str, int]] = []
-    stop = threading.Event()
-
-    def creator() -> None:
-        i = 0
-        while not stop.is_set():
-            name = f"n2-created-{i}"
-            i += 1
-            try:
-                code = c.create_topic(name, 1, 3, wait_s=20, wait_full_isr=False)
-            except (OSError, ChaosTimeout) as e:
-                code = -1
-                ctx.history.event(f"create {name}: {type(e).__name__}")
-            created.append((name, code))
-            time.sleep(0.1)
-    thread = threading.Thread(target=creator, name="n2-creator", daemon=True)
+    creator = TopicCreator(ctx, c, "n2")
     t0 = time.monotonic()
     producers = start_producers(ctx, c, topic, [0])
-    thread.start()
+    creator.start()
     wait_acks(ctx, 100)
     failovers = []
     bound_s = RAFT_ELECTION_TIMEOUT_MAX_S + 2.0
@@ -155,20 +189,11 @@ def n2(ctx: Context) -> None:
         ctx.inject(c, Restart(active))
         wait_until(lambda: (q := c.describe_quorum(active)) is not None and q[0] >= 0, 30,
                    f"controller {active} to follow the new leader")
-    stop.set()
-    thread.join(60)
+    creator.stop()
     stop_all(producers)
     ctx.window = (t0, time.monotonic())
-    ok = [n for n, code in created if code == ErrorCode.NONE]
-    missing = []
-    for b in c.alive_brokers():
-        meta = c.metadata(ok, b)
-        for t in meta.topics:
-            if t.error_code != ErrorCode.NONE or len(t.partitions) != 1 or t.partitions[0].leader_id < 0:
-                missing.append((b, t.name, t.error_code))
-    ctx.check(f"all {len(ok)} topics whose creation succeeded exist with a leader on every broker",
-              bool(ok) and not missing, f"missing {missing[:5]}")
-    ctx.note(f"controller failovers: {failovers} s; topics created {len(ok)} of {len(created)} tries")
+    ok = creator.check_every_acknowledged_topic_exists()
+    ctx.note(f"controller failovers: {failovers} s; topics created {len(ok)} of {len(creator.created)} tries")
     ctx.extra["controller_failover_s"] = failovers
     only_retriable_errors(ctx)
     ctx.read_back(c, topic, [0])

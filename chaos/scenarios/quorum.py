@@ -52,7 +52,7 @@ from chaos.cluster import ChaosCluster, ChaosTimeout, wait_until
 from chaos.faults import Kill, Restart, Terminate
 from chaos.scenarios.base import Context, Scenario, elapsed
 from chaos.scenarios.no_loss import (
-    SESSION_TIMEOUT_S, only_retriable_errors, start_producers, stop_all, wait_acks,
+    SESSION_TIMEOUT_S, TopicCreator, only_retriable_errors, start_producers, stop_all, wait_acks,
 )
 from clients.cli.launcher import CONTROLLER_ID_BASE
 from clients.properties import load_properties
@@ -243,28 +243,12 @@ def n14(ctx: Context) -> None:
         c.add_controller(node_id)
         c.start_node(node_id)
     c.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
-    created: list[tuple[str, int]] = []
-    stop = threading.Event()
-
-    def creator() -> None:
-        i = 0
-        while not stop.is_set():
-            name = f"n14-created-{i}"
-            i += 1
-            try:
-                code = c.create_topic(name, 1, 3, wait_s=20, wait_full_isr=False)
-            except (OSError, ChaosTimeout) as e:
-                code = -1
-                ctx.history.event(f"create {name}: {type(e).__name__}")
-            created.append((name, code))
-            time.sleep(0.1)
-    creating = threading.Thread(target=creator, name="n14-creator", daemon=True)
-    ctx.closing(stop.set)
+    creator = TopicCreator(ctx, c, "n14")
     sampler = VoterSampler(c)
     ctx.closing(sampler.stop)
     t0 = time.monotonic()
     producers = start_producers(ctx, c, topic, [0])
-    creating.start()
+    creator.start()
     sampler.start()
     wait_acks(ctx, ctx.profile.records)
     figures: dict[str, Any] = {}
@@ -352,8 +336,8 @@ def n14(ctx: Context) -> None:
         ctx.inject(c, Terminate(node_id))
     gone = time.monotonic()
     final = (third, fourth, fifth)
-    after = [n for n, code in created if code == ErrorCode.NONE]
-    wait_until(lambda: len([n for n, code in created if code == ErrorCode.NONE]) > len(after) + 2, 60,
+    after = len(creator.acknowledged())
+    wait_until(lambda: len(creator.acknowledged()) > after + 2, 60,
                "topics created through the brokers after the shrink")
     wait_acks(ctx, 20)
     # Past the session timeout: a broker that lost the controllers would be fenced by now.
@@ -362,8 +346,7 @@ def n14(ctx: Context) -> None:
     ctx.check("brokers stay unfenced once every controller they were configured with is gone",
               unfenced == set(c.broker_ids), f"unfenced {unfenced}")
 
-    stop.set()
-    creating.join(60)
+    creator.stop()
     sampler.stop()
     stop_all(producers)
     ctx.window = (t0, time.monotonic())
@@ -388,14 +371,7 @@ def n14(ctx: Context) -> None:
               refused > 0 and not accepted, str(probes[:4]))
     figures["second_changes_refused_in_flight"] = f"{refused}/{len(probes)}"
 
-    ok = [n for n, code in created if code == ErrorCode.NONE]
-    missing = []
-    for b in c.alive_brokers():
-        for t in c.metadata(ok, b).topics:
-            if t.error_code != ErrorCode.NONE or len(t.partitions) != 1 or t.partitions[0].leader_id < 0:
-                missing.append((b, t.name, t.error_code))
-    ctx.check(f"all {len(ok)} topics whose creation succeeded exist with a leader on every broker",
-              bool(ok) and not missing, f"missing {missing[:5]}")
+    ok = creator.check_every_acknowledged_topic_exists()
 
     leader = c.wait_active_controller(30)
     hw = c.describe_voters(leader).high_watermark
@@ -414,7 +390,7 @@ def n14(ctx: Context) -> None:
     ctx.check("no committed metadata record lost: the log reaches the highest high watermark "
               f"sampled ({sampler.max_high_watermark})", hw >= sampler.max_high_watermark,
               f"final high watermark {hw}")
-    figures.update(topics_created=len(ok), topic_tries=len(created), samples=sampler.samples,
+    figures.update(topics_created=len(ok), topic_tries=len(creator.created), samples=sampler.samples,
                    metadata_high_watermark=hw)
     ctx.extra.update(figures)
     ctx.note(f"voter changes: {figures}")
