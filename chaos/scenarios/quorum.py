@@ -56,6 +56,7 @@ from chaos.scenarios.no_loss import (
 )
 from clients.cli.launcher import CONTROLLER_ID_BASE
 from clients.properties import load_properties
+from clients.security.client_auth import ClientSecurity
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
 from clients.protocol.types import parse_uuid_text
@@ -91,13 +92,14 @@ class _LogReader(MetadataImageListener):
         self.snapshot_end = snapshot.end_offset
 
 
-def read_metadata_log(address: tuple[str, int], high_watermark: int,
+def read_metadata_log(address: tuple[str, int], high_watermark: int, security: ClientSecurity,
                       timeout_s: float = 30.0) -> _LogReader:
-    """The metadata log of one controller up to ``high_watermark``, as a broker fetches it."""
+    """The metadata log of one controller up to ``high_watermark``, as a broker fetches it
+    (logged in with ``security`` on a secured controllers' listener)."""
     reader = _LogReader()
 
     async def follow() -> None:
-        observer = MetadataObserver([address], reader, fetch_wait_max_ms=100)
+        observer = MetadataObserver([address], reader, fetch_wait_max_ms=100, security=security)
         task = asyncio.ensure_future(observer.run())
         try:
             if high_watermark > 0:
@@ -375,7 +377,7 @@ def n14(ctx: Context) -> None:
 
     leader = c.wait_active_controller(30)
     hw = c.describe_voters(leader).high_watermark
-    logs = {cid: read_metadata_log(("127.0.0.1", c.port(cid)), hw) for cid in final}
+    logs = {cid: read_metadata_log(("127.0.0.1", c.port(cid)), hw, c.security) for cid in final}
     in_log = {cid: set(r.image.topics.by_name) for cid, r in logs.items()}
     absent = {cid: sorted(set(ok) - names)[:5] for cid, names in in_log.items() if set(ok) - names}
     ctx.check("every acknowledged topic is in the metadata log of every final voter", not absent,
