@@ -118,6 +118,18 @@ def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu)
             "failed": len(failed) + left}
 
 
+def one_transaction(producer, topic: str, value: bytes, per_txn: int) -> None:  # type: ignore[no-untyped-def]
+    """``per_txn`` records spread over the partitions, then the commit (which flushes)."""
+    producer.begin_transaction()
+    for i in range(per_txn):
+        try:
+            producer.produce(topic, value=value, partition=i % PARTITIONS)
+        except BufferError:
+            producer.poll(0.01)
+            producer.produce(topic, value=value, partition=i % PARTITIONS)
+    producer.commit_transaction(60)
+
+
 def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int, txn_id: str,
                           cpu: BrokerCpu) -> dict:
     producer = _producer(bootstrap, **{"transactional.id": txn_id})
@@ -132,14 +144,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
     start, cpu_start = time.perf_counter(), cpu.seconds()
     for _ in range(transactions):
         t0 = time.perf_counter()
-        producer.begin_transaction()
-        for i in range(per_txn):
-            try:
-                producer.produce(topic, value=value, partition=i % PARTITIONS)
-            except BufferError:
-                producer.poll(0.01)
-                producer.produce(topic, value=value, partition=i % PARTITIONS)
-        producer.commit_transaction(60)       # flushes, then commits
+        one_transaction(producer, topic, value, per_txn)
         txn_s.append(time.perf_counter() - t0)
     elapsed = time.perf_counter() - start
     cpu_ms = _cpu_ms_per_1000(cpu, cpu_start, transactions * per_txn)
@@ -193,14 +198,7 @@ def measure_timeline(bootstrap: str, topic: str, transactions: int, per_txn: int
         producer.init_transactions(60)
         for k in range(transactions + 2):          # the first two warm up
             t0 = time.time()
-            producer.begin_transaction()
-            for i in range(per_txn):
-                try:
-                    producer.produce(topic, value=value, partition=i % PARTITIONS)
-                except BufferError:
-                    producer.poll(0.01)
-                    producer.produce(topic, value=value, partition=i % PARTITIONS)
-            producer.commit_transaction(60)
+            one_transaction(producer, topic, value, per_txn)
             if k >= 2:
                 bounds.append((t0, time.time()))
         producer.flush(10)
