@@ -1,6 +1,7 @@
 """``python -m tests.sim``: a long random search, one seed, or one scenario.
 
     python -m tests.sim --seeds 100000            # explore seeds 0..99999, stop at the first failure
+    python -m tests.sim --seeds 100000 --workers 2  # the same, on two cores
     python -m tests.sim --seeds 1000 --start 5000 --power-cuts
     python -m tests.sim --seed 1234               # replay one seed, print its verdict and trace
     python -m tests.sim --scenario N10 --seed 7   # one SCENARIOS.md id at one seed
@@ -17,7 +18,7 @@ import sys
 
 from broker.replica_manager import ReplicaManager
 from tests.sim.bugs import LostAnswerFallsBack, PausesOnLeaderBehind
-from tests.sim.explorer import FAULTS, FAULTS_WITH_POWER_CUTS, explore, search
+from tests.sim.explorer import FAULTS, FAULTS_WITH_POWER_CUTS, explore, process_pool, search
 from tests.sim.invariants import InvariantViolation
 from tests.sim.scenarios import SCENARIOS, run_scenario
 
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--power-cuts", action="store_true", help="explore power cuts too")
     parser.add_argument("--bug", choices=["1", "2"], help="re-introduce chaos bug 1 or 2")
     parser.add_argument("--verbose", action="store_true", help="show the cores' log lines")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes exploring --seeds in parallel (verdicts in seed order)")
     args = parser.parse_args(argv)
     if not args.verbose:
         logging.disable(logging.CRITICAL)
@@ -56,8 +59,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def progress(n: int, seed: int, seconds: float) -> None:
         print(f"{n} seeds ok (last {seed}), {n / seconds:.0f} seeds/s", flush=True)
-    failed, n, seconds = search(range(args.start, args.start + count), core, progress,
-                                progress_every=max(1, min(1000, count // 20)), fault_kinds=kinds)
+    pool = process_pool(args.workers) if args.workers > 1 else None
+    try:
+        failed, n, seconds = search(range(args.start, args.start + count), core, progress,
+                                    progress_every=max(1, min(1000, count // 20)),
+                                    fault_kinds=kinds, executor=pool)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     if failed is not None:
         print(failed)
         print(f"first failure after {n} seeds ({seconds:.1f} s); replay: python -m tests.sim "

@@ -36,8 +36,12 @@ everything and requires convergence, and the final history must show no acknowle
 """
 from __future__ import annotations
 
+import functools
+import logging
+import multiprocessing
 import random
 import time
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -46,7 +50,7 @@ from tests.sim.invariants import InvariantViolation
 from tests.sim.network import NetworkFaults
 from tests.sim.scenarios import SimRun
 
-__all__ = ["Verdict", "explore", "search"]
+__all__ = ["Verdict", "explore", "process_pool", "search"]
 
 FAULTS = ("kill", "pause", "cut", "isolate", "lossy_controller", "kill_controller",
           "cut_leader_follower", "mute_controllers_to_leader", "kill_leader", "reconnect")
@@ -201,16 +205,31 @@ def explore(seed: int, core_factory: Callable[..., ReplicaManager] = ReplicaMana
 
 def search(seeds: Iterable[int], core_factory: Callable[..., ReplicaManager] = ReplicaManager,
            progress: Callable[[int, int, float], None] | None = None,
-           progress_every: int = 100, fault_kinds: tuple[str, ...] = FAULTS
-           ) -> tuple[Verdict | None, int, float]:
-    """Explore seeds in order; (first failing verdict or None, seeds run, seconds)."""
+           progress_every: int = 100, fault_kinds: tuple[str, ...] = FAULTS,
+           executor: Executor | None = None) -> tuple[Verdict | None, int, float]:
+    """Explore seeds in order; (first failing verdict or None, seeds run, seconds).
+
+    With an ``executor`` (a process pool) the seeds run in parallel; each seed is its own
+    deterministic run, so the verdicts, read back in seed order, are the serial ones."""
     start = time.perf_counter()
+    one = functools.partial(explore, core_factory=core_factory, fault_kinds=fault_kinds)
+    verdicts = map(one, seeds) if executor is None else executor.map(one, seeds, chunksize=5)
     n = 0
-    for seed in seeds:
-        v = explore(seed, core_factory, fault_kinds=fault_kinds)
+    for v in verdicts:
         n += 1
         if not v.ok:
             return v, n, time.perf_counter() - start
         if progress is not None and n % progress_every == 0:
-            progress(n, seed, time.perf_counter() - start)
+            progress(n, v.seed, time.perf_counter() - start)
     return None, n, time.perf_counter() - start
+
+
+def _quiet_worker() -> None:
+    logging.disable(logging.CRITICAL)
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool for ``search``'s seeds, its workers' logging off as the tests' is. Spawned,
+    not forked: the calling process may hold threads by then."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_quiet_worker)

@@ -51,6 +51,10 @@ class InvariantViolation(AssertionError):
         super().__init__(f"SIM_SEED={seed} invariant {invariant} violated: {detail}\n"
                          f"last events:\n  {lines}")
 
+    def __reduce__(self):
+        # Verdicts come back from the explorer's worker processes pickled.
+        return type(self), (self.seed, self.invariant, self.detail, self.trace)
+
 
 def replica_log(broker: "SimBroker", tp: TopicPartition, end: int | None = None,
                 start: int | None = None) -> dict[int, tuple[str, int]]:

@@ -19,7 +19,7 @@ def _quiet_cores():
 
 
 @pytest.mark.parametrize("start", range(0, CI_SEEDS, CHUNK))
-def test_explorer_seeds_hold_every_invariant(start: int) -> None:
-    failed, n, seconds = search(range(start, start + CHUNK))
+def test_explorer_seeds_hold_every_invariant(start: int, explorer_pool) -> None:
+    failed, n, seconds = search(range(start, start + CHUNK), executor=explorer_pool)
     assert failed is None, str(failed)
     assert n == CHUNK
