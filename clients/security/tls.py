@@ -19,8 +19,6 @@ import ssl
 import tempfile
 from typing import Callable
 
-from cryptography import x509
-
 __all__ = ["TlsConfigError", "client_ssl_context", "principal_name", "server_ssl_context"]
 
 Lookup = Callable[[str], "str | None"]
@@ -115,4 +113,7 @@ def client_ssl_context(get: Lookup) -> ssl.SSLContext:
 def principal_name(der_certificate: bytes) -> str:
     """The certificate subject as Kafka's default principal builder names it: the
     distinguished name in RFC 2253 order (``CN=alice,OU=eng,O=Example,C=US``)."""
+    # Imported here: only a broker with mutual TLS needs it, and it costs every client
+    # process (every `ketch` command) ~50 ms at start-up.
+    from cryptography import x509
     return x509.load_der_x509_certificate(der_certificate).subject.rfc4514_string()
