@@ -257,6 +257,20 @@ class ProducerStateTable:
         self._producers.clear()
         self._ongoing.clear()
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers idle for ``expiration_ms`` (``producer.id.expiration.ms``,
+        Kafka's ProducerStateManager.removeExpiredProducers): none of their transactions
+        is open here and their last batch's timestamp is that old. Without this the table
+        (and the cleaner's kept batch per producer) grows with every producer id ever
+        seen. An expired producer that writes again is a new one to this partition: a
+        sequence other than 0 gets UNKNOWN_PRODUCER_ID, which clients recover from
+        (KIP-360). How many were removed."""
+        expired = [pid for pid, e in self._producers.items()
+                   if pid not in self._ongoing and now_ms - e.last_timestamp_ms >= expiration_ms]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
     def active_producers(self) -> list[ActiveProducer]:
         """Every producer with a batch still remembered, by producer id."""
         return [ActiveProducer(pid, e.producer_epoch,

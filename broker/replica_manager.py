@@ -417,6 +417,7 @@ class ReplicaManager:
         self._hw_checkpoint = self._read_hw_checkpoint()
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
         self._leader_backoff_until: dict[int, int] = {}
+        self._next_producer_expiry_ms: int | None = None
         # KIP-903: the broker epoch each follower named in its last Fetch (v15+).
         self._follower_broker_epochs: dict[int, int] = {}
         self._effects: list[Effect] = []
@@ -1519,10 +1520,36 @@ class ReplicaManager:
                 if state.wanted is not None:
                     next_ms = min(next_ms, max(1, state.resend_at_ms - now_ms))
         next_ms = min(next_ms, self.logs.poll(now_ms, self.high_watermark_of))
+        next_ms = min(next_ms, self._expire_producers(now_ms))
         self._handle_offline_dirs()
         if self._move_logs(now_ms):
             next_ms = min(next_ms, LOG_DIR_MOVE_POLL_MS)
         return max(1, next_ms)
+
+    def _expire_producers(self, now_ms: int) -> int:
+        """Every producer.id.expiration.check.interval.ms, producers idle for
+        producer.id.expiration.ms leave the state of every hosted partition, led or
+        followed (Kafka's LogManager runs the same check over all logs). Milliseconds
+        until the next check."""
+        interval_ms = self._broker_int("producer.id.expiration.check.interval.ms")
+        if self._next_producer_expiry_ms is None:
+            self._next_producer_expiry_ms = now_ms + interval_ms
+        if now_ms >= self._next_producer_expiry_ms:
+            expiration_ms = self._broker_int("producer.id.expiration.ms")
+            removed = sum(hosted.producers.remove_expired(now_ms, expiration_ms)
+                          for hosted in self.partitions.values())
+            if removed:
+                log.info("broker %d: %d idle producer ids expired from partition state "
+                         "(producer.id.expiration.ms=%d)", self.broker_id, removed, expiration_ms)
+            self._next_producer_expiry_ms = now_ms + interval_ms
+        return self._next_producer_expiry_ms - now_ms
+
+    def _broker_int(self, key: str) -> int:
+        """A broker key with a numeric default, as it is in effect (the controller and
+        the start-up check validated it)."""
+        value = self.config_layers.broker_value(key)
+        assert value is not None, key
+        return int(value)
 
     def high_watermark_of(self, topic: str, partition: int) -> int:
         hosted = self.partitions.get(TopicPartition(topic, partition))

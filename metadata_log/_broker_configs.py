@@ -757,13 +757,11 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("transactional.id.expiration.ms", T.INT, "604800000", at_least(1),
               "Idle time after which a transactional id is forgotten"),
     ConfigDef("producer.id.expiration.ms", T.INT, "86400000", at_least(1),
-              "Idle time after which a producer id's state is dropped from partitions. Accepted; "
-              "no effect in Ketch: Ketch keeps producer state without expiring idle producer ids",
-              dynamic=D.CLUSTER_WIDE, applied=False),
+              "Idle time after which a producer id's state is dropped from partitions (no "
+              "transaction of it open there; its last batch's timestamp that old)",
+              dynamic=D.CLUSTER_WIDE),
     ConfigDef("producer.id.expiration.check.interval.ms", T.INT, "600000", at_least(1),
-              "How often expired producer ids are looked for (Kafka internal). Accepted; no "
-              "effect in Ketch: Ketch keeps producer state without expiring idle producer ids",
-              applied=False),
+              "How often expired producer ids are looked for (Kafka internal)"),
     # -------- security
     ConfigDef("security.inter.broker.protocol", T.STRING, "PLAINTEXT",
               one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),

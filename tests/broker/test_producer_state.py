@@ -160,3 +160,26 @@ def test_snapshot_round_trip_keeps_last_batch_epochs_and_open_transactions() -> 
         decode_snapshot(bytes(torn))
     with pytest.raises(SnapshotError):
         decode_snapshot(data[:-3])
+
+
+# ---------------------------------------------------------------- producer id expiry
+
+
+def test_idle_producers_expire_but_not_inside_an_open_transaction() -> None:
+    t = ProducerStateTable()
+    t.update(1, 0, 0, 0, first_offset=0, timestamp_ms=1_000)       # idle since 1,000
+    t.update(2, 0, 0, 0, first_offset=1, timestamp_ms=5_000)       # idle since 5,000
+    _txn(t, 3, 0, 0, 1, 2)                                          # batch timestamp 0, open
+    assert t.remove_expired(now_ms=10_999, expiration_ms=10_000) == 0
+    assert t.remove_expired(now_ms=11_000, expiration_ms=10_000) == 1   # producer 1, at the bound
+    assert [p.producer_id for p in t.active_producers()] == [2, 3]
+    # An expired producer is new to the partition: sequence 0 starts it again, any other
+    # sequence is UNKNOWN_PRODUCER_ID (the client resets, KIP-360).
+    assert t.check(1, 0, 1, 0).error_code == ErrorCode.UNKNOWN_PRODUCER_ID
+    assert t.check(1, 0, 0, 0).error_code == ErrorCode.NONE
+    # The open transaction keeps producer 3 however old; once it ends, it can expire.
+    assert t.remove_expired(now_ms=10**9, expiration_ms=10_000) == 1
+    assert [p.producer_id for p in t.active_producers()] == [3]
+    t.update_marker(3, 0, 3, committed=True, coordinator_epoch=0, timestamp_ms=6_000)
+    assert t.remove_expired(now_ms=10**9, expiration_ms=10_000) == 1
+    assert len(t) == 0 and 3 not in t.last_records()

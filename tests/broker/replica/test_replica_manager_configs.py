@@ -79,3 +79,38 @@ def test_a_snapshot_load_reapplies_every_config(tmp_path) -> None:
     manager.apply_metadata(image, None, 1)                        # None: anything may have changed
     assert hosted.log.config.retention_ms == 1234
     manager.shutdown()
+
+
+def test_idle_producer_ids_expire_every_check_interval_with_the_dynamic_expiration(tmp_path) -> None:
+    from clients.records import Record, build_batch
+
+    manager, cluster = start(tmp_path, static={"producer.id.expiration.check.interval.ms": "1000"})
+    idle_since = 1_000_000
+    for pid in (7, 8):
+        batch = build_batch([Record(0, idle_since, None, b"v")], producer_id=pid, producer_epoch=0,
+                            base_sequence=0)
+        assert manager.append(TP, bytes(batch), 1, idle_since).error_code == ErrorCode.NONE
+
+    def producers() -> list[int]:
+        code, active = manager.describe_producers(TP)
+        assert code == ErrorCode.NONE
+        return [p.producer_id for p in active]
+
+    day = 86_400_000
+    manager.poll(idle_since)                        # the first check is due one interval later
+    manager.poll(idle_since + day - 1)              # a check: idle one ms short of a day
+    assert producers() == [7, 8]                    # (the default expiration)
+    manager.poll(idle_since + day)
+    assert producers() == [7, 8]                    # no check due yet
+    manager.poll(idle_since + day - 1 + 1000)
+    assert producers() == []
+    # producer.id.expiration.ms is a cluster-wide dynamic config, read at each check.
+    later = idle_since + 2 * day
+    batch = build_batch([Record(0, later, None, b"v")], producer_id=9, producer_epoch=0, base_sequence=0)
+    assert manager.append(TP, bytes(batch), 1, later).error_code == ErrorCode.NONE
+    apply(manager, cluster.commit(config(BROKER, "", "producer.id.expiration.ms", "60000")), later)
+    manager.poll(later + 59_999)
+    assert producers() == [9]
+    manager.poll(later + 61_000)
+    assert producers() == []
+    manager.shutdown()
