@@ -206,7 +206,7 @@ def read_rate(bootstrap: str, topic: str, start: int, end: int) -> float:
 def remote_metadata(bootstrap: str) -> list:
     from confluent_kafka import Consumer as CkConsumer, TopicPartition as CkTP
 
-    from broker.tiered.metadata import REMOTE_LOG_METADATA_TOPIC, decode_metadata
+    from clients.tiered.metadata import REMOTE_LOG_METADATA_TOPIC, decode_metadata
     c = CkConsumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                     "enable.auto.commit": False, "enable.partition.eof": True})
     try:
@@ -253,7 +253,7 @@ def local_log_start(cluster: LocalCluster) -> int:
 
 
 def archive(records: int) -> dict:
-    from broker.tiered.metadata import (
+    from clients.tiered.metadata import (
         RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
     )
     with tempfile.TemporaryDirectory(prefix="ketch-bench-archive-") as d:

@@ -9,17 +9,17 @@ import uuid
 import pytest
 
 from broker.log import LogConfig, PartitionLog, SimStorage
-from broker.tiered.metadata import (
+from clients.tiered.metadata import (
     MetadataFormatError, RemoteLogMetadataCache, RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState as S, RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState, RemotePartitionIndex, decode_metadata, encode_metadata,
 )
 from broker.tiered.plan import (
-    LocalSegment, backoff_ms, first_record_at_or_after, position_for_offset,
-    remote_segments_to_delete, segment_leader_epochs, segments_to_copy, select_batches,
-    time_index_floor_offset,
+    LocalSegment, backoff_ms, first_record_at_or_after, remote_segments_to_delete,
+    segment_leader_epochs, segments_to_copy, time_index_floor_offset,
 )
-from broker.tiered.remote_storage import RemoteSegmentId
+from clients.tiered.reading import position_for_offset, select_batches
+from clients.tiered.remote_storage import RemoteSegmentId
 from clients.records import Record, RecordError, build_batch
 from metadata_log.config_defs import tiered_storage_problem
 

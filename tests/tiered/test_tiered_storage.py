@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from broker.tiered.metadata import (
+from clients.tiered.metadata import (
     REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataCache, RemoteLogSegmentMetadata,
     RemoteLogSegmentState, decode_metadata,
 )

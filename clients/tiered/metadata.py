@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Union
 
-from broker.tiered.remote_storage import RemoteSegmentId
+from clients.tiered.remote_storage import RemoteSegmentId
 from clients.protocol.types import read_uvarint, write_uvarint
 
 __all__ = [
