@@ -94,24 +94,26 @@ def _read_metadata(client_props: Mapping[str, str], partitions: Sequence[int],
 
 
 def archive_spans(admin: Any, client_props: Mapping[str, str],
-                  partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ArchiveSpan]:
-    """What of each partition the archive holds below the local log start (partitions of
-    topics without remote storage: none)."""
+                  starts: Mapping[TopicPartition, int]) -> dict[TopicPartition, ArchiveSpan]:
+    """What of each partition the archive holds below the local log start, for the
+    partitions whose reads start below it (``starts``: the lowest offset read of each). The
+    remote log metadata is read only when some read does: a streaming query reading the
+    tail costs one ListOffsets per micro-batch."""
     from clients.admin import OffsetSpec
+    local = admin.list_offsets({tp: OffsetSpec.earliest_local() for tp in starts})
+    below = sorted(tp for tp, start in starts.items() if start < local[tp].offset)
+    if not below:
+        return {}
     metadata_topic = admin.describe_topics([REMOTE_LOG_METADATA_TOPIC]).get(REMOTE_LOG_METADATA_TOPIC)
     if metadata_topic is None or isinstance(metadata_topic, BaseException):
         return {}                           # nothing was ever archived in this cluster
     count = len(metadata_topic.partitions)
-    described = admin.describe_topics(sorted({tp.topic for tp in partitions}))
-    ids = {tp: described[tp.topic].topic_id for tp in partitions}
+    described = admin.describe_topics(sorted({tp.topic for tp in below}))
+    ids = {tp: described[tp.topic].topic_id for tp in below}
     cache = _read_metadata(client_props, sorted({metadata_partition_for(ids[tp], tp.partition, count)
-                                                 for tp in partitions}))
-    archived = [tp for tp in partitions if cache.index(ids[tp], tp.partition).copied()]
-    if not archived:
-        return {}
-    local = admin.list_offsets({tp: OffsetSpec.earliest_local() for tp in archived})
+                                                 for tp in below}))
     spans = {}
-    for tp in archived:
+    for tp in below:
         span = archive_span(cache.index(ids[tp], tp.partition).copied(), local[tp].offset)
         if span is not None:
             spans[tp] = span

@@ -162,11 +162,12 @@ class _ClusterView:
             isolation_level=self.opts.isolation_level)
         return {tp: r.offset for tp, r in answers.items()}
 
-    def archive_spans(self, partitions: list[TopicPartition]) -> dict[TopicPartition, ArchiveSpan]:
-        """What the archive holds below each partition's local log (``ketch.remote.storage``);
-        none when the remote log metadata cannot be read (the brokers serve it all then)."""
+    def archive_spans(self, starts: Mapping[TopicPartition, int]) -> dict[TopicPartition, ArchiveSpan]:
+        """What the archive holds below each partition's local log (``ketch.remote.storage``),
+        for reads from ``starts``; none when the remote log metadata cannot be read (the
+        brokers serve it all then)."""
         try:
-            spans = archive_spans(self.admin, _props_for("consumer", self.opts.client), partitions)
+            spans = archive_spans(self.admin, _props_for("consumer", self.opts.client), starts)
         except Exception as e:      # noqa: BLE001 - a missing archive must not fail the query
             log.warning("ketch.remote.storage: the remote log metadata is not readable (%r); "
                         "archived ranges are read through the brokers", e)
@@ -208,7 +209,11 @@ def _input_partitions(view: _ClusterView, ranges: list[OffsetRange]) -> list[Ket
     opts = view.opts
     if opts.remote_storage is None or not ranges:
         return [KetchInputPartition(r, opts) for r in ranges]
-    spans = view.archive_spans(sorted({TopicPartition(r.topic, r.partition) for r in ranges}))
+    starts: dict[TopicPartition, int] = {}
+    for r in ranges:
+        tp = TopicPartition(r.topic, r.partition)
+        starts[tp] = min(starts.get(tp, r.from_offset), r.from_offset)
+    spans = view.archive_spans(starts)
     return [KetchInputPartition(p.range, opts, p.segments) for p in split_archived(ranges, spans)]
 
 
