@@ -27,7 +27,12 @@ from offset 0 to the end twice, in the same run:
    of their upload times (COPY_SEGMENT_STARTED to FINISHED in ``__remote_log_metadata``,
    metadata round trips included), against a raw ``shutil.copyfile`` + fsync of files of
    the same sizes to the same directory. Read records/s: Ketch's consumer reading the
-   archived offsets (served from the store) and then the local ones, same run.
+   archived offsets (served from the store) and then the local ones, same run. And the
+   Spark source's tasks reading the archived offsets [0, local log start) into Arrow
+   batches (its planning and ``read_range``, run in this process as an executor runs them,
+   so a JVM's start does not drown the figure): through the broker (no option) and from
+   the store directly (``ketch.remote.storage``), alternated ``--archive-repeats`` times
+   (default 2): records/s, and the broker's CPU seconds per run.
 
 Usage: python bench/beyond.py [--records 200000] [--only tags|delayed|archive]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
@@ -206,7 +211,7 @@ def read_rate(bootstrap: str, topic: str, start: int, end: int) -> float:
 def remote_metadata(bootstrap: str) -> list:
     from confluent_kafka import Consumer as CkConsumer, TopicPartition as CkTP
 
-    from broker.tiered.metadata import REMOTE_LOG_METADATA_TOPIC, decode_metadata
+    from clients.tiered.metadata import REMOTE_LOG_METADATA_TOPIC, decode_metadata
     c = CkConsumer({"bootstrap.servers": bootstrap, "group.id": "bench",
                     "enable.auto.commit": False, "enable.partition.eof": True})
     try:
@@ -252,8 +257,29 @@ def local_log_start(cluster: LocalCluster) -> int:
     return min(bases, default=0)
 
 
-def archive(records: int) -> dict:
-    from broker.tiered.metadata import (
+def spark_archive_read(bootstrap: str, store: pathlib.Path, end: int, direct: bool,
+                       broker_pid: int) -> tuple[float, float, int]:
+    """(records/s, broker CPU s, tasks reading the store) of the Spark source's read of
+    offsets [0, end) of the archive topic."""
+    from clients.spark.options import parse_source_options
+    from clients.spark.source import KetchBatchReader, read_range
+    options = {"kafka.bootstrap.servers": bootstrap, "assign": f'{{"{ARCHIVE_TOPIC}": [0]}}',
+               "startingOffsets": "earliest",
+               "endingOffsets": f'{{"{ARCHIVE_TOPIC}": {{"0": {end}}}}}'}
+    if direct:
+        options.update({"ketch.remote.storage": "filesystem",
+                        "ketch.remote.storage.fs.path": str(store)})
+    cpu_before = sum(cpu_seconds(broker_pid))
+    began = time.perf_counter()
+    parts = KetchBatchReader(parse_source_options(options, streaming=False)).partitions()
+    rows = sum(batch.num_rows for part in parts for batch in read_range(part))
+    elapsed = time.perf_counter() - began
+    assert rows == end, (rows, end)
+    return rows / elapsed, sum(cpu_seconds(broker_pid)) - cpu_before, sum(1 for p in parts if p.segments)
+
+
+def archive(records: int, repeats: int = 2) -> dict:
+    from clients.tiered.metadata import (
         RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
     )
     with tempfile.TemporaryDirectory(prefix="ketch-bench-archive-") as d:
@@ -307,6 +333,14 @@ def archive(records: int) -> dict:
             raw = raw_copy_mb_per_s(store, [b for b, _ in copies] or [SEGMENT_BYTES])
             remote_rate = read_rate(bootstrap, ARCHIVE_TOPIC, 0, local_start)
             local_rate = read_rate(bootstrap, ARCHIVE_TOPIC, local_start, records)
+            broker_pid = cluster.processes[cluster.spec.brokers[0].id].pid
+            spark: dict[str, list] = {"broker": [], "direct": []}
+            for _ in range(repeats):            # alternated: the machine's load hits both
+                for way in ("broker", "direct"):
+                    rate, cpu, direct_tasks = spark_archive_read(
+                        bootstrap, store, local_start, way == "direct", broker_pid)
+                    assert direct_tasks == (1 if way == "direct" else 0), direct_tasks
+                    spark[way].append((round(rate), round(cpu, 2)))
         finally:
             cluster.stop()
     return {"records": records, "local_log_start_offset": local_start,
@@ -316,7 +350,8 @@ def archive(records: int) -> dict:
             "upload_mb_per_s_without_metadata": round(copied_bytes / max(
                 0.001, upload_s - len(copies) * round_trip_ms / 1000) / 1e6, 1),
             "raw_copy_mb_per_s": round(raw, 1),
-            "remote_records_per_s": round(remote_rate), "local_records_per_s": round(local_rate)}
+            "remote_records_per_s": round(remote_rate), "local_records_per_s": round(local_rate),
+            "spark_archived_via_broker": spark["broker"], "spark_archived_direct": spark["direct"]}
 
 
 def main() -> int:
@@ -324,6 +359,7 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--only", choices=("tags", "delayed", "archive"))
     ap.add_argument("--archive-records", type=int, default=300_000)
+    ap.add_argument("--archive-repeats", type=int, default=2)
     ap.add_argument("--delayed-rate", type=int, default=5000)
     ap.add_argument("--delayed-seconds", type=float, default=10.0)
     ap.add_argument("--delay-ms", type=int, default=2000)
@@ -333,7 +369,7 @@ def main() -> int:
     args = ap.parse_args()
     result: dict = {"bench": "beyond", "cpus": os.cpu_count(), "records": args.records}
     if args.only in (None, "archive"):
-        a = result["archive"] = archive(args.archive_records)
+        a = result["archive"] = archive(args.archive_records, args.archive_repeats)
         print(f"archive, {a['records']:,} records, {a['segments_copied']} segments "
               f"({a['bytes_copied'] / 1e6:.1f} MB) copied:")
         print(f"  upload {a['upload_mb_per_s']} MB/s (STARTED..FINISHED, metadata included) vs "
@@ -342,6 +378,10 @@ def main() -> int:
               f"{a['upload_mb_per_s_without_metadata']} MB/s (files + fsyncs + renames)")
         print(f"  Ketch consumer: archived offsets {a['remote_records_per_s']:,} records/s, "
               f"local offsets {a['local_records_per_s']:,} records/s")
+        print(f"  Spark source, archived offsets [0, {a['local_log_start_offset']:,}) "
+              "(records/s, broker CPU s) per run:")
+        print(f"    through the broker {a['spark_archived_via_broker']}; from the store directly "
+              f"{a['spark_archived_direct']}")
         if args.only == "archive":
             print(json.dumps(result))
             return 0

@@ -41,7 +41,8 @@ from broker.apis import KafkaApis
 from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation import AutoTopicCreationManager
 from broker.delayed.driver import INDEX_DIR, DelayedDeliveryConfig, DelayedDeliveryDriver
-from broker.tiered.factory import remote_storage_from_config
+from clients.tiered.factory import remote_storage_from_config
+from clients.tiered.remote_storage import RemoteStorageConfigError
 from metadata_log.node_config import ConfigError
 from broker.tiered.manager import STAGING_DIR as TIERED_STAGING_DIR
 from broker.tiered.manager import RemoteLogManager, TieredStorageConfig
@@ -306,7 +307,7 @@ class Broker:
         if tiered_config.enable:
             try:
                 remote_storage = remote_storage_from_config(properties)
-            except ConfigError as e:
+            except (ConfigError, RemoteStorageConfigError) as e:
                 raise SystemExit(str(e)) from None
             self.tiered = RemoteLogManager(
                 config.node_id, tiered_config, remote_storage,

@@ -24,40 +24,12 @@ truncation point go with it (``truncate_to``).
 """
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
-
 from broker.log.storage import Storage
+from clients.tiered.aborted_txn import ENTRY_SIZE, AbortedTxn, CorruptTxnIndexError
 
-__all__ = ["AbortedTxn", "TransactionIndex", "TXN_INDEX_SUFFIX", "CorruptTxnIndexError"]
+__all__ = ["AbortedTxn", "TransactionIndex", "TXN_INDEX_SUFFIX", "CorruptTxnIndexError", "ENTRY_SIZE"]
 
 TXN_INDEX_SUFFIX = ".txnindex"
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size        # 34, Kafka's AbortedTxn.TOTAL_SIZE
-_VERSION = 0
-
-
-class CorruptTxnIndexError(ValueError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int            # the ABORT marker's offset
-    last_stable_offset: int
-
-    def encode(self) -> bytes:
-        return _ENTRY.pack(_VERSION, self.producer_id, self.first_offset, self.last_offset,
-                           self.last_stable_offset)
-
-    @classmethod
-    def decode(cls, data: bytes | memoryview, pos: int = 0) -> AbortedTxn:
-        version, producer_id, first, last, lso = _ENTRY.unpack_from(data, pos)
-        if version != _VERSION:
-            raise CorruptTxnIndexError(f"aborted transaction entry version {version}")
-        return cls(producer_id, first, last, lso)
 
 
 class TransactionIndex:

@@ -46,20 +46,18 @@ from broker.log import (
     EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, EpochEntry, LeaderEpochCache, PartitionLog,
 )
 from broker.log.partition_log import SNAPSHOT_SUFFIX
-from broker.log.transaction_index import ENTRY_SIZE as TXN_ENTRY_BYTES
 from broker.log.transaction_index import AbortedTxn
 from broker.log.segment import segment_file_name
-from broker.tiered.metadata import (
+from clients.tiered.metadata import (
     REMOTE_LOG_METADATA_TOPIC, MetadataFormatError, RemoteLogMetadataCache,
     RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
     RemoteMetadataRecord, RemotePartitionDeleteMetadata, RemotePartitionDeleteState, decode_metadata, encode_metadata, metadata_key, metadata_partition_for,
 )
 from broker.tiered.plan import (
-    LocalSegment, backoff_ms, first_record_at_or_after, position_for_offset,
-    remote_segments_to_delete, segment_leader_epochs, segments_to_copy, select_batches,
-    time_index_floor_offset,
+    LocalSegment, backoff_ms, first_record_at_or_after, remote_segments_to_delete,
+    segment_leader_epochs, segments_to_copy, time_index_floor_offset,
 )
-from broker.tiered.remote_storage import (
+from clients.tiered.remote_storage import (
     IndexType, LogSegmentData, RemoteResourceNotFound, RemoteSegmentId, RemoteStorageError,
     RemoteStorageManager,
 )
@@ -68,6 +66,9 @@ from clients.aio.producer import Producer
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.records import RecordError
+from clients.tiered.reading import (
+    AbortedTransactions, position_for_offset, select_batches, txn_index_entries,
+)
 from clients.types import TopicPartition
 from metadata_log.config_defs import parse_bool
 from metadata_log.image import MetadataImage
@@ -654,22 +655,16 @@ class RemoteLogManager:
         """Kafka's collectAbortedTransactions over the archive: the transaction indexes of
         the remote segments from the one read on, until an entry's last stable offset
         reaches ``upper`` (no later marker can overlap the range), then the local log's."""
-        found: dict[AbortedTxn, None] = {}
+        collected = AbortedTransactions(fetch_offset, upper)
         later = [s for s in self.cache.index(first.segment.topic_id, tp.partition).copied()
                  if s.end_offset >= first.start_offset]
         for metadata in later:
-            complete = False
-            for txn in await self._txn_index(metadata):
-                if txn.last_offset >= fetch_offset and txn.first_offset < upper:
-                    found[txn] = None
-                complete |= txn.last_stable_offset >= upper
-            if complete:
-                return tuple(sorted(found, key=lambda t: (t.last_offset, t.producer_id)))
+            if collected.add_segment(await self._txn_index(metadata)):
+                return collected.sorted()
         plog = self.local_log(tp)
         if plog is not None:
-            for txn in plog.collect_aborted_transactions(fetch_offset, upper):
-                found[txn] = None
-        return tuple(sorted(found, key=lambda t: (t.last_offset, t.producer_id)))
+            collected.add(plog.collect_aborted_transactions(fetch_offset, upper))
+        return collected.sorted()
 
     async def _txn_index(self, metadata: RemoteLogSegmentMetadata) -> list[AbortedTxn]:
         key = (metadata.segment.segment_id, IndexType.TRANSACTION)
@@ -680,9 +675,7 @@ class RemoteLogManager:
             except RemoteResourceNotFound:
                 data = b""              # no aborted transaction in the segment: none uploaded
             self._cache_index(key, data)
-        if len(data) % TXN_ENTRY_BYTES:
-            raise RecordError(f"transaction index of {len(data)} bytes")
-        return [AbortedTxn.decode(data, pos) for pos in range(0, len(data), TXN_ENTRY_BYTES)]
+        return txn_index_entries(data)
 
     def _cache_index(self, key: tuple[uuid.UUID, IndexType], data: bytes) -> None:
         self._index_cache[key] = data

@@ -1,6 +1,6 @@
 """What a tiered partition's leader does next (KIP-405), decided from plain facts: which local
 segments to copy to remote storage, which remote segments total retention expires, how long
-to back off after a failure, and where in a remote segment a fetch starts. Pure: the shell
+to back off after a failure, and where a search by time starts. Pure: the shell
 (``manager``) gathers the facts, carries out the decisions and records them in
 ``__remote_log_metadata``.
 
@@ -22,16 +22,12 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from broker.tiered.metadata import RemoteLogSegmentMetadata
-from clients.records import (
-    BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordError, decode_batch, iter_batches, read_batch_header,
-)
+from clients.tiered.metadata import RemoteLogSegmentMetadata
+from clients.records import decode_batch, iter_batches
 
-__all__ = ["LocalSegment", "BatchRange", "backoff_ms", "first_record_at_or_after",
-           "position_for_offset", "remote_segments_to_delete", "segment_leader_epochs",
-           "segments_to_copy", "select_batches", "time_index_floor_offset"]
-
-_OFFSET_INDEX_ENTRY_BYTES = 8
+__all__ = ["LocalSegment", "backoff_ms", "first_record_at_or_after",
+           "remote_segments_to_delete", "segment_leader_epochs",
+           "segments_to_copy", "time_index_floor_offset"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,77 +83,6 @@ def backoff_ms(attempt: int, initial_ms: int, max_ms: int, rng: random.Random,
     assert attempt >= 1
     base = min(max_ms, initial_ms * (2 ** min(attempt - 1, 30)))
     return max(1, int(base * (1 + rng.uniform(-jitter, jitter))))
-
-
-# ---------------------------------------------------------------- reading a remote segment
-
-def position_for_offset(offset_index: bytes, base_offset: int, target_offset: int) -> int:
-    """The byte position in a segment's records file to read from for ``target_offset``:
-    the last offset index entry at or below it (Kafka's index format: int32 relative offset,
-    int32 position, big-endian), 0 when none is."""
-    entries = len(offset_index) // _OFFSET_INDEX_ENTRY_BYTES
-    relative = target_offset - base_offset
-    lo, hi, position = 0, entries - 1, 0
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        at = mid * _OFFSET_INDEX_ENTRY_BYTES
-        rel = int.from_bytes(offset_index[at:at + 4], "big", signed=True)
-        if rel <= relative:
-            position = int.from_bytes(offset_index[at + 4:at + 8], "big", signed=True)
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    return position
-
-
-@dataclass(frozen=True, slots=True)
-class BatchRange:
-    """The answer of ``select_batches``: bytes [start, end) of the chunk are whole batches to
-    return (start == end: none in it); or ``more_bytes_needed`` > 0: read a longer chunk."""
-    start: int
-    end: int
-    next_offset: int                 # one past the last offset returned (or the fetch offset)
-    more_bytes_needed: int = 0
-
-
-def select_batches(chunk: bytes, fetch_offset: int, max_bytes: int, min_one_batch: bool,
-                   at_end_of_segment: bool) -> BatchRange:
-    """Whole batches from ``chunk`` (read from a batch boundary at or below the fetch offset)
-    as a local read returns them: from the batch holding ``fetch_offset`` (or the first
-    after it), at most ``max_bytes``, but the first batch whole even if larger when
-    ``min_one_batch`` (KIP-74). ``at_end_of_segment``: the chunk ends where the segment
-    does, so a short tail is the end, not a cut. Raises RecordError on a corrupt header."""
-    pos, start = 0, -1
-    next_offset = fetch_offset
-    while pos + LOG_OVERHEAD <= len(chunk):
-        if pos + BATCH_HEADER_SIZE > len(chunk):
-            if start >= 0:
-                break                       # whole batches in hand: the cut one is next time's
-            if at_end_of_segment:
-                raise RecordError(f"truncated batch header at {pos} of a remote segment")
-            return BatchRange(0, 0, fetch_offset, pos + BATCH_HEADER_SIZE - len(chunk))
-        header = read_batch_header(chunk, pos)
-        size = header.size_in_bytes
-        if header.last_offset < fetch_offset:
-            pos += size
-            continue
-        if start < 0:
-            start = pos
-        if pos + size - start > max_bytes and not (min_one_batch and pos == start):
-            break
-        if pos + size > len(chunk):
-            if pos == start:                # the first batch is cut: read it whole
-                if at_end_of_segment:
-                    raise RecordError(f"truncated batch at {pos} of a remote segment")
-                return BatchRange(0, 0, fetch_offset, pos + size - len(chunk))
-            break
-        pos += size
-        next_offset = header.last_offset + 1
-    if start < 0:
-        if at_end_of_segment:
-            return BatchRange(0, 0, fetch_offset)
-        return BatchRange(0, 0, fetch_offset, max(1, pos + BATCH_HEADER_SIZE - len(chunk)))
-    return BatchRange(start, pos, next_offset)
 
 
 def segment_leader_epochs(entries: Sequence[tuple[int, int]], base_offset: int,

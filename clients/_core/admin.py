@@ -490,6 +490,7 @@ class OffsetSpec:
     LATEST_TIMESTAMP = -1
     EARLIEST_TIMESTAMP = -2
     MAX_TIMESTAMP = -3          # the record with the largest timestamp (KIP-734, v7+)
+    EARLIEST_LOCAL_TIMESTAMP = -4   # the local log's start on a tiered topic (KIP-405, v8+)
 
     @classmethod
     def earliest(cls) -> "OffsetSpec":
@@ -498,6 +499,10 @@ class OffsetSpec:
     @classmethod
     def latest(cls) -> "OffsetSpec":
         return cls(cls.LATEST_TIMESTAMP)
+
+    @classmethod
+    def earliest_local(cls) -> "OffsetSpec":
+        return cls(cls.EARLIEST_LOCAL_TIMESTAMP)
 
     @classmethod
     def max_timestamp(cls) -> "OffsetSpec":

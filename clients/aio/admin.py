@@ -1742,7 +1742,11 @@ class Admin:
                              f"not {isolation_level!r}")
         isolation = _READ_COMMITTED if isolation_level == "read_committed" else _READ_UNCOMMITTED
         L = messages.ListOffsetsRequest
-        low = 7 if any(s.timestamp == OffsetSpec.MAX_TIMESTAMP for s in specs.values()) else 1
+        low = 1
+        if any(s.timestamp == OffsetSpec.MAX_TIMESTAMP for s in specs.values()):
+            low = 7
+        if any(s.timestamp == OffsetSpec.EARLIEST_LOCAL_TIMESTAMP for s in specs.values()):
+            low = 8
 
         async def send(node: int | None, tps: list[TopicPartition], request_ms: int) -> dict:
             by_topic: dict[str, list] = {}

@@ -10,10 +10,12 @@ Batch and streaming reads return Spark's Kafka source schema (key, value, topic,
 partition, offset, timestamp, timestampType, and headers with includeHeaders=true) as
 Arrow record batches; ``df.write`` / ``writeStream`` take the Kafka sink's columns (topic,
 key, value, headers, partition). Options are Spark's Kafka connector's, plus
-``commitOffsetsToGroup``. Needs the ``spark`` extra (pyspark 4.x, pyarrow) and Java 17.
+``commitOffsetsToGroup`` and ``ketch.remote.storage`` (executors read tiered storage's
+archive from the store directly: ``archive``). Needs the ``spark`` extra (pyspark 4.x,
+pyarrow) and Java 17.
 
 Lives here: ``options`` and ``planning`` (pure), ``source`` (the DataSource classes, over
-``clients.Admin`` / ``Consumer`` / ``Producer``). PySpark is imported only when the
+``clients.Admin`` / ``Consumer`` / ``Producer``), ``archive`` (reading the archive's store). PySpark is imported only when the
 source is (``clients.spark.options`` and ``planning`` do not need it).
 """
 from __future__ import annotations

@@ -12,7 +12,9 @@ runs. The names and meanings are those of Spark's Kafka connector
 earliest and -1 latest. Timestamps (``startingTimestamp``, ``...ByTimestamp``) win over
 offsets, as in Spark. Beyond Spark: ``commitOffsetsToGroup`` commits each finished
 micro-batch's end offsets to a consumer group (``kafka.group.id``, or the group named by
-the option itself).
+the option itself); ``ketch.remote.storage`` (filesystem or s3) with that store's settings
+under the broker's names (``ketch.remote.storage.fs.path``, ``ketch.remote.storage.s3.*``)
+lets executors read archived ranges (tiered storage) from the store directly.
 
 Pure: no I/O, no Spark import (the parsing is tested without a JVM).
 """
@@ -79,6 +81,9 @@ class SourceOptions:
     isolation_level: str
     poll_timeout_ms: int
     commit_group: str | None                 # commitOffsetsToGroup
+    # ketch.remote.storage: the store's properties under the broker's names (the kind as
+    # remote.log.storage.manager.class.name); None: archived ranges through the brokers.
+    remote_storage: Mapping[str, str] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -308,7 +313,28 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         isolation_level=isolation,
         poll_timeout_ms=_int(opts, "kafkaConsumer.pollTimeoutMs", 1) or 120_000,
         commit_group=commit_group,
+        remote_storage=_remote_storage(opts),
     )
+
+
+REMOTE_STORAGE_OPTION = "ketch.remote.storage"
+_REMOTE_STORAGE_KINDS = ("filesystem", "s3")
+
+
+def _remote_storage(opts: Mapping[str, str]) -> dict[str, str] | None:
+    kind = opts.get(REMOTE_STORAGE_OPTION)
+    if kind is None:
+        return None
+    kind = kind.strip().lower()
+    if kind not in _REMOTE_STORAGE_KINDS:
+        raise KetchSourceError(f"Option '{REMOTE_STORAGE_OPTION}' must be filesystem or s3, "
+                               f"not {kind!r}")
+    props = {k: v for k, v in opts.items() if k.startswith(REMOTE_STORAGE_OPTION + ".")}
+    if kind == "filesystem" and not props.get(REMOTE_STORAGE_OPTION + ".fs.path", "").strip():
+        raise KetchSourceError(f"Option '{REMOTE_STORAGE_OPTION}.fs.path' is required with "
+                               f"'{REMOTE_STORAGE_OPTION}'=filesystem (the archive's directory, "
+                               "as the brokers' ketch.remote.storage.fs.path)")
+    return {"remote.log.storage.manager.class.name": kind, **props}
 
 
 def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:

@@ -13,19 +13,25 @@ first offset at a time; everything after that is plain arithmetic here.
   ``minPartitions`` asks for more Spark tasks than there are partitions or
   ``maxRecordsPerPartition`` caps a task (Spark's KafkaOffsetRangeCalculator does the same).
 - ``checkpoint`` / ``from_checkpoint``: the offsets Spark stores, ``{"topic": {"0": 120}}``.
+- ``archive_span`` / ``split_archived`` (tiered storage, with ``ketch.remote.storage``): the
+  part of each range below the partition's local log start that the archive holds (from
+  the replicated remote log metadata) becomes its own task, read by the executor from the
+  store directly; the rest is read through the brokers as before.
 
 Pure: no I/O; the shell (``clients.spark.source``) feeds it cluster answers.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from clients.spark.options import EARLIEST, LATEST, KetchSourceError, OffsetSpec
+from clients.tiered.metadata import RemoteLogSegmentMetadata
 from clients.types import TopicPartition
 
-__all__ = ["OffsetRange", "resolve", "rate_limit", "plan_ranges", "checkpoint", "from_checkpoint"]
+__all__ = ["OffsetRange", "resolve", "rate_limit", "plan_ranges", "checkpoint", "from_checkpoint",
+           "ArchiveSpan", "PlannedRange", "archive_span", "split_archived"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,3 +141,64 @@ def from_checkpoint(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicParti
     except (AttributeError, TypeError, ValueError):
         raise KetchSourceError(f"the checkpoint's offsets are not the ketch source's "
                                f'{{"topic": {{"0": 120}}}}: {offsets!r}') from None
+
+
+# ------------------------------------------------------------------ the archive (tiered storage)
+
+@dataclass(frozen=True, slots=True)
+class ArchiveSpan:
+    """Offsets [start, end) of one partition an executor may read from the archive: held by
+    readable remote segments without a gap and below the local log start. ``segments``:
+    those segments by start offset."""
+    start: int
+    end: int
+    segments: tuple[RemoteLogSegmentMetadata, ...]
+
+
+def archive_span(copied: Sequence[RemoteLogSegmentMetadata],
+                 local_log_start: int) -> ArchiveSpan | None:
+    """``copied``: the partition's readable remote segments (``RemotePartitionIndex.copied``,
+    by start offset); None when the archive holds nothing below the local log."""
+    if not copied:
+        return None
+    start = reach = copied[0].start_offset
+    held: list[RemoteLogSegmentMetadata] = []
+    for s in copied:
+        if s.start_offset > reach:
+            break                       # a gap: what follows is not read directly
+        if s.end_offset + 1 > reach:
+            held.append(s)
+            reach = s.end_offset + 1
+    end = min(reach, local_log_start)
+    if end <= start:
+        return None
+    return ArchiveSpan(start, end, tuple(s for s in held if s.start_offset < end))
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRange:
+    """One Spark task. ``segments`` non-empty: read ``range`` from the archive directly
+    (the segments from the one holding its start to the span's end, so a read_committed
+    reader finds aborted transactions whose markers lie after the range); empty: through
+    the brokers."""
+    range: OffsetRange
+    segments: tuple[RemoteLogSegmentMetadata, ...] = ()
+
+
+def split_archived(ranges: Sequence[OffsetRange],
+                   spans: Mapping[TopicPartition, ArchiveSpan]) -> list[PlannedRange]:
+    """Each range cut where it enters and leaves its partition's archive span."""
+    out: list[PlannedRange] = []
+    for r in ranges:
+        span = spans.get(TopicPartition(r.topic, r.partition))
+        if span is None or r.until_offset <= span.start or r.from_offset >= span.end:
+            out.append(PlannedRange(r))
+            continue
+        lo, hi = max(r.from_offset, span.start), min(r.until_offset, span.end)
+        if r.from_offset < lo:
+            out.append(PlannedRange(OffsetRange(r.topic, r.partition, r.from_offset, lo)))
+        out.append(PlannedRange(OffsetRange(r.topic, r.partition, lo, hi),
+                                tuple(s for s in span.segments if s.end_offset >= lo)))
+        if hi < r.until_offset:
+            out.append(PlannedRange(OffsetRange(r.topic, r.partition, hi, r.until_offset)))
+    return out

@@ -29,6 +29,11 @@ partition leaders: there is no JVM jar and no central reader.
   retention between planning and reading) fail the task, or with failOnDataLoss=false
   are skipped with a warning. A dead leader is the client's business: it refreshes
   metadata and fetches from the new leader.
+- Archive (tiered storage), with ``ketch.remote.storage``: the part of a range below the
+  local log that the archive holds is its own task, whose executor reads the remote
+  segments from the store itself (``clients.spark.archive``); without the option, or
+  when the store is not readable from an executor, the leader serves it (its fetch path
+  reads the archive).
 - Sink (``KetchBatchWriter`` / ``KetchStreamWriter``): each task sends its rows with an
   idempotent acks=all producer and flushes before reporting success; a failure fails the
   task and Spark retries it, so a record may be written twice but never lost
@@ -57,9 +62,12 @@ from clients._core.config import config_keys
 from clients.spark.options import (
     KetchSourceError, SinkOptions, SourceOptions, parse_sink_options, parse_source_options,
 )
+from clients.spark.archive import ArchiveReader, archive_spans
 from clients.spark.planning import (
-    OffsetRange, checkpoint, from_checkpoint, plan_ranges, rate_limit, resolve,
+    ArchiveSpan, OffsetRange, checkpoint, from_checkpoint, plan_ranges, rate_limit, resolve,
+    split_archived,
 )
+from clients.tiered.metadata import RemoteLogSegmentMetadata
 from clients.types import TopicPartition
 
 __all__ = ["KetchDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS", "ARROW_SCHEMA"]
@@ -154,6 +162,21 @@ class _ClusterView:
             isolation_level=self.opts.isolation_level)
         return {tp: r.offset for tp, r in answers.items()}
 
+    def archive_spans(self, starts: Mapping[TopicPartition, int]) -> dict[TopicPartition, ArchiveSpan]:
+        """What the archive holds below each partition's local log (``ketch.remote.storage``),
+        for reads from ``starts``; none when the remote log metadata cannot be read (the
+        brokers serve it all then)."""
+        try:
+            spans = archive_spans(self.admin, _props_for("consumer", self.opts.client), starts)
+        except Exception as e:      # noqa: BLE001 - a missing archive must not fail the query
+            log.warning("ketch.remote.storage: the remote log metadata is not readable (%r); "
+                        "archived ranges are read through the brokers", e)
+            return {}
+        for tp, span in sorted(spans.items()):
+            log.info("%s: offsets [%d, %d) read from the archive directly (%d remote segments)",
+                     tp, span.start, span.end, len(span.segments))
+        return spans
+
     def resolve(self, which: str, partitions: list[TopicPartition],
                 earliest: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
                 ) -> dict[TopicPartition, int]:
@@ -170,12 +193,28 @@ class _ClusterView:
 # ------------------------------------------------------------------ reading one range
 
 class KetchInputPartition(InputPartition):
-    """One Spark task: an offset range of one Kafka partition, and what reading needs."""
+    """One Spark task: an offset range of one Kafka partition, and what reading needs;
+    ``segments``: the remote segments to read it from directly (empty: through the broker)."""
 
-    def __init__(self, rng: OffsetRange, opts: SourceOptions) -> None:
+    def __init__(self, rng: OffsetRange, opts: SourceOptions,
+                 segments: tuple[RemoteLogSegmentMetadata, ...] = ()) -> None:
         super().__init__(rng)
         self.range = rng
         self.opts = opts
+        self.segments = segments
+
+
+def _input_partitions(view: _ClusterView, ranges: list[OffsetRange]) -> list[KetchInputPartition]:
+    """The tasks: with ``ketch.remote.storage``, archived parts of the ranges apart."""
+    opts = view.opts
+    if opts.remote_storage is None or not ranges:
+        return [KetchInputPartition(r, opts) for r in ranges]
+    starts: dict[TopicPartition, int] = {}
+    for r in ranges:
+        tp = TopicPartition(r.topic, r.partition)
+        starts[tp] = min(starts.get(tp, r.from_offset), r.from_offset)
+    spans = view.archive_spans(starts)
+    return [KetchInputPartition(p.range, opts, p.segments) for p in split_archived(ranges, spans)]
 
 
 def _arrow(records: list, include_headers: bool) -> pa.RecordBatch:
@@ -198,10 +237,33 @@ def _arrow(records: list, include_headers: bool) -> pa.RecordBatch:
 
 
 def read_range(part: KetchInputPartition) -> Iterator[pa.RecordBatch]:
-    """The records of ``part.range`` as Arrow batches (executor side)."""
+    """The records of ``part.range`` as Arrow batches (executor side): from the remote store
+    when the task has segments to read (``clients.spark.archive``), and what that leaves
+    through the broker."""
+    rng, opts = part.range, part.opts
+    if part.segments and opts.remote_storage is not None:
+        reader = ArchiveReader(rng, part.segments, opts.remote_storage,
+                               opts.isolation_level == "read_committed")
+        pending: list = []
+        for records in reader.records():
+            pending += records
+            if len(pending) >= _ROWS_PER_ARROW_BATCH:
+                yield _arrow(pending, opts.include_headers)
+                pending = []
+        if pending:
+            yield _arrow(pending, opts.include_headers)
+        if reader.resume_at is None:
+            log.info("%s-%d [%d, %d): read from the archive directly (%d bytes)", rng.topic,
+                     rng.partition, rng.from_offset, rng.until_offset, reader.bytes_read)
+            return
+        rng = OffsetRange(rng.topic, rng.partition, reader.resume_at, rng.until_offset)
+    yield from _read_through_broker(rng, opts)
+
+
+def _read_through_broker(rng: OffsetRange, opts: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """A group-less consumer's poll loop over ``rng``."""
     from clients import Consumer
     from clients.errors import OffsetOutOfRangeError
-    rng, opts = part.range, part.opts
     tp = TopicPartition(rng.topic, rng.partition)
     props = {"max.poll.records": "5000", **_props_for("consumer", opts.client),
              "enable.auto.commit": "false", "auto.offset.reset": "none"}
@@ -258,12 +320,15 @@ class KetchBatchReader(DataSourceReader):
     def partitions(self) -> list[KetchInputPartition]:
         view = _ClusterView(self.opts)
         try:
-            tps = view.partitions()
-            earliest, latest = view.bounds(tps)
-            start = view.resolve("starting", tps, earliest, latest)
-            end = view.resolve("ending", tps, earliest, latest)
+            return self._plan(view)
         finally:
             view.close()
+
+    def _plan(self, view: _ClusterView) -> list[KetchInputPartition]:
+        tps = view.partitions()
+        earliest, latest = view.bounds(tps)
+        start = view.resolve("starting", tps, earliest, latest)
+        end = view.resolve("ending", tps, earliest, latest)
         for tp in tps:
             if start[tp] < earliest[tp]:
                 _data_loss(self.opts, f"{tp} starts at {earliest[tp]}, after the requested "
@@ -277,7 +342,7 @@ class KetchBatchReader(DataSourceReader):
                                        f"offset {start[tp]}")
         ranges = plan_ranges(start, end, self.opts.min_partitions,
                              self.opts.max_records_per_partition)
-        return [KetchInputPartition(r, self.opts) for r in ranges]
+        return _input_partitions(view, ranges)
 
     def read(self, partition: KetchInputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_range(partition)
@@ -376,7 +441,7 @@ class KetchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 begin[tp] = earliest[tp]
         ranges = plan_ranges(begin, finish, self.opts.min_partitions,
                              self.opts.max_records_per_partition)
-        return [KetchInputPartition(r, self.opts) for r in ranges]
+        return _input_partitions(self.view, ranges)
 
     def read(self, partition: KetchInputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_range(partition)

@@ -21,11 +21,11 @@ from s3_server import (ACCESS_KEY, BUCKET, ENDPOINT_KEY, SECRET_KEY, admin_clien
 from broker.log import FileStorage, LogConfig, PartitionLog
 from broker.log.offset_index import OffsetIndex
 from broker.producer_state import ProducerStateTable
-from broker.tiered.remote_storage import (IndexType, LogSegmentData, RemoteResourceNotFound,
-                                          RemoteSegmentId, RemoteStorageError)
-from broker.tiered.s3 import MAX_PARTS, MIN_PART_SIZE, S3Config, S3RemoteStorage, plan_parts
+from clients.tiered.remote_storage import (IndexType, LogSegmentData, RemoteResourceNotFound,
+                                          RemoteSegmentId, RemoteStorageConfigError,
+                                          RemoteStorageError)
+from clients.tiered.s3 import MAX_PARTS, MIN_PART_SIZE, S3Config, S3RemoteStorage, plan_parts
 from clients.records import Record, build_batch, decode_batches
-from metadata_log.node_config import ConfigError
 
 _T = TypeVar("_T")
 # Kafka's leader-epoch checkpoint text: version, count, then "epoch start_offset" lines.
@@ -132,11 +132,11 @@ def test_the_config_is_read_from_the_broker_properties() -> None:
     # Neither key shows in a repr (a config dump, a log line of the storage).
     assert "AKIDEXAMPLE" not in repr(config) and "wJalr" not in repr(config)
 
-    with pytest.raises(ConfigError, match="bucket is required"):
+    with pytest.raises(RemoteStorageConfigError, match="bucket is required"):
         S3Config.from_properties({"ketch.remote.storage.s3.endpoint": "http://127.0.0.1:9000"})
-    with pytest.raises(ConfigError, match="http:// or https://"):
+    with pytest.raises(RemoteStorageConfigError, match="http:// or https://"):
         S3Config.from_properties({**props, "ketch.remote.storage.s3.endpoint": "127.0.0.1:9000"})
-    with pytest.raises(ConfigError, match="go together") as refused:
+    with pytest.raises(RemoteStorageConfigError, match="go together") as refused:
         S3Config.from_properties({**props, "ketch.remote.storage.s3.access.key": ""})
     assert "wJalr" not in str(refused.value)
 

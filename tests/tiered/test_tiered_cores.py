@@ -1,6 +1,8 @@
 """Tiered storage's pure parts (KIP-405): the remote log metadata codec and state machine, the
-remote segment index, the copy and expiry plans, reading batches out of a remote segment,
-local retention of copied segments, and the controller's rules for the topic configs."""
+remote segment index, the copy and expiry plans, reading batches out of a remote segment
+(and the aborted transactions of a read_committed one), the Spark source's split of a range
+into the archive's part and the brokers', local retention of copied segments, and the
+controller's rules for the topic configs."""
 from __future__ import annotations
 
 import random
@@ -9,18 +11,28 @@ import uuid
 import pytest
 
 from broker.log import LogConfig, PartitionLog, SimStorage
-from broker.tiered.metadata import (
+from clients.tiered.metadata import (
     MetadataFormatError, RemoteLogMetadataCache, RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState as S, RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState, RemotePartitionIndex, decode_metadata, encode_metadata,
 )
 from broker.tiered.plan import (
-    LocalSegment, backoff_ms, first_record_at_or_after, position_for_offset,
-    remote_segments_to_delete, segment_leader_epochs, segments_to_copy, select_batches,
-    time_index_floor_offset,
+    LocalSegment, backoff_ms, first_record_at_or_after, remote_segments_to_delete,
+    segment_leader_epochs, segments_to_copy, time_index_floor_offset,
 )
-from broker.tiered.remote_storage import RemoteSegmentId
-from clients.records import Record, RecordError, build_batch
+from clients.spark.planning import (
+    ArchiveSpan, OffsetRange, PlannedRange, archive_span, split_archived,
+)
+from clients.tiered.aborted_txn import AbortedTxn
+from clients.tiered.reading import (
+    AbortedTransactions, OpenTransactions, position_for_offset, select_batches,
+)
+from clients.types import TopicPartition
+from clients.tiered.remote_storage import RemoteSegmentId
+from clients.records import (
+    ControlRecordType, Record, RecordError, build_batch, build_control_batch,
+)
+from clients.records.batch import end_transaction_marker_value
 from metadata_log.config_defs import tiered_storage_problem
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -202,6 +214,81 @@ def test_segment_leader_epochs_cover_the_range() -> None:
     assert segment_leader_epochs(entries, 50, 199) == ((2, 50), (5, 120))
     assert segment_leader_epochs(entries, 120, 150) == ((5, 120),)
     assert segment_leader_epochs(entries, 0, 39) == ((1, 0),)
+
+
+# ---------------------------------------------------------------- the Spark source's split
+
+def test_archive_span_stops_at_a_gap_and_at_the_local_log_start() -> None:
+    a, b, c, d = seg(1, 0, 99), seg(2, 100, 199), seg(3, 150, 249), seg(4, 300, 399)
+    # b and c overlap (c copied again by a new leader): the span reaches c's end; d is
+    # after a gap and is not read directly.
+    assert archive_span([a, b, c, d], local_log_start=1000) == ArchiveSpan(0, 250, (a, b, c))
+    assert archive_span([a, b, c, d], local_log_start=120) == ArchiveSpan(0, 120, (a, b))
+    assert archive_span([a, b], local_log_start=0) is None       # nothing below the local log
+    assert archive_span([], local_log_start=50) is None
+
+
+def test_split_archived_cuts_ranges_at_the_span() -> None:
+    a, b, c = seg(1, 100, 199), seg(2, 200, 299), seg(3, 300, 399)
+    tp = TopicPartition("orders", 0)
+    span = ArchiveSpan(100, 350, (a, b, c))
+    r = lambda lo, hi, p=0: OffsetRange("orders", p, lo, hi)      # noqa: E731
+    ranges = [r(50, 150), r(150, 250), r(250, 500), r(600, 700), r(0, 10, 1)]
+    assert split_archived(ranges, {tp: span}) == [
+        PlannedRange(r(50, 100)),                   # below the archive: the broker's (data loss)
+        PlannedRange(r(100, 150), (a, b, c)),       # from its segment to the span's end
+        PlannedRange(r(150, 250), (a, b, c)),
+        PlannedRange(r(250, 350), (b, c)),
+        PlannedRange(r(350, 500)),                  # the local log's
+        PlannedRange(r(600, 700)),
+        PlannedRange(r(0, 10, 1)),                  # a partition without an archive
+    ]
+    assert split_archived(ranges[:1], {}) == [PlannedRange(r(50, 150))]
+
+
+# ---------------------------------------------------------------- read_committed over the archive
+
+def test_aborted_transactions_overlapping_a_read_and_when_they_are_complete() -> None:
+    t1, t2 = AbortedTxn(7, 10, 20, 5), AbortedTxn(8, 30, 40, 21)
+    late = AbortedTxn(9, 200, 210, 120)     # its last stable offset is past the read
+    collected = AbortedTransactions(15, 100)
+    assert not collected.add_segment([AbortedTxn(6, 0, 12, 0), t1])   # ended before 15
+    assert not collected.add_segment([t2])
+    assert collected.add_segment([late])            # nothing after it can overlap [15, 100)
+    assert collected.sorted() == (t1, t2)
+    assert collected.overlapping(15, 25) == [(10, 7)]
+    assert collected.overlapping(25, 100) == [(30, 8)]
+    assert collected.aborts(8, 35) and not collected.aborts(8, 41) and not collected.aborts(7, 35)
+
+
+def txn_batch(pid: int, base: int, n: int = 2) -> bytes:
+    return build_batch([Record(base + i, 1, None, b"x") for i in range(n)], base_offset=base,
+                       producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+
+
+def marker(pid: int, offset: int, kind: ControlRecordType) -> bytes:
+    return build_control_batch(kind, end_transaction_marker_value(0), timestamp_ms=1,
+                               base_offset=offset, producer_id=pid, producer_epoch=0,
+                               is_transactional=True)
+
+
+def test_open_transactions_hold_back_what_the_archive_does_not_see_end() -> None:
+    aborted = AbortedTransactions(0, 100)
+    aborted.add_segment([AbortedTxn(3, 20, 60, 0)])     # producer 3 aborted at 60 (past the read)
+    txns = OpenTransactions(aborted)
+    plain = build_batch([Record(0, 1, None, b"p")], base_offset=0)
+    txns.scan(plain + txn_batch(1, 1) + txn_batch(2, 3), 0)
+    assert txns.barrier == 1                            # 1 and 2 not ended yet
+    txns.scan(marker(1, 5, ControlRecordType.COMMIT) + txn_batch(3, 20), 0)
+    assert txns.barrier == 3                            # 1 ended; 3 is known aborted
+    txns.scan(marker(2, 30, ControlRecordType.ABORT), 0)
+    assert txns.barrier == float("inf")
+    # Complete: what the indexes do not abort committed, nothing is held.
+    done = AbortedTransactions(0, 100)
+    done.add_segment([AbortedTxn(5, 0, 1, 150)])
+    complete = OpenTransactions(done)
+    complete.scan(txn_batch(4, 10), 0)
+    assert complete.barrier == float("inf")
 
 
 # ---------------------------------------------------------------- reading a remote segment

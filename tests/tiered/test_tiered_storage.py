@@ -6,7 +6,8 @@
    and deletes them locally; every record is then read from offset 0 by kcat,
    confluent-kafka and the Spark source (the fetches below the local log start are served
    from the archive), and ListOffsets answers the archive's start as EARLIEST and the local
-   log's as EARLIEST_LOCAL (-4).
+   log's as EARLIEST_LOCAL (-4). With ``ketch.remote.storage`` the Spark source's tasks read
+   the archived part from the store directly, the same rows as through the brokers.
 2. The store unreachable: uploads fail and are retried (the STARTED records of the
    attempts are in ``__remote_log_metadata``), no local segment is deleted; the leader is
    SIGKILLed mid-upload, the store comes back, the broker restarts: the new leader deletes
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import shutil
 import subprocess
@@ -24,7 +26,7 @@ import time
 
 import pytest
 
-from broker.tiered.metadata import (
+from clients.tiered.metadata import (
     REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataCache, RemoteLogSegmentMetadata,
     RemoteLogSegmentState, decode_metadata,
 )
@@ -248,15 +250,95 @@ def test_read_committed_replay_of_the_archive_skips_aborted_transactions(cluster
                "the deleted topic's objects gone from the store")
 
 
-def test_spark_source_reads_the_archived_range(cluster) -> None:
-    """The Spark source's executors fetch through the leader, which serves the archive
-    (reading remote segments directly from executors is left for later)."""
+def produce_spark_topic(cluster, topic: str) -> None:
+    """Three transactions (the first and last aborted), then plain records, every record
+    with headers: archived up to past the transactions, the rest local."""
+    from confluent_kafka import Producer
+    create(cluster, topic)
+    p = Producer({"bootstrap.servers": cluster.spec.bootstrap_servers,
+                  "transactional.id": "tiered-spark", "linger.ms": 5, "batch.size": 4096})
+    p.init_transactions(30)
+    for aborted in (True, False, True):
+        p.begin_transaction()
+        for i in range(200):
+            p.produce(topic, (b"aborted" if aborted else b"kept") + value(i), key=b"%d" % i,
+                      partition=0, headers=[("n", b"%d" % i), ("txn", b"1")])
+        p.flush(30)             # sent before the abort (which drops what is still queued)
+        (p.abort_transaction if aborted else p.commit_transaction)(30)
+    p = Producer({"bootstrap.servers": cluster.spec.bootstrap_servers, "acks": "all",
+                  "linger.ms": 5, "batch.size": 4096})
+    for i in range(1700):
+        p.produce(topic, value(i), key=b"%d" % i, partition=0, headers=[("n", b"%d" % i)])
+    assert p.flush(30) == 0
+
+
+def source_options(cluster, topic: str, *, read_committed: bool, direct: bool,
+                   store: dict[str, str] | None = None) -> dict[str, str]:
+    """A batch read of the whole partition with headers; ``direct``: with the archive's
+    options (``store``: other store settings than the brokers')."""
+    options = {"kafka.bootstrap.servers": cluster.spec.bootstrap_servers,
+               "assign": f'{{"{topic}": [0]}}', "startingOffsets": "earliest",
+               "endingOffsets": "latest", "includeHeaders": "true",
+               "kafka.isolation.level": "read_committed" if read_committed else "read_uncommitted"}
+    if direct:
+        props = store or cluster.remote_storage
+        options["ketch.remote.storage"] = props["remote.log.storage.manager.class.name"]
+        options.update({k: v for k, v in props.items() if k.startswith("ketch.remote.storage.")})
+    return options
+
+
+def read_in_process(options: dict[str, str]) -> tuple[list[tuple], int]:
+    """The source's planning and its tasks' reads, run here as Spark would run them: (the
+    rows by offset, how many tasks read the archive directly)."""
+    from clients.spark.options import parse_source_options
+    from clients.spark.source import KetchBatchReader, read_range
+    reader = KetchBatchReader(parse_source_options(options, streaming=False))
+    parts = reader.partitions()
+    rows = [tuple(r.values()) for part in parts for batch in read_range(part)
+            for r in batch.to_pylist()]
+    return sorted(rows, key=lambda r: r[4]), sum(1 for part in parts if part.segments)
+
+
+def test_spark_source_reads_archived_ranges_from_the_store_directly(cluster, caplog) -> None:
+    """With ketch.remote.storage the executors read the archived part of a range from the
+    store themselves and the rest through the brokers: the same rows as the brokers' path
+    (offsets, timestamps, keys, headers), read_uncommitted and read_committed (aborted
+    transactions from the uploaded transaction indexes); a store the executor cannot
+    reach falls back to the brokers. Then the same through a real SparkSession."""
     pyspark = pytest.importorskip("pyspark", reason="the spark extra (pyspark, pyarrow)")
     from pyspark.sql import SparkSession
 
     from clients.spark import register
-    topic = "archive"
-    wait_until(lambda: (bases := local_base_offsets(cluster, 1, topic)) and bases[0] > ARCHIVED_RANGE
+    topic = "archive-spark"
+    produce_spark_topic(cluster, topic)
+    wait_until(lambda: (bases := local_base_offsets(cluster, 1, topic)) and bases[0] > 1000
+               or None, 30, "the transactions archived and gone from local disk")
+    caplog.set_level(logging.INFO, logger="clients.spark")
+    for read_committed in (False, True):
+        via_broker, direct_tasks = read_in_process(
+            source_options(cluster, topic, read_committed=read_committed, direct=False))
+        assert direct_tasks == 0
+        caplog.clear()
+        direct, direct_tasks = read_in_process(
+            source_options(cluster, topic, read_committed=read_committed, direct=True))
+        assert direct_tasks == 1
+        assert "read from the archive directly" in caplog.text
+        assert "through the broker" not in caplog.text
+        assert direct == via_broker
+        values = [bytes(r[1]) for r in direct]
+        assert values[-1] == value(1699) and len(values) == (1900 if read_committed else 2300)
+        assert any(v.startswith(b"aborted") for v in values) is not read_committed
+        assert all(r[7] and r[7][0] == {"key": "n", "value": bytes(r[0])} for r in direct)
+    # A store this executor cannot reach: its offsets are read through the broker.
+    caplog.clear()
+    unreachable = {"remote.log.storage.manager.class.name": "filesystem",
+                   "ketch.remote.storage.fs.path": "/nonexistent/ketch-archive"}
+    fallback, _ = read_in_process(source_options(cluster, topic, read_committed=True, direct=True,
+                                                 store=unreachable))
+    assert "not readable from this executor" in caplog.text
+    assert fallback == via_broker
+
+    wait_until(lambda: (bases := local_base_offsets(cluster, 1, "archive")) and bases[0] > ARCHIVED_RANGE
                or None, 30, "the archived range gone from local disk")
     session = (SparkSession.builder.master("local[2]").appName("ketch-tiered")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
@@ -264,18 +346,23 @@ def test_spark_source_reads_the_archived_range(cluster) -> None:
     try:
         session.sparkContext.setLogLevel("ERROR")
         register(session)
-        # A replay of history: a range wholly in the archive (the local log starts later).
+        # A replay of history through the brokers: a range wholly in the archive.
         df = (session.read.format("ketch")
               .option("kafka.bootstrap.servers", cluster.spec.bootstrap_servers)
-              .option("assign", f'{{"{topic}": [0]}}')
-              .option("startingOffsets", f'{{"{topic}": {{"0": -2}}}}')
-              .option("endingOffsets", f'{{"{topic}": {{"0": {ARCHIVED_RANGE}}}}}').load())
+              .option("assign", '{"archive": [0]}')
+              .option("startingOffsets", '{"archive": {"0": -2}}')
+              .option("endingOffsets", f'{{"archive": {{"0": {ARCHIVED_RANGE}}}}}').load())
         rows = df.select("offset", "value").collect()
+        # The archive + local read, the executors reading the archive directly.
+        options = source_options(cluster, topic, read_committed=True, direct=True)
+        spark_rows = session.read.format("ketch").options(**options).load().collect()
     finally:
         session.stop()
     assert pyspark is not None
     assert sorted((r.offset, bytes(r.value)) for r in rows) == [(i, value(i))
                                                                 for i in range(ARCHIVED_RANGE)]
+    assert sorted((r.offset, bytes(r.key), bytes(r.value)) for r in spark_rows) == \
+        [(r[4], bytes(r[0]), bytes(r[1])) for r in via_broker]
 
 
 def test_unreachable_store_keeps_local_segments_and_a_leader_killed_mid_upload_loses_nothing(

@@ -1,5 +1,6 @@
-"""Kafka's RemoteStorageManager (KIP-405), async: the port between a broker's tiered-storage
-shell (broker/tiered/) and a remote store (a filesystem path, S3-compatible object storage).
+"""Kafka's RemoteStorageManager (KIP-405), async: the port between a reader or writer of the
+archive (a broker's tiered-storage shell, broker/tiered/; the Spark source's executors,
+clients/spark/archive.py) and a remote store (a filesystem path, S3-compatible object storage).
 
 A store holds, per closed log segment, its records file and its indexes as separate objects
 named by ``RemoteSegmentId.key``. It knows nothing of offsets or of which segments exist:
@@ -16,7 +17,12 @@ from pathlib import Path
 from typing import Protocol
 
 __all__ = ["LOG_SUFFIX", "IndexType", "LogSegmentData", "RemoteResourceNotFound", "RemoteSegmentId",
-           "RemoteStorageError", "RemoteStorageManager"]
+           "RemoteStorageConfigError", "RemoteStorageError", "RemoteStorageManager"]
+
+
+class RemoteStorageConfigError(ValueError):
+    """The properties naming a store are wrong; the message names the key at fault. A
+    broker refuses to start on it, the Spark source refuses the query."""
 
 
 class RemoteStorageError(Exception):

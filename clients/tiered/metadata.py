@@ -38,9 +38,9 @@ import uuid
 import zlib
 from dataclasses import dataclass, replace
 from enum import IntEnum
-from typing import Union
+from typing import Iterable, Union
 
-from broker.tiered.remote_storage import RemoteSegmentId
+from clients.tiered.remote_storage import RemoteSegmentId
 from clients.protocol.types import read_uvarint, write_uvarint
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "RemoteLogSegmentMetadata", "RemoteLogSegmentMetadataUpdate", "RemoteLogSegmentState",
     "RemotePartitionDeleteMetadata", "RemotePartitionDeleteState", "RemotePartitionIndex",
     "decode_metadata", "encode_metadata", "metadata_key", "metadata_partition_for",
+    "segment_for_offset",
 ]
 
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
@@ -310,6 +311,25 @@ def decode_metadata(data: bytes) -> RemoteMetadataRecord:
 # ---------------------------------------------------------------- the index
 
 
+def segment_for_offset(copied: Iterable[RemoteLogSegmentMetadata],
+                       offset: int) -> RemoteLogSegmentMetadata | None:
+    """Of the readable segments ``copied`` (by start offset), the one holding ``offset``, or
+    the first one after it (the offset fell in a gap: a batch a compaction or a transaction
+    left out, or retention in progress); None above every segment. Among segments holding
+    it (a segment copied again by a new leader with other bounds), the one reaching
+    furthest."""
+    best: RemoteLogSegmentMetadata | None = None
+    for s in copied:
+        if s.end_offset < offset:
+            continue
+        if s.start_offset <= offset:
+            if best is None or best.start_offset > offset or s.end_offset > best.end_offset:
+                best = s
+        elif best is None:
+            best = s
+    return best
+
+
 class RemotePartitionIndex:
     """One partition's remote segments, by segment id, in their latest state."""
 
@@ -362,20 +382,7 @@ class RemotePartitionIndex:
         return copied[0].start_offset if copied else None
 
     def segment_for_offset(self, offset: int) -> RemoteLogSegmentMetadata | None:
-        """The readable segment holding ``offset``, or the first one after it (the offset
-        fell in a gap: a batch a compaction or a transaction left out, or retention in
-        progress); None above every segment. Among segments holding it (a segment copied
-        again by a new leader with other bounds), the one reaching furthest."""
-        best: RemoteLogSegmentMetadata | None = None
-        for s in self.copied():
-            if s.end_offset < offset:
-                continue
-            if s.start_offset <= offset:
-                if best is None or best.start_offset > offset or s.end_offset > best.end_offset:
-                    best = s
-            elif best is None:
-                best = s
-        return best
+        return segment_for_offset(self.copied(), offset)
 
     def size_bytes(self) -> int:
         return sum(s.segment_size_bytes for s in self.copied())

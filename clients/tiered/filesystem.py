@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, TypeVar
 
-from broker.tiered.remote_storage import (LOG_SUFFIX, IndexType, LogSegmentData, RemoteResourceNotFound,
+from clients.tiered.remote_storage import (LOG_SUFFIX, IndexType, LogSegmentData, RemoteResourceNotFound,
                                           RemoteSegmentId, RemoteStorageError)
 
 __all__ = ["FileSystemRemoteStorage"]
