@@ -49,6 +49,11 @@ HW_CHECKPOINT_INTERVAL_MS = 5_000
 ALTER_PARTITION_TIMEOUT_S = 5.0
 
 
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class _FetchWaiter:
     """A parked (long-polling) fetch: resolved by the first change to one of its
     partitions; ``woken`` collects every partition that changes until it resumes."""
@@ -318,15 +323,18 @@ class ReplicaDriver:
         """Long poll: return when any of the partitions changes or the time is up. Returns
         the partitions that changed while it waited (empty: the time is up), so that a
         fetch woken for one partition reads that one again, not all of its session's."""
-        waiter = _FetchWaiter(asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        waiter = _FetchWaiter(loop.create_future())
         tps = list(tps)
         for tp in tps:
             self._data_waiters.setdefault(tp, []).append(waiter)
+        # A timer resolves the same future a change does: a woken fetch resumes in one
+        # turn of the event loop (wait_for took three; issue 22).
+        timer = loop.call_later(timeout_s, _resolve, waiter.future)
         try:
-            await asyncio.wait_for(waiter.future, timeout_s)
-        except asyncio.TimeoutError:
-            pass
+            await waiter.future
         finally:
+            timer.cancel()
             for tp in tps:
                 waiters = self._data_waiters.get(tp)
                 if waiters and waiter in waiters:

@@ -125,19 +125,29 @@ class KafkaConnection:
         if self._closed is not None:
             raise ConnectionClosedError(str(self._closed))
         _, data = self._conn.send(api_key, api_version, body)
-        waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
         # A waiter abandoned by a timeout may still fail later: mark its error as seen.
         waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._waiters.append(waiter)
         self._writer.write(data)
+        if timeout_s is None:
+            return await waiter
+        # A timer on the waiter itself, not wait_for(shield(waiter)): the response resumes
+        # the caller in one turn of the event loop instead of three, each a turn of every
+        # other ready callback first (issue 22: a replica fetcher's answer waited ~3 turns).
+        # A cancelled caller cancels the waiter; the read loop skips it, order kept.
+        timer = loop.call_later(timeout_s, self._time_out, waiter)
         try:
-            if timeout_s is None:
-                return await waiter
-            return await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
-        except asyncio.TimeoutError:
+            return await waiter
+        finally:
+            timer.cancel()
+
+    def _time_out(self, waiter: asyncio.Future) -> None:
+        if not waiter.done():
+            waiter.set_exception(asyncio.TimeoutError())
             # The response may still come; the connection can no longer be trusted in order.
             self.close()
-            raise
 
     def send_without_response(self, api_key: int, api_version: int, body: Any) -> None:
         """Produce with acks=0 (``drain`` waits until the socket took the bytes)."""
