@@ -628,6 +628,8 @@ def main() -> int:
     ap.add_argument("--latency-only", action="store_true",
                     help="only the end-to-end latency run (and failover unless skipped)")
     ap.add_argument("--dir", help="cluster directory (default: a temporary one, removed after)")
+    ap.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker property for this run, e.g. ketch.event.loop=uvloop (repeatable)")
     ap.add_argument("--serve-sink", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--partitions", type=int, default=PARTITIONS, help=argparse.SUPPRESS)
     ap.add_argument("--fetch-records", type=int, default=0, help=argparse.SUPPRESS)
@@ -652,7 +654,10 @@ def main() -> int:
           f"{PARTITIONS} partitions; linger.ms=5, batch.size=1 MiB, no compression")
 
     tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="ketch-bench-")
-    cluster = LocalCluster(args.dir or tmp.name, controllers=3, brokers=3,
+    broker_props = dict(kv.split("=", 1) for kv in args.broker_prop)
+    if broker_props:
+        result["broker_props"] = broker_props
+    cluster = LocalCluster(args.dir or tmp.name, controllers=3, brokers=3, broker_props=broker_props,
                            controller_props={"broker.session.timeout.ms": str(args.session_timeout_ms)})
     sink = None
     try:
@@ -741,11 +746,14 @@ def main() -> int:
         def warm() -> None:
             snapshots["requests"], snapshots["stages"] = request_histograms(cluster), stage_histograms(cluster)
         latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds, warm)
+        # Latency on a shared machine is mostly how long each hop waits for a CPU: say how busy it was.
+        latency["load_average_1m"] = round(os.getloadavg()[0], 2)
         breakdown = histogram_delta(snapshots.get("requests", {}), request_histograms(cluster))
         stages = histogram_delta(snapshots.get("stages", {}), stage_histograms(cluster))
         print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3: "
               f"p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, max {latency.get('max_ms')} ms "
-              f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s)")
+              f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s; "
+              f"load average {latency['load_average_1m']} on {os.cpu_count()} CPUs)")
         for name in ("Produce", "FetchFollower", "FetchConsumer"):
             b = breakdown.get(name)
             if b:
