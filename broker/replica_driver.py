@@ -15,8 +15,9 @@ single place effects are carried out:
   (``on_log_dir_failure``), which decides what the process does about it.
 
 A timer task calls ``core.poll`` when the core says something is due, and checkpoints
-high watermarks every few seconds. Record bytes leave as zero-copy file regions
-(``sendfile``) or as copies when the event loop cannot send files.
+high watermarks every few seconds (the files are written on a thread, off the event
+loop). Record bytes leave as zero-copy file regions (``sendfile``) or as copies when the
+event loop cannot send files.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from broker.controller_channel import ControllerChannel, ControllerUnavailableEr
 from broker.latency_trace import LatencyTracer
 from broker.log import PartitionLog, StaleFileSliceError
 from broker.replica_manager import (
-    AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed, PartitionsChanged,
-    READ_UNCOMMITTED, ProduceCompletion, ProduceResult, ReadResult, ReplicaManager,
+    AlterPartitionAnswer, CheckpointWrite, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed,
+    PartitionsChanged, READ_UNCOMMITTED, ProduceCompletion, ProduceResult, ReadResult, ReplicaManager,
     SendAlterPartition, TxnMarkerAppended,
 )
 from clients.protocol import ApiKey, messages
@@ -87,6 +88,7 @@ class ReplicaDriver:
         self._tokens = itertools.count(1)
         self._image_changed = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._checkpointing: asyncio.Task | None = None     # the HW checkpoint being written
         self._stopping = False
 
     # ------------------------------------------------------------ wiring
@@ -381,20 +383,35 @@ class ReplicaDriver:
     # ------------------------------------------------------------ time and stopping
 
     async def _poll_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         next_checkpoint = self.now_ms() + HW_CHECKPOINT_INTERVAL_MS
         while not self._stopping:
             now = self.now_ms()
             due_ms = self.run(lambda core: core.poll(now))
-            if now >= next_checkpoint:
-                self.core.checkpoint_high_watermarks()
+            if now >= next_checkpoint and (self._checkpointing is None or self._checkpointing.done()):
+                # Written and fsynced on a thread, as Kafka's scheduler thread does: on the
+                # event loop it held every request of this broker for tens of milliseconds
+                # every few seconds (issue 22, seen with py-spy under load).
+                self._checkpointing = loop.create_task(
+                    self._checkpoint(self.core.high_watermark_checkpoints()))
                 next_checkpoint = now + HW_CHECKPOINT_INTERVAL_MS
             # Inputs do not wake this loop (that would scan every partition per request):
             # deadlines are kept within a quarter second.
             await asyncio.sleep(min(due_ms, 250) / 1000)
+
+    async def _checkpoint(self, writes: list[CheckpointWrite]) -> None:
+        for write in writes:
+            try:
+                await asyncio.to_thread(self.core.write_checkpoint, write)
+            except OSError as e:
+                self.run(lambda core: core.checkpoint_failed(write, e))
 
     async def stop(self) -> None:
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._checkpointing is not None:
+            # The shutdown's own checkpoint below writes the same files.
+            await asyncio.gather(self._checkpointing, return_exceptions=True)
         self.run(lambda core: core.shutdown())
