@@ -24,8 +24,8 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
    request-time histograms over the run (kafka_network_requestmetrics_totaltimems):
    Produce (append and the acks=all wait), FetchFollower and FetchConsumer; and the
    per-stage breakdown of sampled batches (ketch_replication_stage_ms, stages named in
-   broker/latency_trace.py): queue, append, follower fetch, follower append, its next
-   fetch, HW, acks=all answer, consumer fetch, flush.
+   broker/latency_trace.py): queue, append, follower fetch, its response written, follower
+   append, its next fetch, HW, acks=all answer, consumer fetch, flush.
 4. Failover on a 1-partition RF-3 topic under a paced idempotent acks=all producer: SIGKILL
    of the leader -> the first write acknowledged by the new leader (the first offset of
    the new leader epoch, found in the log), and the same for SIGTERM (controlled shutdown).
@@ -447,8 +447,9 @@ def stage_histograms(cluster: LocalCluster) -> dict[str, dict[str, float]]:
 
 
 # The order a traced batch goes through them (broker/latency_trace.py says what each is).
-STAGES = ("produce_queue", "leader_append", "follower_fetch", "follower_append", "follower_refetch",
-          "follower_report", "hw_advance", "produce_ack", "consumer_fetch", "consumer_flush", "total")
+STAGES = ("produce_queue", "leader_append", "follower_fetch", "follower_flush", "follower_append",
+          "follower_refetch", "follower_report", "hw_advance", "produce_ack", "consumer_fetch",
+          "consumer_flush", "total")
 
 
 def histogram_delta(before: dict, after: dict) -> dict[str, dict]:

@@ -280,7 +280,7 @@ class ReplicaDriver:
         if replica_id >= 0 and self.tracer.enabled:
             self.tracer.follower_read(tp, fetch_offset, None if result.records is None
                                       else result.records.last_offset,
-                                      result.high_watermark, time.monotonic_ns())
+                                      result.high_watermark, time.monotonic_ns(), replica_id)
         return result
 
     def consumer_answered(self, reads: Iterable[tuple[TopicPartition, int, ReadResult]]
@@ -295,6 +295,14 @@ class ReplicaDriver:
         if not traced:
             return None
         return lambda: self.tracer.consumer_flushed(traced, time.monotonic_ns())
+
+    def follower_answered(self, replica_id: int, tps: Iterable[TopicPartition]) -> Callable[[], None] | None:
+        """A follower fetch is answered with records of ``tps``: what to call once the
+        response is written (the trace's follower_flush)."""
+        if not self.tracer.enabled:
+            return None
+        tps = list(tps)
+        return lambda: self.tracer.follower_flushed(replica_id, tps, time.monotonic_ns())
 
     def records_bytes(self, result: ReadResult) -> bytes:
         """A read's bytes, always copied (for answers that rewrite them: tag filters)."""

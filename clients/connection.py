@@ -19,6 +19,7 @@ import asyncio
 import os
 import random
 import socket
+import time
 from typing import Any, Callable
 
 from clients.errors import ConnectionClosedError, SaslAuthenticationError
@@ -55,6 +56,9 @@ class KafkaConnection:
         self._renewal: asyncio.Task | None = None
         self._held: list[bytes] = []        # acks=0 frames waiting for the renewal's end
         self.sessions_renewed = 0
+        # time.monotonic_ns() of the last socket read: for a caller just resumed by a
+        # response, when its last bytes arrived (issue 22's latency trace).
+        self.received_ns = 0
 
     @property
     def peer(self) -> tuple[str, int]:
@@ -66,6 +70,7 @@ class KafkaConnection:
                 data = await self._reader.read(256 * 1024)
                 if not data:
                     raise ConnectionClosedError("connection closed by peer")
+                self.received_ns = time.monotonic_ns()
                 self._conn.receive_data(data)
                 while (event := self._conn.next_event()) is not NEED_DATA:
                     waiter = self._waiters.pop(0)
