@@ -441,6 +441,25 @@ def request_histograms(cluster: LocalCluster, metric: str = "kafka_network_reque
     return out
 
 
+class BrokerCpu:
+    """CPU seconds (user + system) the cluster's broker processes have used, from /proc."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.pids = [n.pid for n in cluster.spec.nodes if n.role == "broker" and n.pid]
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                return float("nan")       # not Linux, or a broker is gone
+            total += (int(fields[11]) + int(fields[12])) / self.tick
+        return total
+
+
 def stage_histograms(cluster: LocalCluster) -> dict[str, dict[str, float]]:
     """The brokers' sampled per-stage latency of the acks=all path (broker/latency_trace.py)."""
     return request_histograms(cluster, "ketch_replication_stage_ms", "stage")
@@ -744,9 +763,17 @@ def main() -> int:
 
         snapshots: dict[str, dict] = {}
 
+        cpu = BrokerCpu(cluster)
+        cpu_at_warm: list[float] = []
+
         def warm() -> None:
             snapshots["requests"], snapshots["stages"] = request_histograms(cluster), stage_histograms(cluster)
+            cpu_at_warm.append(cpu.seconds())
         latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds, warm)
+        if latency.get("records") and cpu_at_warm:
+            # Steadier than the latency on a shared machine: what the run cost the brokers.
+            latency["broker_cpu_ms_per_1000_records"] = round(
+                (cpu.seconds() - cpu_at_warm[0]) * 1e6 / latency["records"], 1)
         # Latency on a shared machine is mostly how long each hop waits for a CPU: say how busy it was.
         latency["load_average_1m"] = round(os.getloadavg()[0], 2)
         breakdown = histogram_delta(snapshots.get("requests", {}), request_histograms(cluster))
@@ -754,7 +781,8 @@ def main() -> int:
         print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3: "
               f"p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, max {latency.get('max_ms')} ms "
               f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s; "
-              f"load average {latency['load_average_1m']} on {os.cpu_count()} CPUs)")
+              f"load average {latency['load_average_1m']} on {os.cpu_count()} CPUs; the brokers used "
+              f"{latency.get('broker_cpu_ms_per_1000_records')} CPU-ms per 1000 records)")
         for name in ("Produce", "FetchFollower", "FetchConsumer"):
             b = breakdown.get(name)
             if b:
