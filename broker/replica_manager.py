@@ -127,8 +127,8 @@ from metadata_log.image import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ALTER_PARTITION_RETRY_MS", "AlterPartitionAnswer", "CheckpointWrite", "Effect", "EpochAnswer", "EpochQuery",
-    "FetchFromLeader", "FetchPosition", "FetchedPartition", "FollowerWork", "HostedPartition",
+    "ALTER_PARTITION_RETRY_MS", "AlterPartitionAnswer", "CheckpointWrite", "Effect", "EpochAnswer",
+    "EpochQuery", "FetchFromLeader", "FetchPosition", "FetchedPartition", "FollowerWork", "HostedPartition",
     "LeadershipChanged", "LogDirDescription", "LogDirFailed", "PartitionsChanged",
     "ReplicaLogDirState", "ProduceCompletion", "ProduceResult", "ReadResult",
     "ReplicaManager", "SendAlterPartition", "TxnMarkerAppended", "READ_UNCOMMITTED",
@@ -1557,7 +1557,8 @@ class ReplicaManager:
             log_dir = self.logs.log_dir_of(*key)
             if log_dir is not None:
                 by_dir[log_dir][key] = hw
-        return [CheckpointWrite(log_dir, f"{log_dir}/{HW_CHECKPOINT}", encode_offset_checkpoint(dir_offsets))
+        return [CheckpointWrite(log_dir, f"{log_dir}/{HW_CHECKPOINT}",
+                                encode_offset_checkpoint(dir_offsets))
                 for log_dir, dir_offsets in by_dir.items() if self.logs.is_online(log_dir)]
 
     def write_checkpoint(self, write: CheckpointWrite) -> None:
