@@ -24,8 +24,8 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
    request-time histograms over the run (kafka_network_requestmetrics_totaltimems):
    Produce (append and the acks=all wait), FetchFollower and FetchConsumer; and the
    per-stage breakdown of sampled batches (ketch_replication_stage_ms, stages named in
-   broker/latency_trace.py): queue, append, follower fetch, follower append, its next
-   fetch, HW, acks=all answer, consumer fetch, flush.
+   broker/latency_trace.py): queue, append, follower fetch, its response written, follower
+   append, its next fetch, HW, acks=all answer, consumer fetch, flush.
 4. Failover on a 1-partition RF-3 topic under a paced idempotent acks=all producer: SIGKILL
    of the leader -> the first write acknowledged by the new leader (the first offset of
    the new leader epoch, found in the log), and the same for SIGTERM (controlled shutdown).
@@ -441,14 +441,34 @@ def request_histograms(cluster: LocalCluster, metric: str = "kafka_network_reque
     return out
 
 
+class BrokerCpu:
+    """CPU seconds (user + system) the cluster's broker processes have used, from /proc."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.pids = [n.pid for n in cluster.spec.nodes if n.role == "broker" and n.pid]
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                return float("nan")       # not Linux, or a broker is gone
+            total += (int(fields[11]) + int(fields[12])) / self.tick
+        return total
+
+
 def stage_histograms(cluster: LocalCluster) -> dict[str, dict[str, float]]:
     """The brokers' sampled per-stage latency of the acks=all path (broker/latency_trace.py)."""
     return request_histograms(cluster, "ketch_replication_stage_ms", "stage")
 
 
 # The order a traced batch goes through them (broker/latency_trace.py says what each is).
-STAGES = ("produce_queue", "leader_append", "follower_fetch", "follower_append", "follower_refetch",
-          "follower_report", "hw_advance", "produce_ack", "consumer_fetch", "consumer_flush", "total")
+STAGES = ("produce_queue", "leader_append", "follower_fetch", "follower_flush", "follower_append",
+          "follower_refetch", "follower_report", "hw_advance", "produce_ack", "consumer_fetch",
+          "consumer_flush", "total")
 
 
 def histogram_delta(before: dict, after: dict) -> dict[str, dict]:
@@ -628,6 +648,8 @@ def main() -> int:
     ap.add_argument("--latency-only", action="store_true",
                     help="only the end-to-end latency run (and failover unless skipped)")
     ap.add_argument("--dir", help="cluster directory (default: a temporary one, removed after)")
+    ap.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker property for this run, e.g. ketch.event.loop=uvloop (repeatable)")
     ap.add_argument("--serve-sink", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--partitions", type=int, default=PARTITIONS, help=argparse.SUPPRESS)
     ap.add_argument("--fetch-records", type=int, default=0, help=argparse.SUPPRESS)
@@ -652,7 +674,10 @@ def main() -> int:
           f"{PARTITIONS} partitions; linger.ms=5, batch.size=1 MiB, no compression")
 
     tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="ketch-bench-")
-    cluster = LocalCluster(args.dir or tmp.name, controllers=3, brokers=3,
+    broker_props = dict(kv.split("=", 1) for kv in args.broker_prop)
+    if broker_props:
+        result["broker_props"] = broker_props
+    cluster = LocalCluster(args.dir or tmp.name, controllers=3, brokers=3, broker_props=broker_props,
                            controller_props={"broker.session.timeout.ms": str(args.session_timeout_ms)})
     sink = None
     try:
@@ -738,14 +763,26 @@ def main() -> int:
 
         snapshots: dict[str, dict] = {}
 
+        cpu = BrokerCpu(cluster)
+        cpu_at_warm: list[float] = []
+
         def warm() -> None:
             snapshots["requests"], snapshots["stages"] = request_histograms(cluster), stage_histograms(cluster)
+            cpu_at_warm.append(cpu.seconds())
         latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds, warm)
+        if latency.get("records") and cpu_at_warm:
+            # Steadier than the latency on a shared machine: what the run cost the brokers.
+            latency["broker_cpu_ms_per_1000_records"] = round(
+                (cpu.seconds() - cpu_at_warm[0]) * 1e6 / latency["records"], 1)
+        # Latency on a shared machine is mostly how long each hop waits for a CPU: say how busy it was.
+        latency["load_average_1m"] = round(os.getloadavg()[0], 2)
         breakdown = histogram_delta(snapshots.get("requests", {}), request_histograms(cluster))
         stages = histogram_delta(snapshots.get("stages", {}), stage_histograms(cluster))
         print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3: "
               f"p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, max {latency.get('max_ms')} ms "
-              f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s)")
+              f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s; "
+              f"load average {latency['load_average_1m']} on {os.cpu_count()} CPUs; the brokers used "
+              f"{latency.get('broker_cpu_ms_per_1000_records')} CPU-ms per 1000 records)")
         for name in ("Produce", "FetchFollower", "FetchConsumer"):
             b = breakdown.get(name)
             if b:

@@ -68,23 +68,7 @@ def _producer(bootstrap: str, **extra):  # type: ignore[no-untyped-def]
     return Producer(produce.producer_config(bootstrap, "all", **{"enable.idempotence": True, **extra}))
 
 
-class BrokerCpu:
-    """CPU seconds (user + system) the cluster's broker processes have used, from /proc."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.pids = [n.pid for n in cluster.spec.nodes if n.role == "broker" and n.pid]
-        self.tick = os.sysconf("SC_CLK_TCK")
-
-    def seconds(self) -> float:
-        total = 0.0
-        for pid in self.pids:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                return float("nan")       # not Linux, or a broker is gone
-            total += (int(fields[11]) + int(fields[12])) / self.tick
-        return total
+BrokerCpu = produce.BrokerCpu      # one home: bench/produce.py
 
 
 def _cpu_ms_per_1000(cpu: BrokerCpu, before: float, records: int) -> float:

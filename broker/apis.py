@@ -734,10 +734,13 @@ class KafkaApis:
         if replica_id < 0 and self.tiered is not None:
             results = await self._read_tiered(self.tiered, results, req.max_bytes,
                                               req.isolation_level == 1)
+        # Issue 22's latency trace: told when this answer is written.
         if replica_id < 0:
-            # Issue 22's latency trace: told when this answer carries a traced batch.
             client.after_write = self.replicas.consumer_answered(
                 (tp, p.fetch_offset, r) for _, tp, p, r in results if tp is not None)
+        else:
+            client.after_write = self.replicas.follower_answered(
+                replica_id, (tp for _, tp, _, r in results if tp is not None and r.records is not None))
         by_topic: dict[Any, list] = {}
         leaders: dict[int, Any] = {}
         fetched = 0

@@ -106,7 +106,7 @@ class ReplicaFetcherManager:
                             work, answers, self.driver.now_ms()))
                     elif work.fetches:
                         fetched = await self._fetch(leader_id, conn, work, session)
-                        received_ns = time.monotonic_ns()
+                        received_ns = conn.received_ns
                         self.driver.run(lambda core: core.handle_fetched(work, fetched, self.driver.now_ms()))
                         if any(p.records for p in fetched):
                             self.tracer.follower_fetched(leader_id, received_ns, time.monotonic_ns())

@@ -13,8 +13,11 @@ the previous stage's event:
     leader_append    append began -> appended to the leader's log
     follower_fetch   appended -> the first follower fetch that returns it (a parked
                      follower fetch is woken by the append)
+    follower_flush   -> that fetch's response written to the socket
     follower_report  -> the first follower fetch whose offset is past it (that follower's
-                     LEO: it appended and fetched again)
+                     LEO: it read the response, appended and fetched again; the follower's
+                     own part is its follower_append and follower_refetch, the rest is
+                     two hops between processes, mostly each one's wait for a CPU)
     hw_advance       -> the high watermark past it (the other in-sync followers' reports)
     produce_ack      HW -> the acks=all wait of its Produce resumed
     consumer_fetch   HW -> the first consumer fetch answered with it
@@ -23,7 +26,8 @@ the previous stage's event:
 
 Followers add their side of each fetch that brought records (not only traced batches):
 
-    follower_append  fetch response received -> its batches appended
+    follower_append  fetch response's bytes read from the socket -> its batches appended
+                     (the fetcher's wait for its turn of the event loop included)
     follower_refetch appended -> the next fetch sent (reports the new LEO)
 
 Pure: times are arguments (monotonic nanoseconds from one clock shared by the processes
@@ -41,8 +45,8 @@ from clients.types import TopicPartition
 
 __all__ = ["LEADER_STAGES", "FOLLOWER_STAGES", "LatencyTracer"]
 
-LEADER_STAGES = ("produce_queue", "leader_append", "follower_fetch", "follower_report",
-                 "hw_advance", "produce_ack", "consumer_fetch", "consumer_flush", "total")
+LEADER_STAGES = ("produce_queue", "leader_append", "follower_fetch", "follower_flush",
+                 "follower_report", "hw_advance", "produce_ack", "consumer_fetch", "consumer_flush", "total")
 FOLLOWER_STAGES = ("follower_append", "follower_refetch")
 NO_TIME = -1
 
@@ -53,6 +57,8 @@ class _Trace:
     received_ns: int
     appended_ns: int
     fetched_ns: int = NO_TIME   # a follower fetch returned it
+    fetched_by: int = -1        # that follower
+    fetch_flushed_ns: int = NO_TIME     # that fetch's response was written
     reported_ns: int = NO_TIME  # a follower fetch reported an offset past it
     hw_ns: int = NO_TIME        # the HW passed it
     acked: bool = False
@@ -90,9 +96,9 @@ class LatencyTracer:
         self._hw(trace, high_watermark, now_ns)      # RF 1: committed by the append itself
 
     def follower_read(self, tp: TopicPartition, fetch_offset: int, returned_last_offset: int | None,
-                      high_watermark: int, now_ns: int) -> None:
-        """A follower fetch was read: its offset (the follower's LEO), the last offset it
-        returns (None: nothing), and the HW after it."""
+                      high_watermark: int, now_ns: int, replica_id: int = -1) -> None:
+        """Follower ``replica_id``'s fetch was read: its offset (the follower's LEO), the
+        last offset it returns (None: nothing), and the HW after it."""
         if not self.enabled:
             return
         trace = self._traces.get(tp)
@@ -100,12 +106,25 @@ class LatencyTracer:
             return
         if trace.fetched_ns == NO_TIME and returned_last_offset is not None \
                 and fetch_offset <= trace.last_offset <= returned_last_offset:
-            trace.fetched_ns = now_ns
+            trace.fetched_ns, trace.fetched_by = now_ns, replica_id
             self._stage("follower_fetch", trace.appended_ns, now_ns)
         if trace.reported_ns == NO_TIME and trace.fetched_ns != NO_TIME and fetch_offset > trace.last_offset:
             trace.reported_ns = now_ns
-            self._stage("follower_report", trace.fetched_ns, now_ns)
+            since = trace.fetch_flushed_ns if trace.fetch_flushed_ns != NO_TIME else trace.fetched_ns
+            self._stage("follower_report", since, now_ns)
         self._hw(trace, high_watermark, now_ns)
+
+    def follower_flushed(self, replica_id: int, tps: Iterable[TopicPartition], now_ns: int) -> None:
+        """Follower ``replica_id``'s fetch response, which returned records of ``tps``, is
+        written."""
+        if not self.enabled:
+            return
+        for tp in tps:
+            trace = self._traces.get(tp)
+            if (trace is not None and trace.fetched_by == replica_id and trace.fetched_ns != NO_TIME
+                    and trace.fetch_flushed_ns == NO_TIME):
+                trace.fetch_flushed_ns = now_ns
+                self._stage("follower_flush", trace.fetched_ns, now_ns)
 
     def _hw(self, trace: _Trace, high_watermark: int, now_ns: int) -> None:
         if trace.hw_ns != NO_TIME or high_watermark <= trace.last_offset:

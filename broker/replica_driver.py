@@ -15,8 +15,9 @@ single place effects are carried out:
   (``on_log_dir_failure``), which decides what the process does about it.
 
 A timer task calls ``core.poll`` when the core says something is due, and checkpoints
-high watermarks every few seconds. Record bytes leave as zero-copy file regions
-(``sendfile``) or as copies when the event loop cannot send files.
+high watermarks every few seconds (the files are written on a thread, off the event
+loop). Record bytes leave as zero-copy file regions (``sendfile``) or as copies when the
+event loop cannot send files.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from broker.controller_channel import ControllerChannel, ControllerUnavailableEr
 from broker.latency_trace import LatencyTracer
 from broker.log import PartitionLog, StaleFileSliceError
 from broker.replica_manager import (
-    AlterPartitionAnswer, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed, PartitionsChanged,
-    READ_UNCOMMITTED, ProduceCompletion, ProduceResult, ReadResult, ReplicaManager,
+    AlterPartitionAnswer, CheckpointWrite, Effect, FetchFromLeader, LeadershipChanged, LogDirFailed,
+    PartitionsChanged, READ_UNCOMMITTED, ProduceCompletion, ProduceResult, ReadResult, ReplicaManager,
     SendAlterPartition, TxnMarkerAppended,
 )
 from clients.protocol import ApiKey, messages
@@ -47,6 +48,11 @@ __all__ = ["ReplicaDriver"]
 
 HW_CHECKPOINT_INTERVAL_MS = 5_000
 ALTER_PARTITION_TIMEOUT_S = 5.0
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _FetchWaiter:
@@ -82,6 +88,7 @@ class ReplicaDriver:
         self._tokens = itertools.count(1)
         self._image_changed = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._checkpointing: asyncio.Task | None = None     # the HW checkpoint being written
         self._stopping = False
 
     # ------------------------------------------------------------ wiring
@@ -273,7 +280,7 @@ class ReplicaDriver:
         if replica_id >= 0 and self.tracer.enabled:
             self.tracer.follower_read(tp, fetch_offset, None if result.records is None
                                       else result.records.last_offset,
-                                      result.high_watermark, time.monotonic_ns())
+                                      result.high_watermark, time.monotonic_ns(), replica_id)
         return result
 
     def consumer_answered(self, reads: Iterable[tuple[TopicPartition, int, ReadResult]]
@@ -288,6 +295,14 @@ class ReplicaDriver:
         if not traced:
             return None
         return lambda: self.tracer.consumer_flushed(traced, time.monotonic_ns())
+
+    def follower_answered(self, replica_id: int, tps: Iterable[TopicPartition]) -> Callable[[], None] | None:
+        """A follower fetch is answered with records of ``tps``: what to call once the
+        response is written (the trace's follower_flush)."""
+        if not self.tracer.enabled:
+            return None
+        tps = list(tps)
+        return lambda: self.tracer.follower_flushed(replica_id, tps, time.monotonic_ns())
 
     def records_bytes(self, result: ReadResult) -> bytes:
         """A read's bytes, always copied (for answers that rewrite them: tag filters)."""
@@ -318,15 +333,18 @@ class ReplicaDriver:
         """Long poll: return when any of the partitions changes or the time is up. Returns
         the partitions that changed while it waited (empty: the time is up), so that a
         fetch woken for one partition reads that one again, not all of its session's."""
-        waiter = _FetchWaiter(asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        waiter = _FetchWaiter(loop.create_future())
         tps = list(tps)
         for tp in tps:
             self._data_waiters.setdefault(tp, []).append(waiter)
+        # A timer resolves the same future a change does: a woken fetch resumes in one
+        # turn of the event loop (wait_for took three; issue 22).
+        timer = loop.call_later(timeout_s, _resolve, waiter.future)
         try:
-            await asyncio.wait_for(waiter.future, timeout_s)
-        except asyncio.TimeoutError:
-            pass
+            await waiter.future
         finally:
+            timer.cancel()
             for tp in tps:
                 waiters = self._data_waiters.get(tp)
                 if waiters and waiter in waiters:
@@ -373,20 +391,35 @@ class ReplicaDriver:
     # ------------------------------------------------------------ time and stopping
 
     async def _poll_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         next_checkpoint = self.now_ms() + HW_CHECKPOINT_INTERVAL_MS
         while not self._stopping:
             now = self.now_ms()
             due_ms = self.run(lambda core: core.poll(now))
-            if now >= next_checkpoint:
-                self.core.checkpoint_high_watermarks()
+            if now >= next_checkpoint and (self._checkpointing is None or self._checkpointing.done()):
+                # Written and fsynced on a thread, as Kafka's scheduler thread does: on the
+                # event loop it held every request of this broker for tens of milliseconds
+                # every few seconds (issue 22, seen with py-spy under load).
+                self._checkpointing = loop.create_task(
+                    self._checkpoint(self.core.high_watermark_checkpoints()))
                 next_checkpoint = now + HW_CHECKPOINT_INTERVAL_MS
             # Inputs do not wake this loop (that would scan every partition per request):
             # deadlines are kept within a quarter second.
             await asyncio.sleep(min(due_ms, 250) / 1000)
+
+    async def _checkpoint(self, writes: list[CheckpointWrite]) -> None:
+        for write in writes:
+            try:
+                await asyncio.to_thread(self.core.write_checkpoint, write)
+            except OSError as e:
+                self.run(lambda core: core.checkpoint_failed(write, e))
 
     async def stop(self) -> None:
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._checkpointing is not None:
+            # The shutdown's own checkpoint below writes the same files.
+            await asyncio.gather(self._checkpointing, return_exceptions=True)
         self.run(lambda core: core.shutdown())

@@ -127,8 +127,8 @@ from metadata_log.image import (
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ALTER_PARTITION_RETRY_MS", "AlterPartitionAnswer", "Effect", "EpochAnswer", "EpochQuery",
-    "FetchFromLeader", "FetchPosition", "FetchedPartition", "FollowerWork", "HostedPartition",
+    "ALTER_PARTITION_RETRY_MS", "AlterPartitionAnswer", "CheckpointWrite", "Effect", "EpochAnswer",
+    "EpochQuery", "FetchFromLeader", "FetchPosition", "FetchedPartition", "FollowerWork", "HostedPartition",
     "LeadershipChanged", "LogDirDescription", "LogDirFailed", "PartitionsChanged",
     "ReplicaLogDirState", "ProduceCompletion", "ProduceResult", "ReadResult",
     "ReplicaManager", "SendAlterPartition", "TxnMarkerAppended", "READ_UNCOMMITTED",
@@ -176,6 +176,14 @@ class SendAlterPartition:
     proposal: AlterIsr
     topic_id: uuid.UUID
     new_isr_with_epochs: tuple[tuple[int, int], ...]    # (broker id, broker epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointWrite:
+    """One log directory's high-watermark checkpoint file, encoded."""
+    log_dir: str
+    path: str
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -1557,7 +1565,17 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Each online log directory's replication-offset-checkpoint, for the partitions
-        whose logs it holds (Kafka keeps one per directory, too)."""
+        whose logs it holds (Kafka keeps one per directory, too), written now."""
+        for write in self.high_watermark_checkpoints():
+            try:
+                self.write_checkpoint(write)
+            except OSError as e:
+                self.logs.mark_offline(write.log_dir, e)
+        self._handle_offline_dirs()
+
+    def high_watermark_checkpoints(self) -> list[CheckpointWrite]:
+        """What ``checkpoint_high_watermarks`` writes, for a shell that writes it off its
+        event loop (``write_checkpoint``, then ``checkpoint_failed`` on an error)."""
         offsets = {(tp.topic, tp.partition): h.replica.high_watermark
                    for tp, h in self.partitions.items() if h.replica.role is not Role.NONE}
         self._hw_checkpoint.update(offsets)
@@ -1566,14 +1584,18 @@ class ReplicaManager:
             log_dir = self.logs.log_dir_of(*key)
             if log_dir is not None:
                 by_dir[log_dir][key] = hw
-        for log_dir, dir_offsets in by_dir.items():
-            if not self.logs.is_online(log_dir):
-                continue
-            try:
-                self.logs.storage.write_atomically(f"{log_dir}/{HW_CHECKPOINT}",
-                                                   encode_offset_checkpoint(dir_offsets))
-            except OSError as e:
-                self.logs.mark_offline(log_dir, e)
+        return [CheckpointWrite(log_dir, f"{log_dir}/{HW_CHECKPOINT}",
+                                encode_offset_checkpoint(dir_offsets))
+                for log_dir, dir_offsets in by_dir.items() if self.logs.is_online(log_dir)]
+
+    def write_checkpoint(self, write: CheckpointWrite) -> None:
+        """The one method that may run on another thread: it only writes one file through
+        the storage port (FileStorage takes its own lock), and touches no state here."""
+        self.logs.storage.write_atomically(write.path, write.data)
+
+    def checkpoint_failed(self, write: CheckpointWrite, error: OSError) -> None:
+        """Writing ``write`` failed: its directory goes offline."""
+        self.logs.mark_offline(write.log_dir, error)
         self._handle_offline_dirs()
 
     def _read_hw_checkpoint(self) -> dict[tuple[str, int], int]:

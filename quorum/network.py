@@ -105,6 +105,11 @@ class ApiHandler(Protocol):
         """A response for an unknown version (ApiVersions), or None to close."""
 
 
+def _resolve(future: asyncio.Future, _: Any = None) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -377,8 +382,11 @@ class KafkaServer:
                                     self._write_in_order(writer, conn, client, pipelined))
                             allowed = client.next_request_allowed = loop.create_future()
                             handling = loop.create_task(self.handler.handle(event, client))
+                            # Whichever comes first resolves ``allowed``: one turn of the
+                            # event loop to the next request (asyncio.wait took two).
+                            handling.add_done_callback(functools.partial(_resolve, allowed))
                             pipelined.put_nowait((handling, api_key, correlation_id))
-                            await asyncio.wait((handling, allowed), return_when=asyncio.FIRST_COMPLETED)
+                            await allowed
                             client.next_request_allowed = None
                             if pipelined.qsize() >= PIPELINED_PRODUCES_MAX:
                                 await pipelined.join()

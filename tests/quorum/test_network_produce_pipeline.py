@@ -104,3 +104,36 @@ def test_without_the_handlers_word_a_connection_serves_one_produce_at_a_time() -
     log, names = asyncio.run(_pipeline(pipelines=False))
     assert log == ["start a", "done a", "start b", "done b", "metadata"]
     assert names == ["a", "b"]
+
+
+async def _cancel_then_time_out() -> tuple[Any, bool, bool]:
+    """On one connection: a Produce whose caller is cancelled, then Metadata (answered
+    after the Produce), then a Produce that outlives its timeout."""
+    handler = Handler(pipelines=False)
+    server = KafkaServer(handler, "127.0.0.1", 0)
+    await server.start()
+    try:
+        conn = await connect("127.0.0.1", server.port)
+        first = asyncio.ensure_future(conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("a")))
+        await handler.until("start a")
+        first.cancel()
+        metadata = asyncio.ensure_future(conn.request(ApiKey.METADATA, 12, messages.MetadataRequest(topics=[])))
+        handler.release("a")
+        answer = await metadata         # its own answer, not the cancelled Produce's
+        open_before = not conn.closed
+        try:
+            await conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("never"), timeout_s=0.05)
+        except asyncio.TimeoutError:
+            timed_out = True
+        else:
+            timed_out = False
+        closed_after = conn.closed      # its answer may still come: the order is lost
+        return answer, open_before and timed_out, closed_after
+    finally:
+        await server.stop()
+
+
+def test_a_cancelled_request_leaves_the_next_its_own_answer_and_a_timeout_closes() -> None:
+    answer, timed_out, closed = asyncio.run(_cancel_then_time_out())
+    assert isinstance(answer, messages.MetadataResponse)
+    assert timed_out and closed

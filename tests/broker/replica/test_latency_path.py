@@ -133,17 +133,22 @@ def test_the_tracer_times_each_stage_of_one_batch_from_its_previous_stage() -> N
     tracer.appended(TP, last_offset=9, received_ns=t.at_ms(1), started_ns=t.at_ms(3),
                     now_ns=t.at_ms(3.5), high_watermark=0)
     tracer.appended(TP, 19, t.at_ms(3.6), t.at_ms(3.7), t.at_ms(3.8), 0)    # one trace at a time
-    tracer.follower_read(TP, fetch_offset=0, returned_last_offset=19, high_watermark=0, now_ns=t.at_ms(4))
-    tracer.follower_read(TP, 10, None, 0, t.at_ms(6))                 # follower 2 reports 10
-    tracer.follower_read(TP, 0, 19, 0, t.at_ms(6.5))                  # follower 3's fetch: no news
-    tracer.follower_read(TP, 20, None, 20, t.at_ms(9))                # follower 3 reports: HW 20
+    tracer.follower_read(TP, fetch_offset=0, returned_last_offset=19, high_watermark=0, now_ns=t.at_ms(4),
+                         replica_id=2)
+    tracer.follower_read(TP, 0, 19, 0, t.at_ms(4.2), replica_id=3)       # follower 3's fetch: no news
+    tracer.follower_flushed(3, [TP], t.at_ms(4.4))                    # not the fetch that returned it first
+    tracer.follower_flushed(2, [TP], t.at_ms(4.5))
+    tracer.follower_flushed(2, [TP], t.at_ms(4.6))                    # timed once
+    tracer.follower_read(TP, 10, None, 0, t.at_ms(6), replica_id=2)   # follower 2 reports 10
+    tracer.follower_read(TP, 20, None, 20, t.at_ms(9), replica_id=3)  # follower 3 reports: HW 20
     tracer.produce_acked(TP, required_offset=20, now_ns=t.at_ms(9.5))     # not the traced batch
     tracer.produce_acked(TP, 10, t.at_ms(10))
     assert tracer.consumer_answered([(TP, 0, 19)], t.at_ms(12)) == [TP]
     assert tracer.consumer_answered([(TP, 10, 19)], t.at_ms(12.5)) == []
     tracer.consumer_flushed([TP], t.at_ms(13))
     assert seen == [("produce_queue", 2.0), ("leader_append", 0.5), ("follower_fetch", 0.5),
-                    ("follower_report", 2.0), ("hw_advance", 3.0), ("produce_ack", 1.0),
+                    ("follower_flush", 0.5), ("follower_report", 1.5), ("hw_advance", 3.0),
+                    ("produce_ack", 1.0),
                     ("consumer_fetch", 3.0), ("consumer_flush", 1.0), ("total", 12.0)]
     seen.clear()
     # The trace ended with the flush: the next append starts another; on RF 1 the
@@ -178,7 +183,7 @@ def test_a_disabled_tracer_observes_nothing(tmp_path) -> None:
     driver = leader_driver(tmp_path, LatencyTracer(lambda stage, ms: seen.append(stage), enabled=False))
     driver.append(TP, batch(3), acks=-1, received_ns=1)
     driver.read(TP, 0, 1 << 20, 5, replica_id=2, min_one_batch=True)
-    assert driver.consumer_answered([]) is None and seen == []
+    assert driver.consumer_answered([]) is None and driver.follower_answered(2, [TP]) is None and seen == []
 
 
 def test_the_driver_traces_a_batch_through_the_leader(tmp_path) -> None:
@@ -187,13 +192,16 @@ def test_the_driver_traces_a_batch_through_the_leader(tmp_path) -> None:
     driver.append(TP, batch(3), acks=-1, received_ns=1)
     for follower in (2, 3):
         driver.read(TP, 0, 1 << 20, 5, replica_id=follower, min_one_batch=True)
+        written = driver.follower_answered(follower, [TP])
+        assert written is not None
+        written()
     for follower in (2, 3):
         driver.read(TP, 3, 1 << 20, 5, replica_id=follower, min_one_batch=True)
     read = driver.read(TP, 0, 1 << 20, 5, replica_id=-1, min_one_batch=True)
     flushed = driver.consumer_answered([(TP, 0, read)])
     assert flushed is not None
     flushed()
-    assert seen == ["produce_queue", "leader_append", "follower_fetch", "follower_report",
+    assert seen == ["produce_queue", "leader_append", "follower_fetch", "follower_flush", "follower_report",
                     "hw_advance", "consumer_fetch", "consumer_flush", "total"]
 
 
