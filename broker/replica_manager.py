@@ -180,8 +180,12 @@ class SendAlterPartition:
 
 @dataclass(frozen=True, slots=True)
 class PartitionsChanged:
-    """Effect: data, the HW or the role moved: wake long polls on these partitions."""
+    """Effect: data, the HW or the role moved: wake long polls on these partitions.
+    ``high_watermark_only``: those of them where only a leader's HW moved, which answers
+    no follower's fetch (a follower reads up to the log end: Kafka's DelayedFetch
+    completes a follower's on new bytes, not on the HW)."""
     partitions: frozenset[TopicPartition]
+    high_watermark_only: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +425,7 @@ class ReplicaManager:
         self._follower_broker_epochs: dict[int, int] = {}
         self._effects: list[Effect] = []
         self._changed: set[TopicPartition] = set()
+        self._hw_advanced: set[TopicPartition] = set()     # by a follower's report alone
         self.leader_quota = ReplicationQuota()
         self.follower_quota = ReplicationQuota()
         # ISR changes this broker's leaders got committed (Kafka's IsrShrinksPerSec and
@@ -434,9 +439,11 @@ class ReplicaManager:
     def take_effects(self) -> list[Effect]:
         """What the shell must carry out, in order, since the last call."""
         self._handle_offline_dirs()
-        if self._changed:
-            self._effects.append(PartitionsChanged(frozenset(self._changed)))
+        if self._changed or self._hw_advanced:
+            self._effects.append(PartitionsChanged(
+                frozenset(self._changed | self._hw_advanced), frozenset(self._hw_advanced - self._changed)))
             self._changed = set()
+            self._hw_advanced = set()
         effects, self._effects = self._effects, []
         return effects
 
@@ -995,7 +1002,8 @@ class ReplicaManager:
                 for proposal in proposals:
                     self._propose_isr(hosted, proposal, now_ms)
                 if replica.high_watermark != hw_before:
-                    self._changed.add(tp)   # consumers long-polling below the old HW can read now
+                    # Consumers long-polling below the old HW can read now.
+                    self._hw_advanced.add(tp)
         read_committed = not is_follower and isolation_level == READ_COMMITTED
         lso = self.last_stable_offset(hosted)
         if is_follower:
