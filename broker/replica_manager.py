@@ -107,6 +107,7 @@ from broker.mirror._core import MirrorLogState
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
 from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
+from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
 from clients.records import (
     BatchHeader, ControlRecordType, RecordError, build_control_batch, end_transaction_marker_value,
@@ -178,6 +179,7 @@ class SendAlterPartition:
     new_isr_with_epochs: tuple[tuple[int, int], ...]    # (broker id, broker epoch)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionsChanged:
     """Effect: data, the HW or the role moved: wake long polls on these partitions.
@@ -211,6 +213,7 @@ class LogDirFailed:
     partitions: frozenset[TopicPartition]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TxnMarkerAppended:
     """Effect: this leader appended a COMMIT (``committed``) or ABORT marker of
@@ -235,6 +238,7 @@ class EpochQuery:
     leader_epoch: int                  # the local epoch whose end the leader is asked
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchPosition:
     partition: TopicPartition
@@ -244,6 +248,7 @@ class FetchPosition:
     topic_id: uuid.UUID         # what Fetch v13+ names the topic by (KIP-516)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FollowerWork:
     """One round of a follower's requests to one leader; empty: nothing due before
@@ -262,6 +267,7 @@ class EpochAnswer:
     end_offset: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchedPartition:
     partition: TopicPartition
@@ -282,6 +288,7 @@ class AlterPartitionAnswer:
 
 # ---------------------------------------------------------------- results of queries
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
     error_code: int
@@ -295,6 +302,7 @@ class ProduceResult:
     records_appended: int = 0       # for MessagesInPerSec (0 for a duplicate or a refusal)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     error_code: int
