@@ -730,7 +730,8 @@ class KafkaApis:
                 redirected |= result.preferred_read_replica >= 0
             if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
-            woken = await self.replicas.wait_for_data(readable, deadline - loop.time()) or None
+            woken = await self.replicas.wait_for_data(readable, deadline - loop.time(),
+                                                      follower=replica_id >= 0) or None
         if replica_id < 0 and self.tiered is not None:
             results = await self._read_tiered(self.tiered, results, req.max_bytes,
                                               req.isolation_level == 1)

@@ -44,6 +44,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable, Union
 
+from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicIdPartition, TopicPartition
 
@@ -60,6 +61,7 @@ NO_SESSION = 0
 SessionPartition = Union[TopicPartition, TopicIdPartition]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionAsked:
     """One partition of a Fetch request, as the session needs it."""

@@ -4,7 +4,8 @@ Every input goes to the core and is followed by ``_carry_out(core.take_effects()
 single place effects are carried out:
 
 - ``ProduceCompletion``: resolve the acks=all produce parked under that token;
-- ``PartitionsChanged``: wake long-polling fetches on those partitions;
+- ``PartitionsChanged``: wake long-polling fetches on those partitions (a follower's
+  not for an HW-only change: it reads up to the log end);
 - ``SendAlterPartition``: one AlterPartition round trip to the active controller, its
   answer (or ``None`` when it was lost) handed back to the core;
 - ``FetchFromLeader``: start or wake the replica fetcher for that leader;
@@ -50,19 +51,24 @@ HW_CHECKPOINT_INTERVAL_MS = 5_000
 ALTER_PARTITION_TIMEOUT_S = 5.0
 
 
-def _resolve(future: asyncio.Future) -> None:
+_TIMED_OUT = object()
+
+
+def _time_up(future: asyncio.Future) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(_TIMED_OUT)
 
 
 class _FetchWaiter:
     """A parked (long-polling) fetch: resolved by the first change to one of its
-    partitions; ``woken`` collects every partition that changes until it resumes."""
-    __slots__ = ("future", "woken")
+    partitions (a follower's: not by an HW-only change); ``woken`` collects every
+    partition that changes until it resumes, so that it reads them again."""
+    __slots__ = ("future", "woken", "follower")
 
-    def __init__(self, future: asyncio.Future) -> None:
+    def __init__(self, future: asyncio.Future, follower: bool) -> None:
         self.future = future
         self.woken: set[TopicPartition] = set()
+        self.follower = follower
 
 
 class ReplicaDriver:
@@ -139,9 +145,19 @@ class ReplicaDriver:
                 waiter.set_result(effect.error_code)
         elif isinstance(effect, PartitionsChanged):
             for tp in effect.partitions:
-                for waiter in self._data_waiters.pop(tp, ()):
+                waiters = self._data_waiters.pop(tp, None)
+                if waiters is None:
+                    continue
+                hw_only = tp in effect.high_watermark_only
+                if hw_only:
+                    # A parked follower fetch stays parked (one wake-up per append on an
+                    # acks=all partition, not two), but reads the new HW when it resumes.
+                    staying = [w for w in waiters if w.follower]
+                    if staying:
+                        self._data_waiters[tp] = staying
+                for waiter in waiters:
                     waiter.woken.add(tp)
-                    if not waiter.future.done():
+                    if not waiter.future.done() and not (hw_only and waiter.follower):
                         waiter.future.set_result(None)
         elif isinstance(effect, SendAlterPartition):
             asyncio.get_running_loop().create_task(self._alter_partition(effect))
@@ -329,20 +345,23 @@ class ReplicaDriver:
         return FileRegion(fd, result.records.position, result.records.length_bytes,
                           lambda: cm.__exit__(None, None, None))
 
-    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> set[TopicPartition]:
+    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float,
+                            follower: bool = False) -> set[TopicPartition]:
         """Long poll: return when any of the partitions changes or the time is up. Returns
         the partitions that changed while it waited (empty: the time is up), so that a
-        fetch woken for one partition reads that one again, not all of its session's."""
+        fetch woken for one partition reads that one again, not all of its session's.
+        ``follower``: a follower's fetch, which a leader's HW advance alone does not end."""
         loop = asyncio.get_running_loop()
-        waiter = _FetchWaiter(loop.create_future())
+        waiter = _FetchWaiter(loop.create_future(), follower)
         tps = list(tps)
         for tp in tps:
             self._data_waiters.setdefault(tp, []).append(waiter)
         # A timer resolves the same future a change does: a woken fetch resumes in one
         # turn of the event loop (wait_for took three; issue 22).
-        timer = loop.call_later(timeout_s, _resolve, waiter.future)
+        timer = loop.call_later(timeout_s, _time_up, waiter.future)
         try:
-            await waiter.future
+            if await waiter.future is _TIMED_OUT:
+                return set()    # read everything again (a follower's HW-only changes too)
         finally:
             timer.cancel()
             for tp in tps:

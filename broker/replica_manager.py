@@ -107,6 +107,7 @@ from broker.mirror._core import MirrorLogState
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
 from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
+from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
 from clients.records import (
     BatchHeader, ControlRecordType, RecordError, build_control_batch, end_transaction_marker_value,
@@ -178,6 +179,7 @@ class SendAlterPartition:
     new_isr_with_epochs: tuple[tuple[int, int], ...]    # (broker id, broker epoch)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CheckpointWrite:
     """One log directory's high-watermark checkpoint file, encoded."""
@@ -188,8 +190,12 @@ class CheckpointWrite:
 
 @dataclass(frozen=True, slots=True)
 class PartitionsChanged:
-    """Effect: data, the HW or the role moved: wake long polls on these partitions."""
+    """Effect: data, the HW or the role moved: wake long polls on these partitions.
+    ``high_watermark_only``: those of them where only a leader's HW moved, which answers
+    no follower's fetch (a follower reads up to the log end: Kafka's DelayedFetch
+    completes a follower's on new bytes, not on the HW)."""
     partitions: frozenset[TopicPartition]
+    high_watermark_only: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +221,7 @@ class LogDirFailed:
     partitions: frozenset[TopicPartition]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TxnMarkerAppended:
     """Effect: this leader appended a COMMIT (``committed``) or ABORT marker of
@@ -239,6 +246,7 @@ class EpochQuery:
     leader_epoch: int                  # the local epoch whose end the leader is asked
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchPosition:
     partition: TopicPartition
@@ -248,6 +256,7 @@ class FetchPosition:
     topic_id: uuid.UUID         # what Fetch v13+ names the topic by (KIP-516)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FollowerWork:
     """One round of a follower's requests to one leader; empty: nothing due before
@@ -266,6 +275,7 @@ class EpochAnswer:
     end_offset: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FetchedPartition:
     partition: TopicPartition
@@ -286,6 +296,7 @@ class AlterPartitionAnswer:
 
 # ---------------------------------------------------------------- results of queries
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
     error_code: int
@@ -299,6 +310,7 @@ class ProduceResult:
     records_appended: int = 0       # for MessagesInPerSec (0 for a duplicate or a refusal)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     error_code: int
@@ -430,6 +442,7 @@ class ReplicaManager:
         self._follower_broker_epochs: dict[int, int] = {}
         self._effects: list[Effect] = []
         self._changed: set[TopicPartition] = set()
+        self._hw_advanced: set[TopicPartition] = set()     # by a follower's report alone
         self.leader_quota = ReplicationQuota()
         self.follower_quota = ReplicationQuota()
         # ISR changes this broker's leaders got committed (Kafka's IsrShrinksPerSec and
@@ -443,9 +456,11 @@ class ReplicaManager:
     def take_effects(self) -> list[Effect]:
         """What the shell must carry out, in order, since the last call."""
         self._handle_offline_dirs()
-        if self._changed:
-            self._effects.append(PartitionsChanged(frozenset(self._changed)))
+        if self._changed or self._hw_advanced:
+            self._effects.append(PartitionsChanged(
+                frozenset(self._changed | self._hw_advanced), frozenset(self._hw_advanced - self._changed)))
             self._changed = set()
+            self._hw_advanced = set()
         effects, self._effects = self._effects, []
         return effects
 
@@ -1004,7 +1019,8 @@ class ReplicaManager:
                 for proposal in proposals:
                     self._propose_isr(hosted, proposal, now_ms)
                 if replica.high_watermark != hw_before:
-                    self._changed.add(tp)   # consumers long-polling below the old HW can read now
+                    # Consumers long-polling below the old HW can read now.
+                    self._hw_advanced.add(tp)
         read_committed = not is_follower and isolation_level == READ_COMMITTED
         lso = self.last_stable_offset(hosted)
         if is_follower:

@@ -48,7 +48,7 @@ BROKER_FROM_QUORUM = {"quorum.network"}
 # when listed; a new core module goes here.
 PURE = (
     "clients/protocol", "clients/records", "clients/_core", "clients/types.py",
-    "clients/errors.py",
+    "clients/errors.py", "clients/frozen.py",
     "metadata_log",
     "quorum/controller", "quorum/progress.py", "quorum/prevote.py", "quorum/voters.py",
     "broker/log", "broker/replica", "broker/producer_state.py", "broker/replica_manager.py",

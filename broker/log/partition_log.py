@@ -90,6 +90,7 @@ from broker.log.segment import (
 )
 from broker.log.storage import FileSlice, Storage
 from broker.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
+from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
 from broker.log.segment import AppendedBatch
 from clients.records import (
@@ -148,6 +149,7 @@ class AppendOrigin(Enum):
     COORDINATOR = "coordinator"  # the broker's own writes (transaction markers)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     """Outcome of an append; on an error nothing was written."""
@@ -164,6 +166,7 @@ class AppendResult:
     record_errors: tuple[tuple[int, str], ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LogReadResult:
     error_code: ErrorCode

@@ -51,6 +51,7 @@ from broker.log.recovery import SegmentRecovery, walk_segment
 from broker.log.storage import FileSlice, Storage
 from broker.log.time_index import NO_TIMESTAMP, TimeIndex
 from broker.log.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
+from clients.frozen import fast_init
 from clients.records import BATCH_HEADER_SIZE, BatchHeader, RecordError, read_batch_header
 
 __all__ = [
@@ -104,6 +105,7 @@ class AppendedBatch(NamedTuple):
     records_count: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class BatchPosition:
     position: int

@@ -42,6 +42,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Hashable
 
+from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
 
@@ -68,6 +69,7 @@ class AlterIsr:
     new_isr: tuple[int, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ProduceCompletion:
     """Effect: a parked acks=all produce for this partition is done."""
@@ -75,6 +77,7 @@ class ProduceCompletion:
     error_code: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AppendCheck:
     error_code: int        # NONE, NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence, TypeVar
 
+from clients.frozen import fast_init
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
@@ -81,6 +82,7 @@ def judge_answers(answers: dict[TopicPartition, int]) -> MarkerAnswers:
     return out
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MarkerEntry:
     """One transaction's markers for the partitions one broker leads."""

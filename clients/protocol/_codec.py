@@ -32,6 +32,7 @@ import struct
 import uuid
 from typing import Any, Callable, TypeVar
 
+from clients.frozen import slot_init
 from clients.protocol import _schemas
 from clients.protocol.types import (
     FLOAT64, INT8, INT16, INT32, INT64, UINT16, UINT32, ZERO_UUID, CorruptFrameError,
@@ -280,30 +281,6 @@ class FieldSpec:
         return self.type[2:] if self.is_array else self.type
 
 
-def _slot_init(cls: Any, spec: list[tuple[str, Any, Any]]) -> Callable[..., None]:
-    """An ``__init__`` for a frozen message class that stores each field through its slot
-    descriptor. The frozen dataclass's own goes through ``object.__setattr__`` per field,
-    which made building and decoding messages 1.7-3x slower than an unfrozen class; this
-    one costs what the unfrozen ``__init__`` does. Same parameters and defaults."""
-    env: dict[str, Any] = {"_MISSING": dataclasses.MISSING}
-    params, body = [], []
-    for name, _, fld in spec:
-        env[f"_set_{name}"] = getattr(cls, name).__set__
-        if fld.default_factory is not dataclasses.MISSING:
-            env[f"_make_{name}"] = fld.default_factory
-            params.append(f"{name}=_MISSING")
-            body.append(f"    _set_{name}(self, _make_{name}() if {name} is _MISSING else {name})")
-        else:
-            env[f"_default_{name}"] = fld.default
-            params.append(f"{name}=_default_{name}")
-            body.append(f"    _set_{name}(self, {name})")
-    source = f"def __init__(self, {', '.join(params)}) -> None:\n" + "\n".join(body) + "\n"
-    exec(source, env)  # noqa: S102 - generated from the schema's field names only
-    init = env["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    return init
-
-
 class StructSpec:
     """A struct (or a whole message body): its class and fields, and compiled codecs."""
 
@@ -344,7 +321,8 @@ class StructSpec:
         cls: Any = dataclasses.make_dataclass(self.name, spec, slots=True, eq=True, repr=True,
                                               frozen=True)
         cls.__hash__ = None
-        cls.__init__ = _slot_init(cls, spec)
+        # Built for every message and struct decoded: fields stored through their slots.
+        cls.__init__ = slot_init(cls)
         cls.__module__ = "clients.protocol.messages"
         for child in self.children.values():
             setattr(cls, child.name, child.cls)

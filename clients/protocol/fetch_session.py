@@ -31,6 +31,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from clients.frozen import fast_init
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
 from clients.types import TopicPartition
@@ -44,6 +45,7 @@ ZERO_TOPIC_ID = uuid.UUID(int=0)        # Kafka's Uuid.ZERO_UUID: no id known
 TOPIC_ID_FETCH_VERSION = 13             # Fetch names topics by id from v13 (KIP-516)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class WantedPartition:
     fetch_offset: int
@@ -53,6 +55,7 @@ class WantedPartition:
     topic_id: uuid.UUID = ZERO_TOPIC_ID      # needed to fetch at v13+
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SessionRequest:
     session_id: int

@@ -16,6 +16,7 @@ import dataclasses
 import enum
 from typing import Any
 
+from clients.frozen import fast_init
 from clients.protocol import _headers
 from clients.protocol.types import INT32, CorruptFrameError
 
@@ -34,6 +35,7 @@ class ConnectionState(enum.Enum):
     ERROR = "ERROR"
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class RequestReceived:
     header: _headers.RequestHeader
@@ -49,6 +51,7 @@ class UnsupportedRequest:
     correlation_id: int
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class ResponseReceived:
     header: _headers.ResponseHeader

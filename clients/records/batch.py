@@ -53,6 +53,7 @@ from enum import IntEnum
 
 import crc32c
 
+from clients.frozen import fast_init
 from clients.records.compression import (
     CompressionType,
     compress,
@@ -175,6 +176,7 @@ _CONTROL_TYPES = {t.value: t for t in ControlRecordType if t is not ControlRecor
 # -- header --------------------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
     """The 61 fixed bytes of a batch, as read; no record has been looked at."""
@@ -449,6 +451,7 @@ def set_log_append_time(buf: bytearray | memoryview, log_append_time_ms: int, po
 # -- records -------------------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Record:
     """One record as a consumer sees it: absolute offset and timestamp."""

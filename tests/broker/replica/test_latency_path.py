@@ -86,6 +86,34 @@ def test_the_report_that_advances_the_hw_answers_parked_consumers_and_acks_all(t
     asyncio.run(main())
 
 
+def test_an_hw_advance_alone_leaves_a_parked_follower_fetch_parked(tmp_path) -> None:
+    """Kafka's DelayedFetch: a follower reads up to the log end, so the HW advance its
+    peer's report causes answers nothing for it (one wake-up per append, not two); it
+    reads the new HW when something else ends its wait."""
+    async def main() -> None:
+        driver = leader_driver(tmp_path)
+        driver.append(TP, batch(3), acks=-1)
+        # Follower 3 has fetched the batch and parks at offset 3; follower 2 reports
+        # offset 3 too, which advances the HW.
+        driver.read(TP, 3, 1 << 20, 5, replica_id=3, min_one_batch=True)
+        follower = asyncio.ensure_future(driver.wait_for_data([TP], HOUR_S, follower=True))
+        consumer = asyncio.ensure_future(driver.wait_for_data([TP], HOUR_S))
+        await asyncio.sleep(0)
+        driver.read(TP, 3, 1 << 20, 5, replica_id=2, min_one_batch=True)
+        assert await consumer == {TP}, "a consumer below the old HW can read now"
+        await asyncio.sleep(0)
+        assert not follower.done() and driver.fetch_purgatory_size == 1
+        assert driver.append(TP, batch(1), acks=-1).error_code == ErrorCode.NONE
+        assert await follower == {TP}
+        read = driver.read(TP, 3, 1 << 20, 5, replica_id=3, min_one_batch=True,
+                           update_fetch_state=False)
+        assert read.high_watermark == 3 and read.records is not None
+        # The time up: an empty answer (read everything again), HW-only changes or not.
+        driver.read(TP, 4, 1 << 20, 5, replica_id=2, min_one_batch=True)
+        assert await driver.wait_for_data([TP], 0.01, follower=True) == set()
+    asyncio.run(main())
+
+
 def test_a_parked_fetch_learns_which_partitions_woke_it(tmp_path) -> None:
     """So a follower fetch woken by one partition's append reads that one again, not
     all of its session's (mostly idle) partitions."""
