@@ -23,7 +23,10 @@ from offset 0 to the end twice, in the same run:
    ``--plain`` sends the same records without the header, for comparison; ``--relative``
    sends ``ketch.deliver.after`` instead, so every record is parked however far behind
    its pace the producer falls (a loaded machine), its lateness taken against the due
-   time its delivered copy carries.
+   time its delivered copy carries. ``--pending N`` instead parks N records due in an
+   hour, as fast as the broker takes them, and reports the broker's RSS before, at each
+   quarter and after, and the on-disk index's size (issue 18: "millions pending without
+   memory growing with them").
 
 4. The archive (tiered storage, KIP-405), on a cluster of its own (1 controller, 1 broker,
    the filesystem store in a temporary directory): ``--archive-records`` records of 100
@@ -35,6 +38,7 @@ from offset 0 to the end twice, in the same run:
    archived offsets (served from the store) and then the local ones, same run.
 
 Usage: python bench/beyond.py [--records 200000] [--only tags|delayed|archive]
+       python bench/beyond.py --only delayed --pending 1000000
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
@@ -233,6 +237,52 @@ def parked_records(bootstrap: str) -> int:
         c.close()
 
 
+PENDING_TOPIC = "pending"
+PENDING_AFTER_MS = 3_600_000        # an hour: nothing comes due while measured
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident set (Linux /proc), MB."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return -1.0
+
+
+def pending_memory(bootstrap: str, broker_pid: int, data_dir: str, records: int) -> dict:
+    """Park ``records`` records due in an hour (as fast as the broker takes them) and the
+    broker's RSS before, at each quarter and after; the on-disk index's size at the end.
+    Issue 18: "millions pending without memory growing with them"."""
+    import glob
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 50,
+                         "queue.buffering.max.messages": 1_000_000})
+    header = [("ketch.deliver.after", str(PENDING_AFTER_MS).encode())]
+    # The first one creates the delay store (its partitions and schedulers), not measured.
+    producer.produce(PENDING_TOPIC, value=b"warm-up", headers=header)
+    producer.flush(60)
+    time.sleep(2.0)
+    rss = [round(rss_mb(broker_pid), 1)]
+    quarter = max(1, records // 4)
+    start = time.monotonic()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(PENDING_TOPIC, value=b"%08d" % i, key=b"%08d" % i, headers=header)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if (i + 1) % quarter == 0 or i + 1 == records:
+            producer.flush(600)
+            rss.append(round(rss_mb(broker_pid), 1))
+    seconds = time.monotonic() - start
+    index_bytes = sum(os.path.getsize(f) for f in glob.glob(
+        os.path.join(data_dir, "**", "ketch-delayed-index", "*.sqlite"), recursive=True))
+    return {"records": records, "park_rate": round(records / seconds), "rss_mb": rss,
+            "rss_growth_bytes_per_record": round((rss[-1] - rss[0]) * 2**20 / records, 1),
+            "index_mb": round(index_bytes / 2**20, 1)}
+
+
 ARCHIVE_TOPIC = "archive"
 SEGMENT_BYTES = 1 << 20
 
@@ -381,6 +431,10 @@ def main() -> int:
                     help="ketch.deliver.after instead of .at: every record parked however far "
                          "behind the producer is (for CPU comparisons on a loaded machine); "
                          "lateness against the due time the delivered copy carries")
+    ap.add_argument("--pending", type=int, metavar="N",
+                    help="delayed section: instead, park N records due in an hour and report the "
+                         "broker's RSS before, at each quarter and after (issue 18: millions "
+                         "pending without memory growing with them)")
     ap.add_argument("--profile", help="py-spy the broker during the delayed section into this file")
     args = ap.parse_args()
     result: dict = {"bench": "beyond", "cpus": os.cpu_count(), "records": args.records}
@@ -406,6 +460,17 @@ def main() -> int:
                 with Admin({"bootstrap.servers": bootstrap}) as admin:
                     admin.create_topics([NewTopic(DELAYED_TOPIC, 3, 1)])
                 broker = cluster.processes[cluster.spec.brokers[0].id]
+                if args.pending:
+                    with Admin({"bootstrap.servers": bootstrap}) as admin:
+                        admin.create_topics([NewTopic(PENDING_TOPIC, 3, 1)])
+                    p = result["pending"] = pending_memory(bootstrap, broker.pid,
+                                                           cluster.spec.brokers[0].data_dir, args.pending)
+                    print(f"pending: {p['records']:,} records parked (due in an hour) at "
+                          f"{p['park_rate']:,}/s; broker RSS MB before, at each quarter, after: "
+                          f"{p['rss_mb']} ({p['rss_growth_bytes_per_record']} bytes a record); "
+                          f"the on-disk index {p['index_mb']} MB")
+                    print(json.dumps(result))
+                    return 0
                 result["delayed"] = delayed_lateness(bootstrap, args.delayed_rate, args.delayed_seconds,
                                                      args.delay_ms, broker.pid, args.profile, args.plain,
                                                      args.relative)
