@@ -14,11 +14,19 @@ from offset 0 to the end twice, in the same run:
    for ``--delayed-seconds`` (default 10), each with ``ketch.deliver.at`` = its send time
    + ``--delay-ms`` (default 2,000), to a 3-partition topic; a confluent-kafka consumer
    (read_committed) notes when each arrives. Lateness = arrival - due time: p50/p99/max,
-   and whether each arrived exactly once and none early. Also the broker process's CPU
-   seconds per 10,000 delayed records (parking and delivering them: a figure that the
-   load of a shared machine distorts less than rates); ``--profile FILE`` records the
+   and whether each arrived exactly once and none early (after one warm-up record, which
+   creates the delay store); how many were parked (the others were due on arrival: a
+   producer behind its pace). Also the broker process's CPU seconds per 10,000 delayed
+   records (parking and delivering them: a figure that the load of a shared machine
+   distorts less than rates); ``--profile FILE`` records the
    broker with py-spy meanwhile (``--gil --format raw``: folded stacks of Python CPU);
-   ``--plain`` sends the same records without the header, for comparison.
+   ``--plain`` sends the same records without the header, for comparison; ``--relative``
+   sends ``ketch.deliver.after`` instead, so every record is parked however far behind
+   its pace the producer falls (a loaded machine), its lateness taken against the due
+   time its delivered copy carries. ``--pending N`` instead parks N records due in an
+   hour, as fast as the broker takes them, and reports the broker's RSS before, at each
+   quarter and after, and the on-disk index's size (issue 18: "millions pending without
+   memory growing with them").
 
 4. The archive (tiered storage, KIP-405), on a cluster of its own (1 controller, 1 broker,
    the filesystem store in a temporary directory): ``--archive-records`` records of 100
@@ -35,6 +43,7 @@ from offset 0 to the end twice, in the same run:
    (default 2): records/s, and the broker's CPU seconds per run.
 
 Usage: python bench/beyond.py [--records 200000] [--only tags|delayed|archive]
+       python bench/beyond.py --only delayed --pending 1000000
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
@@ -125,13 +134,14 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
 
 
 def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, broker_pid: int,
-                     profile: str | None, plain: bool = False) -> dict:
+                     profile: str | None, plain: bool = False, relative: bool = False) -> dict:
     """Produce ``rate`` delayed records/s for ``seconds``; the lateness of their arrival."""
     import subprocess
     import threading
     from confluent_kafka import Consumer, Producer
     from confluent_kafka import TopicPartition as CTP
     arrived: dict[bytes, list[int]] = {}
+    due_at: dict[bytes, int] = {}       # relative: the due time each delivered copy carries
     stop = threading.Event()
 
     def consume() -> None:
@@ -142,16 +152,28 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, b
             for m in c.consume(1000, 0.05):
                 if m.error() is None:
                     arrived.setdefault(m.value(), []).append(int(time.time() * 1000))
+                    if relative:
+                        due_at.setdefault(m.value(), int(dict(m.headers() or ()).get("ketch.deliver.at", b"-1")))
         c.close()
 
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "queue.buffering.max.messages": 1_000_000})
+    # Warm-up, not measured: the first delayed record creates the delay store's topic
+    # (a metadata round trip and its partitions' start), and the reader gets assigned.
+    warm_up = b"warm-up"
+    producer.produce(DELAYED_TOPIC, value=warm_up, key=warm_up,
+                     headers=None if plain else [("ketch.deliver.after", b"100")])
+    producer.flush(60)
+    deadline = time.monotonic() + 60
+    while warm_up not in arrived and time.monotonic() < deadline:
+        time.sleep(0.05)
+    arrived.pop(warm_up, None)
     due: dict[bytes, int] = {}
     total = int(rate * seconds)
     spy = None if profile is None else subprocess.Popen(
-        ["py-spy", "record", "--pid", str(broker_pid), "--rate", "50", "--format", "raw", "--gil",
+        ["py-spy", "record", "--pid", str(broker_pid), "--rate", "100", "--format", "raw", "--gil",
          "--output", profile, "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cpu_before = cpu_seconds(broker_pid)
     start = time.monotonic()
@@ -164,8 +186,9 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, b
         when = int(time.time() * 1000) + delay_ms
         value = b"%08d" % i
         due[value] = when
-        producer.produce(DELAYED_TOPIC, value=value, key=value,
-                         headers=None if plain else [("ketch.deliver.at", str(when).encode())])
+        producer.produce(DELAYED_TOPIC, value=value, key=value, headers=None if plain else [
+            ("ketch.deliver.after", str(delay_ms).encode()) if relative
+            else ("ketch.deliver.at", str(when).encode())])
     producer.flush(120)
     produce_s = time.monotonic() - start
     deadline = time.monotonic() + delay_ms / 1000 + 120
@@ -178,16 +201,91 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, b
         spy.wait(30)
     stop.set()
     reader.join(10)
+    parked = parked_records(bootstrap)
+    if relative:
+        due.update(due_at)
     late = sorted(ts[0] - due[v] for v, ts in arrived.items())
 
     def pct(q: int) -> int:
         return late[min(len(late) - 1, len(late) * q // 100)] if late else -1
     return {"rate_asked": rate, "produced": total, "produce_rate": round(total / produce_s),
-            "delivered": len(arrived), "duplicates": sum(len(ts) - 1 for ts in arrived.values()),
+            "parked": parked, "delivered": len(arrived), "duplicates": sum(len(ts) - 1 for ts in arrived.values()),
             "early": sum(1 for v, ts in arrived.items() if ts[0] < due[v]),
             "lateness_ms_p50": pct(50), "lateness_ms_p99": pct(99), "lateness_ms_max": late[-1] if late else -1,
             "broker_cpu_s_per_10k": round((user + system) * 10_000 / max(1, len(arrived)), 2),
             "broker_system_cpu_s_per_10k": round(system * 10_000 / max(1, len(arrived)), 2)}
+
+
+def parked_records(bootstrap: str) -> int:
+    """How many records went through the delay store (its records with a value): those
+    due by the time they reached the broker (a producer behind its pace) were appended at
+    once, and cost what a plain record does."""
+    from confluent_kafka import Consumer, TopicPartition as CTP
+    from broker.delayed.store import DELAY_STORE_TOPIC
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-store", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    try:
+        partitions = c.list_topics(DELAY_STORE_TOPIC, 10).topics[DELAY_STORE_TOPIC].partitions
+        if not partitions:
+            return 0
+        c.assign([CTP(DELAY_STORE_TOPIC, p, 0) for p in partitions])
+        count, eof = 0, set()
+        deadline = time.monotonic() + 60
+        while len(eof) < len(partitions) and time.monotonic() < deadline:
+            for m in c.consume(10_000, 0.5):
+                if m.error():
+                    eof.add(m.partition())
+                elif m.value() is not None:
+                    count += 1
+        return count
+    finally:
+        c.close()
+
+
+PENDING_TOPIC = "pending"
+PENDING_AFTER_MS = 3_600_000        # an hour: nothing comes due while measured
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident set (Linux /proc), MB."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return -1.0
+
+
+def pending_memory(bootstrap: str, broker_pid: int, data_dir: str, records: int) -> dict:
+    """Park ``records`` records due in an hour (as fast as the broker takes them) and the
+    broker's RSS before, at each quarter and after; the on-disk index's size at the end.
+    Issue 18: "millions pending without memory growing with them"."""
+    import glob
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 50,
+                         "queue.buffering.max.messages": 1_000_000})
+    header = [("ketch.deliver.after", str(PENDING_AFTER_MS).encode())]
+    # The first one creates the delay store (its partitions and schedulers), not measured.
+    producer.produce(PENDING_TOPIC, value=b"warm-up", headers=header)
+    producer.flush(60)
+    time.sleep(2.0)
+    rss = [round(rss_mb(broker_pid), 1)]
+    quarter = max(1, records // 4)
+    start = time.monotonic()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(PENDING_TOPIC, value=b"%08d" % i, key=b"%08d" % i, headers=header)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if (i + 1) % quarter == 0 or i + 1 == records:
+            producer.flush(600)
+            rss.append(round(rss_mb(broker_pid), 1))
+    seconds = time.monotonic() - start
+    index_bytes = sum(os.path.getsize(f) for f in glob.glob(
+        os.path.join(data_dir, "**", "ketch-delayed-index", "*.sqlite"), recursive=True))
+    return {"records": records, "park_rate": round(records / seconds), "rss_mb": rss,
+            "rss_growth_bytes_per_record": round((rss[-1] - rss[0]) * 2**20 / records, 1),
+            "index_mb": round(index_bytes / 2**20, 1)}
 
 
 ARCHIVE_TOPIC = "archive"
@@ -365,6 +463,14 @@ def main() -> int:
     ap.add_argument("--delay-ms", type=int, default=2000)
     ap.add_argument("--plain", action="store_true",
                     help="the delayed section's records without the header (a baseline)")
+    ap.add_argument("--relative", action="store_true",
+                    help="ketch.deliver.after instead of .at: every record parked however far "
+                         "behind the producer is (for CPU comparisons on a loaded machine); "
+                         "lateness against the due time the delivered copy carries")
+    ap.add_argument("--pending", type=int, metavar="N",
+                    help="delayed section: instead, park N records due in an hour and report the "
+                         "broker's RSS before, at each quarter and after (issue 18: millions "
+                         "pending without memory growing with them)")
     ap.add_argument("--profile", help="py-spy the broker during the delayed section into this file")
     args = ap.parse_args()
     result: dict = {"bench": "beyond", "cpus": os.cpu_count(), "records": args.records}
@@ -394,8 +500,20 @@ def main() -> int:
                 with Admin({"bootstrap.servers": bootstrap}) as admin:
                     admin.create_topics([NewTopic(DELAYED_TOPIC, 3, 1)])
                 broker = cluster.processes[cluster.spec.brokers[0].id]
+                if args.pending:
+                    with Admin({"bootstrap.servers": bootstrap}) as admin:
+                        admin.create_topics([NewTopic(PENDING_TOPIC, 3, 1)])
+                    p = result["pending"] = pending_memory(bootstrap, broker.pid,
+                                                           cluster.spec.brokers[0].data_dir, args.pending)
+                    print(f"pending: {p['records']:,} records parked (due in an hour) at "
+                          f"{p['park_rate']:,}/s; broker RSS MB before, at each quarter, after: "
+                          f"{p['rss_mb']} ({p['rss_growth_bytes_per_record']} bytes a record); "
+                          f"the on-disk index {p['index_mb']} MB")
+                    print(json.dumps(result))
+                    return 0
                 result["delayed"] = delayed_lateness(bootstrap, args.delayed_rate, args.delayed_seconds,
-                                                     args.delay_ms, broker.pid, args.profile, args.plain)
+                                                     args.delay_ms, broker.pid, args.profile, args.plain,
+                                                     args.relative)
             if args.only in (None, "tags"):
                 with Admin({"bootstrap.servers": bootstrap}) as admin:
                     admin.create_topics([NewTopic(TOPIC, 1, 1)])
@@ -412,7 +530,8 @@ def main() -> int:
         d = result["delayed"]
         print(f"delayed delivery, {d['produced']:,} records asked at {d['rate_asked']:,}/s "
               f"(produced at {d['produce_rate']:,}/s), due {args.delay_ms} ms after sending:")
-        print(f"  delivered {d['delivered']:,}, duplicates {d['duplicates']}, early {d['early']}; "
+        print(f"  parked {d['parked']:,} (the others were due when they arrived); "
+              f"delivered {d['delivered']:,}, duplicates {d['duplicates']}, early {d['early']}; "
               f"lateness p50 {d['lateness_ms_p50']} ms, p99 {d['lateness_ms_p99']} ms, "
               f"max {d['lateness_ms_max']} ms; broker CPU {d['broker_cpu_s_per_10k']} s per 10k records "
               f"({d['broker_system_cpu_s_per_10k']} s of it in the kernel)")

@@ -8,8 +8,11 @@ or a duplicate (an idempotent producer's retry, whatever became of its first cop
 reserved empty batch or gaps carry its sequence numbers) is answered at once and parks
 nothing, so a retry arriving after the first copy was delivered is not delivered again.
 Otherwise ``park`` writes the parked records of all of the request's partitions at once
-(one round trip) to ``__ketch_delayed_delivery`` with an idempotent acks=all producer of
-this broker (through its own listener) and awaits them; only then are the re-encoded
+to ``__ketch_delayed_delivery`` with acks=all and awaits them: to a store partition this
+broker leads, appended directly (as the group coordinator appends to
+``__consumer_offsets``; with this broker alone in its ISR nothing is awaited at all, and the
+Produce's connection, which serves one request at a time, is not held up); to the others
+with an idempotent producer of this broker (one round trip). Only then are the re-encoded
 batches appended to their targets. So an acknowledged delayed record is replicated in the
 store. The order matters on a failure: had the target been appended first, a crash
 before parking would let the producer's retry be acknowledged as a duplicate of a batch
@@ -44,7 +47,7 @@ from broker.delayed.divert import Diversion, DivertError, divert
 from broker.delayed.index import SqliteDueIndex
 from broker.delayed.scheduler import DeliveryScheduler
 from broker.delayed.store import (
-    DELAY_STORE_TOPIC, TRANSACTIONAL_ID_PREFIX, ParkedRecord, encode_parked,
+    DELAY_STORE_TOPIC, TRANSACTIONAL_ID_PREFIX, ParkedRecord, encode_parked, store_batches,
     store_partition_for, transactional_id_for,
 )
 from broker.replica_driver import ReplicaDriver
@@ -53,9 +56,9 @@ from clients._core.fetcher import records_from_batches
 from clients.aio.producer import Producer
 from clients.errors import KafkaApiError
 from clients.protocol import messages
-from clients.protocol.errors import ErrorCode, raise_for_code
+from clients.protocol.errors import ERROR_INFO, ErrorCode, raise_for_code
 from clients.types import TopicPartition
-from metadata_log.image import MetadataImage
+from metadata_log.image import MetadataImage, TopicImage
 from metadata_log.node_config import read_node_properties
 
 __all__ = ["DelayedDeliveryConfig", "DelayedDeliveryDriver"]
@@ -64,7 +67,18 @@ log = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = 1.0
 READ_MAX_BYTES = 1 << 20         # one read of the local store partition
+STORE_BATCH_BYTES = 256 << 10    # a batch parked locally: well under max.message.bytes
 INDEX_DIR = "ketch-delayed-index"      # in the first log dir; not a partition dir name
+
+
+def _parking_failed(count: int, code: int, message: str | None) -> tuple[int, str]:
+    """The Produce's answer when parking failed: a retriable code as it is (the producer
+    retries), any other as KAFKA_STORAGE_ERROR."""
+    log.warning("parking %d delayed record(s) failed: %s %s", count, ErrorCode(code).name,
+                message or "")
+    info = ERROR_INFO.get(ErrorCode(code))
+    return (code if info is not None and info.retriable else ErrorCode.KAFKA_STORAGE_ERROR,
+            f"delayed delivery: parking failed: {message or ErrorCode(code).name}")
 
 
 class DelayedDeliveryConfig:
@@ -127,36 +141,66 @@ class DelayedDeliveryDriver:
 
     async def _park(self, parked: tuple[ParkedRecord, ...]) -> tuple[int, str | None] | None:
         try:
-            partitions = await self._store_partitions()
-            if partitions is None:
+            topic = await self._store_topic()
+            if topic is None:
                 return ErrorCode.NOT_ENOUGH_REPLICAS, f"{DELAY_STORE_TOPIC} is not available yet"
-            producer = await self._producer_for_parking()
-            futures = [await producer.send(DELAY_STORE_TOPIC, encode_parked(r), r.store_key,
-                                           partition=store_partition_for(r.target, partitions))
-                       for r in parked]
+            local: dict[int, list[ParkedRecord]] = {}
+            remote: list[tuple[int, ParkedRecord]] = []
+            for r in parked:
+                p = store_partition_for(r.target, len(topic.partitions))
+                if topic.partitions[p].leader == self.node_id:
+                    local.setdefault(p, []).append(r)
+                else:
+                    remote.append((p, r))
+            futures = []
+            if remote:
+                producer = await self._producer_for_parking()
+                futures = [await producer.send(DELAY_STORE_TOPIC, encode_parked(r), r.store_key,
+                                               partition=p) for p, r in remote]
+            # A store partition led here is appended to directly, as the group coordinator
+            # appends to __consumer_offsets: no round trip through this broker's own
+            # listener, which the Produce's connection would wait for (it serves one
+            # request at a time).
+            waits = []
+            for p, records in local.items():
+                tp = TopicPartition(DELAY_STORE_TOPIC, p)
+                result = self.replicas.append(
+                    tp, bytearray(store_batches(records, self.now_ms(), STORE_BATCH_BYTES)), -1)
+                if result.error_code != ErrorCode.NONE:
+                    return _parking_failed(len(parked), result.error_code, result.error_message)
+                if result.required_offset is not None:
+                    waits.append((tp, result.required_offset))
 
-            async def acknowledged() -> None:
-                for f in futures:       # one by one: gather would make a task of each
-                    await f
-            await asyncio.wait_for(acknowledged(), self.config.park_timeout_ms / 1000)
+            # Awaited without a task (wait_for would make one): with the store's HW
+            # already past them (an ISR of this broker alone) nothing here suspends, and
+            # the Produce goes on to its appends in the same step. The core times these
+            # waits out itself.
+            codes = (await self.replicas.await_replications(waits, self.config.park_timeout_ms)
+                     if waits else [])
+            for code in codes:
+                if code != ErrorCode.NONE:
+                    return _parking_failed(len(parked), code, None)
+            if futures:
+                async def acknowledged() -> None:
+                    for f in futures:       # one by one: gather would make a task of each
+                        await f
+                await asyncio.wait_for(acknowledged(), self.config.park_timeout_ms / 1000)
             return None
         except KafkaApiError as e:
-            log.warning("parking %d delayed record(s) failed: %s", len(parked), e)
-            code = e.error_code if e.retriable else ErrorCode.KAFKA_STORAGE_ERROR
-            return code, f"delayed delivery: parking failed: {e}"
+            return _parking_failed(len(parked), e.error_code, str(e))
         except (asyncio.TimeoutError, OSError) as e:
             log.warning("parking %d delayed record(s) failed: %r", len(parked), e)
             return ErrorCode.REQUEST_TIMED_OUT, f"delayed delivery: parking failed: {e!r}"
 
-    async def _store_partitions(self) -> int | None:
-        """The store's partition count, creating the topic on first use."""
+    async def _store_topic(self) -> TopicImage | None:
+        """The store topic's image, creating the topic on first use."""
         topic = self.image().topics.get(DELAY_STORE_TOPIC)
         if topic is None:
             if self._creating is None or self._creating.done():
                 self._creating = asyncio.get_running_loop().create_task(self._create_store())
             await asyncio.shield(self._creating)
             topic = self.image().topics.get(DELAY_STORE_TOPIC)
-        return None if topic is None else len(topic.partitions)
+        return topic
 
     async def _create_store(self) -> None:
         rf = max(1, min(self.config.topic_replication_factor, self.topic_creation.live_brokers()))

@@ -17,6 +17,9 @@ from broker.delayed.scheduler import Entry
 
 __all__ = ["SqliteDueIndex"]
 
+_PUT = "INSERT OR REPLACE INTO parked VALUES (?, ?, ?)"
+_REMOVE = "DELETE FROM parked WHERE k = ?"
+
 
 class SqliteDueIndex:
     def __init__(self, path: str) -> None:
@@ -27,35 +30,52 @@ class SqliteDueIndex:
                 os.remove(path + suffix)
             except FileNotFoundError:
                 pass
-        # Changes are grouped into one transaction per commit(): a row at a time, sqlite
-        # costs 6x more (0.3 ms against 0.05 ms an insert here).
+        # Changes are grouped into one transaction per commit(): a transaction per row
+        # costs sqlite 6x more (0.3 ms against 0.05 ms an insert here).
         self._db = sqlite3.connect(path, isolation_level="DEFERRED")
         self._db.execute("PRAGMA journal_mode=OFF")   # derived state: a crash means a rebuild
         self._db.execute("PRAGMA synchronous=OFF")
         self._db.execute("CREATE TABLE parked (k BLOB PRIMARY KEY, due INTEGER NOT NULL, v BLOB NOT NULL)")
         self._db.execute("CREATE INDEX by_due ON parked (due, k)")
         self._count = 0
+        # Changes wait here until the next commit or query, then go in as runs of
+        # executemany (in order: a put and a removal of one key may follow each other).
+        self._changes: list[tuple[bool, tuple]] = []
 
     def put(self, key: bytes, due_ms: int, value: bytes) -> None:
-        self._db.execute("INSERT OR REPLACE INTO parked VALUES (?, ?, ?)", (key, due_ms, value))
-        self._count = -1        # recounted lazily: REPLACE may or may not add a row
+        self._changes.append((True, (key, due_ms, value)))
 
     def remove(self, key: bytes) -> None:
-        self._db.execute("DELETE FROM parked WHERE k = ?", (key,))
-        self._count = -1
+        self._changes.append((False, (key,)))
 
     def commit(self) -> None:
+        self._write()
         self._db.commit()
 
+    def _write(self) -> None:
+        if not self._changes:
+            return
+        changes, self._changes = self._changes, []
+        self._count = -1        # recounted lazily: REPLACE may or may not add a row
+        start = 0
+        for i in range(1, len(changes) + 1):
+            if i == len(changes) or changes[i][0] != changes[start][0]:
+                self._db.executemany(_PUT if changes[start][0] else _REMOVE,
+                                     [row for _, row in changes[start:i]])
+                start = i
+
     def due_by(self, by_ms: int, limit: int) -> list[Entry]:
+        self._write()
         return [(bytes(k), int(d), bytes(v)) for k, d, v in self._db.execute(
             "SELECT k, due, v FROM parked WHERE due <= ? ORDER BY due, k LIMIT ?", (by_ms, limit))]
 
     def next_due(self) -> int | None:
+        self._write()
         row = self._db.execute("SELECT MIN(due) FROM parked").fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     def __len__(self) -> int:
+        self._write()
         if self._count < 0:
             self._count = int(self._db.execute("SELECT COUNT(*) FROM parked").fetchone()[0])
         return self._count

@@ -34,16 +34,25 @@ class DeliveryScheduler:
         self.batch_max = batch_max
         self.is_caught_up = False
         self._in_flight: tuple[bytes, ...] | None = None
+        # Keys delivered (out of the index) whose tombstones have not been replayed yet:
+        # those tombstones have nothing to remove, and the index is spared the lookups.
+        self._delivered: set[bytes] = set()
 
     def replay(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, StoreFormatError]]:
         """Records of the store partition (key, value), in log order: a parked record goes
         into the index, a tombstone takes its key out. Returns the (position, error) of
         values this version cannot read (the shell logs them; they are not delivered)."""
         bad: list[tuple[int, StoreFormatError]] = []
+        delivered = self._delivered
         for i, (key, value) in enumerate(records):
             if value is None:
-                self.index.remove(key)
+                if key in delivered:
+                    delivered.discard(key)
+                else:
+                    self.index.remove(key)
                 continue
+            # Parked again (a retry) since it was delivered: its next tombstone removes it.
+            delivered.discard(key)
             try:
                 due = due_ms_of(value)
             except StoreFormatError as e:
@@ -72,6 +81,7 @@ class DeliveryScheduler:
         assert self._in_flight is not None
         for key in self._in_flight:
             self.index.remove(key)
+        self._delivered.update(self._in_flight)
         self.index.commit()
         self._in_flight = None
 

@@ -102,6 +102,7 @@ from clients.records import (
     assign_base_offset,
     build_batch,
     decode_batch,
+    keyless_records,
     set_log_append_time,
     set_partition_leader_epoch,
     validate_batches,
@@ -614,13 +615,12 @@ class PartitionLog:
         for header in headers:
             if not header.is_control:
                 try:
-                    batch = decode_batch(buf, pos, check_crc=False)
+                    keyless = keyless_records(buf, pos)
                 except RecordError as e:
                     return self._error(e.error_code, str(e))
                 refused += [(index + i, "Compacted topic cannot accept message without key in "
-                             f"topic partition {where}.")
-                            for i, r in enumerate(batch.records) if r.key is None]
-                index += len(batch.records)
+                             f"topic partition {where}.") for i in keyless]
+                index += header.records_count
             pos += header.size_in_bytes
         if not refused:
             return None

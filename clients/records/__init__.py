@@ -41,6 +41,7 @@ from clients.records.batch import (
     decode_end_transaction_marker,
     end_transaction_marker_value,
     iter_batches,
+    keyless_records,
     read_batch_header,
     read_transaction_marker,
     set_log_append_time,
@@ -82,6 +83,7 @@ __all__ = [
     "RecordBatch",
     "decode_batch",
     "decode_batches",
+    "keyless_records",
     "RecordBatchBuilder",
     "build_batch",
     # control records

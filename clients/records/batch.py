@@ -693,14 +693,23 @@ def _decode_headers(
         raise CorruptRecordError(f"{count} headers cannot fit in {record_end - pos} bytes")
     headers = []
     for _ in range(count):
-        key_length, pos = read_varint(data, pos)
+        # the one-byte varints inline, as in _decode_records
+        b = data[pos]
+        if b < 0x80:
+            key_length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            key_length, pos = read_varint(data, pos)
         if key_length < 0 or pos + key_length > record_end:
             raise CorruptRecordError(f"header key length {key_length}")
         # Java's reader decodes header keys leniently (malformed UTF-8 becomes U+FFFD); so
         # do we, so that one odd producer cannot make a partition unreadable.
         key = data[pos : pos + key_length].decode("utf-8", "replace")
         pos += key_length
-        value_length, pos = read_varint(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            value_length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            value_length, pos = read_varint(data, pos)
         if value_length == -1:
             value = None
         elif value_length < 0 or pos + value_length > record_end:
@@ -750,6 +759,64 @@ def decode_batch(
     if header.attributes & _CONTROL_BIT and len(records) != 1:
         raise InvalidRecordError(f"control batch holds {len(records)} records; Kafka's hold 1")
     return RecordBatch(header=header, records=records)
+
+
+def keyless_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT,
+) -> list[int]:
+    """The indexes of the records without a key in the batch at `pos` (what a compacted
+    topic refuses), read from each record's lengths alone: no field is copied and no
+    Record built. A records region that does not add up raises CorruptRecordError, as
+    `decode_batch` would."""
+    view = memoryview(buf)
+    header = read_batch_header(view, pos)
+    batch_end = pos + header.size_in_bytes
+    if batch_end > len(view):
+        raise CorruptRecordError(f"truncated record batch at {pos}")
+    region = view[pos + BATCH_HEADER_SIZE : batch_end]
+    compression = compression_type_for(header.attributes & _COMPRESSION_MASK)
+    data = bytes(region) if compression == CompressionType.NONE else decompress(
+        compression, region, decompressed_bytes_max=decompressed_bytes_max)
+    count = header.records_count
+    if count < 0:
+        raise CorruptRecordError(f"negative records count {count}")
+    end = len(data)
+    p = 0
+    keyless: list[int] = []
+    try:
+        for i in range(count):
+            b = data[p]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                length, p = read_varint(data, p)
+            record_end = p + length
+            if length < 6 or record_end > end:
+                raise CorruptRecordError(f"record length {length} at {p} in a {end}-byte region")
+            p += 1  # attributes
+            while data[p] & 0x80:  # timestamp delta (varlong): skipped
+                p += 1
+            p += 1
+            while data[p] & 0x80:  # offset delta (varint): skipped
+                p += 1
+            p += 1
+            b = data[p]
+            key_length = (b >> 1) ^ -(b & 1) if b < 0x80 else read_varint(data, p)[0]
+            if key_length == -1:
+                keyless.append(i)
+            elif key_length < 0 or p + key_length > record_end:
+                raise CorruptRecordError(f"record key length {key_length}")
+            p = record_end
+    except IndexError:
+        raise CorruptRecordError(
+            f"records region of {end} bytes ends inside record {len(keyless)} of {count}"
+        ) from None
+    if p != end:
+        raise CorruptRecordError(f"{end - p} bytes left in the records region after {count} records")
+    return keyless
 
 
 def decode_batches(

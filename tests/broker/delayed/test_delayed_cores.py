@@ -10,7 +10,8 @@ from broker.delayed.divert import DELIVER_AFTER, DELIVER_AT, DivertError, delive
 from broker.delayed.index import SqliteDueIndex
 from broker.delayed.scheduler import IDLE_POLL_MS, DeliveryScheduler, MemoryDueIndex
 from broker.delayed.store import (
-    ParkedRecord, StoreFormatError, decode_parked, due_ms_of, encode_parked, store_partition_for,
+    ParkedRecord, StoreFormatError, decode_parked, due_ms_of, encode_parked, store_batches,
+    store_partition_for,
 )
 from broker.log import LogConfig
 from clients.records import Record, RecordBatchBuilder, decode_batch, iter_batches
@@ -161,7 +162,8 @@ def test_store_codec_round_trips_and_refuses_garbage() -> None:
     assert due_ms_of(encode_parked(r)) == NOW + 5
     r2 = ParkedRecord(b"k2", TopicPartition("é", 0), 0, -1, b"", None)
     assert decode_parked(b"k2", encode_parked(r2)) == r2
-    for bad in (b"", b"\x01" + encode_parked(r)[1:], encode_parked(r)[:-1]):
+    for bad in (b"", b"\x01" + encode_parked(r)[1:], encode_parked(r)[:-1], encode_parked(r)[:-2],
+                encode_parked(r)[:-5], encode_parked(r2)[:-1], encode_parked(r2)[:-4]):
         with pytest.raises(StoreFormatError):
             decode_parked(b"k", bad)
     for bad in (b"", b"\x01" + encode_parked(r)[1:], encode_parked(r)[:12]):
@@ -236,6 +238,34 @@ def test_scheduler_batches_at_most_batch_max(index) -> None:
     assert [r.value for r in s.due(NOW + 2)] == [b"k2"]
     s.delivered()
     assert s.pending == 2 and s.poll(NOW + 2) == 1
+
+
+def test_a_key_parked_again_after_its_delivery_is_delivered_again(index) -> None:
+    """Delivered keys are not looked up again when their own tombstones come back; a key
+    parked again in between (a retry's) is still taken out by the tombstone after it,
+    and one parked after the tombstone stays, exactly as the log says."""
+    s = DeliveryScheduler(index)
+    s.replay([(b"a", parked("a", NOW)), (b"b", parked("b", NOW))])
+    s.caught_up()
+    assert len(s.due(NOW)) == 2
+    s.delivered()
+    s.replay([(b"a", parked("a", NOW)),          # parked again before the tombstone
+              (b"a", None), (b"b", None),        # the delivery's tombstones
+              (b"b", parked("b", NOW + 1))])     # parked again after it
+    assert [(r.store_key, r.due_ms) for r in s.due(NOW + 1)] == [(b"b", NOW + 1)]
+    s.delivered()
+    s.replay([(b"b", None)])
+    assert s.pending == 0
+
+
+def test_store_batches_hold_the_parked_records_as_a_producer_would_send_them() -> None:
+    rs = [ParkedRecord(f"k{i}".encode(), TP, NOW + i, NOW, None, b"v" * 100) for i in range(30)]
+    raw = store_batches(rs, NOW, batch_bytes=1000)
+    batches = [decode_batch(raw, pos) for pos, _ in iter_batches(raw)]
+    assert len(batches) > 1 and all(b.header.size_in_bytes < 1000 + 200 for b in batches)
+    got = [r for b in batches for r in b.records]
+    assert [(r.key, decode_parked(r.key, r.value)) for r in got] == [(r.store_key, r) for r in rs]
+    assert {r.timestamp for r in got} == {NOW}
 
 
 def test_scheduler_refuses_an_unreadable_store_value(index) -> None:

@@ -38,6 +38,7 @@ from clients.records import (
     decode_end_transaction_marker,
     end_transaction_marker_value,
     iter_batches,
+    keyless_records,
     read_batch_header,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -372,6 +373,24 @@ def test_every_truncation_raises_the_typed_error():
             for call in (validate_batches, decode_batch, decode_batches):
                 with pytest.raises(CorruptRecordError):
                     call(batch[:cut] if cut else batch[:0] + b"\x00")
+
+
+@given(records=record_lists(), codec=codecs)
+def test_keyless_records_reads_what_decoding_reads(records, codec):
+    batch = build_batch(records, compression=codec)
+    assert keyless_records(batch) == [i for i, r in enumerate(decode_batch(batch).records) if r.key is None]
+
+
+def test_keyless_records_refuses_a_region_that_does_not_add_up():
+    for codec in CompressionType:
+        for cut in range(BATCH_HEADER_SIZE, len(build_batch(SAMPLE, compression=codec))):
+            with pytest.raises(CorruptRecordError):
+                keyless_records(build_batch(SAMPLE, compression=codec)[:cut])
+        batch = bytearray(build_batch(SAMPLE, compression=codec))
+        for count in (2, 4, -1):
+            batch[57:61] = struct.pack(">i", count)
+            with pytest.raises(CorruptRecordError):
+                keyless_records(batch)
 
 
 def test_short_batch_length_is_corrupt():
