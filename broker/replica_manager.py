@@ -414,6 +414,9 @@ class ReplicaManager:
         self.image = MetadataImage()
         # Every config this broker applies or describes resolves through these layers.
         self.config_layers = ConfigLayers(self.image.configs, broker_id, self.static_properties)
+        # Per topic, the LogConfig its config layers give: one shared object for all the
+        # topic's partitions (parsed once, not per partition). Valid for config_layers.
+        self._log_configs: dict[str, LogConfig] = {}
         self._hw_checkpoint = self._read_hw_checkpoint()
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
         self._leader_backoff_until: dict[int, int] = {}
@@ -450,7 +453,10 @@ class ReplicaManager:
         return self.config_layers.topic_config(topic)
 
     def log_config_for(self, topic: str) -> LogConfig:
-        return LogConfig.from_properties(self.topic_config(topic))
+        config = self._log_configs.get(topic)
+        if config is None:
+            config = self._log_configs[topic] = LogConfig.from_properties(self.topic_config(topic))
+        return config
 
     def min_insync_replicas(self, topic: str) -> int:
         try:
@@ -533,6 +539,7 @@ class ReplicaManager:
         since the image last applied, in metadata order; None: anything may have changed."""
         if image.configs is not self.image.configs:
             self.config_layers = ConfigLayers(image.configs, self.broker_id, self.static_properties)
+            self._log_configs = {}
             self.apply_broker_configs()
         if elr_enabled(image) != elr_enabled(self.image):
             for each in self.partitions.values():
