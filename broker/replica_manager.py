@@ -90,6 +90,8 @@ producer state is dropped (its producer ids would collide with this cluster's).
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -419,6 +421,20 @@ class ReplicaManager:
         self._log_configs: dict[str, LogConfig] = {}
         self._hw_checkpoint = self._read_hw_checkpoint()
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
+        # When each hosted replica's poll is next due (its parked produces' and laggards'
+        # deadlines), so ``poll`` visits only the replicas that are due, not every hosted
+        # one (at 100k partitions a full pass took seconds, four times a second). A change
+        # that can bring a replica's deadline forward (a role or ISR change, a parked
+        # produce) makes it due at once (``_poll_soon``); one that only moves it later (a
+        # follower catching up) needs nothing: the early poll finds nothing due and says
+        # when to come back. Heap entries whose time is not the replica's current one are
+        # stale and skipped.
+        self._poll_at: dict[TopicPartition, int] = {}
+        self._poll_heap: list[tuple[int, int, TopicPartition]] = []
+        self._poll_seq = itertools.count()
+        # Hosted partitions whose topic is a mirror (``hosted.mirror`` set): the mirror
+        # manager asks on every metadata change, which must not scan every partition.
+        self._mirror_partitions: set[TopicPartition] = set()
         self._leader_backoff_until: dict[int, int] = {}
         # KIP-903: the broker epoch each follower named in its last Fetch (v15+).
         self._follower_broker_epochs: dict[int, int] = {}
@@ -485,6 +501,10 @@ class ReplicaManager:
                                                    hosted.tp.partition, self.broker_id)
         was_fetching = hosted.mirror is not None and hosted.mirror.fetching
         hosted.mirror = mirror_config(hosted.tp.topic, topic_config)
+        if hosted.mirror is None:
+            self._mirror_partitions.discard(hosted.tp)
+        else:
+            self._mirror_partitions.add(hosted.tp)
         fetching = hosted.mirror is not None and hosted.mirror.fetching
         if was_fetching and (hosted.mirror is None or hosted.mirror.state is MirrorState.PROMOTED):
             self._forget_source_producers(hosted)
@@ -695,6 +715,7 @@ class ReplicaManager:
                 self._start_following(hosted, now_ms)
         hosted.registration = reg
         self._changed.add(hosted.tp)
+        self._poll_soon(hosted.tp)
         if was_leader != (replica.role is Role.LEADER):
             self._effects.append(LeadershipChanged(hosted.tp, replica.role is Role.LEADER))
 
@@ -725,6 +746,8 @@ class ReplicaManager:
         was_leader = hosted.replica.role is Role.LEADER
         hosted.following = None
         self._isr_proposals.pop(tp, None)
+        self._poll_at.pop(tp, None)     # its heap entry is stale now
+        self._mirror_partitions.discard(tp)
         self._complete(hosted.replica.stop())
         self._changed.add(tp)
         if was_leader:
@@ -927,6 +950,7 @@ class ReplicaManager:
         if hosted is None or hosted.replica.role is not Role.LEADER:
             return False
         self._complete(hosted.replica.await_replication(token, required_offset, deadline_ms))
+        self._poll_soon(tp)
         return True
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
@@ -1152,6 +1176,7 @@ class ReplicaManager:
             if reg is None or reg.fenced or reg.in_controlled_shutdown or (
                     fetched_epoch != NO_BROKER_EPOCH and fetched_epoch != reg.broker_epoch):
                 hosted.replica.abandon_pending_isr()    # never sent: nothing to undo
+                self._poll_soon(hosted.tp)
                 return
         state = self._isr_proposals.get(hosted.tp)
         if state is None or state.topic_id != hosted.topic_id:
@@ -1216,6 +1241,8 @@ class ReplicaManager:
             if (hosted is not None and answer.error_code in ALTER_PARTITION_NOT_APPLIED
                     and self._proposal_current(proposal, state.topic_id)):
                 hosted.replica.abandon_pending_isr()
+        if hosted is not None:
+            self._poll_soon(tp)     # a committed or abandoned ISR change may let it shrink
         self._maybe_send_alter_partition(tp, now_ms)
 
     # ------------------------------------------------------------ following
@@ -1404,8 +1431,9 @@ class ReplicaManager:
     def mirror_leaderships(self) -> list[MirrorLeadership]:
         """The partitions this broker leads whose topic is an active mirror."""
         return [MirrorLeadership(tp, h.replica.leader_epoch, h.mirror)
-                for tp, h in sorted(self.partitions.items())
-                if h.mirror is not None and h.mirror.fetching and h.replica.role is Role.LEADER]
+                for tp in sorted(self._mirror_partitions)
+                if (h := self.partitions[tp]).mirror is not None and h.mirror.fetching
+                and h.replica.role is Role.LEADER]
 
     def _mirror_leader(self, tp: TopicPartition, leader_epoch: int) -> HostedPartition | None:
         """The partition, if this broker still leads it in ``leader_epoch`` as an active
@@ -1514,12 +1542,22 @@ class ReplicaManager:
         """ISR shrink proposals, acks=all timeouts, AlterPartition resends, log duties.
         Milliseconds until something is next due."""
         next_ms = 1000
-        for hosted in list(self.partitions.values()):
+        heap = self._poll_heap
+        while heap and heap[0][0] <= now_ms:
+            at, _, tp = heapq.heappop(heap)
+            if self._poll_at.get(tp) != at:
+                continue                    # stale: rescheduled since
+            del self._poll_at[tp]
+            hosted = self.partitions.get(tp)
+            if hosted is None:
+                continue
             completions, proposals, due = hosted.replica.poll(now_ms)
             self._complete(completions)
             for proposal in proposals:
                 self._propose_isr(hosted, proposal, now_ms)
-            next_ms = min(next_ms, due)
+            self._schedule_poll(tp, now_ms + max(1, due))
+        if heap:
+            next_ms = min(next_ms, heap[0][0] - now_ms)
         for tp, state in list(self._isr_proposals.items()):
             if state.in_flight is None and state.wanted is not None:
                 self._maybe_send_alter_partition(tp, now_ms)
@@ -1530,6 +1568,17 @@ class ReplicaManager:
         if self._move_logs(now_ms):
             next_ms = min(next_ms, LOG_DIR_MOVE_POLL_MS)
         return max(1, next_ms)
+
+    def _schedule_poll(self, tp: TopicPartition, at_ms: int) -> None:
+        current = self._poll_at.get(tp)
+        if current is not None and current <= at_ms:
+            return
+        self._poll_at[tp] = at_ms
+        heapq.heappush(self._poll_heap, (at_ms, next(self._poll_seq), tp))
+
+    def _poll_soon(self, tp: TopicPartition) -> None:
+        """The replica's deadlines may have come forward: poll it at the next ``poll``."""
+        self._schedule_poll(tp, -1)
 
     def high_watermark_of(self, topic: str, partition: int) -> int:
         hosted = self.partitions.get(TopicPartition(topic, partition))
