@@ -4,7 +4,7 @@ For each size, on a fresh local cluster (LocalCluster, the nodes as real process
 
 1. create: CreateTopics for N partitions (topics of up to 1,000 partitions, RF 3, sent
    in requests of `--partitions-per-request`), until every broker leads its share (the
-   brokers' ketch_broker_partitions_led gauges sum to N);
+   brokers' kafka_server_replicamanager_leadercount gauges sum to N);
 2. broker RSS per replica: (RSS after - RSS before creation) / replicas per broker, for
    each broker (goal <= 4 KB);
 3. new topic -> first acknowledged write: CreateTopics of a 1-partition RF-3 topic, then
@@ -120,7 +120,7 @@ class Bench:
         for b in self.cluster.spec.brokers:
             if b.id not in self.cluster.processes:
                 continue
-            v = gauge(b.http_port, "ketch_broker_partitions_led")
+            v = gauge(b.http_port, "kafka_server_replicamanager_leadercount")
             total += int(v or 0)
         return total
 
@@ -168,7 +168,7 @@ class Bench:
         t0 = time.perf_counter()
         self.create(topics)
         committed_s = time.perf_counter() - t0
-        wait_for("every partition led", lambda: self.leaders_total() >= n, 3600, 0.2)
+        wait_for("every partition led", lambda: self.leaders_total() >= n, 3600, 0.5)
         create_s = time.perf_counter() - t0
         rss_after = {b: rss_kb(p) for b, p in pids.items()}
         replicas_per_broker = n          # RF 3 over 3 brokers
@@ -177,7 +177,7 @@ class Bench:
 
         first_write_s = self.new_topic_to_first_write("probe-1")
         led_by_1 = int(gauge(c.spec.node(c.spec.brokers[0].id).http_port,
-                             "ketch_broker_partitions_led") or 0)
+                             "kafka_server_replicamanager_leadercount") or 0)
         shutdown_s = self.controlled_shutdown(c.spec.brokers[0].id)
         restart_s = self.restart_to_unfenced(c.spec.brokers[0].id)
         failover_s = self.controller_failover()

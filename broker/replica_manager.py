@@ -90,6 +90,8 @@ producer state is dropped (its producer ids would collide with this cluster's).
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -434,8 +436,25 @@ class ReplicaManager:
         self.image = MetadataImage()
         # Every config this broker applies or describes resolves through these layers.
         self.config_layers = ConfigLayers(self.image.configs, broker_id, self.static_properties)
+        # Per topic, the LogConfig its config layers give: one shared object for all the
+        # topic's partitions (parsed once, not per partition). Valid for config_layers.
+        self._log_configs: dict[str, LogConfig] = {}
         self._hw_checkpoint = self._read_hw_checkpoint()
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
+        # When each hosted replica's poll is next due (its parked produces' and laggards'
+        # deadlines), so ``poll`` visits only the replicas that are due, not every hosted
+        # one (at 100k partitions a full pass took seconds, four times a second). A change
+        # that can bring a replica's deadline forward (a role or ISR change, a parked
+        # produce) makes it due at once (``_poll_soon``); one that only moves it later (a
+        # follower catching up) needs nothing: the early poll finds nothing due and says
+        # when to come back. Heap entries whose time is not the replica's current one are
+        # stale and skipped.
+        self._poll_at: dict[TopicPartition, int] = {}
+        self._poll_heap: list[tuple[int, int, TopicPartition]] = []
+        self._poll_seq = itertools.count()
+        # Hosted partitions whose topic is a mirror (``hosted.mirror`` set): the mirror
+        # manager asks on every metadata change, which must not scan every partition.
+        self._mirror_partitions: set[TopicPartition] = set()
         self._leader_backoff_until: dict[int, int] = {}
         self._next_producer_expiry_ms: int | None = None
         # KIP-903: the broker epoch each follower named in its last Fetch (v15+).
@@ -474,7 +493,10 @@ class ReplicaManager:
         return self.config_layers.topic_config(topic)
 
     def log_config_for(self, topic: str) -> LogConfig:
-        return LogConfig.from_properties(self.topic_config(topic))
+        config = self._log_configs.get(topic)
+        if config is None:
+            config = self._log_configs[topic] = LogConfig.from_properties(self.topic_config(topic))
+        return config
 
     def min_insync_replicas(self, topic: str) -> int:
         try:
@@ -503,6 +525,10 @@ class ReplicaManager:
                                                    hosted.tp.partition, self.broker_id)
         was_fetching = hosted.mirror is not None and hosted.mirror.fetching
         hosted.mirror = mirror_config(hosted.tp.topic, topic_config)
+        if hosted.mirror is None:
+            self._mirror_partitions.discard(hosted.tp)
+        else:
+            self._mirror_partitions.add(hosted.tp)
         fetching = hosted.mirror is not None and hosted.mirror.fetching
         if was_fetching and (hosted.mirror is None or hosted.mirror.state is MirrorState.PROMOTED):
             self._forget_source_producers(hosted)
@@ -557,6 +583,7 @@ class ReplicaManager:
         since the image last applied, in metadata order; None: anything may have changed."""
         if image.configs is not self.image.configs:
             self.config_layers = ConfigLayers(image.configs, self.broker_id, self.static_properties)
+            self._log_configs = {}
             self.apply_broker_configs()
         if elr_enabled(image) != elr_enabled(self.image):
             for each in self.partitions.values():
@@ -712,6 +739,7 @@ class ReplicaManager:
                 self._start_following(hosted, now_ms)
         hosted.registration = reg
         self._changed.add(hosted.tp)
+        self._poll_soon(hosted.tp)
         if was_leader != (replica.role is Role.LEADER):
             self._effects.append(LeadershipChanged(hosted.tp, replica.role is Role.LEADER))
 
@@ -742,6 +770,8 @@ class ReplicaManager:
         was_leader = hosted.replica.role is Role.LEADER
         hosted.following = None
         self._isr_proposals.pop(tp, None)
+        self._poll_at.pop(tp, None)     # its heap entry is stale now
+        self._mirror_partitions.discard(tp)
         self._complete(hosted.replica.stop())
         self._changed.add(tp)
         if was_leader:
@@ -944,6 +974,7 @@ class ReplicaManager:
         if hosted is None or hosted.replica.role is not Role.LEADER:
             return False
         self._complete(hosted.replica.await_replication(token, required_offset, deadline_ms))
+        self._poll_soon(tp)
         return True
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
@@ -1170,6 +1201,7 @@ class ReplicaManager:
             if reg is None or reg.fenced or reg.in_controlled_shutdown or (
                     fetched_epoch != NO_BROKER_EPOCH and fetched_epoch != reg.broker_epoch):
                 hosted.replica.abandon_pending_isr()    # never sent: nothing to undo
+                self._poll_soon(hosted.tp)
                 return
         state = self._isr_proposals.get(hosted.tp)
         if state is None or state.topic_id != hosted.topic_id:
@@ -1234,6 +1266,8 @@ class ReplicaManager:
             if (hosted is not None and answer.error_code in ALTER_PARTITION_NOT_APPLIED
                     and self._proposal_current(proposal, state.topic_id)):
                 hosted.replica.abandon_pending_isr()
+        if hosted is not None:
+            self._poll_soon(tp)     # a committed or abandoned ISR change may let it shrink
         self._maybe_send_alter_partition(tp, now_ms)
 
     # ------------------------------------------------------------ following
@@ -1422,8 +1456,9 @@ class ReplicaManager:
     def mirror_leaderships(self) -> list[MirrorLeadership]:
         """The partitions this broker leads whose topic is an active mirror."""
         return [MirrorLeadership(tp, h.replica.leader_epoch, h.mirror)
-                for tp, h in sorted(self.partitions.items())
-                if h.mirror is not None and h.mirror.fetching and h.replica.role is Role.LEADER]
+                for tp in sorted(self._mirror_partitions)
+                if (h := self.partitions[tp]).mirror is not None and h.mirror.fetching
+                and h.replica.role is Role.LEADER]
 
     def _mirror_leader(self, tp: TopicPartition, leader_epoch: int) -> HostedPartition | None:
         """The partition, if this broker still leads it in ``leader_epoch`` as an active
@@ -1532,12 +1567,22 @@ class ReplicaManager:
         """ISR shrink proposals, acks=all timeouts, AlterPartition resends, log duties.
         Milliseconds until something is next due."""
         next_ms = 1000
-        for hosted in list(self.partitions.values()):
+        heap = self._poll_heap
+        while heap and heap[0][0] <= now_ms:
+            at, _, tp = heapq.heappop(heap)
+            if self._poll_at.get(tp) != at:
+                continue                    # stale: rescheduled since
+            del self._poll_at[tp]
+            hosted = self.partitions.get(tp)
+            if hosted is None:
+                continue
             completions, proposals, due = hosted.replica.poll(now_ms)
             self._complete(completions)
             for proposal in proposals:
                 self._propose_isr(hosted, proposal, now_ms)
-            next_ms = min(next_ms, due)
+            self._schedule_poll(tp, now_ms + max(1, due))
+        if heap:
+            next_ms = min(next_ms, heap[0][0] - now_ms)
         for tp, state in list(self._isr_proposals.items()):
             if state.in_flight is None and state.wanted is not None:
                 self._maybe_send_alter_partition(tp, now_ms)
@@ -1574,6 +1619,17 @@ class ReplicaManager:
         value = self.config_layers.broker_value(key)
         assert value is not None, key
         return int(value)
+
+    def _schedule_poll(self, tp: TopicPartition, at_ms: int) -> None:
+        current = self._poll_at.get(tp)
+        if current is not None and current <= at_ms:
+            return
+        self._poll_at[tp] = at_ms
+        heapq.heappush(self._poll_heap, (at_ms, next(self._poll_seq), tp))
+
+    def _poll_soon(self, tp: TopicPartition) -> None:
+        """The replica's deadlines may have come forward: poll it at the next ``poll``."""
+        self._schedule_poll(tp, -1)
 
     def high_watermark_of(self, topic: str, partition: int) -> int:
         hosted = self.partitions.get(TopicPartition(topic, partition))

@@ -433,7 +433,11 @@ class LogManager:
             return existing
         log_dir = self._preferred_dirs.pop(key, None)
         if log_dir is None or not self.is_online(log_dir):
-            log_dir = choose_log_dir(self.log_dirs, self._logs_per_dir(), self._offline)
+            online = [d for d in self.log_dirs if d not in self._offline]
+            # One online directory needs no counting: counting every log per create made
+            # creating N partitions quadratic (100k replicas on a broker: hours).
+            log_dir = online[0] if len(online) == 1 else choose_log_dir(
+                self.log_dirs, self._logs_per_dir(), self._offline)
         if log_dir is None:
             raise LogDirOfflineError(f"no online log directory for {topic}-{partition}")
         try:

@@ -339,3 +339,42 @@ def test_check_produce_answers_refusals_and_duplicates_without_appending(tmp_pat
     assert core.check_produce(TopicPartition("elsewhere", 0), first, acks=1) == \
         ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     assert core.partitions[TP].log.log_end_offset == log_end == 2
+
+
+def test_poll_meets_every_replicas_deadlines_among_many_idle_ones(tmp_path) -> None:
+    # poll visits only the replicas that are due (a deadline heap): a parked acks=all
+    # produce times out at its deadline, a leader whose followers stopped fetching shrinks
+    # its ISR at replica.lag.time.max.ms, and the idle others are left alone.
+    meta = Metadata()
+    core = core_for(tmp_path, 1)                        # replica.lag.time.max.ms 10,000
+    records = [*brokers(1, 2, 3), M.TopicRecord(name="t", topic_id=TOPIC_ID)]
+    records += [M.PartitionRecord(partition_id=p, topic_id=TOPIC_ID, replicas=[1, 2, 3], isr=[1, 2, 3],
+                                  leader=1, leader_epoch=5, partition_epoch=7) for p in range(50)]
+    core.apply_metadata(*meta.commit(*records), 0)
+    core.take_effects()
+    assert 0 < core.poll(1) <= 1000
+    quiet, laggard = TopicPartition("t", 1), TopicPartition("t", 2)
+    result = core.append(TP, batch(1), acks=-1, now_ms=2)
+    assert core.await_replication(TP, "token", result.required_offset, deadline_ms=5_000)
+    assert core.poll(3) <= 4_997                        # the parked produce's deadline counts
+    core.poll(4_999)
+    assert ProduceCompletion("token", ErrorCode.REQUEST_TIMED_OUT) not in core.take_effects()
+    core.poll(5_000)
+    assert ProduceCompletion("token", ErrorCode.REQUEST_TIMED_OUT) in core.take_effects()
+    for p in range(50):                                 # every follower catches up but on one
+        if TopicPartition("t", p) != laggard:
+            for follower in (2, 3):
+                core.read(TopicPartition("t", p), 1 if p == 0 else 0, 1 << 20, 5,
+                          replica_id=follower, now_ms=6_000, min_one_batch=True)
+    core.take_effects()
+    core.poll(10_000)
+    assert not alter_sends(core.take_effects())
+    core.poll(10_001)
+    [send] = alter_sends(core.take_effects())
+    assert send.proposal.partition == laggard and send.proposal.new_isr == (1,)
+    core.poll(16_000)
+    assert not alter_sends(core.take_effects())
+    core.poll(16_001)                                   # the others, 10 s after they caught up
+    assert {s.proposal.partition for s in alter_sends(core.take_effects())} == {
+        TopicPartition("t", p) for p in range(50)} - {laggard}
+    assert quiet in core.partitions
