@@ -373,7 +373,8 @@ def spark_archive_read(bootstrap: str, store: pathlib.Path, end: int, direct: bo
     rows = sum(batch.num_rows for part in parts for batch in read_range(part))
     elapsed = time.perf_counter() - began
     assert rows == end, (rows, end)
-    return rows / elapsed, sum(cpu_seconds(broker_pid)) - cpu_before, sum(1 for p in parts if p.segments)
+    direct_tasks = sum(1 for p in parts if p.segments)
+    return rows / elapsed, sum(cpu_seconds(broker_pid)) - cpu_before, direct_tasks
 
 
 def archive(records: int, repeats: int = 2) -> dict:

@@ -15,8 +15,9 @@ archive from the store directly: ``archive``). Needs the ``spark`` extra (pyspar
 pyarrow) and Java 17.
 
 Lives here: ``options`` and ``planning`` (pure), ``source`` (the DataSource classes, over
-``clients.Admin`` / ``Consumer`` / ``Producer``), ``archive`` (reading the archive's store). PySpark is imported only when the
-source is (``clients.spark.options`` and ``planning`` do not need it).
+``clients.Admin`` / ``Consumer`` / ``Producer``), ``archive`` (reading the archive's
+store). PySpark is imported only when the source is (``clients.spark.options`` and
+``planning`` do not need it).
 """
 from __future__ import annotations
 

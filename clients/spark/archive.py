@@ -180,7 +180,8 @@ class ArchiveReader:
                     if chosen.start == chosen.end:
                         break               # nothing at or after the position in this segment
                     batches = memoryview(chunk)[chosen.start:chosen.end]
-                    heap = None if aborted is None else aborted.overlapping(position, chosen.next_offset)
+                    heap = None if aborted is None \
+                        else aborted.overlapping(position, chosen.next_offset)
                     got, next_offset, _ = records_from_batches(self.tp, batches, position, None,
                                                                heap, self.check_crcs)
                     if open_txns is not None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
-from clients.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordError, iter_batches, read_batch_header
+from clients.records import (
+    BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordError, iter_batches, read_batch_header,
+)
 from clients.tiered.aborted_txn import ENTRY_SIZE, AbortedTxn, CorruptTxnIndexError
 
 __all__ = ["AbortedTransactions", "BatchRange", "OpenTransactions", "position_for_offset",

@@ -108,15 +108,17 @@ class S3Config:
         bucket = get("bucket")
         if bucket is None:
             raise RemoteStorageConfigError(f"{_PREFIX}bucket is required when "
-                              "remote.log.storage.manager.class.name=s3")
+                                           "remote.log.storage.manager.class.name=s3")
         endpoint = get("endpoint")
         if endpoint is not None and not endpoint.startswith(("http://", "https://")):
-            raise RemoteStorageConfigError(f"{_PREFIX}endpoint={endpoint!r}: an http:// or https:// URL")
+            raise RemoteStorageConfigError(
+                f"{_PREFIX}endpoint={endpoint!r}: an http:// or https:// URL")
         access_key, secret_key = get("access.key"), get("secret.key")
         if (access_key is None) != (secret_key is None):
             # Never the value itself in the message: it may be the secret.
-            raise RemoteStorageConfigError(f"{_PREFIX}access.key and {_PREFIX}secret.key go together "
-                              "(set both, or neither for boto3's credential chain)")
+            raise RemoteStorageConfigError(
+                f"{_PREFIX}access.key and {_PREFIX}secret.key go together "
+                "(set both, or neither for boto3's credential chain)")
         return cls(bucket=bucket, endpoint=endpoint, region=get("region") or "us-east-1",
                    access_key=access_key, secret_key=secret_key,
                    prefix=(get("prefix") or "").strip("/"))
@@ -171,8 +173,8 @@ class S3RemoteStorage:
         """From the broker's properties (``ketch.remote.storage.s3.*``)."""
         s3_config = S3Config.from_properties(config)
         if boto3 is None:
-            raise RemoteStorageConfigError("remote.log.storage.manager.class.name=s3 needs boto3, which is "
-                              "not installed (pip install 'ketch[s3]')")
+            raise RemoteStorageConfigError("remote.log.storage.manager.class.name=s3 needs boto3, "
+                                           "which is not installed (pip install 'ketch[s3]')")
         return cls(s3_config)
 
     def __repr__(self) -> str:

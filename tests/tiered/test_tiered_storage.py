@@ -338,8 +338,8 @@ def test_spark_source_reads_archived_ranges_from_the_store_directly(cluster, cap
     assert "not readable from this executor" in caplog.text
     assert fallback == via_broker
 
-    wait_until(lambda: (bases := local_base_offsets(cluster, 1, "archive")) and bases[0] > ARCHIVED_RANGE
-               or None, 30, "the archived range gone from local disk")
+    wait_until(lambda: (bases := local_base_offsets(cluster, 1, "archive"))
+               and bases[0] > ARCHIVED_RANGE or None, 30, "the archived range gone from local disk")
     session = (SparkSession.builder.master("local[2]").appName("ketch-tiered")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.driver.memory", "1g").getOrCreate())
