@@ -74,11 +74,11 @@ INDEX_DIR = "ketch-delayed-index"      # in the first log dir; not a partition d
 def _parking_failed(count: int, code: int, message: str | None) -> tuple[int, str]:
     """The Produce's answer when parking failed: a retriable code as it is (the producer
     retries), any other as KAFKA_STORAGE_ERROR."""
-    log.warning("parking %d delayed record(s) failed: %s %s", count, ErrorCode(code).name,
-                message or "")
-    info = ERROR_INFO.get(ErrorCode(code))
+    info = ERROR_INFO.get(code)       # type: ignore[call-overload]
+    name = info.code.name if info is not None else str(code)
+    log.warning("parking %d delayed record(s) failed: %s %s", count, name, message or "")
     return (code if info is not None and info.retriable else ErrorCode.KAFKA_STORAGE_ERROR,
-            f"delayed delivery: parking failed: {message or ErrorCode(code).name}")
+            f"delayed delivery: parking failed: {message or name}")
 
 
 class DelayedDeliveryConfig:
