@@ -192,7 +192,11 @@ class LogSegment:
         segment = cls(storage, dir_path, base_offset, config, created_ms=now_ms, size_bytes=0)
         storage.create(segment.log_path)
         for path in (segment.index_path, segment.time_index_path, segment.txn_index_path):
-            storage.delete(path)  # stale files of an earlier segment at this offset
+            # Stale files of an earlier segment at this offset. Only if there: a delete
+            # records the path's generation for good (FileStorage), ~500 B per replica
+            # for three files a new partition never had.
+            if storage.exists(path):
+                storage.delete(path)
         # The indexes load on first use, as an existing segment's do: from absent files
         # and an empty log they are empty. An idle partition (most of them, at 100k) then
         # holds no index objects at all: about 1.2 KB less per replica.
@@ -364,7 +368,8 @@ class LogSegment:
     @property
     def next_offset(self) -> int:
         """One past the last offset of the last batch (base_offset when empty)."""
-        self._ensure_loaded()
+        if self.size_bytes:         # an empty segment's needs no loading: an idle log's end
+            self._ensure_loaded()
         return self._next_offset
 
     @property
