@@ -189,6 +189,7 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, b
         producer.produce(DELAYED_TOPIC, value=value, key=value, headers=None if plain else [
             ("ketch.deliver.after", str(delay_ms).encode()) if relative
             else ("ketch.deliver.at", str(when).encode())])
+    send_s = time.monotonic() - start
     producer.flush(120)
     produce_s = time.monotonic() - start
     deadline = time.monotonic() + delay_ms / 1000 + 120
@@ -209,6 +210,7 @@ def delayed_lateness(bootstrap: str, rate: int, seconds: float, delay_ms: int, b
     def pct(q: int) -> int:
         return late[min(len(late) - 1, len(late) * q // 100)] if late else -1
     return {"rate_asked": rate, "produced": total, "produce_rate": round(total / produce_s),
+            "send_rate": round(total / send_s), "flush_s": round(produce_s - send_s, 2),
             "parked": parked, "delivered": len(arrived), "duplicates": sum(len(ts) - 1 for ts in arrived.values()),
             "early": sum(1 for v, ts in arrived.items() if ts[0] < due[v]),
             "lateness_ms_p50": pct(50), "lateness_ms_p99": pct(99), "lateness_ms_max": late[-1] if late else -1,
