@@ -165,7 +165,7 @@ class DelayedDeliveryDriver:
             for p, records in local.items():
                 tp = TopicPartition(DELAY_STORE_TOPIC, p)
                 result = self.replicas.append(
-                    tp, bytearray(store_batches(records, self.now_ms(), STORE_BATCH_BYTES)), -1)
+                    tp, store_batches(records, self.now_ms(), STORE_BATCH_BYTES), -1)
                 if result.error_code != ErrorCode.NONE:
                     return _parking_failed(len(parked), result.error_code, result.error_message)
                 if result.required_offset is not None:

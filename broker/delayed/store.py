@@ -87,10 +87,11 @@ def encode_parked(r: ParkedRecord) -> bytes:
     return b"".join(parts)
 
 
-def store_batches(parked: Iterable[ParkedRecord], timestamp_ms: int, batch_bytes: int) -> bytes:
+def store_batches(parked: Iterable[ParkedRecord], timestamp_ms: int, batch_bytes: int) -> bytearray:
     """Store records for ``parked`` (key the store key, value ``encode_parked``), as
     batches of about ``batch_bytes`` at most (one record may exceed it alone), what a
-    producer would send: for a store partition this broker leads, appended directly."""
+    producer would send: for a store partition this broker leads, appended directly (a
+    bytearray, which the append takes as it is)."""
     out = bytearray()
     builder = RecordBatchBuilder()
     for r in parked:
@@ -100,7 +101,7 @@ def store_batches(parked: Iterable[ParkedRecord], timestamp_ms: int, batch_bytes
         builder.append(timestamp_ms, r.store_key, encode_parked(r))
     if builder.records_count:
         out += builder.build()
-    return bytes(out)
+    return out
 
 
 def due_ms_of(value: bytes) -> int:
