@@ -11,7 +11,7 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
    broker's SUPPORTED_VERSIONS), Metadata (itself leading every partition) and Produce
    (success, offsets counted from the batch headers) with no CRC check, storage or
    replication. The ratio is how much of the protocol ceiling the real broker keeps;
-   the goals are >= 0.7 for (a) and >= 0.35 for (b). One producer in one Python process
+   the goals are >= 0.7 for (a) and >= 0.6 for (b) (issue 22 raised (b) from 0.35). One producer in one Python process
    (its produce() loop plus librdkafka's threads) can itself be the limit for the sink:
    then a ratio near 1 says the broker keeps up with that client, not that the two match.
    Sink and cluster runs alternate and the best of --repeats is kept, since on a shared
@@ -726,7 +726,7 @@ def main() -> int:
                   f"= {acks1['ratio_to_sink']} x sink (goal >= 0.7; medians: {acks1['median_ratio_to_sink']}; "
                   f"runs {acks1['runs_records_per_s']})")
             print(f"ketch acks=all RF=3:        {acks_all['records_per_s']:>9,} rec/s {acks_all['mb_per_s']:>7} MB/s "
-                  f"= {acks_all['ratio_to_sink']} x sink (goal >= 0.35; medians: {acks_all['median_ratio_to_sink']}; "
+                  f"= {acks_all['ratio_to_sink']} x sink (goal >= 0.6; medians: {acks_all['median_ratio_to_sink']}; "
                   f"runs {acks_all['runs_records_per_s']})")
             if not args.skip_large:
                 large, sink_large = best["large_acks_all_rf3"], best["sink_large"]
