@@ -38,13 +38,19 @@ class DeliveryScheduler:
         # those tombstones have nothing to remove, and the index is spared the lookups.
         self._delivered: set[bytes] = set()
 
-    def replay(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, StoreFormatError]]:
+    def replay(self, records: Iterable[tuple[bytes | None, bytes | None]]
+               ) -> list[tuple[int, StoreFormatError]]:
         """Records of the store partition (key, value), in log order: a parked record goes
         into the index, a tombstone takes its key out. Returns the (position, error) of
         values this version cannot read (the shell logs them; they are not delivered)."""
         bad: list[tuple[int, StoreFormatError]] = []
         delivered = self._delivered
         for i, (key, value) in enumerate(records):
+            if key is None:
+                # The store is compacted, so its leader refuses keyless records: only a
+                # foreign writer's record could be one, and nothing could ever remove it.
+                bad.append((i, StoreFormatError("a record without a key")))
+                continue
             if value is None:
                 if key in delivered:
                     delivered.discard(key)

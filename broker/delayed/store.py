@@ -41,7 +41,7 @@ Headers = tuple[tuple[str, "bytes | None"], ...]
 
 
 class StoreFormatError(ValueError):
-    """A delay-store value this version cannot read."""
+    """A delay-store record this version cannot read."""
 
 
 @dataclass(frozen=True, slots=True)

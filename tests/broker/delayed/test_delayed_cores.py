@@ -270,8 +270,8 @@ def test_store_batches_hold_the_parked_records_as_a_producer_would_send_them() -
 
 def test_scheduler_refuses_an_unreadable_store_value(index) -> None:
     s = DeliveryScheduler(index)
-    bad = s.replay([(b"x", b"\x09junk"), (b"y", parked("y", NOW))])
-    assert [(i, type(e)) for i, e in bad] == [(0, StoreFormatError)]
+    bad = s.replay([(b"x", b"\x09junk"), (b"y", parked("y", NOW)), (None, parked("z", NOW))])
+    assert [(i, type(e)) for i, e in bad] == [(0, StoreFormatError), (2, StoreFormatError)]
     assert s.pending == 1
 
 
