@@ -3,7 +3,8 @@
 - requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
   OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups, TxnOffsetCommit)
   become core inputs under a token; the core's ``Completion`` resolves the request's
-  future, now or later;
+  future, now or later (``broker/coordinator_shell.py``, shared with the transaction
+  coordinator, as are the appends, the poll timer and the loading below);
 - ``Append`` effects are written to ``__consumer_offsets-<p>`` through the replica manager
   with acks=all (the same durability as user data) as the coordinator's own appends
   (no client sequence checks), and their outcome is reported back in append order per
@@ -25,17 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import logging
 import random
-from typing import Any, Awaitable, Callable, Hashable
+from typing import Any, Awaitable, Callable
 
+from broker.coordinator_shell import CoordinatorShell
 from broker.group.coordinator import Append, Completion, GroupConfig, GroupCoordinator
 from broker.group.records import CONSUMER_OFFSETS_TOPIC, CoordinatorLoader
 from broker.replica_driver import ReplicaDriver
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
-from clients.records import RecordError
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
 
@@ -81,13 +81,10 @@ class GroupCoordinatorDriver:
         self._partition_counts: dict[str, int] = {}
         replicas.subscribe_leadership(self.on_leadership)
         replicas.subscribe_txn_markers(self.on_txn_marker)
-        self._tokens = itertools.count(1)
-        self._waiting: dict[Hashable, asyncio.Future] = {}
-        self._append_chains: dict[int, asyncio.Future | None] = {}
+        self.shell = CoordinatorShell(CONSUMER_OFFSETS_TOPIC, replicas, request_timeout_ms,
+                                      coordinator_appends=True)
         self._loaded: set[int] = set()
-        self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._stopped = False
 
     def apis(self) -> dict[int, tuple[Any, tuple[int, int]]]:
         """The APIs this coordinator serves: handler and (min, max) version per key."""
@@ -114,7 +111,7 @@ class GroupCoordinatorDriver:
     async def stop(self) -> None:
         # A flag, not only cancel(): Python 3.11's wait_for swallows a cancellation that
         # races with the awaited event (bpo-42130), and _carry_out sets that event right here.
-        self._stopped = True
+        self.shell.stopped = True
         self._carry_out(self.core.shutdown(self.now_ms()))
         if self._task is not None:
             self._task.cancel()
@@ -135,39 +132,18 @@ class GroupCoordinatorDriver:
     def _carry_out(self, effects: list) -> None:
         for effect in effects:
             if isinstance(effect, Completion):
-                waiter = self._waiting.pop(effect.token, None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(effect.response)
+                self.shell.complete(effect.token, effect.response)
             else:
                 assert isinstance(effect, Append)
-                self._start_append(effect)
-        self._wakeup.set()
+                self.shell.append(effect.partition, effect.batch(), self._append_reporter(effect.append_id))
+        self.shell.wake()
 
-    def _start_append(self, append: Append) -> None:
-        tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, append.partition)
-        replicas = self.replicas
-        result = replicas.append(tp, bytearray(append.batch()), -1, from_coordinator=True)
-        required = result.required_offset
-        previous = self._append_chains.get(append.partition)
-        done = asyncio.get_running_loop().create_future()
-        self._append_chains[append.partition] = done
-
-        async def report() -> None:
-            code = result.error_code
-            if code == ErrorCode.NONE and required is not None:
-                code = await replicas.await_replication(tp, required, self.request_timeout_ms)
-            if previous is not None and code == ErrorCode.NONE:
-                await previous          # successes are reported in append order
-            self._carry_out(self.core.on_append_result(append.append_id, code, self.now_ms()))
-            done.set_result(None)
-        asyncio.get_running_loop().create_task(report())
+    def _append_reporter(self, append_id: int) -> Callable[[int], None]:
+        return lambda code: self._carry_out(self.core.on_append_result(append_id, code, self.now_ms()))
 
     async def _call(self, method: str, *args: Any) -> Any:
-        token = next(self._tokens)
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiting[token] = waiter
-        self._carry_out(getattr(self.core, method)(token, *args))
-        return await waiter
+        handle = getattr(self.core, method)
+        return await self.shell.call(lambda token: self._carry_out(handle(token, *args)))
 
     def _simple(self, method: str):
         async def handler(req: Any, version: int, client: Any) -> Any:
@@ -275,15 +251,7 @@ class GroupCoordinatorDriver:
                                                 self.now_ms()))
 
     async def _poll_loop(self) -> None:
-        while not self._stopped:
-            effects, wait_ms = self.core.poll(self.now_ms())
-            self._wakeup.clear()
-            self._carry_out(effects)
-            self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), max(0.01, min(wait_ms, 1000) / 1000))
-            except asyncio.TimeoutError:
-                pass
+        await self.shell.poll_forever(lambda: self.core.poll(self.now_ms()), self._carry_out)
 
     # ------------------------------------------------------------ leadership
 
@@ -301,19 +269,8 @@ class GroupCoordinatorDriver:
 
     def _load(self, tp: TopicPartition) -> None:
         p = tp.partition
-        plog = self.replicas.local_log(tp)
-        if p not in self._loaded or plog is None:
-            return
         loader = CoordinatorLoader()
-        offset = plog.log_start_offset
-        try:
-            while offset < plog.log_end_offset:
-                result = plog.read(offset, 8 * 1024 * 1024, plog.log_end_offset)
-                if result.error_code != ErrorCode.NONE or result.records.is_empty:
-                    break
-                loader.replay_batches(plog.read_records_bytes(result.records))
-                offset = result.records.last_offset + 1
-        except (RecordError, ValueError) as e:
-            log.error("%s: loading groups failed at offset %d: %s", tp, offset, e)
+        if p not in self._loaded or not self.shell.replay_log(p, loader.replay_batches):
+            return
         log.info("%s: loaded %d group records", tp, loader.records_replayed)
         self._carry_out(self.core.complete_load(p, loader.image, self.now_ms()))

@@ -4,8 +4,9 @@
   EndTxn, DescribeTransactions, ListTransactions) become core inputs under a token; the
   core's ``Completion`` resolves the request's future, now or later;
 - ``Append`` effects are written to ``__transaction_state-<p>`` through the replica manager
-  with acks=all, their outcomes reported back in append order per partition (as the group
-  coordinator's driver does);
+  with acks=all, their outcomes reported back in append order per partition (requests,
+  appends, the poll timer and loading are ``broker/coordinator_shell.py``'s, shared with
+  the group coordinator);
 - ``AllocateProducerId`` asks the controller's producer id blocks (``ProducerIdManager``);
 - ``SendMarkers`` sends WriteTxnMarkers (v1) to the leader of each partition of the
   transaction, grouped per leader (and with other transactions' markers for the same
@@ -30,10 +31,10 @@ a follower); the answers are the same as over the wire.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
+from broker.coordinator_shell import CoordinatorShell
 from broker.producer_ids import ProducerIdManager
 from broker.replica_driver import ReplicaDriver
 from broker.txn.channel import BrokerChannel
@@ -50,7 +51,6 @@ from broker.txn.records import (
 from broker.txn.verification import VerificationState
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ErrorCode
-from clients.records import RecordError
 from clients.types import TopicPartition
 from metadata_log.image import MetadataImage
 
@@ -133,17 +133,13 @@ class TransactionCoordinatorDriver:
         self.verification = VerificationState()
         replicas.subscribe_leadership(self.on_leadership)
         replicas.subscribe_txn_markers(self.on_txn_marker)
-        self._tokens = itertools.count(1)
-        self._waiting: dict[Hashable, asyncio.Future] = {}
-        self._append_chains: dict[int, asyncio.Future | None] = {}
+        self.shell = CoordinatorShell(TRANSACTION_STATE_TOPIC, replicas, request_timeout_ms)
         self._loaded: set[int] = set()
         self._background: set[asyncio.Task] = set()
         # Markers waiting for each broker, and the task sending them (one per broker).
         self._marker_queues: dict[int, list[tuple[MarkerEntry, asyncio.Future]]] = {}
         self._marker_senders: dict[int, asyncio.Task] = {}
-        self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._stopped = False
 
     def apis(self) -> dict[int, tuple[Any, tuple[int, int]]]:
         """The APIs this coordinator serves: handler and (min, max) version per key.
@@ -165,7 +161,7 @@ class TransactionCoordinatorDriver:
         self._task = asyncio.get_running_loop().create_task(self._poll_loop(), name="txn-poll")
 
     async def stop(self) -> None:
-        self._stopped = True
+        self.shell.stopped = True
         self._carry_out(self.core.shutdown(self.now_ms()))
         tasks = [t for t in (self._task, *self._background) if t is not None]
         for task in tasks:
@@ -193,55 +189,34 @@ class TransactionCoordinatorDriver:
     def _carry_out(self, effects: list) -> None:
         for effect in effects:
             if isinstance(effect, Completion):
-                waiter = self._waiting.pop(effect.token, None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(effect.response)
+                self.shell.complete(effect.token, effect.response)
             elif isinstance(effect, Append):
-                self._start_append(effect)
+                self.shell.append(effect.partition, effect.batch(), self._append_reporter(effect.append_id))
             elif isinstance(effect, AllocateProducerId):
                 self._spawn(self._allocate(effect))
             else:
                 assert isinstance(effect, SendMarkers), effect
                 self._spawn(self._send_markers(effect))
-        self._wakeup.set()
+        self.shell.wake()
 
     def _spawn(self, coro: Any) -> None:
-        if self._stopped:
+        if self.shell.stopped:
             coro.close()
             return
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _start_append(self, append: Append) -> None:
-        tp = TopicPartition(TRANSACTION_STATE_TOPIC, append.partition)
-        replicas = self.replicas
-        result = replicas.append(tp, bytearray(append.batch()), -1)
-        required = result.required_offset
-        previous = self._append_chains.get(append.partition)
-        done = asyncio.get_running_loop().create_future()
-        self._append_chains[append.partition] = done
-
-        async def report() -> None:
-            code = result.error_code
-            if code == E.NONE and required is not None:
-                code = await replicas.await_replication(tp, required, self.request_timeout_ms)
-            if previous is not None and code == E.NONE:
-                await previous          # successes are reported in append order
-            self._carry_out(self.core.on_append_result(append.append_id, code, self.now_ms()))
-            done.set_result(None)
-        asyncio.get_running_loop().create_task(report())
+    def _append_reporter(self, append_id: int) -> Callable[[int], None]:
+        return lambda code: self._carry_out(self.core.on_append_result(append_id, code, self.now_ms()))
 
     async def _allocate(self, effect: AllocateProducerId) -> None:
         producer_id = await self.producer_ids.next_producer_id(self.broker_epoch())
         self._carry_out(self.core.on_producer_id(effect.request_id, producer_id, self.now_ms()))
 
     async def _call(self, method: str, *args: Any) -> Any:
-        token = next(self._tokens)
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiting[token] = waiter
-        self._carry_out(getattr(self.core, method)(token, *args))
-        return await waiter
+        handle = getattr(self.core, method)
+        return await self.shell.call(lambda token: self._carry_out(handle(token, *args)))
 
     def _simple(self, method: str) -> Callable[..., Any]:
         async def handler(req: Any, version: int, client: Any) -> Any:
@@ -249,15 +224,7 @@ class TransactionCoordinatorDriver:
         return handler
 
     async def _poll_loop(self) -> None:
-        while not self._stopped:
-            effects, wait_ms = self.core.poll(self.now_ms())
-            self._wakeup.clear()
-            self._carry_out(effects)
-            self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), max(0.01, min(wait_ms, 1000) / 1000))
-            except asyncio.TimeoutError:
-                pass
+        await self.shell.poll_forever(lambda: self.core.poll(self.now_ms()), self._carry_out)
 
     # ------------------------------------------------------------ markers
 
@@ -392,22 +359,11 @@ class TransactionCoordinatorDriver:
 
     def _load(self, tp: TopicPartition) -> None:
         p = tp.partition
-        plog = self.replicas.local_log(tp)
         topic = self.replicas.image.topics.get(TRANSACTION_STATE_TOPIC)
         reg = None if topic is None else topic.partitions.get(p)
-        if p not in self._loaded or plog is None or reg is None:
-            return
         loader = TransactionLogLoader()
-        offset = plog.log_start_offset
-        try:
-            while offset < plog.log_end_offset:
-                result = plog.read(offset, 8 * 1024 * 1024, plog.log_end_offset)
-                if result.error_code != E.NONE or result.records.is_empty:
-                    break
-                loader.replay_batches(plog.read_records_bytes(result.records))
-                offset = result.records.last_offset + 1
-        except (RecordError, ValueError) as e:
-            log.error("%s: loading transactions failed at offset %d: %s", tp, offset, e)
+        if p not in self._loaded or reg is None or not self.shell.replay_log(p, loader.replay_batches):
+            return
         log.info("%s: loaded %d transaction records (coordinator epoch %d)", tp,
                  loader.records_replayed, reg.leader_epoch)
         self._carry_out(self.core.complete_load(p, loader.image, reg.leader_epoch, self.now_ms()))
