@@ -228,11 +228,12 @@ class Broker:
                                             listener_name=controller_name)
         # Heartbeats on a connection of their own: the controller fences a broker soon after
         # that connection closes (ketch.broker.disconnect.fence.ms), so it must close only
-        # when this process dies, never because a slow forwarded admin request timed out.
+        # when this process dies, never because a slow forwarded admin request or a slow
+        # heartbeat timed out (the session timeout covers a controller that never answers).
         self.heartbeat_channel = ControllerChannel(
             self.controller_endpoints, f"broker-{config.node_id}-heartbeat",
             on_connection_lost=lambda: self.lifecycle.connection_lost(), security=controller_security,
-            listener_name=controller_name)
+            listener_name=controller_name, keep_on_timeout=True)
         self.observer_listener = MetadataImageListener(self._schedule_apply)
         self.observer = MetadataObserver(self.controller_endpoints.addresses, self.observer_listener,
                                          replica_id=config.node_id,

@@ -61,7 +61,7 @@ class ControllerChannel:
                  retry_backoff_ms: int = 100,
                  on_connection_lost: Callable[[], None] | None = None,
                  security: ClientSecurity = PLAINTEXT_SECURITY,
-                 listener_name: str = "CONTROLLER") -> None:
+                 listener_name: str = "CONTROLLER", keep_on_timeout: bool = False) -> None:
         """``endpoints``: where the controllers are and which is active (shared with the
         broker's other channels). ``security``: TLS and the SASL login on the controllers'
         listener (the broker's credentials for it, ``sasl.mechanism.controller.protocol``);
@@ -73,6 +73,10 @@ class ControllerChannel:
         # heartbeats again at once: the controller fences a broker whose heartbeat
         # connection stays gone, ketch.broker.disconnect.fence.ms).
         self.on_connection_lost = on_connection_lost
+        # A request that timed out leaves its connection open (its late answer is dropped):
+        # the heartbeat channel's, whose close the controller takes for a dead broker. A
+        # slow controller (under load) then fenced live brokers, moving every leadership.
+        self.keep_on_timeout = keep_on_timeout
         self.client_id = client_id
         self.retry_backoff_ms = retry_backoff_ms
         # node id -> (connection, the address it was opened to)
@@ -133,10 +137,12 @@ class ControllerChannel:
                 try:
                     conn = await self._conn(node_id)
                     version = conn.pick_version(api_key, *versions)
-                    resp = await conn.request(api_key, version, body, timeout_s=remaining)
+                    resp = await conn.request(api_key, version, body, timeout_s=remaining,
+                                              close_on_timeout=not self.keep_on_timeout)
                 except (ConnectionError, OSError, asyncio.TimeoutError) as e:
                     last_error = e
-                    self._drop(node_id)
+                    if not (self.keep_on_timeout and isinstance(e, asyncio.TimeoutError)):
+                        self._drop(node_id)
                     endpoints.unreachable(node_id)
                     continue
                 code = _error_code_of(resp)

@@ -98,12 +98,13 @@ class KafkaConnection:
         return self._closed is not None
 
     async def request(self, api_key: int, api_version: int, body: Any,
-                      timeout_s: float | None = 30.0) -> Any:
+                      timeout_s: float | None = 30.0, close_on_timeout: bool = True) -> Any:
         """Send one request and wait for its response body (after renewing the SASL
-        session first, when it is due)."""
+        session first, when it is due). ``close_on_timeout=False``: a timeout leaves the
+        connection open, its late response skipped (the server answers in order)."""
         if self._renewal is not None or self._session_due():
             await self._renew_session()
-        return await self._request(api_key, api_version, body, timeout_s)
+        return await self._request(api_key, api_version, body, timeout_s, close_on_timeout)
 
     def _session_due(self) -> bool:
         return self._renew_at is not None and asyncio.get_running_loop().time() >= self._renew_at
@@ -126,7 +127,7 @@ class KafkaConnection:
                     self._writer.write(data)
 
     async def _request(self, api_key: int, api_version: int, body: Any,
-                       timeout_s: float | None = 30.0) -> Any:
+                       timeout_s: float | None = 30.0, close_on_timeout: bool = True) -> Any:
         if self._closed is not None:
             raise ConnectionClosedError(str(self._closed))
         _, data = self._conn.send(api_key, api_version, body)
@@ -142,17 +143,19 @@ class KafkaConnection:
         # the caller in one turn of the event loop instead of three, each a turn of every
         # other ready callback first (issue 22: a replica fetcher's answer waited ~3 turns).
         # A cancelled caller cancels the waiter; the read loop skips it, order kept.
-        timer = loop.call_later(timeout_s, self._time_out, waiter)
+        timer = loop.call_later(timeout_s, self._time_out, waiter, close_on_timeout)
         try:
             return await waiter
         finally:
             timer.cancel()
 
-    def _time_out(self, waiter: asyncio.Future) -> None:
+    def _time_out(self, waiter: asyncio.Future, close: bool = True) -> None:
         if not waiter.done():
             waiter.set_exception(asyncio.TimeoutError())
-            # The response may still come; the connection can no longer be trusted in order.
-            self.close()
+            # The response may still come; unless the caller knows the peer answers every
+            # request in order, the connection can no longer be trusted in order.
+            if close:
+                self.close()
 
     def send_without_response(self, api_key: int, api_version: int, body: Any) -> None:
         """Produce with acks=0 (``drain`` waits until the socket took the bytes)."""

@@ -12,7 +12,11 @@ far durable (fdatasync). ``quorum/raft.py`` calls ``sync()`` right before every 
 pysyncobj sends (acks, votes, append_entries) and at the end of every tick, so the fsync is
 *grouped*: one per outgoing burst, however many entries the burst covers (a follower that
 receives ten entries in one message fsyncs once). The current term and vote are rare and
-are written synchronously (write, fsync, rename, fsync the directory).
+are written synchronously (write, fsync, rename, fsync the directory). The commit index,
+stored once a second, is only a lower bound (a stale one means applying fewer entries
+until the leader repeats it): it goes to a file of its own, written in place with a CRC
+and never fsynced, after the entries it covers are. Its two fsyncs a second on the tick
+thread stalled it beyond the election timeout when brokers loaded the disk (issue 22).
 
 pysyncobj also truncates and re-adds entries it already holds when a leader with
 ``appendEntriesUseBatch=False`` resends from an older index (its ``next_node_idx`` handling
@@ -44,6 +48,7 @@ logger = logging.getLogger(__name__)
 MAGIC = b"KETCHRJ1"
 _HEAD = struct.Struct(">II")        # length of (index, term, command), crc32c of the same
 _ENTRY = struct.Struct(">QQ")       # index, term
+_COMMIT = struct.Struct(">QI")      # commit index, crc32c of its 8 bytes
 
 Entry = tuple[bytes, int, int]      # pysyncobj's shape: (command, raft index, raft term)
 
@@ -67,6 +72,15 @@ def write_file_durably(path: str, data: bytes) -> None:
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
+def decode_commit_index(data: bytes) -> int | None:
+    """The commit index file's value; None when torn or never written (it is not
+    fsynced): the meta file's older value holds then."""
+    if len(data) != _COMMIT.size:
+        return None
+    value, crc = _COMMIT.unpack(data)
+    return value if crc32c.crc32c(data[:8]) == crc else None
+
+
 def _encode_entry(entry: Entry) -> bytes:
     command, index, term = entry
     body = _ENTRY.pack(index, term) + command
@@ -84,6 +98,7 @@ class FsyncJournal:
     def __init__(self, path: str) -> None:
         self.path = path
         self.meta_path = path + ".meta"
+        self.commit_path = path + ".commit"
         self.fsync_count = 0            # for tests and the benchmark: how well syncs group
         self.lazy_restores = 0          # entries re-added identically after a truncation
         self._entries: list[Entry] = []
@@ -95,6 +110,10 @@ class FsyncJournal:
         self._end = len(MAGIC)          # Invariant: the file's size as we wrote it
         self._dirty = False             # written since the last fdatasync
         self._meta: dict[str, Any] = self._load_meta()
+        self._commit_fd = os.open(self.commit_path, os.O_RDWR | os.O_CREAT, 0o600)
+        stored = self._load_commit_index()
+        if stored is not None:
+            self._meta["commit_index"] = max(self._meta.get("commit_index", 1), stored)
         self._meta_commit_saved = self._meta.get("commit_index", 1)
         self._fd = self._open_and_recover()
 
@@ -147,6 +166,9 @@ class FsyncJournal:
             return {}
         assert isinstance(meta, dict)
         return meta
+
+    def _load_commit_index(self) -> int | None:
+        return decode_commit_index(os.pread(self._commit_fd, _COMMIT.size, 0))
 
     # -- writes --
 
@@ -262,7 +284,10 @@ class FsyncJournal:
     def onOneSecondTimer(self) -> None:
         if self._meta.get("commit_index", 1) != self._meta_commit_saved:
             self.sync()     # the stored commit index must not run ahead of the entries
-            self._store_meta()
+            commit = self._meta.get("commit_index", 1)
+            value = commit.to_bytes(8, "big")
+            os.pwrite(self._commit_fd, _COMMIT.pack(commit, crc32c.crc32c(value)), 0)
+            self._meta_commit_saved = commit
 
     def _store_meta(self) -> None:
         write_file_durably(self.meta_path, json.dumps(self._meta).encode())
@@ -274,6 +299,9 @@ class FsyncJournal:
             self.sync()
             os.close(self._fd)
             self._fd = -1
+        if self._commit_fd >= 0:
+            os.close(self._commit_fd)
+            self._commit_fd = -1
 
     def flush(self) -> None:
         self.sync()

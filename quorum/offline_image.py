@@ -47,7 +47,7 @@ from metadata_log.delta import replay_batch
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
 from metadata_log.snapshot import records_to_image
-from quorum.journal import MAGIC as JOURNAL_MAGIC
+from quorum.journal import MAGIC as JOURNAL_MAGIC, decode_commit_index
 from quorum.raft import DUMP_FILE, _decode_dump
 from quorum.replicated_log import CorruptCommandError, ReplicatedLogState
 
@@ -132,6 +132,13 @@ def load(data_dir: str) -> OfflineImage:
         commit_index = 0
     except (OSError, ValueError) as e:
         raise OfflineError(f"cannot read {journal}.meta: {e}") from None
+    try:
+        with open(journal + ".commit", "rb") as f:
+            stored = decode_commit_index(f.read())
+    except FileNotFoundError:
+        stored = None
+    if stored is not None:          # newer than the meta file's, when written (quorum/journal.py)
+        commit_index = max(commit_index, stored)
     state = ReplicatedLogState()
     dump_index = 0
     try:

@@ -191,6 +191,51 @@ def _create_journal(journal_file: str | None) -> Any:
 _syncobj_module.createJournal = _create_journal
 
 
+class ChunkedEntryAssembler:
+    """Reassembles an entry pysyncobj 0.3.17 sends in chunks, for the receiving side.
+
+    An entry of ``appendEntriesBatchSizeBytes`` (64 KiB) or more goes as append_entries
+    messages with ``transmission`` start / process / finish, each carrying a slice of the
+    pickled entry. The sender labels a chunk "finish" once it reaches the length of the
+    *command*, not of the pickled entry, which is longer (protocol 2 pickles bytes as
+    UTF-8 text: about +15 % for metadata records). So the first "finish" often comes a
+    chunk or more early, pysyncobj's unpickling of the truncated data raises out of the
+    tick ("pickle data was truncated"), and the rest of that tick is lost: seen hundreds
+    of times a run when 1,000-partition CreateTopics commit at 10k partitions.
+
+    ``receive`` keeps the chunks per sender and hands pysyncobj either an empty "start"
+    (which it answers as it answers every chunk but the last) or, once the data unpickles,
+    the plain message pysyncobj sends for a small entry (``entries=[entry]``). A prefix of
+    a pickle never unpickles: the STOP opcode comes only after the whole tuple."""
+
+    def __init__(self) -> None:
+        self._chunks: dict[Any, bytearray] = {}
+
+    def receive(self, node: Any, message: dict) -> dict:
+        transmission = message.get("transmission")
+        if transmission is None:
+            return message
+        data = message.get("data", b"")
+        if transmission == "start":
+            self._chunks[node] = bytearray(data)
+        elif node in self._chunks:
+            self._chunks[node] += data
+        else:
+            return dict(message, transmission="start", data=b"")   # its start was lost
+        entry = None
+        if transmission == "finish":
+            try:
+                entry = pickle.loads(bytes(self._chunks[node]))
+            except Exception:       # truncated: a later chunk says "finish" again
+                entry = None
+        if entry is None:
+            return dict(message, transmission="start", data=b"")
+        del self._chunks[node]
+        whole = {k: v for k, v in message.items() if k not in ("transmission", "data")}
+        whole["entries"] = [entry]
+        return whole
+
+
 class _SyncBeforeSendTransport(TCPTransport):
     """Makes the journal durable before a message that vouches for it leaves: a follower's
     ack (next_node_idx), a vote. A leader's append_entries is the exception: the leader
@@ -202,6 +247,7 @@ class _SyncBeforeSendTransport(TCPTransport):
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:  # noqa: N803
         with _journals_lock:
             self._journal = _journals[syncObj.conf.journalFile]
+        self._assembler = ChunkedEntryAssembler()
         super().__init__(syncObj, selfNode, otherNodes)
 
     def send(self, node: Any, message: Any) -> bool:
@@ -221,6 +267,8 @@ class _SyncBeforeSendTransport(TCPTransport):
                 return      # a voter's address, another directory: a wiped disk
             if self._syncObj.handle_pre_vote_message(node, message):
                 return
+            if message.get("type") == "append_entries":
+                message = self._assembler.receive(node, message)
         super()._onMessageReceived(node, message)
 
 

@@ -208,7 +208,7 @@ class PartitionLog:
         "storage", "dir_path", "config", "_segments", "_bases", "_log_end_offset",
         "_log_start_offset", "_recovery_point", "leader_epoch_cache", "_last_flush_ms",
         "_unflushed_messages", "_pending_deletes", "_epoch_checkpoint_dirty", "closed",
-        "first_dirty_offset", "layout_version", "on_recovery_point_lowered",
+        "first_dirty_offset", "layout_version", "on_recovery_point_lowered", "on_due",
         "_snapshot_offsets", "highest_offset_in_remote",
     )
 
@@ -246,6 +246,10 @@ class PartitionLog:
         # would let a crash skip recovering data appended below it after the truncation
         # (Kafka's LogManager.truncateTo checkpoints for the same reason).
         self.on_recovery_point_lowered: Callable[[], None] | None = None
+        # Called when this log may need a `poll` sooner than its last one said: its first
+        # unflushed message, a retired file to delete later, a config change. The
+        # LogManager polls only logs that asked (an idle log is never visited).
+        self.on_due: Callable[[PartitionLog], None] | None = None
         self._epoch_checkpoint_dirty = False  # the cache has entries the file lacks
         self.closed = False
         # Offsets of the producer snapshot files, ascending (set by `open`).
@@ -319,6 +323,7 @@ class PartitionLog:
         self.config = config
         for segment in self._segments:
             segment.config = config
+        self._due()                 # flush.ms may have changed
 
     # --- opening --------------------------------------------------------------------------
 
@@ -588,9 +593,16 @@ class PartitionLog:
             # recovery point. The checkpoint is written before the recovery point moves
             # past them (`_advance_recovery_point`), as in KAFKA-15046.
             self._epoch_checkpoint_dirty = True
+        first_unflushed = self._unflushed_messages == 0
+        if first_unflushed:
+            # flush.ms counts from here: an idle log is not polled, so its last flush time
+            # is not moved forward while it waits (as each poll of it did).
+            self._last_flush_ms = max(self._last_flush_ms, now_ms)
         self._unflushed_messages += count
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush(now_ms)
+        elif first_unflushed:
+            self._due()
         return AppendResult(
             ErrorCode.NONE,
             base_offset=first.base_offset,
@@ -909,6 +921,7 @@ class PartitionLog:
             retired = segment.delete_files(DELETED_SUFFIX if delay_ms > 0 else None)
             if retired:
                 self._pending_deletes.append((now_ms + delay_ms, retired))
+                self._due()
         del self._segments[: len(doomed)]
         del self._bases[: len(doomed)]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
@@ -934,9 +947,19 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
 
+    def _due(self) -> None:
+        if self.on_due is not None:
+            self.on_due(self)
+
+    @property
+    def has_duties(self) -> bool:
+        """Unflushed messages or retired files to delete: `poll` has work to come."""
+        return self._unflushed_messages > 0 or bool(self._pending_deletes)
+
     def poll(self, now_ms: int) -> int:
         """Run the flush.ms policy and delayed file deletes; returns ms until this log
-        next needs a poll."""
+        next needs a poll (`_NO_DEADLINE_MS`: not before `on_due` is called, unless
+        `has_duties`)."""
         if self._pending_deletes:
             due = [paths for at, paths in self._pending_deletes if at <= now_ms]
             self._pending_deletes = [(at, p) for at, p in self._pending_deletes if at > now_ms]

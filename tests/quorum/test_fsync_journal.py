@@ -171,3 +171,19 @@ def test_journal_after_sync_and_reopen_matches_a_model(tmp_path_factory, ops) ->
     journal.sync()
     journal._destroy()
     assert entries(FsyncJournal(path)) == model
+
+
+def test_the_commit_index_is_stored_without_fsync_and_a_torn_copy_falls_back(tmp_path) -> None:
+    path = str(tmp_path / "raft.journal")
+    journal = FsyncJournal(path)
+    for i in range(1, 4):
+        journal.add(b"e", i, 1)
+    journal.setCurrentTerm(1, None)         # meta (durable) holds commit index 1
+    journal.setRaftCommitIndex(3)
+    syncs = journal.fsync_count
+    journal.onOneSecondTimer()
+    assert journal.fsync_count == syncs + 1     # the entries' fdatasync only
+    assert FsyncJournal(path).getRaftCommitIndex() == 3
+    with open(path + ".commit", "r+b") as f:    # torn: its CRC no longer matches
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09")
+    assert FsyncJournal(path).getRaftCommitIndex() == 1

@@ -66,6 +66,44 @@ def test_poll_flushes_runs_retention_and_writes_checkpoints() -> None:
     assert manager.delete_log("t", 0) and not storage.exists("/data/t-0")
 
 
+def test_poll_visits_only_logs_with_duties_and_keeps_flush_ms_and_delayed_deletes() -> None:
+    storage = SimStorage()
+    config = LogConfig(segment_bytes=800, retention_ms=1_000, flush_ms=100, file_delete_delay_ms=300)
+    manager, _ = LogManager.open(storage, "/data", now_ms=0, default_config=config,
+                                 manager_config=LogManagerConfig(retention_check_interval_ms=2_000))
+    logs = [manager.get_or_create_log("t", i, now_ms=0) for i in range(50)]
+    assert manager.logs_due == 0            # idle logs are never visited
+    manager.poll(1_000)
+    # flush.ms counts from the first unflushed message, however long the log was idle.
+    busy = logs[7]
+    for _ in range(20):
+        busy.append_as_leader(make_batch(2, timestamp_ms=0), 0, now_ms=1_050)
+    assert manager.logs_due == 1
+    assert manager.poll(1_100) == 50 and busy.recovery_point < busy.log_end_offset
+    manager.poll(1_150)
+    assert busy.recovery_point == busy.log_end_offset == 40
+    assert manager.logs_due == 0            # flushed: idle again
+    # Retention retires its old segments; the files go file.delete.delay.ms later.
+    manager.poll(2_000)
+    retired = [n for n in storage.list_dir(busy.dir_path) if n.endswith(".deleted")]
+    assert retired and manager.logs_due == 1
+    manager.poll(2_299)
+    assert all(storage.exists(f"{busy.dir_path}/{n}") for n in retired)
+    manager.poll(2_300)
+    assert not any(storage.exists(f"{busy.dir_path}/{n}") for n in retired)
+    assert manager.logs_due == 0
+    # Unflushed messages under a flush.ms beyond any deadline keep the log in view, so
+    # a config change that shortens flush.ms takes effect.
+    other = logs[3]
+    other.update_config(LogConfig(flush_ms=2**40))
+    other.append_as_leader(make_batch(2), 0, now_ms=3_000)
+    manager.poll(3_000)
+    assert manager.logs_due == 1 and other.recovery_point == 0
+    other.update_config(LogConfig(flush_ms=10))
+    manager.poll(3_010)
+    assert other.recovery_point == other.log_end_offset and manager.logs_due == 0
+
+
 def test_delete_records_start_offset_survives_a_crash() -> None:
     storage = SimStorage()
     manager, _ = LogManager.open(storage, "/data", now_ms=0)
