@@ -109,6 +109,9 @@ class FetchContext:
     incremental: bool
     partitions: list[tuple[SessionPartition, CachedPartition]]
     error_code: int = ErrorCode.NONE     # a request-level error: answer nothing else
+    # Incremental: the partitions this request named (added, or their position moved);
+    # the session's others are fetched as cached.
+    named: set[SessionPartition] = field(default_factory=set)
 
     def include(self, cached: CachedPartition, error_code: int, has_records: bool,
                 high_watermark: int, log_start_offset: int) -> bool:
@@ -151,7 +154,9 @@ class FetchSessionCache:
         before = len(session.partitions)
         for tp in forgotten:
             session.partitions.pop(tp, None)
+        named = set()
         for p in asked:
+            named.add(p.tp)
             cached = session.partitions.get(p.tp)
             if cached is None:
                 session.partitions[p.tp] = _cached(p)
@@ -163,7 +168,7 @@ class FetchSessionCache:
         session.next_epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
         session.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
-        return FetchContext(session_id, True, list(session.partitions.items()))
+        return FetchContext(session_id, True, list(session.partitions.items()), named=named)
 
     def _create(self, partitions: dict[SessionPartition, CachedPartition], privileged: bool,
                 uses_topic_ids: bool, now_ms: int) -> FetchSession | None:

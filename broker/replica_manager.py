@@ -1085,6 +1085,36 @@ class ReplicaManager:
                           aborted_transactions=self._aborted_in(hosted, fetch_offset, records)
                           if read_committed else None)
 
+    def report_idle_follower_fetches(
+            self, replica_id: int, replica_epoch: int,
+            positions: Iterable[tuple[TopicPartition, int, int, int, int]], now_ms: int
+    ) -> set[TopicPartition]:
+        """A follower's incremental fetch (KIP-227), for the session partitions it did not
+        name: (partition, fetch offset, current leader epoch, and the HW and log start
+        offset it was last told). Those with nothing to answer — this broker leads in that
+        epoch, the follower is in sync at this log end, and the HW and log start are the
+        ones it was told — get the follower's fetch-state report a ``read`` would make (it
+        is caught up now) and are returned: they need no read and no place in the answer.
+        The others are left alone for ``read``. One call per fetch, so that a session of
+        mostly idle partitions costs a few attribute checks per partition."""
+        quiet: set[TopicPartition] = set()
+        partitions = self.partitions
+        for tp, fetch_offset, leader_epoch, told_hw, told_log_start in positions:
+            hosted = partitions.get(tp)
+            if hosted is None:
+                continue
+            replica = hosted.replica
+            if ((leader_epoch >= 0 and leader_epoch != replica.leader_epoch)
+                    or told_hw != replica.high_watermark
+                    or told_log_start != hosted.log.log_start_offset
+                    or fetch_offset != hosted.log.log_end_offset
+                    or not replica.on_idle_follower_fetch(replica_id, fetch_offset, now_ms)):
+                continue
+            quiet.add(tp)
+        if quiet:
+            self._follower_broker_epochs[replica_id] = replica_epoch
+        return quiet
+
     @staticmethod
     def _aborted_in(hosted: HostedPartition, fetch_offset: int,
                     records: FileSlice | None) -> tuple[AbortedTxn, ...]:
