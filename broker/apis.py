@@ -666,20 +666,30 @@ class KafkaApis:
         if session.error_code != ErrorCode.NONE:
             return cls(error_code=session.error_code, session_id=0)
         # The session's partitions by name; by id, resolved against this broker's metadata
-        # on every fetch (a session may hold an id the metadata learns later).
-        wanted: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]] = []
-        names: dict[uuid.UUID, str | None] = {}         # a session's partitions share topics
-        for key, cached in session.partitions:
-            if isinstance(key, TopicIdPartition):
-                topic_id = key.topic_id
-                if topic_id in names:
-                    name = names[topic_id]
+        # on every fetch (a session may hold an id the metadata learns later), unless the
+        # session resolved them against this same image before (its memo: an idle
+        # follower's session costs nothing here).
+        wanted: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]]
+        memo = session.memo
+        if memo is not None and memo[0] is image:
+            wanted = memo[1]
+        else:
+            wanted = []
+            names: dict[uuid.UUID, str | None] = {}         # a session's partitions share topics
+            for key, cached in session.partitions:
+                if isinstance(key, TopicIdPartition):
+                    topic_id = key.topic_id
+                    if topic_id in names:
+                        name = names[topic_id]
+                    else:
+                        topic = image.topics.get_by_id(topic_id)
+                        name = names[topic_id] = None if topic is None else topic.name
+                    wanted.append((key, None if name is None else TopicPartition(name, key.partition),
+                                   cached))
                 else:
-                    topic = image.topics.get_by_id(topic_id)
-                    name = names[topic_id] = None if topic is None else topic.name
-                wanted.append((key, None if name is None else TopicPartition(name, key.partition), cached))
-            else:
-                wanted.append((key, key, cached))
+                    wanted.append((key, key, cached))
+            memo = (image, wanted, [tp for _, tp, _ in wanted if tp is not None])
+            session.remember(memo)
         # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's KafkaApis).
         if replica_id >= 0:
             allowed = (None if self.auth.authorize_cluster(client, Op.CLUSTER_ACTION)
@@ -689,8 +699,8 @@ class KafkaApis:
                                                   (tp.topic for _, tp, _ in wanted if tp is not None))
         else:
             allowed = None
-        readable = [tp for _, tp, _ in wanted if tp is not None
-                    and (allowed is None or tp.topic in allowed)]
+        readable = (memo[2] if allowed is None
+                    else [tp for _, tp, _ in wanted if tp is not None and tp.topic in allowed])
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
         # A parked fetch woken by some of its partitions reads those again and keeps the
         # other reads: an append, HW, truncation or leadership change would have woken it

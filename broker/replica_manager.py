@@ -1379,6 +1379,9 @@ class ReplicaManager:
         plan whose partition still follows ``leader_id`` in the epoch it was asked in; the
         leader answered, so any backoff for it ends."""
         self._leader_backoff_until.pop(leader_id, None)
+        answers = list(answers)
+        if not answers:
+            return                  # an incremental answer with nothing new
         by_partition = {q.partition: q for q in asked}
         for answer in answers:
             question = by_partition.get(answer.partition)
