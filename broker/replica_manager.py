@@ -1112,8 +1112,8 @@ class ReplicaManager:
         """A follower's incremental fetch (KIP-227), for the session partitions it did not
         name: (partition, fetch offset, current leader epoch, and the HW and log start
         offset it was last told). Those with nothing to answer — this broker leads in that
-        epoch, the follower is in sync at this log end, and the HW and log start are the
-        ones it was told — get the follower's fetch-state report a ``read`` would make (it
+        epoch, the follower is in sync at this log end, the HW is there too, and the HW and
+        log start are the ones it was told — get the follower's fetch-state report a ``read`` would make (it
         is caught up now) and are returned: they need no read and no place in the answer.
         The others are left alone for ``read``. One call per fetch, so that a session of
         mostly idle partitions costs a few attribute checks per partition."""

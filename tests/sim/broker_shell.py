@@ -410,11 +410,12 @@ class SimBroker:
         for q in work.epoch_queries:
             code, epoch, end = core.end_offset_for_epoch(q.partition, q.leader_epoch, q.current_leader_epoch)
             epoch_answers.append(EpochAnswer(q.partition, code, epoch, end))
-        fetched = self._read_for(follower.broker_id, work, served)
+        fetched, told = self._read_for(follower.broker_id, work, served)
         self._after_input()
         net = self.cluster.network
         has_data = any(p.records or p.error_code for p in fetched)
         if work.epoch_queries or has_data or not work.fetches:
+            served.told = told          # what this answer tells (a parked one's reads are not sent)
             net.send(self.name, follower.name, lambda: reply(epoch_answers, fetched))
             return
         # Nothing new: park the fetch until data arrives or fetch_wait_max_ms passes.
@@ -425,16 +426,18 @@ class SimBroker:
             if not any(entry[0] == pid for entry in self._parked):
                 return
             self._parked = [e for e in self._parked if e[0] != pid]
-            again = self._read_for(follower.broker_id, work, served)
+            again, served.told = self._read_for(follower.broker_id, work, served)
             self._after_input()
             net.send(self.name, follower.name, lambda: reply([], again))
         self._parked.append((pid, tps, answer_now))
         self.loop.after(self.cluster.config.fetch_wait_max_ms, self.name, answer_now)
 
-    def _read_for(self, follower_id: int, work: FollowerWork,
-                  served: _ServedSession) -> list[FetchedPartition]:
+    def _read_for(self, follower_id: int, work: FollowerWork, served: _ServedSession
+                  ) -> tuple[list[FetchedPartition], dict[TopicPartition, tuple[int, int, int, int]]]:
+        """The answer, and what it tells the follower per partition (for ``served.told``
+        once it is sent)."""
         core = self.core
-        told, served.told = served.told, {}
+        told, now_told = served.told, {}
         idle = core.report_idle_follower_fetches(follower_id, -1, (
             (pos.partition, pos.fetch_offset, pos.current_leader_epoch, t[2], t[3])
             for pos in work.fetches
@@ -443,7 +446,7 @@ class SimBroker:
         out = []
         for pos in work.fetches:
             if pos.partition in idle:
-                served.told[pos.partition] = told[pos.partition]
+                now_told[pos.partition] = told[pos.partition]
                 continue
             r = core.read(pos.partition, pos.fetch_offset, 1 << 20, pos.current_leader_epoch,
                           follower_id, self.now, True)
@@ -453,9 +456,9 @@ class SimBroker:
             out.append(FetchedPartition(pos.partition, r.error_code, r.high_watermark,
                                         r.log_start_offset, data))
             if r.error_code == ErrorCode.NONE:
-                served.told[pos.partition] = (pos.fetch_offset, pos.current_leader_epoch,
-                                              r.high_watermark, r.log_start_offset)
-        return out
+                now_told[pos.partition] = (pos.fetch_offset, pos.current_leader_epoch,
+                                           r.high_watermark, r.log_start_offset)
+        return out, now_told
 
     def _wake_parked(self, partitions: frozenset[TopicPartition]) -> None:
         for pid, tps, answer_now in list(self._parked):
