@@ -1113,10 +1113,11 @@ class ReplicaManager:
         name: (partition, fetch offset, current leader epoch, and the HW and log start
         offset it was last told). Those with nothing to answer — this broker leads in that
         epoch, the follower is in sync at this log end, the HW is there too, and the HW and
-        log start are the ones it was told — get the follower's fetch-state report a ``read`` would make (it
-        is caught up now) and are returned: they need no read and no place in the answer.
-        The others are left alone for ``read``. One call per fetch, so that a session of
-        mostly idle partitions costs a few attribute checks per partition."""
+        log start are the ones it was told — get the follower's fetch-state report a
+        ``read`` would make (it is caught up now) and are returned: they need no read and
+        no place in the answer. The others are left alone for ``read``. One call per
+        fetch, so that a session of mostly idle partitions costs a few attribute checks
+        per partition."""
         quiet: set[TopicPartition] = set()
         partitions = self.partitions
         for tp, fetch_offset, leader_epoch, told_hw, told_log_start in positions:
