@@ -666,15 +666,30 @@ class KafkaApis:
         if session.error_code != ErrorCode.NONE:
             return cls(error_code=session.error_code, session_id=0)
         # The session's partitions by name; by id, resolved against this broker's metadata
-        # on every fetch (a session may hold an id the metadata learns later).
-        wanted: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]] = []
-        for key, cached in session.partitions:
-            if isinstance(key, TopicIdPartition):
-                topic = image.topics.get_by_id(key.topic_id)
-                wanted.append((key, None if topic is None else TopicPartition(topic.name, key.partition),
-                               cached))
-            else:
-                wanted.append((key, key, cached))
+        # on every fetch (a session may hold an id the metadata learns later), unless the
+        # session resolved them against this same image before (its memo: an idle
+        # follower's session costs nothing here).
+        wanted: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]]
+        memo = session.memo
+        if memo is not None and memo[0] is image:
+            wanted = memo[1]
+        else:
+            wanted = []
+            names: dict[uuid.UUID, str | None] = {}         # a session's partitions share topics
+            for key, cached in session.partitions:
+                if isinstance(key, TopicIdPartition):
+                    topic_id = key.topic_id
+                    if topic_id in names:
+                        name = names[topic_id]
+                    else:
+                        topic = image.topics.get_by_id(topic_id)
+                        name = names[topic_id] = None if topic is None else topic.name
+                    wanted.append((key, None if name is None else TopicPartition(name, key.partition),
+                                   cached))
+                else:
+                    wanted.append((key, key, cached))
+            memo = (image, wanted, [tp for _, tp, _ in wanted if tp is not None])
+            session.remember(memo)
         # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's KafkaApis).
         if replica_id >= 0:
             allowed = (None if self.auth.authorize_cluster(client, Op.CLUSTER_ACTION)
@@ -684,8 +699,8 @@ class KafkaApis:
                                                   (tp.topic for _, tp, _ in wanted if tp is not None))
         else:
             allowed = None
-        readable = [tp for _, tp, _ in wanted if tp is not None
-                    and (allowed is None or tp.topic in allowed)]
+        readable = (memo[2] if allowed is None
+                    else [tp for _, tp, _ in wanted if tp is not None and tp.topic in allowed])
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
         # A parked fetch woken by some of its partitions reads those again and keeps the
         # other reads: an append, HW, truncation or leadership change would have woken it
@@ -695,11 +710,25 @@ class KafkaApis:
         # fetch-state report (Kafka's readFromPurgatory reads do not update it).
         previous: dict[TopicPartition, ReadResult] = {}
         woken: set[TopicPartition] | None = None        # None: read every partition
+        # A follower's incremental fetch: the session's partitions it did not name whose
+        # log, HW and log start are as it was last told need no read and are not in the
+        # answer; one core call reports the follower's fetch state for all of them (it
+        # stays in sync). They are read only if they change while the fetch is parked
+        # (that read makes no second report).
+        quiet: set[TopicPartition] = set()
+        if replica_id >= 0 and session.incremental and allowed is None:
+            named = session.named
+            quiet = self.replicas.report_idle_follower_fetches(replica_id, replica_epoch, (
+                (tp, p.fetch_offset, p.current_leader_epoch, p.high_watermark, p.log_start_offset)
+                for key, tp, p in wanted if tp is not None and key not in named))
         while True:
             total = 0
             any_error = redirected = False
             results: list[tuple[SessionPartition, TopicPartition | None, CachedPartition, ReadResult]] = []
             for key, tp, p in wanted:
+                if (quiet and tp in quiet and tp not in previous
+                        and (woken is None or tp not in woken)):
+                    continue
                 if tp is None:
                     # As Kafka's: answered, but no reason to answer before max_wait_ms
                     # unless nothing else is read.
@@ -722,7 +751,7 @@ class KafkaApis:
                                                 client_rack=req.rack_id if version >= 11 else None,
                                                 replica_epoch=replica_epoch,
                                                 isolation_level=req.isolation_level,
-                                                update_fetch_state=last is None)
+                                                update_fetch_state=last is None and tp not in quiet)
                     previous[tp] = result
                 total += result.size_in_bytes
                 any_error |= result.error_code != ErrorCode.NONE

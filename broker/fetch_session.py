@@ -42,7 +42,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterable, Union
+from typing import Any, Collection, Iterable, Union
 
 from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
@@ -100,6 +100,9 @@ class FetchSession:
     partitions: dict[SessionPartition, CachedPartition]
     next_epoch: int = 1
     last_used_ms: int = 0
+    # What the caller derives from the partitions and keeps between fetches (handle_fetch:
+    # their topics resolved against one metadata image); dropped when partitions come or go.
+    memo: Any = None
 
 
 @dataclass(slots=True)
@@ -107,8 +110,21 @@ class FetchContext:
     """What one Fetch reads and how its answer is shaped."""
     session_id: int                      # in the response; 0 without a session
     incremental: bool
-    partitions: list[tuple[SessionPartition, CachedPartition]]
+    partitions: Collection[tuple[SessionPartition, CachedPartition]]
     error_code: int = ErrorCode.NONE     # a request-level error: answer nothing else
+    # Incremental: the partitions this request named (added, or their position moved);
+    # the session's others are fetched as cached.
+    named: set[SessionPartition] = field(default_factory=set)
+    session: FetchSession | None = None
+
+    @property
+    def memo(self) -> Any:
+        """The session's memo (``FetchSession.memo``); None without a session."""
+        return None if self.session is None else self.session.memo
+
+    def remember(self, memo: Any) -> None:
+        if self.session is not None:
+            self.session.memo = memo
 
     def include(self, cached: CachedPartition, error_code: int, has_records: bool,
                 high_watermark: int, log_start_offset: int) -> bool:
@@ -138,7 +154,7 @@ class FetchSessionCache:
             if epoch == INITIAL_EPOCH:
                 new = self._create(dict(partitions), privileged, uses_topic_ids, now_ms)
                 if new is not None:
-                    return FetchContext(new.session_id, False, list(new.partitions.items()))
+                    return FetchContext(new.session_id, False, new.partitions.items(), session=new)
             return FetchContext(NO_SESSION, False, partitions)
         session = self.sessions.get(session_id)
         if session is None:
@@ -150,11 +166,15 @@ class FetchSessionCache:
             return FetchContext(NO_SESSION, False, [], ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         before = len(session.partitions)
         for tp in forgotten:
-            session.partitions.pop(tp, None)
+            if session.partitions.pop(tp, None) is not None:
+                session.memo = None
+        named = set()
         for p in asked:
+            named.add(p.tp)
             cached = session.partitions.get(p.tp)
             if cached is None:
                 session.partitions[p.tp] = _cached(p)
+                session.memo = None
             else:
                 cached.fetch_offset = p.fetch_offset
                 cached.partition_max_bytes = p.partition_max_bytes
@@ -163,7 +183,9 @@ class FetchSessionCache:
         session.next_epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
         session.last_used_ms = now_ms
         self.sessions.move_to_end(session_id)
-        return FetchContext(session_id, True, list(session.partitions.items()))
+        # A view, not a copy: the caller reads it before anything can change the session.
+        return FetchContext(session_id, True, session.partitions.items(), named=named,
+                            session=session)
 
     def _create(self, partitions: dict[SessionPartition, CachedPartition], privileged: bool,
                 uses_topic_ids: bool, now_ms: int) -> FetchSession | None:

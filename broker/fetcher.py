@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Callable
 
 from broker.latency_trace import LatencyTracer
 from broker.replica_driver import ReplicaDriver
-from broker.replica_manager import EpochAnswer, FetchedPartition, FollowerWork
+from broker.replica_manager import EpochAnswer, FetchedPartition, FetchPosition, FollowerWork
 from clients.connection import KafkaConnection, connect
 from clients.security.client_auth import PLAINTEXT_SECURITY, ClientSecurity
 from clients.protocol import ApiKey, messages
@@ -83,7 +84,7 @@ class ReplicaFetcherManager:
         conn: KafkaConnection | None = None
         # KIP-227, as Kafka's followers do: once the session holds this leader's
         # partitions, a fetch names only those whose position moved.
-        session = FetchSessionHandler()
+        session = _LeaderSession(self.partition_fetch_max_bytes)
         try:
             while not self._closed:
                 work = self._work(leader_id)
@@ -115,7 +116,7 @@ class ReplicaFetcherManager:
                     if conn is not None:
                         conn.close()
                     conn = None
-                    session.reset()
+                    session.handler.reset()
                     self.driver.run(lambda core: core.handle_leader_unreachable(leader_id, self.driver.now_ms()))
         except asyncio.CancelledError:
             pass
@@ -145,7 +146,7 @@ class ReplicaFetcherManager:
                 for t in resp.topics for p in t.partitions]
 
     async def _fetch(self, leader_id: int, conn: KafkaConnection, work: FollowerWork,
-                     session: FetchSessionHandler) -> list[FetchedPartition]:
+                     leader_session: _LeaderSession) -> list[FetchedPartition]:
         """One Fetch at the highest version both brokers speak: v13+ name topics by id
         (a recreated topic's new log is never fed the old one's records), v15+ carry
         this broker's id and epoch in ReplicaState (KIP-903)."""
@@ -153,10 +154,8 @@ class ReplicaFetcherManager:
         version = conn.pick_version(ApiKey.FETCH, 4, FETCH_VERSION_MAX if by_id else TOPIC_ID_FETCH_VERSION - 1)
         uses_topic_ids = version >= TOPIC_ID_FETCH_VERSION
         cls = messages.FetchRequest
-        wanted = {f.partition: WantedPartition(f.fetch_offset, f.current_leader_epoch,
-                                               self.partition_fetch_max_bytes, f.log_start_offset,
-                                               f.topic_id)
-                  for f in work.fetches}
+        session = leader_session.handler
+        wanted = leader_session.wanted(work.fetches)
         plan = (session.build(wanted, uses_topic_ids) if version >= 7
                 else SessionRequest(0, -1, tuple(wanted), ()))
         topics, forgotten = request_topics(plan, wanted)
@@ -178,9 +177,41 @@ class ReplicaFetcherManager:
             raise
         if version >= 7 and not session.handle_response(resp.session_id, resp.error_code):
             return []           # the session is gone: the next fetch is a full one
-        names = {f.topic_id: f.partition.topic for f in work.fetches}
+        names = leader_session.topic_names
         return [FetchedPartition(TopicPartition(name, p.partition_index), p.error_code,
                                  p.high_watermark, p.log_start_offset, p.records)
                 for t in resp.responses
                 if (name := names.get(t.topic_id) if uses_topic_ids else t.topic) is not None
                 for p in t.partitions]
+
+
+class _LeaderSession:
+    """A fetcher's fetch session with one leader, and what it asked for last: a position
+    the core hands out again unchanged (the same object) keeps its WantedPartition, which
+    the session handler then tells unchanged by identity, so a round's cost for an idle
+    partition is a few dictionary lookups."""
+
+    def __init__(self, partition_fetch_max_bytes: int) -> None:
+        self.handler = FetchSessionHandler()
+        self.partition_fetch_max_bytes = partition_fetch_max_bytes
+        self._asked: dict[TopicPartition, tuple[FetchPosition, WantedPartition]] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}      # of every position asked
+
+    def wanted(self, fetches: tuple[FetchPosition, ...]) -> dict[TopicPartition, WantedPartition]:
+        asked = self._asked
+        out: dict[TopicPartition, WantedPartition] = {}
+        for f in fetches:
+            tp = f.partition
+            last = asked.get(tp)
+            if last is not None and last[0] is f:
+                out[tp] = last[1]
+                continue
+            w = out[tp] = WantedPartition(f.fetch_offset, f.current_leader_epoch,
+                                          self.partition_fetch_max_bytes, f.log_start_offset,
+                                          f.topic_id)
+            asked[tp] = (f, w)
+            self.topic_names[f.topic_id] = tp.topic
+        if len(asked) > len(out):
+            for tp in [tp for tp in asked if tp not in out]:
+                del asked[tp]
+        return out

@@ -303,6 +303,15 @@ class ReplicaDriver:
                                       result.high_watermark, time.monotonic_ns(), replica_id)
         return result
 
+    def report_idle_follower_fetches(self, replica_id: int, replica_epoch: int,
+                                     positions: Iterable[tuple[TopicPartition, int, int, int, int]]
+                                     ) -> set[TopicPartition]:
+        """``ReplicaManager.report_idle_follower_fetches``: the partitions of a follower's
+        incremental fetch that need no read."""
+        now = self.now_ms()
+        return self.run(lambda core: core.report_idle_follower_fetches(replica_id, replica_epoch,
+                                                                        positions, now))
+
     def consumer_answered(self, reads: Iterable[tuple[TopicPartition, int, ReadResult]]
                           ) -> Callable[[], None] | None:
         """A consumer fetch is answered with these (partition, fetch offset, read); what

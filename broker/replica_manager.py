@@ -456,6 +456,12 @@ class ReplicaManager:
         # manager asks on every metadata change, which must not scan every partition.
         self._mirror_partitions: set[TopicPartition] = set()
         self._leader_backoff_until: dict[int, int] = {}
+        # The partitions following each leader (``hosted.following`` set), so a round of
+        # follower work for one leader visits its partitions, not every hosted one; and
+        # each one's last FetchPosition, handed out again while unchanged (the fetcher
+        # tells an unchanged position by identity).
+        self._following_by_leader: dict[int, dict[TopicPartition, HostedPartition]] = {}
+        self._fetch_positions: dict[TopicPartition, FetchPosition] = {}
         self._next_producer_expiry_ms: int | None = None
         # KIP-903: the broker epoch each follower named in its last Fetch (v15+).
         self._follower_broker_epochs: dict[int, int] = {}
@@ -710,7 +716,7 @@ class ReplicaManager:
                     reg.leader_epoch, reg.partition_epoch, reg.isr, reg.replicas, now_ms,
                     reg.leader_recovery_state == LeaderRecoveryState.RECOVERING))
             else:
-                hosted.following = None
+                self._set_following(hosted, None)
                 # Kafka's makeLeader (maybeAssignEpochStartOffset): the new epoch starts at
                 # our LEO now, not at our first append. A follower ahead of us (we were
                 # elected with a shorter log: unclean, or the last ISR member after a power
@@ -753,22 +759,36 @@ class ReplicaManager:
     def _start_following(self, hosted: HostedPartition, now_ms: int) -> None:
         replica = hosted.replica
         if replica.leader_id == NO_LEADER:
-            hosted.following = None
+            self._set_following(hosted, None)
             return
         following = FollowerPartition(leader_id=replica.leader_id, leader_epoch=replica.leader_epoch,
                                       fetch_offset=hosted.log.log_end_offset,
                                       epoch_to_ask=hosted.log.latest_epoch)
         if hosted.log.latest_epoch < 0:
             following.state = FetchState.FETCHING   # nothing local that could diverge
-        hosted.following = following
+        self._set_following(hosted, following)
         self._effects.append(FetchFromLeader(replica.leader_id))
+
+    def _set_following(self, hosted: HostedPartition, following: FollowerPartition | None) -> None:
+        """The one place ``hosted.following`` changes, with the index by leader."""
+        before = hosted.following
+        if before is not None:
+            followers = self._following_by_leader.get(before.leader_id)
+            if followers is not None:
+                followers.pop(hosted.tp, None)
+                if not followers:
+                    del self._following_by_leader[before.leader_id]
+            self._fetch_positions.pop(hosted.tp, None)
+        hosted.following = following
+        if following is not None:
+            self._following_by_leader.setdefault(following.leader_id, {})[hosted.tp] = hosted
 
     def _stop_partition(self, tp: TopicPartition, delete: bool) -> None:
         hosted = self.partitions.pop(tp, None)
         if hosted is None:
             return
         was_leader = hosted.replica.role is Role.LEADER
-        hosted.following = None
+        self._set_following(hosted, None)
         self._isr_proposals.pop(tp, None)
         self._poll_at.pop(tp, None)     # its heap entry is stale now
         self._mirror_partitions.discard(tp)
@@ -1085,6 +1105,37 @@ class ReplicaManager:
                           aborted_transactions=self._aborted_in(hosted, fetch_offset, records)
                           if read_committed else None)
 
+    def report_idle_follower_fetches(
+            self, replica_id: int, replica_epoch: int,
+            positions: Iterable[tuple[TopicPartition, int, int, int, int]], now_ms: int
+    ) -> set[TopicPartition]:
+        """A follower's incremental fetch (KIP-227), for the session partitions it did not
+        name: (partition, fetch offset, current leader epoch, and the HW and log start
+        offset it was last told). Those with nothing to answer — this broker leads in that
+        epoch, the follower is in sync at this log end, the HW is there too, and the HW and
+        log start are the ones it was told — get the follower's fetch-state report a
+        ``read`` would make (it is caught up now) and are returned: they need no read and
+        no place in the answer. The others are left alone for ``read``. One call per
+        fetch, so that a session of mostly idle partitions costs a few attribute checks
+        per partition."""
+        quiet: set[TopicPartition] = set()
+        partitions = self.partitions
+        for tp, fetch_offset, leader_epoch, told_hw, told_log_start in positions:
+            hosted = partitions.get(tp)
+            if hosted is None:
+                continue
+            replica = hosted.replica
+            if ((leader_epoch >= 0 and leader_epoch != replica.leader_epoch)
+                    or told_hw != replica.high_watermark
+                    or told_log_start != hosted.log.log_start_offset
+                    or fetch_offset != hosted.log.log_end_offset
+                    or not replica.on_idle_follower_fetch(replica_id, fetch_offset, now_ms)):
+                continue
+            quiet.add(tp)
+        if quiet:
+            self._follower_broker_epochs[replica_id] = replica_epoch
+        return quiet
+
     @staticmethod
     def _aborted_in(hosted: HostedPartition, fetch_offset: int,
                     records: FileSlice | None) -> tuple[AbortedTxn, ...]:
@@ -1273,30 +1324,37 @@ class ReplicaManager:
     # ------------------------------------------------------------ following
 
     def follower_work(self, leader_id: int, now_ms: int) -> FollowerWork | None:
-        """The next round of requests to ``leader_id``; None: nothing follows it any more."""
+        """The next round of requests to ``leader_id``; None: nothing follows it any more.
+        A fetch position that has not changed since the last round is the same object."""
+        followers = self._following_by_leader.get(leader_id)
+        if not followers:
+            return None
         queries: list[EpochQuery] = []
         fetches: list[FetchPosition] = []
         wait_ms = self.replica_fetch_backoff_ms
         backoff_until = self._leader_backoff_until.get(leader_id, 0)
-        any_following = False
-        for tp, hosted in self.partitions.items():
+        positions = self._fetch_positions
+        for tp, hosted in followers.items():
             f = hosted.following
-            if f is None or f.leader_id != leader_id:
-                continue
-            any_following = True
+            assert f is not None and f.leader_id == leader_id, (tp, f)
             if not f.ready(now_ms) or backoff_until > now_ms:
                 if not f.paused:
                     wait_ms = min(wait_ms, max(1, max(f.retry_at_ms, backoff_until) - now_ms))
                 continue
             if f.state is FetchState.TRUNCATING:
                 queries.append(EpochQuery(tp, f.leader_epoch, f.epoch_to_ask))
-            elif self._follower_throttled(hosted) and self.follower_quota.is_exceeded(now_ms):
+            elif hosted.follower_throttled and self._follower_throttled(hosted) \
+                    and self.follower_quota.is_exceeded(now_ms):
                 wait_ms = min(wait_ms, self.follower_quota.sample_ms)
             else:
-                fetches.append(FetchPosition(tp, f.leader_epoch, f.fetch_offset,
-                                             hosted.log.log_start_offset, hosted.topic_id))
-        if not any_following:
-            return None
+                log_start = hosted.log.log_start_offset
+                position = positions.get(tp)
+                if (position is None or position.fetch_offset != f.fetch_offset
+                        or position.current_leader_epoch != f.leader_epoch
+                        or position.log_start_offset != log_start):
+                    position = positions[tp] = FetchPosition(tp, f.leader_epoch, f.fetch_offset,
+                                                             log_start, hosted.topic_id)
+                fetches.append(position)
         return FollowerWork(leader_id, tuple(queries), tuple(fetches), wait_ms)
 
     def _follower_throttled(self, hosted: HostedPartition) -> bool:
@@ -1322,6 +1380,9 @@ class ReplicaManager:
         plan whose partition still follows ``leader_id`` in the epoch it was asked in; the
         leader answered, so any backoff for it ends."""
         self._leader_backoff_until.pop(leader_id, None)
+        answers = list(answers)
+        if not answers:
+            return                  # an incremental answer with nothing new
         by_partition = {q.partition: q for q in asked}
         for answer in answers:
             question = by_partition.get(answer.partition)

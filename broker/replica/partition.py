@@ -279,6 +279,25 @@ class PartitionReplica:
         completions = self._maybe_advance_hw()
         return completions, self._maybe_expand_isr(replica_id)
 
+    def on_idle_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """``on_follower_fetch`` for an in-sync follower that fetches again from the LEO
+        it already reported, which is this leader's LEO and HW (an idle partition of its
+        fetch session): it is caught up now, and nothing else can change (the HW is at the
+        LEO already, and an ISR member is never proposed for the ISR). False, with nothing
+        changed, when that is not the case: then ``on_follower_fetch`` decides. (An HW
+        below the LEO may be due to move although no LEO moved: a pending ISR proposal
+        abandoned shrinks the maximal ISR without recomputing it; found by tests/sim.)"""
+        progress = self.followers.get(replica_id)
+        if (progress is None or self.role is not Role.LEADER
+                or fetch_offset != self.log_end_offset or progress.log_end_offset != fetch_offset
+                or self.high_watermark != fetch_offset or replica_id not in self.isr):
+            return False
+        if now_ms > progress.last_caught_up_time_ms:
+            progress.last_caught_up_time_ms = now_ms
+        progress.leader_end_offset_at_last_fetch = fetch_offset
+        progress.last_fetch_time_ms = now_ms
+        return True
+
     def await_replication(self, token: Hashable, required_offset: int,
                           deadline_ms: int) -> list[ProduceCompletion]:
         """Park an acks=all produce until the HW reaches ``required_offset``."""

@@ -86,10 +86,12 @@ class FetchSessionHandler:
         self._pending_uses_topic_ids = uses_topic_ids
         if self.epoch == INITIAL_EPOCH:
             return SessionRequest(self.session_id, INITIAL_EPOCH, tuple(wanted), (), uses_topic_ids)
-        to_send = tuple(tp for tp, w in wanted.items() if self.partitions.get(tp) != w)
-        forgotten = tuple((tp, w.topic_id) for tp, w in self.partitions.items()
-                          if tp not in wanted
-                          or (uses_topic_ids and wanted[tp].topic_id != w.topic_id))
+        partitions = self.partitions
+        to_send = tuple(tp for tp, w in wanted.items()
+                        if (last := partitions.get(tp)) is not w and last != w)
+        forgotten = tuple((tp, w.topic_id) for tp, w in partitions.items()
+                          if (now := wanted.get(tp)) is None
+                          or (uses_topic_ids and now.topic_id != w.topic_id))
         return SessionRequest(self.session_id, self.epoch, to_send, forgotten, uses_topic_ids)
 
     def handle_response(self, session_id: int, error_code: int) -> bool:

@@ -109,3 +109,21 @@ def test_a_session_by_topic_id_keys_partitions_by_id_and_refuses_a_fetch_by_name
     by_name = cache.context(0, 0, [asked(T0)], [], False, 3).session_id
     assert cache.context(by_name, 1, [], [], False, 4, uses_topic_ids=True).error_code == \
         ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+
+
+def test_an_incremental_fetch_says_what_it_named_and_the_memo_lasts_while_the_partitions_do() -> None:
+    cache = FetchSessionCache(rng=random.Random(1))
+    sid = cache.context(0, 0, [asked(T0), asked(T1)], [], True, 0).session_id
+    first = cache.context(sid, 1, [], [], True, 1)
+    assert first.named == set() and first.memo is None
+    first.remember("resolved")
+    moved = cache.context(sid, 2, [asked(T0, 7)], [], True, 2)
+    assert moved.named == {T0} and moved.memo == "resolved"      # a position moved: kept
+    assert dict(moved.partitions)[T0].fetch_offset == 7
+    added = cache.context(sid, 3, [asked(T2)], [], True, 3)
+    assert added.named == {T2} and added.memo is None             # a partition came
+    added.remember("again")
+    assert cache.context(sid, 4, [], [T1], True, 4).memo is None  # one went
+    sessionless = cache.context(0, -1, [asked(T0)], [], True, 5)
+    sessionless.remember("nowhere")
+    assert sessionless.memo is None

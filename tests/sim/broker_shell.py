@@ -22,7 +22,7 @@ incarnation, so the broker re-registers and gets a new broker epoch.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from broker.log import LogConfig, LogManager, SimStorage
@@ -49,9 +49,19 @@ POLL_COALESCE_MS = 10
 
 @dataclass(slots=True)
 class _FetchSession:
-    """The replica fetcher's state for one leader: at most one request in flight."""
+    """The replica fetcher's state for one leader: at most one request in flight.
+    ``epoch``: KIP-227's session epoch of the next request (0: full, after a lost answer)."""
     in_flight: int | None = None
     scheduled: bool = False
+    epoch: int = 0
+
+
+@dataclass(slots=True)
+class _ServedSession:
+    """The leader's side of a follower's fetch session: the epoch it expects next, and per
+    partition what the follower was last told: (fetch offset, leader epoch, HW, log start)."""
+    next_epoch: int = 0
+    told: dict[TopicPartition, tuple[int, int, int, int]] = field(default_factory=dict)
 
 
 class SimBroker:
@@ -73,6 +83,7 @@ class SimBroker:
         self._alter_in_flight: dict[int, Any] = {}
         self._produce_waiters: dict[int, Callable[[int], None]] = {}
         self._parked: list[tuple[int, set[TopicPartition], Callable[[], None]]] = []
+        self._served_sessions: dict[int, _ServedSession] = {}
         self._poll_at: int | None = None
         self._metadata_token: int | None = None
         self.caught_up = False
@@ -106,6 +117,7 @@ class SimBroker:
         self._alter_in_flight.clear()
         self._produce_waiters.clear()
         self._parked.clear()
+        self._served_sessions.clear()
         self._poll_at = None
         self._metadata_token = None
         self.loop.after(0, self.name, self._lifecycle)
@@ -358,6 +370,7 @@ class SimBroker:
             if session.in_flight != rid:
                 return
             session.in_flight = None
+            session.epoch += 1
             if work.epoch_queries:
                 self.core.handle_epoch_answers(work, epoch_answers, self.now)
             if work.fetches:
@@ -369,29 +382,40 @@ class SimBroker:
             if session.in_flight != rid:
                 return
             session.in_flight = None
+            session.epoch = 0
             self.core.handle_leader_unreachable(leader_id, self.now)
             self._after_input()
             self._fetch_round(leader_id)
 
         if leader is not None:
+            epoch = session.epoch
             net.send(self.name, leader.name,
-                     lambda: leader.serve_follower(self, work, answered))
+                     lambda: leader.serve_follower(self, work, epoch, answered))
         self.loop.after(cfg.fetch_wait_max_ms + cfg.request_timeout_ms, self.name, timed_out)
 
     # ---------------------------------------------------------- leader side of Fetch
 
-    def serve_follower(self, follower: "SimBroker", work: FollowerWork,
+    def serve_follower(self, follower: "SimBroker", work: FollowerWork, session_epoch: int,
                        reply: Callable[[list, list], None]) -> None:
+        """As broker/apis.py's handle_fetch for a follower's incremental fetch session: a
+        partition whose position did not move and that has nothing new for the follower
+        gets only its fetch-state report (``report_idle_follower_fetches``) and no place in
+        the answer. An unexpected epoch (a lost answer, a restart) makes it a full fetch."""
         core = self.core
+        served = self._served_sessions.get(follower.broker_id)
+        if served is None or session_epoch == 0 or session_epoch != served.next_epoch:
+            served = self._served_sessions[follower.broker_id] = _ServedSession()
+        served.next_epoch = session_epoch + 1
         epoch_answers = []
         for q in work.epoch_queries:
             code, epoch, end = core.end_offset_for_epoch(q.partition, q.leader_epoch, q.current_leader_epoch)
             epoch_answers.append(EpochAnswer(q.partition, code, epoch, end))
-        fetched = self._read_for(follower.broker_id, work)
+        fetched, told = self._read_for(follower.broker_id, work, served)
         self._after_input()
         net = self.cluster.network
         has_data = any(p.records or p.error_code for p in fetched)
         if work.epoch_queries or has_data or not work.fetches:
+            served.told = told          # what this answer tells (a parked one's reads are not sent)
             net.send(self.name, follower.name, lambda: reply(epoch_answers, fetched))
             return
         # Nothing new: park the fetch until data arrives or fetch_wait_max_ms passes.
@@ -402,16 +426,28 @@ class SimBroker:
             if not any(entry[0] == pid for entry in self._parked):
                 return
             self._parked = [e for e in self._parked if e[0] != pid]
-            again = self._read_for(follower.broker_id, work)
+            again, served.told = self._read_for(follower.broker_id, work, served)
             self._after_input()
             net.send(self.name, follower.name, lambda: reply([], again))
         self._parked.append((pid, tps, answer_now))
         self.loop.after(self.cluster.config.fetch_wait_max_ms, self.name, answer_now)
 
-    def _read_for(self, follower_id: int, work: FollowerWork) -> list[FetchedPartition]:
+    def _read_for(self, follower_id: int, work: FollowerWork, served: _ServedSession
+                  ) -> tuple[list[FetchedPartition], dict[TopicPartition, tuple[int, int, int, int]]]:
+        """The answer, and what it tells the follower per partition (for ``served.told``
+        once it is sent)."""
         core = self.core
+        told, now_told = served.told, {}
+        idle = core.report_idle_follower_fetches(follower_id, -1, (
+            (pos.partition, pos.fetch_offset, pos.current_leader_epoch, t[2], t[3])
+            for pos in work.fetches
+            if (t := told.get(pos.partition)) is not None
+            and t[:2] == (pos.fetch_offset, pos.current_leader_epoch)), self.now)
         out = []
         for pos in work.fetches:
+            if pos.partition in idle:
+                now_told[pos.partition] = told[pos.partition]
+                continue
             r = core.read(pos.partition, pos.fetch_offset, 1 << 20, pos.current_leader_epoch,
                           follower_id, self.now, True)
             data = None
@@ -419,7 +455,10 @@ class SimBroker:
                 data = r.log.read_records_bytes(r.records)
             out.append(FetchedPartition(pos.partition, r.error_code, r.high_watermark,
                                         r.log_start_offset, data))
-        return out
+            if r.error_code == ErrorCode.NONE:
+                now_told[pos.partition] = (pos.fetch_offset, pos.current_leader_epoch,
+                                           r.high_watermark, r.log_start_offset)
+        return out, now_told
 
     def _wake_parked(self, partitions: frozenset[TopicPartition]) -> None:
         for pid, tps, answer_now in list(self._parked):

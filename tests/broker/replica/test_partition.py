@@ -193,3 +193,27 @@ def test_min_isr_above_the_replica_count_does_not_stop_the_hw() -> None:
                     log_start_offset=0, log_end_offset=0, high_watermark=0, now_ms=0)
     p.on_local_append(3)
     assert p.high_watermark == 3
+
+
+def test_an_idle_fetch_is_only_a_caught_up_report_when_the_hw_is_at_the_leo() -> None:
+    """KIP-227's idle partitions (``on_idle_follower_fetch``): exact only while nothing
+    but the follower's caught-up time can change."""
+    p = leader(isr=(1, 2), leo=0)
+    p.on_local_append(10)
+    p.on_follower_fetch(2, 10, now_ms=1)
+    assert p.high_watermark == 10
+    assert p.on_idle_follower_fetch(2, 10, now_ms=5)
+    assert p.followers[2].last_caught_up_time_ms == 5 and p.followers[2].last_fetch_time_ms == 5
+    assert not p.on_idle_follower_fetch(3, 10, now_ms=5)         # out of the ISR: may join it
+    p.on_follower_fetch(3, 10, now_ms=6)                         # proposes (1, 2, 3)
+    assert p.pending_isr == (1, 2, 3)
+    p.on_local_append(12)
+    p.on_follower_fetch(2, 12, now_ms=7)
+    assert p.high_watermark == 10                                # 3 (pending) holds it back
+    p.abandon_pending_isr()                                      # the HW is not recomputed...
+    assert p.high_watermark == 10
+    assert not p.on_idle_follower_fetch(2, 12, now_ms=8)         # ... so this fetch is no idle one
+    p.on_follower_fetch(2, 12, now_ms=8)
+    assert p.high_watermark == 12
+    assert p.on_idle_follower_fetch(2, 12, now_ms=9)
+    assert not p.on_idle_follower_fetch(2, 11, now_ms=9)         # behind: records to send

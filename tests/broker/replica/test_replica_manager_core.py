@@ -378,3 +378,79 @@ def test_poll_meets_every_replicas_deadlines_among_many_idle_ones(tmp_path) -> N
     assert {s.proposal.partition for s in alter_sends(core.take_effects())} == {
         TopicPartition("t", p) for p in range(50)} - {laggard}
     assert quiet in core.partitions
+
+
+def test_an_idle_partition_of_a_followers_session_is_reported_without_a_read(tmp_path) -> None:
+    """KIP-227 on the leader: an in-sync follower at the log end, told the current HW and
+    log start, needs no read; its fetch still keeps it caught up (no ISR shrink)."""
+    core, _ = leader_with_isr(tmp_path, [1, 2, 3])
+    core.append(TP, batch(3), acks=1, now_ms=1)
+    for r in (2, 3):
+        core.read(TP, 3, 1 << 20, 5, replica_id=r, now_ms=2, min_one_batch=True)
+    replica = core.partitions[TP].replica
+    assert replica.high_watermark == 3
+    core.take_effects()
+    idle = [(TP, 3, 5, 3, 0)]                       # offset, leader epoch, told HW, told log start
+    assert core.report_idle_follower_fetches(2, 12, idle, now_ms=9_000) == {TP}
+    assert replica.followers[2].last_caught_up_time_ms == 9_000
+    assert not core.take_effects()                  # nothing moved: nothing to wake
+    # Replica 3 fetches only through full reads up to then: idle reports keep replica 2
+    # in the ISR past replica.lag.time.max.ms (10 s), not replica 3.
+    core.report_idle_follower_fetches(2, 12, idle, now_ms=15_000)
+    core.poll(15_000)
+    [send] = alter_sends(core.take_effects())
+    assert send.proposal.new_isr == (1, 2)
+
+
+def test_a_partition_with_news_for_the_follower_is_left_to_the_read(tmp_path) -> None:
+    core, _ = leader_with_isr(tmp_path, [1, 2])
+    core.append(TP, batch(3), acks=1, now_ms=1)
+    core.read(TP, 3, 1 << 20, 5, replica_id=2, now_ms=2, min_one_batch=True)        # HW 3
+    replica = core.partitions[TP].replica
+    before = replica.followers[2].last_fetch_time_ms
+    not_idle = [
+        (TP, 3, 5, 0, 0),           # told an older HW
+        (TP, 3, 5, 3, 1),           # told another log start
+        (TP, 3, 4, 3, 0),           # another leader epoch (the read answers FENCED_LEADER_EPOCH)
+        (TP, 2, 5, 3, 0),           # not at the log end: records to send
+        (TopicPartition("t", 9), 0, 5, 0, 0),          # not hosted
+    ]
+    for position in not_idle:
+        assert core.report_idle_follower_fetches(2, 12, [position], now_ms=5) == set()
+    assert replica.followers[2].last_fetch_time_ms == before      # nothing half-applied
+    assert core.append(TP, batch(2), acks=1, now_ms=6).error_code == ErrorCode.NONE
+    # The follower's first fetch from the new log end must move the HW: the read's job.
+    assert core.report_idle_follower_fetches(2, 12, [(TP, 5, 5, 3, 0)], now_ms=7) == set()
+    core.read(TP, 5, 1 << 20, 5, replica_id=2, now_ms=7, min_one_batch=True)
+    assert replica.high_watermark == 5
+    assert core.report_idle_follower_fetches(2, 12, [(TP, 5, 5, 5, 0)], now_ms=8) == {TP}
+
+
+def test_an_out_of_sync_follower_is_never_idle_so_it_can_join_the_isr(tmp_path) -> None:
+    core, _ = leader_with_isr(tmp_path, [1, 2])
+    core.append(TP, batch(3), acks=1, now_ms=1)
+    core.read(TP, 3, 1 << 20, 5, replica_id=2, now_ms=2, min_one_batch=True)
+    core.read(TP, 3, 1 << 20, 5, replica_id=3, now_ms=2, min_one_batch=True)
+    [send] = alter_sends(core.take_effects())
+    core.handle_alter_partition_response(send.proposal, AlterPartitionAnswer(
+        ErrorCode.INVALID_REQUEST), now_ms=3)         # refused: proposed again on its next fetch
+    assert core.report_idle_follower_fetches(3, 13, [(TP, 3, 5, 3, 0)], now_ms=4) == set()
+    core.read(TP, 3, 1 << 20, 5, replica_id=3, now_ms=4, min_one_batch=True)
+    [again] = alter_sends(core.take_effects())
+    assert again.proposal.new_isr == (1, 2, 3)
+
+
+def test_follower_work_hands_out_an_unchanged_position_again_and_a_moved_one_anew(tmp_path) -> None:
+    core, meta = follower(tmp_path)
+    first = core.follower_work(1, 0)
+    assert core.follower_work(1, 1).fetches[0] is first.fetches[0]
+    core.handle_fetched(first, [FetchedPartition(TP, ErrorCode.NONE, 1, 0, bytes(
+        build_batch([Record(0, 0, None, b"a")], partition_leader_epoch=3)))], 2)
+    [moved] = core.follower_work(1, 3).fetches
+    assert moved.fetch_offset == 1 and moved is not first.fetches[0]
+    # Another leader: the partition leaves leader 1's work, and that work ends.
+    core.apply_metadata(*meta.commit(
+        *brokers(3), M.PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, leader=3,
+                                             replicas=[1, 2, 3], isr=[1, 2, 3])), 4)
+    assert core.follower_work(1, 5) is None
+    assert core.follower_work(3, 5) is not None
