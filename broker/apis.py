@@ -342,13 +342,14 @@ class KafkaApis:
             handling = self._handlers[api_key](request.body, version, client)
         busy = BusyTime(handling)
         answer = await busy
-        if answer is not None and api_key not in _REQUEST_QUOTA_EXEMPT and not (
-                api_key == ApiKey.FETCH and fetch_replica_id(request.body, version) >= 0):
-            answer = self._request_quota(answer, client, busy.ms)
         if api_key == ApiKey.FETCH:
-            name = "FetchFollower" if fetch_replica_id(request.body, version) >= 0 else "FetchConsumer"
+            follower = fetch_replica_id(request.body, version) >= 0
+            name = "FetchFollower" if follower else "FetchConsumer"
         else:
+            follower = False
             name = _REQUEST_NAMES[api_key]
+        if answer is not None and api_key not in _REQUEST_QUOTA_EXEMPT and not follower:
+            answer = self._request_quota(answer, client, busy.ms)
         self.metrics.observe_request(name, started)
         if answer is None:
             return None
