@@ -33,7 +33,7 @@ from broker.tiered.manager import RemoteLogManager
 from broker.client_quotas import ClientQuotas, describe_quotas
 from broker.group_authz import guard_group_api
 from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
-from broker.metrics import BrokerMetrics, request_name
+from broker.metrics import BrokerMetrics, ProduceTally, request_name
 from broker.client_telemetry import ClientAttributes
 from broker.producer_ids import ProducerIdManager
 from broker.telemetry_driver import ClientTelemetryDriver
@@ -342,13 +342,14 @@ class KafkaApis:
             handling = self._handlers[api_key](request.body, version, client)
         busy = BusyTime(handling)
         answer = await busy
-        if answer is not None and api_key not in _REQUEST_QUOTA_EXEMPT and not (
-                api_key == ApiKey.FETCH and fetch_replica_id(request.body, version) >= 0):
-            answer = self._request_quota(answer, client, busy.ms)
         if api_key == ApiKey.FETCH:
-            name = "FetchFollower" if fetch_replica_id(request.body, version) >= 0 else "FetchConsumer"
+            follower = fetch_replica_id(request.body, version) >= 0
+            name = "FetchFollower" if follower else "FetchConsumer"
         else:
+            follower = False
             name = _REQUEST_NAMES[api_key]
+        if answer is not None and api_key not in _REQUEST_QUOTA_EXEMPT and not follower:
+            answer = self._request_quota(answer, client, busy.ms)
         self.metrics.observe_request(name, started)
         if answer is None:
             return None
@@ -539,12 +540,13 @@ class KafkaApis:
             unverified = await self.transactions.verify_produce(
                 req.transactional_id, version, _transactional_batches(req))
         diverted: list[tuple[tuple[str, int], TopicPartition, Any, Diversion]] = []
+        tally = ProduceTally()
 
         def appended(key: tuple[str, int], tp: TopicPartition, p: Any, result: ProduceResult) -> None:
             results[key] = (result.error_code, result.base_offset, result.log_append_time_ms,
                             result.log_start_offset, result.error_message, result.record_errors)
-            self.metrics.record_produce(tp.topic, result.error_code, result.records_appended,
-                                        len(p.records) if p.records is not None else 0)
+            tally.add(tp.topic, result.error_code, result.records_appended,
+                      len(p.records) if p.records is not None else 0)
             if result.required_offset is not None:
                 waits.append((key, tp, result.required_offset))
 
@@ -594,6 +596,7 @@ class KafkaApis:
                 appended(key, tp, p, self.replicas.append(
                     tp, bytearray(diversion.records), acks, reserved_gaps=True,
                     received_ns=client.received_ns))
+        self.metrics.record_produce(tally)
         throttle_ms = self.quotas.produce.record(
             self.replicas.image.client_quotas, client.principal.name, client.client_id or "",
             sum(len(p.records) for t in req.topic_data for p in t.partition_data

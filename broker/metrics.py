@@ -7,8 +7,10 @@ Two kinds:
 
 - counted on the request path (``BrokerMetrics``): messages and bytes in and out per
   topic, produce and fetch requests and failures, requests and their total time per API.
-  One dict lookup and an add per partition; ``ketch.metrics.enable=false`` turns them off
-  (bench/ops.py measures what they cost);
+  A Produce request's partitions are summed per topic first (``ProduceTally``), so each
+  counter takes one add per topic and request (the scraped values are the same as one
+  add per partition); ``ketch.metrics.enable=false`` turns them off (bench/ops.py
+  measures what they cost);
 - read when Prometheus scrapes (``BrokerStateCollector``): partition and leader counts,
   under-replicated and under-min-ISR partitions, ISR shrinks and expands, each log's size
   and offsets, followers' lag, purgatory sizes, connections, and consumer-group lag
@@ -30,7 +32,7 @@ from clients.http_api.exposition import CONTENT_TYPE, text_exposition
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.protocol import ApiKey
 
-__all__ = ["BrokerMetrics", "BrokerStateCollector", "ClientMetricsCollector", "request_name"]
+__all__ = ["BrokerMetrics", "BrokerStateCollector", "ProduceTally", "ClientMetricsCollector", "request_name"]
 
 # Kafka's TotalTimeMs, as a histogram in milliseconds (p50/p99 by histogram_quantile).
 TOTAL_TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -56,6 +58,28 @@ class _TopicCounter:
         if child is None:
             child = self.children[topic] = self.counter.labels(topic)
         child.inc(amount)
+
+
+class ProduceTally:
+    """One Produce request's partitions summed per topic: [partitions, failed, records,
+    record bytes]. Prometheus counters take a lock per add, so a request adds once per
+    topic rather than once per partition."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self) -> None:
+        self.topics: dict[str, list[int]] = {}
+
+    def add(self, topic: str, error_code: int, records: int, size: int) -> None:
+        sums = self.topics.get(topic)
+        if sums is None:
+            sums = self.topics[topic] = [0, 0, 0, 0]
+        sums[0] += 1
+        if error_code:
+            sums[1] += 1
+        else:
+            sums[2] += records
+            sums[3] += size
 
 
 class BrokerMetrics:
@@ -108,16 +132,17 @@ class BrokerMetrics:
             child = self._stage_children[stage] = self.stage_time.labels(stage)
         child.observe(ms)
 
-    def record_produce(self, topic: str, error_code: int, records: int, size: int) -> None:
+    def record_produce(self, tally: ProduceTally) -> None:
         if not self.enabled:
             return
-        self.produce_requests.inc(topic)
-        # inc(0) too: a topic's failure counter exists at 0, as Kafka's meters do, so a
-        # dashboard's failure rate reads 0 rather than no data.
-        self.failed_produce.inc(topic, 1 if error_code else 0)
-        if not error_code:
-            self.messages_in.inc(topic, records)
-            self.bytes_in.inc(topic, size)
+        for topic, (partitions, failed, records, size) in tally.topics.items():
+            self.produce_requests.inc(topic, partitions)
+            # inc(0) too: a topic's failure counter exists at 0, as Kafka's meters do, so a
+            # dashboard's failure rate reads 0 rather than no data.
+            self.failed_produce.inc(topic, failed)
+            if failed < partitions:
+                self.messages_in.inc(topic, records)
+                self.bytes_in.inc(topic, size)
 
     def record_fetch(self, topic: str, error_code: int, size: int) -> None:
         if not self.enabled:

@@ -510,6 +510,13 @@ class KafkaServer:
         """One response: its bytes gathered into as few socket writes as possible (a
         write is a send() syscall), log regions below SENDFILE_MIN_BYTES read into the
         same buffer, larger ones sent with sendfile (zero copy)."""
+        if len(parts) == 1 and not isinstance(parts[0], FileRegion):
+            # The common response: one buffer, one send(). drain() only has work when the
+            # socket did not take it all (it then waits for the buffer to empty).
+            writer.write(parts[0])
+            if writer.transport.get_write_buffer_size() or writer.transport.is_closing():
+                await writer.drain()
+            return
         loop = asyncio.get_running_loop()
         pending: list[Any] = []
         try:

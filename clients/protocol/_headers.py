@@ -185,28 +185,57 @@ def decode_response(api_key: int, api_version: int, payload: _codec.Frame) -> tu
     return ResponseHeader(correlation_id, tagged), body
 
 
-def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
-                          body: Any) -> list[Any]:
-    """The response payload as chunks: bytes, and any non-bytes ``records`` values (file
-    regions) in place, for zero-copy sends. Lengths add up to the payload size."""
+def _encode_response(api_key: int, api_version: int, correlation_id: int, body: Any,
+                     framed: bool) -> _codec._Out:
+    """The response payload, after a 4-byte placeholder for the frame length if ``framed``."""
     spec = response_spec(api_key)
     assert type(body) is spec.cls, (type(body), spec.name)
     spec.check_version(api_version)
     out = _codec._Out()
+    if framed:
+        out += _NO_LENGTH
     out += INT32.pack(correlation_id)
     if response_header_version(api_key, api_version) >= 1:
         out.append(0)  # no tagged fields in response headers we send
     spec.writer(api_version)(out, body)
-    if not out.regions:
-        return [bytes(out)]
+    return out
+
+
+_NO_LENGTH = bytes(4)
+
+
+def _split_regions(out: _codec._Out, start: int) -> list[Any]:
     parts: list[Any] = []
-    start = 0
     for offset, region in out.regions:
         parts.append(bytes(out[start:offset]))
         parts.append(region)
         start = offset
     parts.append(bytes(out[start:]))
     return parts
+
+
+def encode_response_parts(api_key: int, api_version: int, correlation_id: int,
+                          body: Any) -> list[Any]:
+    """The response payload as chunks: bytes, and any non-bytes ``records`` values (file
+    regions) in place, for zero-copy sends. Lengths add up to the payload size."""
+    out = _encode_response(api_key, api_version, correlation_id, body, framed=False)
+    if not out.regions:
+        return [bytes(out)]
+    return _split_regions(out, 0)
+
+
+def encode_response_frame(api_key: int, api_version: int, correlation_id: int,
+                          body: Any) -> list[Any]:
+    """``encode_response_parts`` with the frame's length first, encoded into the same
+    buffer (the payload is not copied again to put the length before it). Without file
+    regions the frame is one bytearray, handed out as it is."""
+    out = _encode_response(api_key, api_version, correlation_id, body, framed=True)
+    size = len(out) - 4
+    if not out.regions:
+        INT32.pack_into(out, 0, size)
+        return [out]
+    INT32.pack_into(out, 0, size + sum(len(region) for _, region in out.regions))
+    return _split_regions(out, 0)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
@@ -218,6 +247,6 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
 __all__ = [
     "ApiKey", "RequestHeader", "ResponseHeader", "UnsupportedVersionError",
     "decode_request", "decode_request_header", "encode_request", "decode_response",
-    "encode_response", "encode_response_parts", "request_header_version",
+    "encode_response", "encode_response_frame", "encode_response_parts", "request_header_version",
     "response_header_version",
 ]

@@ -126,10 +126,7 @@ class ServerConnection(_FrameReader):
 
     def send(self, api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Any]:
         """The response frame as chunks (bytes and zero-copy file regions), length first."""
-        parts = _headers.encode_response_parts(api_key, api_version, correlation_id, body)
-        size = sum(len(p) for p in parts)
-        parts[0] = INT32.pack(size) + parts[0]
-        return parts
+        return _headers.encode_response_frame(api_key, api_version, correlation_id, body)
 
 
 class ClientConnection(_FrameReader):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from clients.protocol import (
     NEED_DATA, ApiKey, ClientConnection, CorruptFrameError, RequestHeader, RequestReceived,
-    ServerConnection, UnsupportedRequest, encode_request, frame, messages,
+    ServerConnection, UnsupportedRequest, encode_request, encode_response, frame, messages,
 )
 from clients.protocol.framing import ConnectionState
 
@@ -123,3 +123,19 @@ def test_response_parts_carry_file_regions() -> None:
         topic="t", partitions=[dataclasses.replace(pd, records=b"x" * 10)])])
     plain = ServerConnection().send(ApiKey.FETCH, 11, 1, body)
     assert parts[0] + b"x" * 10 + parts[2] == plain[0]
+
+
+@pytest.mark.parametrize("version", [3, 9])   # header v0 and v1 (flexible)
+def test_response_frame_is_the_length_then_the_encoded_response(version: int) -> None:
+    # The length is written into the encoding's own buffer (no copy): the same bytes as
+    # framing the plain encoding, and a client reads them back.
+    body = messages.ProduceResponse(responses=[messages.ProduceResponse.TopicProduceResponse(
+        name="t", partition_responses=[messages.ProduceResponse.PartitionProduceResponse(
+            index=i, base_offset=100 * i) for i in range(3)])])
+    client = ClientConnection()
+    correlation_id, _ = client.send(ApiKey.PRODUCE, version, messages.ProduceRequest(acks=1))
+    parts = ServerConnection().send(ApiKey.PRODUCE, version, correlation_id, body)
+    assert len(parts) == 1
+    assert bytes(parts[0]) == frame(encode_response(ApiKey.PRODUCE, version, correlation_id, body))
+    client.receive_data(bytes(parts[0]))
+    assert client.next_event().body == body
