@@ -1,12 +1,13 @@
 """Log regions leave with os.sendfile under both event loops a node can run
 (``ketch.event.loop``: uvloop, the default, and asyncio's own): quorum/network.py's
-``send_file_region`` over real loopback sockets. Regions larger than the socket buffers,
-so the send meets a full socket and waits for it; bytes queued in the transport before a
+``send_file_region`` over real loopback sockets. Regions far larger than the socket
+buffers, so the send meets a full socket and waits for it; bytes queued in the transport before a
 region leave first; a region the file no longer holds closes the connection."""
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import tempfile
 from typing import Any, Awaitable, Callable
 
@@ -18,7 +19,8 @@ from clients.protocol import ApiKey, messages
 from quorum.network import SENDFILE_MIN_BYTES, ClientInfo, FileRegion, KafkaServer, send_file_region
 
 LOOPS: dict[str, Callable[[Awaitable[Any]], Any]] = {"asyncio": asyncio.run, "uvloop": uvloop.run}
-REGION_BYTES = 8 << 20          # well above loopback's socket buffers: the send must wait
+REGION_BYTES = 4 << 20
+SOCKET_BUFFER_BYTES = 64 << 10
 F = messages.FetchResponse
 
 
@@ -39,6 +41,9 @@ async def _served(serve: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> t
     outcome: list[BaseException | None] = []
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Small socket buffers at both ends (no autotuning): a region of a few MiB must
+        # meet a full socket many times.
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
         started.set()
         try:
             await serve(writer)
@@ -51,6 +56,7 @@ async def _served(serve: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> t
     server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
         await started.wait()
         received = await reader.read()          # to EOF
         writer.close()
@@ -62,7 +68,7 @@ async def _served(serve: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> t
 @pytest.mark.parametrize("loop", sorted(LOOPS))
 def test_a_region_follows_the_bytes_queued_before_it_and_survives_a_full_socket(loop: str, log_file) -> None:
     fd, data = log_file
-    prefix = b"p" * (4 << 20)
+    prefix = b"p" * (2 << 20)
     queued: list[int] = []
 
     async def serve(writer: asyncio.StreamWriter) -> None:
