@@ -245,7 +245,7 @@ async def send_file_region(writer: asyncio.StreamWriter, region: FileRegion) -> 
     its socket: uvloop has no ``loop.sendfile``, and asyncio's pauses reading and makes
     futures around the same syscalls. The caller writes nothing else meanwhile (one
     response at a time per connection). A short file (truncated under a pinned
-    descriptor) raises ConnectionError, and the connection closes."""
+    descriptor) or a connection closed meanwhile raises ConnectionError."""
     transport = writer.transport
     if transport.get_write_buffer_size():
         # The region must follow the bytes still queued in the transport: with a high
@@ -256,35 +256,40 @@ async def send_file_region(writer: asyncio.StreamWriter, region: FileRegion) -> 
             await writer.drain()
         finally:
             transport.set_write_buffer_limits(high=high, low=low)
-    sock_fd = transport.get_extra_info("socket").fileno()
-    position, end = region.position, region.position + region.length
-    while position < end:
-        try:
-            sent = os.sendfile(sock_fd, region.fd, position, end - position)
-        except BlockingIOError:
-            await _writable(sock_fd)
-            continue
-        if sent == 0:
-            raise ConnectionError("log file shrank under a response: closing")
-        position += sent
+    if transport.is_closing():
+        raise ConnectionError("connection closed under a response")
+    # A descriptor of this send's own for the socket: the transport closes its one when
+    # the client goes away, and while this waits that number could come to name another
+    # file. Both loops also refuse a writer on a descriptor their transport owns.
+    sock_fd = os.dup(transport.get_extra_info("socket").fileno())
+    try:
+        position, end = region.position, region.position + region.length
+        while position < end:
+            try:
+                sent = os.sendfile(sock_fd, region.fd, position, end - position)
+            except BlockingIOError:
+                await _writable(sock_fd)
+                if transport.is_closing():
+                    raise ConnectionError("connection closed under a response") from None
+                continue
+            if sent == 0:
+                raise ConnectionError("log file shrank under a response: closing")
+            position += sent
+    finally:
+        os.close(sock_fd)
 
 
-async def _writable(sock_fd: int) -> None:
-    """Until the socket can take more bytes (or has failed: the next send raises). Both
-    loops refuse a writer on a descriptor their transport owns, so the wait is on a
-    duplicate of it (the same socket); it is unregistered before it is closed, as epoll
-    keeps watching a socket while any descriptor of it is open."""
+async def _writable(fd: int) -> None:
+    """Until the socket can take more bytes (or has failed: the next send raises). The
+    writer is removed before the caller closes ``fd``: epoll keeps watching a socket
+    while any descriptor of it is open."""
     loop = asyncio.get_running_loop()
     waiter = loop.create_future()
-    dup = os.dup(sock_fd)
+    loop.add_writer(fd, _resolve, waiter)
     try:
-        loop.add_writer(dup, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            loop.remove_writer(dup)
+        await waiter
     finally:
-        os.close(dup)
+        loop.remove_writer(fd)
 
 
 class KafkaServer:

@@ -33,18 +33,17 @@ def log_file():
         yield f.fileno(), data
 
 
-async def _served(serve: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> tuple[bytes, BaseException | None]:
-    """A connection whose server side runs ``serve`` once the client has connected, while
-    the client reads nothing until ``serve`` has started (so its writes fill the buffers);
-    everything the client received, and what ``serve`` raised."""
-    started = asyncio.Event()
+async def _served(serve: Callable[[asyncio.StreamWriter], Awaitable[None]],
+                  hang_up_after: int | None = None) -> tuple[bytes, BaseException | None]:
+    """A connection whose server side runs ``serve``; everything the client received
+    (to EOF, or until it hangs up after ``hang_up_after`` bytes), and what ``serve`` raised."""
+    finished = asyncio.Event()
     outcome: list[BaseException | None] = []
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Small socket buffers at both ends (no autotuning): a region of a few MiB must
         # meet a full socket many times.
         writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
-        started.set()
         try:
             await serve(writer)
             outcome.append(None)
@@ -52,14 +51,18 @@ async def _served(serve: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> t
             outcome.append(e)
         finally:
             writer.close()
+            finished.set()
 
     server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
         writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
-        await started.wait()
-        received = await reader.read()          # to EOF
-        writer.close()
+        if hang_up_after is None:
+            received = await reader.read()      # to EOF
+        else:
+            received = await reader.readexactly(hang_up_after)
+        writer.close()                          # unread bytes left: the server gets a reset
+        await finished.wait()
         return received, outcome[0]
     finally:
         server.close()
@@ -94,6 +97,18 @@ def test_a_region_past_the_end_of_its_file_closes_the_connection(loop: str, log_
     received, error = LOOPS[loop](_served(serve))
     assert isinstance(error, ConnectionError) and "shrank" in str(error)
     assert received == data                     # all the file had; then the close
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_a_client_hanging_up_mid_region_ends_the_send_with_a_connection_error(loop: str, log_file) -> None:
+    fd, data = log_file
+
+    async def serve(writer: asyncio.StreamWriter) -> None:
+        await send_file_region(writer, FileRegion(fd, 0, REGION_BYTES, lambda: None))
+
+    received, error = LOOPS[loop](_served(serve, hang_up_after=1 << 20))
+    assert received == data[:1 << 20]
+    assert isinstance(error, ConnectionError), error
 
 
 class RegionHandler:
