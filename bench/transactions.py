@@ -222,14 +222,19 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeline", type=int, default=0, metavar="N",
                     help="only the critical path of N transactions, from librdkafka's debug log")
+    ap.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker property for every broker (repeatable), as in bench/produce.py")
     args = ap.parse_args()
+    broker_props = dict(kv.split("=", 1) for kv in args.broker_prop)
     result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "value_bytes": VALUE_BYTES,
                     "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction}
+    if broker_props:
+        result["broker_props"] = broker_props
     runs_of = f"{args.timeline} transactions" if args.timeline else f"{args.records} records per run"
     print(f"machine: {os.cpu_count()} CPUs; {runs_of} of {VALUE_BYTES} B records, "
           f"{args.per_transaction} per transaction; {PARTITIONS} partitions, RF 3, acks=all")
     with tempfile.TemporaryDirectory(prefix="ketch-bench-txn-") as d:
-        cluster = LocalCluster(d, controllers=3, brokers=3)
+        cluster = LocalCluster(d, controllers=3, brokers=3, broker_props=broker_props)
         try:
             cluster.start(timeout_s=120)
             bootstrap = cluster.spec.bootstrap_servers

@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import uvloop
         except ImportError:
-            print("ketch broker: ketch.event.loop=uvloop but uvloop is not installed "
-                  "(pip install 'ketch[fast]')", file=sys.stderr)
+            print("ketch broker: ketch.event.loop=uvloop (the default) but uvloop is not "
+                  "installed: reinstall ketch (it depends on uvloop), or set "
+                  "ketch.event.loop=asyncio", file=sys.stderr)
             return 2
         return uvloop.run(_run(config, props))
     return asyncio.run(_run(config, props))

@@ -209,7 +209,6 @@ class Broker:
         for key, report in reports.items():
             if report.dropped_anything:
                 log.warning("%s-%d: recovery dropped %d bytes", key[0], key[1], report.truncated_bytes)
-        zero_copy = config.event_loop == "asyncio"   # uvloop has no loop.sendfile
         # How this broker logs in to the controllers' listener (Kafka's
         # controller.listener.names, its protocol, sasl.mechanism.controller.protocol).
         controller_name, controller_protocol = controller_listener(properties)
@@ -250,7 +249,6 @@ class Broker:
                                    rack_aware_reads=config.rack_aware_reads)
         self.replicas = ReplicaDriver(self.core, self.controller, now_ms,
                                       broker_epoch=lambda: self.lifecycle.broker_epoch,
-                                      use_sendfile=zero_copy,
                                       on_log_dir_failure=self._on_log_dir_failure, tracer=tracer)
         # How this broker logs in to the other brokers' (and its own) inter-broker listener.
         inter_broker = next(s for s in config.listeners if s.name == config.listener_name)
@@ -331,7 +329,7 @@ class Broker:
                 spec.name: KafkaServer(
                     self.apis, spec.host, spec.port, frame_bytes_max=config.socket_request_max_bytes,
                     # TLS encrypts in user space: sendfile cannot carry a TLS stream.
-                    use_sendfile=zero_copy and not spec.security_protocol.uses_tls,
+                    use_sendfile=not spec.security_protocol.uses_tls,
                     listener=listener_security(spec, properties, self._scram_credential))
                 for spec in config.listeners}
         except ListenerConfigError as e:

@@ -18,8 +18,8 @@ single place effects are carried out:
 
 A timer task calls ``core.poll`` when the core says something is due, and checkpoints
 high watermarks every few seconds (the files are written on a thread, off the event
-loop). Record bytes leave as zero-copy file regions (``sendfile``) or as copies when the
-event loop cannot send files.
+loop). Record bytes leave as zero-copy file regions (``sendfile``, from
+``SENDFILE_MIN_BYTES``) or as copies.
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ class _FetchWaiter:
 
 class ReplicaDriver:
     def __init__(self, core: ReplicaManager, controller: ControllerChannel, now_ms: Callable[[], int],
-                 broker_epoch: Callable[[], int], use_sendfile: bool = True,
+                 broker_epoch: Callable[[], int],
                  on_log_dir_failure: Callable[[str], None] = lambda log_dir: None,
                  tracer: LatencyTracer | None = None) -> None:
         """``tracer``: where appends, follower reads and acks=all completions are told
@@ -85,7 +85,6 @@ class ReplicaDriver:
         self.controller = controller
         self.now_ms = now_ms
         self.broker_epoch = broker_epoch
-        self.use_sendfile = use_sendfile
         self.on_log_dir_failure = on_log_dir_failure
         # Set once by the broker before start(): where FetchFromLeader goes.
         self._fetch_from: Callable[[int], None] | None = None
@@ -347,7 +346,7 @@ class ReplicaDriver:
             return result.remote_records
         if result.records is None or result.log is None:
             return b""
-        if not self.use_sendfile or result.records.length_bytes < SENDFILE_MIN_BYTES:
+        if result.records.length_bytes < SENDFILE_MIN_BYTES:
             # A small read is cheaper copied than sent with sendfile (quorum/network.py).
             return result.log.read_records_bytes(result.records)
         cm = result.log.storage.open_slice(result.records)

@@ -1192,9 +1192,9 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("ketch.metrics.group.lag.interval.ms", T.INT, "30000", at_least(100),
               "How often a broker computes the lag of the consumer groups it coordinates "
               "for kafka_consumergroup_lag"),
-    ConfigDef("ketch.event.loop", T.STRING, "asyncio", one_of("asyncio", "uvloop"),
-              "The broker's event loop: asyncio, or uvloop (faster requests, but no sendfile, "
-              "so fetches copy log data through Python)"),
+    ConfigDef("ketch.event.loop", T.STRING, "uvloop", one_of("asyncio", "uvloop"),
+              "The broker's event loop: uvloop (a dependency of Ketch; less CPU per request), "
+              "or asyncio's own; large fetch reads are sent with sendfile under either"),
     ConfigDef("ketch.delayed.delivery.enable", T.BOOLEAN, "true", None,
               "Park records whose ketch.deliver.at / ketch.deliver.after header is in the "
               "future and append them to their partition when due (docs/delayed_delivery.md)"),

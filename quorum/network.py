@@ -21,8 +21,9 @@ A malformed frame (CorruptFrameError) closes that connection only. A request who
 key or version Ketch does not know is answered where Kafka answers it (ApiVersions: error
 35 and a v0 body listing what is supported, KIP-511) and otherwise closes the connection.
 
-Responses whose ``records`` are log file regions go out with ``os.sendfile`` through
-``loop.sendfile`` (zero-copy) on plain TCP; other parts with ``transport.write``.
+Responses whose ``records`` are log file regions go out with ``os.sendfile`` (zero-copy)
+on plain TCP, under asyncio's loop and uvloop alike (``send_file_region``); other parts
+with ``transport.write``.
 
 Each listener has a name and a security protocol (``ListenerSecurity``, issue 16). On SSL
 and SASL_SSL, asyncio runs the TLS handshake before the first byte reaches
@@ -88,9 +89,9 @@ class ListenerSecurity:
 
 READ_CHUNK_BYTES = 256 * 1024
 # Below this, a log region is read into the response buffer rather than sent with
-# sendfile: asyncio's sendfile flushes the transport and registers the socket with the
-# selector each time, which costs more than copying a small batch (most follower and
-# consumer fetches at the tail of a log carry a few KB).
+# sendfile: a separate send() of the region, and the wait for the transport to flush
+# first, cost more than copying a small batch (most follower and consumer fetches at the
+# tail of a log carry a few KB).
 SENDFILE_MIN_BYTES = 64 * 1024
 # Produce requests of one connection waiting for replication at once (issue 22); the
 # Java producer's max.in.flight.requests.per.connection is 5, librdkafka's up to 1,000,000.
@@ -238,29 +239,57 @@ class FileRegion:
         return self.length
 
 
-class _FdFile:
-    """The minimal file object loop.sendfile needs around a pinned descriptor."""
-    mode = "rb"
+async def send_file_region(writer: asyncio.StreamWriter, region: FileRegion) -> None:
+    """Send ``region`` after everything already written to ``writer``, with os.sendfile
+    on the connection's socket (zero copy), under any event loop whose transport exposes
+    its socket: uvloop has no ``loop.sendfile``, and asyncio's pauses reading and makes
+    futures around the same syscalls. The caller writes nothing else meanwhile (one
+    response at a time per connection). A short file (truncated under a pinned
+    descriptor) or a connection closed meanwhile raises ConnectionError."""
+    transport = writer.transport
+    if transport.get_write_buffer_size():
+        # The region must follow the bytes still queued in the transport: with a high
+        # water mark of 0 its flow control pauses the writer until the queue is empty.
+        low, high = transport.get_write_buffer_limits()
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            await writer.drain()
+        finally:
+            transport.set_write_buffer_limits(high=high, low=low)
+    if transport.is_closing():
+        raise ConnectionError("connection closed under a response")
+    # A descriptor of this send's own for the socket: the transport closes its one when
+    # the client goes away, and while this waits that number could come to name another
+    # file. Both loops also refuse a writer on a descriptor their transport owns.
+    sock_fd = os.dup(transport.get_extra_info("socket").fileno())
+    try:
+        position, end = region.position, region.position + region.length
+        while position < end:
+            try:
+                sent = os.sendfile(sock_fd, region.fd, position, end - position)
+            except BlockingIOError:
+                await _writable(sock_fd)
+                if transport.is_closing():
+                    raise ConnectionError("connection closed under a response") from None
+                continue
+            if sent == 0:
+                raise ConnectionError("log file shrank under a response: closing")
+            position += sent
+    finally:
+        os.close(sock_fd)
 
-    def __init__(self, fd: int, position: int) -> None:
-        self._fd = fd
-        self._pos = position
 
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        assert whence == 0
-        self._pos = pos
-        return pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def readinto(self, buf: bytearray | memoryview) -> int:
-        n = os.preadv(self._fd, [buf], self._pos)
-        self._pos += n
-        return n
+async def _writable(fd: int) -> None:
+    """Until the socket can take more bytes (or has failed: the next send raises). The
+    writer is removed before the caller closes ``fd``: epoll keeps watching a socket
+    while any descriptor of it is open."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    loop.add_writer(fd, _resolve, waiter)
+    try:
+        await waiter
+    finally:
+        loop.remove_writer(fd)
 
 
 class KafkaServer:
@@ -517,7 +546,6 @@ class KafkaServer:
             if writer.transport.get_write_buffer_size() or writer.transport.is_closing():
                 await writer.drain()
             return
-        loop = asyncio.get_running_loop()
         pending: list[Any] = []
         try:
             for part in parts:
@@ -536,12 +564,7 @@ class KafkaServer:
                 if pending:
                     writer.write(b"".join(pending))
                     pending = []
-                await writer.drain()
-                sent = await loop.sendfile(writer.transport,
-                                           _FdFile(part.fd, part.position),  # type: ignore[arg-type]
-                                           part.position, part.length)
-                if sent != part.length:
-                    raise ConnectionError("log file shrank under a response: closing")
+                await send_file_region(writer, part)
             if pending:
                 writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
             await writer.drain()

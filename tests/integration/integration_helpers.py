@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from clients import connection
-from clients.admin import Admin, OffsetSpec
+from clients.admin import Admin, NewTopic, OffsetSpec
 from clients.errors import KafkaApiError
 from clients.cli.launcher import LocalCluster
 from clients.protocol import ApiKey, messages
-from clients.records import decode_batches, iter_batches
+from clients.records import Record, build_batch, decode_batches, iter_batches
 from clients.types import TopicPartition
 from clients.waiting import wait_until  # noqa: F401  (the tests import it from here)
 
@@ -37,7 +37,8 @@ T = TypeVar("T")
 __all__ = [
     "PartitionState", "roundtrip", "metadata", "partition_states", "wait_until",
     "high_watermarks", "segment_batches", "alive_broker_ports", "start_cluster", "admin_for",
-    "FAST_BROKER", "FAST_CONTROLLER", "STOP_TIMEOUT_S", "ADMIN_CALL_MS",
+    "FAST_BROKER", "FAST_CONTROLLER", "STOP_TIMEOUT_S", "ADMIN_CALL_MS", "large_read",
+    "runs_uvloop",
 ]
 
 FAST_BROKER = {
@@ -202,3 +203,47 @@ def segment_batches(data_dir: str, topic: str, partition: int) -> list[tuple[byt
             out.append((data[pos:pos + size], batch))
     out.sort(key=lambda x: x[1].header.base_offset)
     return out
+
+
+def large_read(cluster, topic: str, seed: int) -> tuple[list[bytes], list[bytes], dict[int, list[bytes]]]:
+    """A batch of 4 records of 200 KB (random bytes) produced with acks=all to ``topic``
+    (one partition, replicas [1, 2, 3], broker 1 leading), far above SENDFILE_MIN_BYTES:
+    the leader answers a consumer's Fetch of it, and each follower's Fetch, with a log region
+    sent by os.sendfile. Returns the values produced, the values the consumer's Fetch brought
+    and the values in each follower's log once it holds the batch."""
+    import random
+    rng = random.Random(seed)
+    values = [rng.randbytes(200_000) for _ in range(4)]
+    admin_for(cluster).create_topics([NewTopic(topic, replica_assignments={0: [1, 2, 3]})])
+    leader = cluster.spec.node(1).port
+    P = messages.ProduceRequest
+
+    def produced() -> bool:
+        resp = roundtrip(leader, ApiKey.PRODUCE, 9, P(acks=-1, timeout_ms=10_000, topic_data=[
+            P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(
+                index=0, records=build_batch([Record(i, 0, None, v) for i, v in enumerate(values)]))])]))
+        return resp.responses[0].partition_responses[0].error_code == 0
+    wait_until(produced, 30, f"{topic}: the batch acknowledged by all replicas")
+    F = messages.FetchRequest
+    resp = roundtrip(leader, ApiKey.FETCH, 11, F(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 21, isolation_level=0,
+        topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 21)])]))
+    part = resp.responses[0].partitions[0]
+    assert part.error_code == 0, part
+    fetched = [r.value for b in decode_batches(bytes(part.records)) for r in b.records]
+
+    def follower_values(broker_id: int) -> list[bytes]:
+        batches = segment_batches(cluster.spec.node(broker_id).data_dir, topic, 0)
+        return [r.value for _, b in batches for r in b.records]
+    for broker_id in (2, 3):
+        wait_until(lambda: len(follower_values(broker_id)) == len(values), 30,
+                   f"{topic}: broker {broker_id} holds the batch")
+    return values, fetched, {b: follower_values(b) for b in (2, 3)}
+
+
+def runs_uvloop(cluster, broker_id: int) -> bool:
+    """Whether that broker's process has uvloop's extension module loaded (it is imported
+    only to run under it: broker/__main__.py)."""
+    with open(f"/proc/{cluster.spec.node(broker_id).pid}/maps") as f:
+        return "uvloop/loop." in f.read()

@@ -1,7 +1,10 @@
 """Fetch from follower (KIP-392): with replica.selector.class = RackAwareReplicaSelector the
 leader sends a consumer that names its rack to an in-sync replica in that rack, and the
 follower serves it below the high watermark it knows. Brokers 1, 2, 3 in racks r1, r2, r3;
-the partition's replicas are [1, 2, 3], so broker 1 leads."""
+the partition's replicas are [1, 2, 3], so broker 1 leads.
+
+These brokers run asyncio's own event loop (``ketch.event.loop=asyncio``; every other
+process test runs the default, uvloop), and a large read checks its sendfile path."""
 from __future__ import annotations
 
 import json
@@ -12,7 +15,7 @@ from broker.config import RACK_AWARE_SELECTOR
 from clients.admin import NewTopic
 from clients.protocol import ApiKey, messages
 from clients.records import Record, build_batch, decode_batches
-from integration_helpers import STOP_TIMEOUT_S, admin_for, roundtrip, start_cluster, wait_until
+from integration_helpers import STOP_TIMEOUT_S, admin_for, large_read, roundtrip, runs_uvloop, start_cluster, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -24,7 +27,8 @@ F = messages.FetchRequest
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     c = start_cluster(tmp_path_factory, "ketch-racks", controllers=1,
-                      broker_props={"replica.selector.class": RACK_AWARE_SELECTOR},
+                      broker_props={"replica.selector.class": RACK_AWARE_SELECTOR,
+                                    "ketch.event.loop": "asyncio"},
                       broker_racks={1: "r1", 2: "r2", 3: "r3"})
     try:
         admin_for(c).create_topics([NewTopic(TOPIC, replica_assignments={0: [1, 2, 3]})])
@@ -118,3 +122,10 @@ def test_kip_951_a_follower_names_the_leader_and_its_endpoint(cluster) -> None:
         assert (part.current_leader.leader_id, part.current_leader.leader_epoch >= 0) == \
             ((1, True) if named else (-1, False))
         assert [n.node_id for n in resp.node_endpoints] == ([1] if named else [])
+
+
+def test_under_asyncio_a_large_read_reaches_the_consumer_and_the_followers_whole(cluster) -> None:
+    values, fetched, followers = large_read(cluster, "large-asyncio", seed=1)
+    assert fetched == values
+    assert followers == {2: values, 3: values}
+    assert [runs_uvloop(cluster, b) for b in (1, 2, 3)] == [False] * 3

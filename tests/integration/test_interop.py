@@ -24,7 +24,7 @@ import pytest
 
 from clients.protocol import NEED_DATA, ApiKey, ClientConnection, messages
 from clients.records import Record, build_batch, decode_batches
-from integration_helpers import metadata, partition_states, roundtrip, wait_until
+from integration_helpers import large_read, metadata, partition_states, roundtrip, runs_uvloop, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -476,3 +476,12 @@ def test_confluent_admin_lists_all_topics(cluster, produced: Produced) -> None:
     assert produced.topic in listed.topics
     assert len(listed.topics[produced.topic].partitions) == PARTITIONS
     assert sorted(listed.brokers) == [1, 2, 3]
+
+
+def test_under_uvloop_a_large_read_reaches_the_consumer_and_the_followers_whole(cluster) -> None:
+    # This module's brokers run the default event loop, uvloop (test_fetch_from_follower's
+    # run asyncio's): a read far above SENDFILE_MIN_BYTES leaves by os.sendfile either way.
+    values, fetched, followers = large_read(cluster, "large-uvloop", seed=2)
+    assert fetched == values
+    assert followers == {2: values, 3: values}
+    assert [runs_uvloop(cluster, b) for b in (1, 2, 3)] == [True] * 3
