@@ -409,6 +409,11 @@ class ReplicaDriver:
                 log.warning("AlterPartition of %d partitions (%s...): %s", len(batch),
                             batch[0].proposal.partition, e)
                 answers = [None] * len(batch)
+            except Exception:
+                # Anything else (an undecodable answer, say) loses the answers too: the
+                # proposals must not stay in flight for good, a batch of up to 1,000.
+                log.exception("AlterPartition of %d partitions failed", len(batch))
+                answers = [None] * len(batch)
             else:
                 answers = list(alter_partition_batch.answers_for(batch, version, resp))
             if self._stopping:
