@@ -24,6 +24,12 @@ followers' fetches are part of what an acks=all Produce costs). The controller's
 counted. The client's own CPU is never counted. Each figure is the least of --repeats runs
 (on a shared machine noise only adds CPU).
 
+Known limit: nothing subtracts the brokers' background CPU (heartbeats, metadata polls,
+idle follower fetch loops), which accrues per second, not per request; where a request
+takes long (3 brokers, one at a time: each waits for a replication round), it weighs in
+the 3-broker figures. Compare those between trees, not with the 1-broker ones. On a busy
+machine (load 8 on 2 cores) figures swing by ~30% run to run: alternate trees, repeat.
+
 Usage: python bench/request_cost.py [--requests 2000] [--repeats 2] [--window 16]
                                      [--brokers 1 3] [--only produce-acks1-p1,...]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
