@@ -31,7 +31,6 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import sys
 import tempfile
 import time

@@ -27,7 +27,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from broker import alter_partition_batch
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError

@@ -20,12 +20,14 @@ parked, nothing appended):
 A delivery time not in the future (``due <= now``) is appended at once, as it is.
 
 Cost: a produce with no ``ketch.deliver.`` bytes anywhere is passed through after one
-substring search (compressed batches: after decompressing them, in C); only batches that
-hold those bytes are decoded record by record.
+substring search over the request's own buffer (no copy) and a look at each batch
+header's magic and compression bits (compressed batches: after decompressing them, in C);
+only batches that hold those bytes are decoded record by record.
 """
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 
 from clients._core.delayed import DELIVER_AFTER, DELIVER_AT
@@ -40,6 +42,10 @@ from broker.delayed.store import ParkedRecord
 __all__ = ["DELIVER_AFTER", "DELIVER_AT", "Diversion", "DivertError", "divert",
            "delivery_time"]
 _MARKER = b"ketch.deliver."
+# re searches any buffer in place: a memoryview into the request frame is not copied.
+_find_marker = re.compile(re.escape(_MARKER)).search
+# Record batch v2 header: batchLength at 8..12, magic at 16, attributes' low byte at 22.
+_MAGIC_AT, _ATTRIBUTES_LOW_AT, _COMPRESSION_BITS = 16, 22, 0x07
 _NO_PRODUCER = -1
 
 
@@ -82,6 +88,8 @@ def divert(target: TopicPartition, records: bytes | bytearray | memoryview, now_
            max_delay_ms: int, rng: random.Random) -> Diversion | None:
     """None: nothing to park, append ``records`` as they are. Raises DivertError for bad
     input; a RecordError from a malformed batch is left to the append to report (None)."""
+    if _plainly_without_marker(records):
+        return None
     raw = records if isinstance(records, (bytes, bytearray)) else bytes(records)
     view = memoryview(raw)
     try:
@@ -131,6 +139,21 @@ def divert(target: TopicPartition, records: bytes | bytearray | memoryview, now_
     if not changed:
         return None
     return Diversion(bytes(out), tuple(parked))
+
+
+def _plainly_without_marker(records: bytes | bytearray | memoryview) -> bool:
+    """The common Produce, told without copying or decoding (about 8 % of a broker's
+    Produce CPU went to ``iter_batches`` and a copy here): the marker's bytes are nowhere
+    and every batch is an uncompressed v2 batch. False: ``divert`` looks closer (a
+    malformed or older-format batch included)."""
+    if _find_marker(records) is not None:
+        return False
+    end, pos = len(records), 0
+    while pos + BATCH_HEADER_SIZE <= end:
+        if records[pos + _MAGIC_AT] != 2 or records[pos + _ATTRIBUTES_LOW_AT] & _COMPRESSION_BITS:
+            return False
+        pos += 12 + int.from_bytes(records[pos + 8:pos + 12], "big")
+    return pos == end
 
 
 def _may_carry_marker(view: memoryview, pos: int, end: int, header: BatchHeader) -> bool:

@@ -39,7 +39,7 @@ parked request with NOT_LEADER_OR_FOLLOWER; ``poll`` times them out (REQUEST_TIM
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Hashable
 
 from clients.frozen import fast_init

@@ -317,3 +317,20 @@ def test_gapped_and_empty_batches_survive_reads_compaction_and_a_restart() -> No
     plog.close()
     reopened, report = PartitionLog.open(storage, "/d/c-0", config, now_ms=0)
     assert not report.dropped_anything and reopened.log_end_offset == 48
+
+
+def test_the_plain_produce_is_passed_through_without_decoding() -> None:
+    """The common Produce (uncompressed v2 batches, no marker bytes) is told from the
+    bytes as they arrive, a memoryview into the request frame included; anything else
+    (a marker, compression, another magic, a torn batch) gets the closer look."""
+    from broker.delayed.divert import _plainly_without_marker
+    plain = batch([[("h", b"x")], []]) + batch([[]])
+    assert _plainly_without_marker(plain) and _plainly_without_marker(memoryview(bytearray(plain)))
+    assert divert(TP, memoryview(bytearray(plain)), NOW, 10_000, random.Random(1)) is None
+    assert not _plainly_without_marker(batch([[at(NOW + 5)]]))
+    assert not _plainly_without_marker(batch([[]], compression=CompressionType.LZ4))
+    legacy = bytearray(plain)
+    legacy[16] = 1
+    assert not _plainly_without_marker(legacy)
+    assert not _plainly_without_marker(plain[:-3])
+    assert not _plainly_without_marker(plain + b"\x00" * 70)
