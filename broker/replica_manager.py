@@ -1251,7 +1251,7 @@ class ReplicaManager:
             fetched_epoch = self._follower_broker_epochs.get(broker_id, NO_BROKER_EPOCH)
             if reg is None or reg.fenced or reg.in_controlled_shutdown or (
                     fetched_epoch != NO_BROKER_EPOCH and fetched_epoch != reg.broker_epoch):
-                hosted.replica.abandon_pending_isr()    # never sent: nothing to undo
+                self._complete(hosted.replica.abandon_pending_isr())    # never sent: nothing to undo
                 self._poll_soon(hosted.tp)
                 return
         state = self._isr_proposals.get(hosted.tp)
@@ -1316,7 +1316,7 @@ class ReplicaManager:
             log.info("%s: AlterPartition refused: %s", tp, ErrorCode(answer.error_code).name)
             if (hosted is not None and answer.error_code in ALTER_PARTITION_NOT_APPLIED
                     and self._proposal_current(proposal, state.topic_id)):
-                hosted.replica.abandon_pending_isr()
+                self._complete(hosted.replica.abandon_pending_isr())
         if hosted is not None:
             self._poll_soon(tp)     # a committed or abandoned ISR change may let it shrink
         self._maybe_send_alter_partition(tp, now_ms)

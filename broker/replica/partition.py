@@ -222,11 +222,15 @@ class PartitionReplica:
             self.recovering = recovering
         return self._maybe_advance_hw()
 
-    def abandon_pending_isr(self) -> None:
+    def abandon_pending_isr(self) -> list[ProduceCompletion]:
         """The controller answered that it did not apply the proposal (or it was never
         sent): back to the committed ISR, propose again later. Not after a lost answer:
-        the change may have been committed, so the maximal ISR must keep counting."""
+        the change may have been committed, so the maximal ISR must keep counting.
+        The maximal ISR may shrink here (a proposed member no longer counts), so the HW
+        is recomputed at once: the acks=all produces it lets through do not wait for the
+        next follower fetch."""
         self.pending_isr = None
+        return self._maybe_advance_hw()
 
     # ------------------------------------------------------------ leader: appends and fetches
 
@@ -285,8 +289,8 @@ class PartitionReplica:
         fetch session): it is caught up now, and nothing else can change (the HW is at the
         LEO already, and an ISR member is never proposed for the ISR). False, with nothing
         changed, when that is not the case: then ``on_follower_fetch`` decides. (An HW
-        below the LEO may be due to move although no LEO moved: a pending ISR proposal
-        abandoned shrinks the maximal ISR without recomputing it; found by tests/sim.)"""
+        below the LEO may be due to move although no LEO moved, e.g. after the ISR shrank;
+        found by tests/sim.)"""
         progress = self.followers.get(replica_id)
         if (progress is None or self.role is not Role.LEADER
                 or fetch_offset != self.log_end_offset or progress.log_end_offset != fetch_offset

@@ -39,7 +39,7 @@ class LostAnswerFallsBack(ReplicaManager):
         state.in_flight = None
         hosted = self.partitions.get(proposal.partition)
         if hosted is not None and self._proposal_current(proposal, state.topic_id):
-            hosted.replica.abandon_pending_isr()        # the bug
+            self._complete(hosted.replica.abandon_pending_isr())     # the bug
         self._maybe_send_alter_partition(proposal.partition, now_ms)
         return None
 

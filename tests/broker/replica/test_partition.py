@@ -210,10 +210,23 @@ def test_an_idle_fetch_is_only_a_caught_up_report_when_the_hw_is_at_the_leo() ->
     p.on_local_append(12)
     p.on_follower_fetch(2, 12, now_ms=7)
     assert p.high_watermark == 10                                # 3 (pending) holds it back
-    p.abandon_pending_isr()                                      # the HW is not recomputed...
-    assert p.high_watermark == 10
-    assert not p.on_idle_follower_fetch(2, 12, now_ms=8)         # ... so this fetch is no idle one
-    p.on_follower_fetch(2, 12, now_ms=8)
+    p.abandon_pending_isr()                                      # the HW is recomputed at once
     assert p.high_watermark == 12
     assert p.on_idle_follower_fetch(2, 12, now_ms=9)
     assert not p.on_idle_follower_fetch(2, 11, now_ms=9)         # behind: records to send
+
+
+def test_an_abandoned_isr_proposal_lets_the_produces_it_held_back_complete() -> None:
+    """A proposed member counts for the HW (maximal ISR). When the controller refuses the
+    proposal, the HW is recomputed over the committed ISR at once, and an acks=all produce
+    waiting only on the refused member completes without waiting for a follower fetch."""
+    p = leader(isr=(1, 2), leo=10, hw=10)
+    p.on_follower_fetch(2, 10, now_ms=1)
+    p.on_follower_fetch(3, 10, now_ms=1)                         # caught up: proposes (1, 2, 3)
+    assert p.pending_isr == (1, 2, 3)
+    p.on_local_append(12)
+    p.on_follower_fetch(2, 12, now_ms=2)
+    assert p.await_replication("req", 12, deadline_ms=30_000) == []
+    assert p.high_watermark == 10                                # 3 (pending) holds it back
+    assert p.abandon_pending_isr() == [ProduceCompletion("req", ErrorCode.NONE)]
+    assert p.high_watermark == 12 and p.pending_isr is None
