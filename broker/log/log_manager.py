@@ -344,10 +344,11 @@ class LogManager:
 
     def _read_checkpoint(self, log_dir: str, name: str) -> dict[Key, int]:
         path = self._path(log_dir, name)
-        if not self.storage.exists(path):
+        data = self.storage.read_file(path)
+        if data is None:
             return {}
         try:
-            return decode_offset_checkpoint(self.storage.read(path, 0, self.storage.size(path)))
+            return decode_offset_checkpoint(data)
         except CorruptCheckpointError as e:
             log.warning("%s: unreadable (%s); treating as absent", path, e)
             return {}

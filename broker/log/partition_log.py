@@ -1184,10 +1184,11 @@ class PartitionLog:
 
 def _load_log_start_offset(storage: Storage, dir_path: str) -> int:
     path = f"{dir_path}/{LOG_START_OFFSET_FILE}"
-    if not storage.exists(path):
+    data = storage.read_file(path)
+    if data is None:
         return 0
     try:
-        version, offset = storage.read(path, 0, 64).decode("ascii").split()
+        version, offset = data.decode("ascii").split()
         if version != "0" or int(offset) < 0:
             raise ValueError(version)
         return int(offset)
@@ -1197,11 +1198,11 @@ def _load_log_start_offset(storage: Storage, dir_path: str) -> int:
 
 
 def _load_epoch_cache(storage: Storage, dir_path: str) -> LeaderEpochCache:
-    path = f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}"
-    if not storage.exists(path):
+    data = storage.read_file(f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}")
+    if data is None:
         return LeaderEpochCache()
     try:
-        return LeaderEpochCache.from_checkpoint(storage.read(path, 0, storage.size(path)))
+        return LeaderEpochCache.from_checkpoint(data)
     except CorruptCheckpointError as e:
         # Recovery re-learns epochs from the batches it walks; older ones are lost, which
         # only makes OffsetForLeaderEpoch answers coarser (Kafka starts empty too).

@@ -281,10 +281,7 @@ class LogSegment:
             self._offset_of_max_timestamp = last.offset
 
     def _read_whole(self, path: str) -> bytes | None:
-        try:
-            return self.storage.read(path, 0, self.storage.size(path))
-        except FileNotFoundError:
-            return None
+        return self.storage.read_file(path)
 
     def rebuild_indexes(
         self,

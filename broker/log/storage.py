@@ -99,6 +99,7 @@ class Storage(Protocol):
     def size(self, path: str) -> int: ...
     def create(self, path: str) -> None: ...
     def read(self, path: str, position: int, length: int) -> bytes: ...
+    def read_file(self, path: str) -> bytes | None: ...
     def write(self, path: str, position: int, data: bytes | bytearray | memoryview) -> None: ...
     def truncate(self, path: str, size: int) -> None: ...
     def fsync(self, path: str) -> None: ...
@@ -200,15 +201,19 @@ class FileStorage:
                 self._evict_locked()
 
     def _evict_locked(self) -> None:
-        if len(self._handles) <= self.open_files_max:
-            return
-        for path in list(self._handles):
-            if len(self._handles) <= self.open_files_max:
-                break
-            handle = self._handles[path]
-            if handle.pins == 0:
-                del self._handles[path]
-                os.close(handle.fd)
+        # From the least recently used end, one entry at a time (not a copy of the whole
+        # LRU per eviction: at 10,000 partitions loading, every open evicts). A pinned
+        # entry is in use, so it moves to the recently used end.
+        handles = self._handles
+        skipped = 0
+        while len(handles) > self.open_files_max and skipped < len(handles):
+            path, handle = next(iter(handles.items()))
+            if handle.pins:
+                handles.move_to_end(path)
+                skipped += 1
+                continue
+            del handles[path]
+            os.close(handle.fd)
 
     def _forget_locked(self, path: str) -> None:
         handle = self._handles.pop(path, None)
@@ -230,7 +235,10 @@ class FileStorage:
         return sorted(os.listdir(path))
 
     def make_dirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        # One stat in the common case (the directory is there: every log at a restart);
+        # os.makedirs alone pays three syscalls and its path handling.
+        if not os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)
 
     def remove_dir(self, path: str) -> None:
         for name in os.listdir(path):
@@ -256,6 +264,21 @@ class FileStorage:
             return os.pread(handle.fd, length, position)
         finally:
             self._release(handle)
+
+    def read_file(self, path: str) -> bytes | None:
+        """The whole file, None if absent: for small files read once (checkpoints at
+        load). Not through the descriptor LRU, where each would evict a segment's."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
 
     def write(self, path: str, position: int, data: bytes | bytearray | memoryview) -> None:
         handle = self._acquire(path)
@@ -447,6 +470,10 @@ class SimStorage:
     def read(self, path: str, position: int, length: int) -> bytes:
         assert position >= 0 and length >= 0
         return bytes(self._file(path).current[position : position + length])
+
+    def read_file(self, path: str) -> bytes | None:
+        f = self._files.get(path)
+        return None if f is None else bytes(f.current)
 
     def write(self, path: str, position: int, data: bytes | bytearray | memoryview) -> None:
         f = self._file(path)

@@ -36,6 +36,10 @@ def test_positional_writes_reads_truncate_rename_delete(storage_and_root) -> Non
     assert storage.list_dir(f"{root}/t-0") == ["b.log"]
     storage.write_atomically(f"{root}/t-0/ckpt", b"0\n0\n")
     assert storage.read(f"{root}/t-0/ckpt", 0, 10) == b"0\n0\n"
+    assert storage.read_file(f"{root}/t-0/ckpt") == b"0\n0\n"
+    assert storage.read_file(f"{root}/t-0/absent") is None
+    storage.make_dirs(f"{root}/t-0")                     # there already: nothing changes
+    assert storage.list_dir(f"{root}/t-0") == ["b.log", "ckpt"]
     storage.delete(f"{root}/t-0/b.log")
     assert not storage.exists(f"{root}/t-0/b.log")
     storage.remove_dir(f"{root}/t-0")
@@ -88,6 +92,25 @@ def test_a_pinned_slice_descriptor_survives_eviction_and_delete(tmp_path: Path) 
             storage.write(str(tmp_path / f"o{i}"), 0, b"y")
         storage.delete(path)
         assert os.pread(fd, 7, 0) == b"payload"
+    storage.close()
+
+
+def test_eviction_skips_pinned_descriptors_and_closes_the_least_recently_used(tmp_path: Path) -> None:
+    storage = FileStorage(open_files_max=2)
+    paths = [str(tmp_path / f"{i}.log") for i in range(4)]
+    for path in paths:
+        storage.create(path)
+        storage.write(path, 0, b"z")
+    pinned = FileSlice(paths[0], storage.generation(paths[0]), 0, 1, 0, 0)
+    opens = storage.opens_total
+    with storage.open_slice(pinned):                  # the oldest entry, pinned
+        storage.read(paths[1], 0, 1)
+        storage.read(paths[2], 0, 1)                  # evicts 1 (2 and pinned 0 stay)
+        assert storage.open_files == 2
+        storage.read(paths[2], 0, 1)
+        assert storage.opens_total == opens + 3       # 0, 1, 2 opened; 2 kept
+    storage.read(paths[0], 0, 1)                      # unpinned, still open
+    assert storage.opens_total == opens + 3
     storage.close()
 
 
