@@ -235,9 +235,11 @@ class ReplicaDriver:
         if carry_out or result.error_code:
             self.carry_out()
         if received_ns and result.records_appended and self.tracer.enabled:
-            self.tracer.appended(tp, result.base_offset + result.records_appended - 1, received_ns,
-                                 started_ns, time.monotonic_ns(),
-                                 self.core.high_watermark_of(tp.topic, tp.partition))
+            now_ns = time.monotonic_ns()
+            if not self.tracer.tracing(tp, now_ns):
+                self.tracer.appended(tp, result.base_offset + result.records_appended - 1,
+                                     received_ns, started_ns, now_ns,
+                                     self.core.high_watermark_of(tp.topic, tp.partition))
         return result
 
     def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
