@@ -581,7 +581,10 @@ class KafkaApis:
                             diverted.append((key, tp, p, diversion))
                         continue
                 appended(key, tp, p, self.replicas.append(tp, p.records, acks,
-                                                          received_ns=client.received_ns))
+                                                          received_ns=client.received_ns,
+                                                          carry_out=False))
+        # The appends' effects at once (one wake-up of the partitions' fetches).
+        self.replicas.carry_out()
         if diverted:
             # All of the request's delayed records parked at once (one round trip to the
             # store), then the rest of their batches appended. Only parking awaits here,

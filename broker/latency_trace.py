@@ -85,15 +85,18 @@ class LatencyTracer:
     def appended(self, tp: TopicPartition, last_offset: int, received_ns: int, started_ns: int,
                  now_ns: int, high_watermark: int) -> None:
         """A Produce's batches for ``tp`` are in the leader's log up to ``last_offset``."""
-        if not self.enabled:
-            return
-        trace = self._traces.get(tp)
-        if trace is not None and not trace.flushed and now_ns - trace.received_ns < self.max_age_ns:
+        if not self.enabled or self.tracing(tp, now_ns):
             return                      # one batch per partition at a time
         self._traces[tp] = trace = _Trace(last_offset, received_ns, now_ns)
         self._stage("produce_queue", received_ns, started_ns)
         self._stage("leader_append", started_ns, now_ns)
         self._hw(trace, high_watermark, now_ns)      # RF 1: committed by the append itself
+
+    def tracing(self, tp: TopicPartition, now_ns: int) -> bool:
+        """Whether a batch of ``tp`` is traced now (an append then starts no trace: its
+        caller need not look up the HW ``appended`` takes)."""
+        trace = self._traces.get(tp)
+        return trace is not None and not trace.flushed and now_ns - trace.received_ns < self.max_age_ns
 
     def follower_read(self, tp: TopicPartition, fetch_offset: int, returned_last_offset: int | None,
                       high_watermark: int, now_ns: int, replica_id: int = -1) -> None:

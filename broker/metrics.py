@@ -9,8 +9,10 @@ Two kinds:
   topic, produce and fetch requests and failures, requests and their total time per API.
   A Produce request's partitions are summed per topic first (``ProduceTally``), so each
   counter takes one add per topic and request (the scraped values are the same as one
-  add per partition); ``ketch.metrics.enable=false`` turns them off (bench/ops.py
-  measures what they cost);
+  add per partition). They are plain numbers (``_Counter``, ``_Histogram``), exposed
+  at scrape time as prometheus_client's Counter and Histogram would expose them, without
+  a lock per add; ``ketch.metrics.enable=false`` turns them off (bench/ops.py measures
+  what they cost);
 - read when Prometheus scrapes (``BrokerStateCollector``): partition and leader counts,
   under-replicated and under-min-ISR partitions, ISR shrinks and expands, each log's size
   and offsets, followers' lag, purgatory sizes, connections, and consumer-group lag
@@ -18,12 +20,14 @@ Two kinds:
 """
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from broker.client_metrics_export import ClientMetricsExport
 from broker.replica.partition import Role
@@ -45,25 +49,72 @@ def request_name(api_key: int) -> str:
     return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
 
 
-class _TopicCounter:
-    """A labelled counter with its children cached per topic (labels() costs a lock and
-    a tuple per call; the request path calls this per partition)."""
+class _Counter(Collector):
+    """A counter with one label, kept as plain numbers and exposed at scrape time exactly
+    as prometheus_client's labelled Counter is (same family, samples and order): its
+    inc() takes a lock per add, this one a dict update (the request path calls these
+    for every request; the event loop is the only writer)."""
 
-    def __init__(self, counter: Counter) -> None:
-        self.counter = counter
-        self.children: dict[str, Counter] = {}
+    def __init__(self, name: str, doc: str, label: str, registry: CollectorRegistry) -> None:
+        self.name = name
+        self.doc = doc
+        self.label = label
+        self.values: dict[str, float] = {}
+        registry.register(self)
 
-    def inc(self, topic: str, amount: float = 1) -> None:
-        child = self.children.get(topic)
-        if child is None:
-            child = self.children[topic] = self.counter.labels(topic)
-        child.inc(amount)
+    def inc(self, value: str, amount: float = 1) -> None:
+        values = self.values
+        values[value] = values.get(value, 0) + amount
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(self.name, self.doc, labels=[self.label])
+        for value, total in list(self.values.items()):
+            family.add_metric([value], total)
+        yield family
+
+
+class _Histogram(Collector):
+    """A histogram with one label, kept as plain numbers and exposed as
+    prometheus_client's labelled Histogram is (see _Counter)."""
+
+    def __init__(self, name: str, doc: str, label: str, buckets: tuple[float, ...],
+                 registry: CollectorRegistry) -> None:
+        self.name = name
+        self.doc = doc
+        self.label = label
+        self.bounds = [float(b) for b in buckets]
+        self.les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        # label value -> [sum, count of bucket 0, ..., count of +Inf] (not cumulative)
+        self.values: dict[str, list[float]] = {}
+        registry.register(self)
+
+    def observe(self, value: str, amount: float) -> None:
+        sums = self.values.get(value)
+        if sums is None:
+            sums = self.values[value] = [0.0] * (len(self.les) + 1)
+        sums[0] += amount
+        sums[1 + bisect.bisect_left(self.bounds, amount)] += 1     # the first bound >= amount
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        family = HistogramMetricFamily(self.name, self.doc, labels=[self.label])
+        for value, sums in list(self.values.items()):
+            cumulative, acc = [], 0.0
+            for le, count in zip(self.les, sums[1:]):
+                acc += count
+                cumulative.append((le, acc))
+            family.add_metric([value], cumulative, sums[0])
+        yield family
 
 
 class ProduceTally:
     """One Produce request's partitions summed per topic: [partitions, failed, records,
-    record bytes]. Prometheus counters take a lock per add, so a request adds once per
-    topic rather than once per partition."""
+    record bytes]: a request adds once per topic rather than once per partition."""
 
     __slots__ = ("topics",)
 
@@ -88,9 +139,8 @@ class BrokerMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
 
-        def per_topic(name: str, doc: str) -> _TopicCounter:
-            return _TopicCounter(Counter(f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"],
-                                         registry=r))
+        def per_topic(name: str, doc: str) -> _Counter:
+            return _Counter(f"kafka_server_brokertopicmetrics_{name}", doc, "topic", r)
         self.messages_in = per_topic("messagesin", "Records appended by produce requests")
         self.bytes_in = per_topic("bytesin", "Record bytes received from producers")
         self.bytes_out = per_topic("bytesout", "Record bytes sent to consumers and followers")
@@ -98,12 +148,11 @@ class BrokerMetrics:
         self.failed_produce = per_topic("failedproducerequests", "Produce requests that failed, per partition")
         self.fetch_requests = per_topic("totalfetchrequests", "Fetch requests, per partition")
         self.failed_fetch = per_topic("failedfetchrequests", "Fetch requests that failed, per partition")
-        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests by API",
-                                ["request"], registry=r)
-        self.total_time = Histogram("kafka_network_requestmetrics_totaltimems",
-                                    "Time from a request's arrival to its response, in ms",
-                                    ["request"], buckets=TOTAL_TIME_BUCKETS_MS, registry=r)
-        self._request_children: dict[str, tuple[Counter, Histogram]] = {}
+        self.requests = _Counter("kafka_network_requestmetrics_requests", "Requests by API",
+                                 "request", r)
+        self.total_time = _Histogram("kafka_network_requestmetrics_totaltimems",
+                                     "Time from a request's arrival to its response, in ms",
+                                     "request", TOTAL_TIME_BUCKETS_MS, r)
         self.stage_time = Histogram("ketch_replication_stage_ms",
                                     "Sampled batches: time of each stage of the produce -> "
                                     "replicate -> consume path, in ms (broker/latency_trace.py)",
@@ -118,12 +167,8 @@ class BrokerMetrics:
         """One request answered; ``started``: its time.perf_counter() on arrival."""
         if not self.enabled:
             return
-        children = self._request_children.get(request)
-        if children is None:
-            children = self._request_children[request] = (
-                self.requests.labels(request), self.total_time.labels(request))
-        children[0].inc()
-        children[1].observe((time.perf_counter() - started) * 1000)
+        self.requests.inc(request)
+        self.total_time.observe(request, (time.perf_counter() - started) * 1000)
 
     def observe_stage(self, stage: str, ms: float) -> None:
         """One stage of a traced batch (``broker.latency_trace.LatencyTracer``'s observe)."""

@@ -1,7 +1,7 @@
 """The asyncio shell of the data-plane core: the only place ``ReplicaManager`` meets I/O.
 
-Every input goes to the core and is followed by ``_carry_out(core.take_effects())``, the
-single place effects are carried out:
+Every input goes to the core and is followed by ``carry_out()`` (``core.take_effects()``),
+the single place effects are carried out (a Produce's appends: once after all of them):
 
 - ``ProduceCompletion``: resolve the acks=all produce parked under that token;
 - ``PartitionsChanged``: wake long-polling fetches on those partitions (a follower's
@@ -137,7 +137,9 @@ class ReplicaDriver:
 
     # ------------------------------------------------------------ effects
 
-    def _carry_out(self) -> None:
+    def carry_out(self) -> None:
+        """Carry out what the core asked for since the last call (``append`` with
+        ``carry_out=False`` leaves its effects for this)."""
         for effect in self.core.take_effects():
             self._carry_out_one(effect)
 
@@ -183,7 +185,7 @@ class ReplicaDriver:
         try:
             return step(self.core)
         finally:
-            self._carry_out()
+            self.carry_out()
 
     # ------------------------------------------------------------ metadata
 
@@ -214,19 +216,30 @@ class ReplicaDriver:
 
     def append(self, tp: TopicPartition, records: Any, acks: int,
                from_coordinator: bool = False, reserved_gaps: bool = False,
-               received_ns: int = 0) -> ProduceResult:
+               received_ns: int = 0, carry_out: bool = True) -> ProduceResult:
         """Append to a led partition; for acks=all, ``result.required_offset`` is what
         ``await_replication`` waits for. ``from_coordinator``, ``reserved_gaps``:
         ReplicaManager.append. ``received_ns``: when the request's bytes were read (0: not
-        traced)."""
+        traced). ``carry_out=False``: a successful append's effects (woken fetches,
+        completed acks=all waits) wait for the caller's ``carry_out()``, so that a
+        Produce's partitions give one PartitionsChanged, not one each; the caller must
+        call it before it next awaits. A failed append's are carried out at once (a log
+        directory gone offline stops its replicas before the next append)."""
         started_ns = time.monotonic_ns() if received_ns else 0
-        now = self.now_ms()
-        result = self.run(lambda core: core.append(tp, records, acks, now, from_coordinator,
-                                                   reserved_gaps))
+        try:
+            result = self.core.append(tp, records, acks, self.now_ms(), from_coordinator,
+                                      reserved_gaps)
+        except BaseException:
+            self.carry_out()
+            raise
+        if carry_out or result.error_code:
+            self.carry_out()
         if received_ns and result.records_appended and self.tracer.enabled:
-            self.tracer.appended(tp, result.base_offset + result.records_appended - 1, received_ns,
-                                 started_ns, time.monotonic_ns(),
-                                 self.core.high_watermark_of(tp.topic, tp.partition))
+            now_ns = time.monotonic_ns()
+            if not self.tracer.tracing(tp, now_ns):
+                self.tracer.appended(tp, result.base_offset + result.records_appended - 1,
+                                     received_ns, started_ns, now_ns,
+                                     self.core.high_watermark_of(tp.topic, tp.partition))
         return result
 
     def append_txn_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int,

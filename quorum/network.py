@@ -15,7 +15,9 @@ that is a Produce too, up to ``PIPELINED_PRODUCES_MAX`` of them; their appends s
 in request order (each starts only after the previous one's appends), their responses are
 written in request order by one task, and any other request waits until they all are.
 Otherwise a connection carried one replication round of acks=all data at a time, and the
-client's queue behind it was most of the end-to-end latency.
+client's queue behind it was most of the end-to-end latency. A Produce's handling starts
+in the connection's own task (as an eager task would): one answered without suspending
+(acks=0/1) with nothing unwritten before it is written there, with no Task or queue entry.
 
 A malformed frame (CorruptFrameError) closes that connection only. A request whose API
 key or version Ketch does not know is answered where Kafka answers it (ApiVersions: error
@@ -39,6 +41,7 @@ certificate's subject (``User:CN=...``), as Kafka's default principal builder do
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import os
@@ -46,7 +49,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Coroutine, Generator, Mapping, Protocol
 
 from clients.protocol import (
     NEED_DATA, ApiKey, CorruptFrameError, RequestReceived, ServerConnection, UnsupportedRequest,
@@ -109,6 +112,89 @@ class ApiHandler(Protocol):
 def _resolve(future: asyncio.Future, _: Any = None) -> None:
     if not future.done():
         future.set_result(None)
+
+
+class _Resumed:
+    """The rest of a coroutine whose first step already ran and suspended on
+    ``yielded``: awaited in a Task, it goes on there (the Task gets ``yielded`` first,
+    so it wakes when that is done), as Python 3.12's eager tasks do."""
+
+    __slots__ = ("coro", "yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
+        self.coro = coro
+        self.yielded = yielded
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, yielded = self.coro, self.yielded
+        while True:
+            try:
+                sent = yield yielded
+            except BaseException as e:      # cancellation reaches the handler
+                try:
+                    yielded = coro.throw(e)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as done:
+                    return done.value
+
+
+async def _go_on(coro: Coroutine[Any, Any, Any], yielded: Any) -> Any:
+    return await _Resumed(coro, yielded)
+
+
+class _Unwritten:
+    """A connection's pipelined Produce requests whose responses are not written yet,
+    oldest first, each as (its handling: a Task or a done Future, api key, correlation
+    id): the reading loop puts, one writer task takes, writes and says ``written``.
+    ``count`` includes the one being written. A deque and two futures made only when
+    someone waits: asyncio.Queue's machinery cost more per request."""
+
+    __slots__ = ("entries", "count", "loop", "ready", "idle")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.entries: collections.deque[tuple[asyncio.Future, int, int]] = collections.deque()
+        self.count = 0
+        self.loop = loop
+        self.ready: asyncio.Future | None = None    # the writer waits for an entry
+        self.idle: asyncio.Future | None = None     # the reading loop waits for count 0
+
+    def put(self, entry: tuple[asyncio.Future, int, int]) -> None:
+        self.entries.append(entry)
+        self.count += 1
+        if self.ready is not None:
+            _resolve(self.ready)
+
+    async def get(self) -> tuple[asyncio.Future, int, int]:
+        while not self.entries:
+            self.ready = self.loop.create_future()
+            try:
+                await self.ready
+            finally:
+                self.ready = None
+        return self.entries.popleft()
+
+    def written(self) -> None:
+        self.count -= 1
+        if self.count == 0 and self.idle is not None:
+            _resolve(self.idle)
+
+    async def join(self) -> None:
+        while self.count:
+            self.idle = self.loop.create_future()
+            try:
+                await self.idle
+            finally:
+                self.idle = None
+
+    def cancel_all(self) -> None:
+        """Nothing more is written: cancel what waits, release the reading loop."""
+        while self.entries:
+            self.entries.popleft()[0].cancel()
+            self.written()
 
 
 def _now_ms() -> int:
@@ -188,7 +274,7 @@ def _scram_lookup(credentials: ScramLookup, mechanism: ScramMechanism, user: str
 class ClientInfo:
     __slots__ = ("host", "port", "connection_id", "client_id", "client_software_name",
                  "client_software_version", "principal", "listener_name", "received_ns",
-                 "after_write", "next_request_allowed")
+                 "after_write", "pipelined", "next_request_allowed", "allowed_waiter")
 
     def __init__(self, host: str, port: int, connection_id: int,
                  listener_name: str = "PLAINTEXT") -> None:
@@ -209,16 +295,21 @@ class ClientInfo:
         # latency trace), cleared after the call.
         self.received_ns = 0
         self.after_write: Callable[[], None] | None = None
-        # Set by the server while a Produce is handled: see allow_next_request.
-        self.next_request_allowed: asyncio.Future | None = None
+        # Set by the server while a Produce is handled that may be pipelined: see
+        # allow_next_request; ``allowed_waiter``: the server's wait for it, if it waits.
+        self.pipelined = False
+        self.next_request_allowed = False
+        self.allowed_waiter: asyncio.Future | None = None
 
     def allow_next_request(self) -> None:
         """The request being handled has done what must happen in request order (a
         Produce: its appends) and now only waits: the server may start the connection's
         next Produce. Responses still leave in request order."""
-        allowed = self.next_request_allowed
-        if allowed is not None and not allowed.done():
-            allowed.set_result(None)
+        if self.pipelined and not self.next_request_allowed:
+            self.next_request_allowed = True
+            waiter = self.allowed_waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
 
 class FileRegion:
@@ -355,9 +446,9 @@ class KafkaServer:
                 pass
         conn = ServerConnection(frame_bytes_max=self.frame_bytes_max)
         loop = asyncio.get_running_loop()
-        # Produce requests still being handled, oldest first, and the task that writes
-        # their responses in that order (see the module docstring).
-        pipelined: asyncio.Queue[tuple[asyncio.Task, int, int]] = asyncio.Queue()
+        # Produce requests whose responses are not written yet, oldest first, and the task
+        # that writes them in that order (see the module docstring).
+        unwritten = _Unwritten(loop)
         pipeline_writer: asyncio.Task | None = None
         try:
             while True:
@@ -381,8 +472,8 @@ class KafkaServer:
                         break
                     key = event.api_key if isinstance(event, UnsupportedRequest) else event.header.api_key
                     pipelining = isinstance(event, RequestReceived) and key == ApiKey.PRODUCE
-                    if pipeline_writer is not None and not pipelining:
-                        await pipelined.join()      # every earlier response is written first
+                    if unwritten.count and not pipelining:
+                        await unwritten.join()      # every earlier response is written first
                     if auth is not None and key != ApiKey.SASL_HANDSHAKE and auth.expired(_now_ms()):
                         log.info("closing %s:%s on listener %s: its SASL session of %s ended without "
                                  "re-authentication (KIP-368)", client.host, client.port,
@@ -406,21 +497,23 @@ class KafkaServer:
                         client.client_id = event.header.client_id
                         api_key, correlation_id = event.header.api_key, event.header.correlation_id
                         if pipelining:
-                            if pipeline_writer is None:
-                                pipeline_writer = loop.create_task(
-                                    self._write_in_order(writer, conn, client, pipelined))
-                            allowed = client.next_request_allowed = loop.create_future()
-                            handling = loop.create_task(self.handler.handle(event, client))
-                            # Whichever comes first resolves ``allowed``: one turn of the
-                            # event loop to the next request (asyncio.wait took two).
-                            handling.add_done_callback(functools.partial(_resolve, allowed))
-                            pipelined.put_nowait((handling, api_key, correlation_id))
-                            await allowed
-                            client.next_request_allowed = None
-                            if pipelined.qsize() >= PIPELINED_PRODUCES_MAX:
-                                await pipelined.join()
-                            continue
-                        answer = await self.handler.handle(event, client)
+                            handling, answer = await self._start_pipelined(event, client, loop)
+                            if handling is not None or unwritten.count:
+                                # Still running, or earlier responses go first.
+                                if handling is None:
+                                    handling = loop.create_future()
+                                    handling.set_result(answer)
+                                if pipeline_writer is None:
+                                    pipeline_writer = loop.create_task(
+                                        self._write_in_order(writer, conn, client, unwritten))
+                                unwritten.put((handling, api_key, correlation_id))
+                                if unwritten.count >= PIPELINED_PRODUCES_MAX:
+                                    await unwritten.join()
+                                continue
+                            # Answered in its first step with nothing before it: written
+                            # here, as any other request's answer.
+                        else:
+                            answer = await self.handler.handle(event, client)
                         if answer is None:
                             continue
                     version, body = answer
@@ -446,21 +539,58 @@ class KafkaServer:
         finally:
             if pipeline_writer is not None:
                 pipeline_writer.cancel()
-                while not pipelined.empty():
-                    pipelined.get_nowait()[0].cancel()
+            unwritten.cancel_all()
             self._connections.discard(task)
             writer.close()
             if self.on_connection_closed is not None:
                 self.on_connection_closed(client)
 
+    async def _start_pipelined(self, event: RequestReceived, client: ClientInfo,
+                               loop: asyncio.AbstractEventLoop) -> tuple[asyncio.Future | None, Any]:
+        """Start handling a Produce that may let the connection's next request start
+        before it is answered; return once it has (``client.allow_next_request``) or is
+        done: (None, its answer) when it was answered without suspending, else (the Task
+        or failed Future it goes on in, None).
+
+        Its first step runs here, in the connection's task, as an eager task's would:
+        an acks=0/1 Produce is answered in it, with no Task, future or queue entry of its
+        own. (A handler must then not rely on ``asyncio.current_task()`` or
+        ``asyncio.timeout`` across its first suspension: the Produce handler does not.)"""
+        client.pipelined, client.next_request_allowed = True, False
+        coro = self.handler.handle(event, client)
+        try:
+            try:
+                yielded = coro.send(None)
+            except StopIteration as done:
+                return None, done.value
+            except Exception as e:      # written (and the connection closed) in its turn
+                failed = loop.create_future()
+                failed.set_exception(e)
+                return failed, None
+            handling = loop.create_task(_go_on(coro, yielded))
+            if not client.next_request_allowed:
+                # It waits before its appends are done (a transaction's verification, a
+                # delayed delivery's parking): so does the next request.
+                allowed = client.allowed_waiter = loop.create_future()
+                handling.add_done_callback(functools.partial(_resolve, allowed))
+                try:
+                    await allowed
+                except BaseException:
+                    handling.cancel()       # the connection closes: nothing is written
+                    raise
+                finally:
+                    client.allowed_waiter = None
+            return handling, None
+        finally:
+            client.pipelined = False
+
     async def _write_in_order(self, writer: asyncio.StreamWriter, conn: ServerConnection,
-                              client: ClientInfo,
-                              pipelined: asyncio.Queue[tuple[asyncio.Task, int, int]]) -> None:
+                              client: ClientInfo, unwritten: _Unwritten) -> None:
         """Write the responses of pipelined Produce requests in request order; a failure
         closes the connection (the serving loop then ends)."""
         try:
             while True:
-                handling, api_key, correlation_id = await pipelined.get()
+                handling, api_key, correlation_id = await unwritten.get()
                 try:
                     answer = await handling
                     if answer is not None:
@@ -472,7 +602,7 @@ class KafkaServer:
                             # for this task once PIPELINED_PRODUCES_MAX are pending).
                             await asyncio.sleep(throttle_ms / 1000)
                 finally:
-                    pipelined.task_done()
+                    unwritten.written()
         except asyncio.CancelledError:
             raise
         except (ConnectionError, OSError):
@@ -480,9 +610,7 @@ class KafkaServer:
         except Exception:
             log.exception("internal error serving %s:%s; closing the connection", client.host, client.port)
         writer.close()
-        while not pipelined.empty():        # nothing more is written: release the reading loop
-            pipelined.get_nowait()[0].cancel()
-            pipelined.task_done()
+        unwritten.cancel_all()          # nothing more is written: release the reading loop
 
     async def _sasl_request(self, writer: asyncio.StreamWriter, conn: ServerConnection,
                             client: ClientInfo, auth: SaslServerAuthenticator | None,

@@ -120,7 +120,7 @@ class LogSegment:
         "_offset_index", "_time_index", "_next_offset", "_max_timestamp",
         "_offset_of_max_timestamp", "_first_batch_timestamp", "_bytes_since_index_entry",
         "_last_batch_position", "_index_file_bytes", "_time_index_file_bytes",
-        "_index_files_unsynced", "_tail", "_txn_index",
+        "_index_files_unsynced", "_tail", "_txn_index", "_log_path",
     )
 
     def __init__(
@@ -159,10 +159,15 @@ class LogSegment:
         # since the last index entry from the file (up to index.interval.bytes of them).
         self._tail: tuple[array, array] | None = None
         self._txn_index: TransactionIndex | None = None     # loaded on first use
+        # Kept once used (every append and read names it); an idle replica's is not.
+        self._log_path: str | None = None
 
     @property
     def log_path(self) -> str:
-        return f"{self.dir_path}/{segment_file_name(self.base_offset, LOG_SUFFIX)}"
+        path = self._log_path
+        if path is None:
+            path = self._log_path = f"{self.dir_path}/{segment_file_name(self.base_offset, LOG_SUFFIX)}"
+        return path
 
     @property
     def index_path(self) -> str:

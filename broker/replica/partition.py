@@ -83,6 +83,12 @@ class AppendCheck:
     error_code: int        # NONE, NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS
 
 
+# The three answers of check_append (frozen: shared, not made per append).
+_MAY_APPEND = AppendCheck(ErrorCode.NONE)
+_NOT_LEADER = AppendCheck(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_NOT_ENOUGH_REPLICAS = AppendCheck(ErrorCode.NOT_ENOUGH_REPLICAS)
+
+
 @dataclass(slots=True)
 class ReplicaProgress:
     """What the leader knows of one follower, in the current leader epoch."""
@@ -238,10 +244,10 @@ class PartitionReplica:
         """May the leader append now? acks=all needs at least min.insync.replicas in the ISR
         (Kafka checks this before appending, so nothing is written that cannot be acked)."""
         if self.role is not Role.LEADER:
-            return AppendCheck(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return _NOT_LEADER
         if acks == -1 and len(self.isr) < self.min_insync_replicas:
-            return AppendCheck(ErrorCode.NOT_ENOUGH_REPLICAS)
-        return AppendCheck(ErrorCode.NONE)
+            return _NOT_ENOUGH_REPLICAS
+        return _MAY_APPEND
 
     def on_local_append(self, log_end_offset: int) -> list[ProduceCompletion]:
         assert self.role is Role.LEADER

@@ -46,3 +46,51 @@ def test_disabled_metrics_count_nothing() -> None:
     tally.add("a", ErrorCode.NONE, 3, 100)
     metrics.record_produce(tally)
     assert _scrape(metrics) == {}
+
+
+def test_request_path_metrics_scrape_as_prometheus_client_counters_and_histograms() -> None:
+    """The plain-number counters and histogram give the exposition prometheus_client's
+    labelled Counter and Histogram give for the same adds (names, help, samples, order)."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    from broker.metrics import TOTAL_TIME_BUCKETS_MS
+    from clients.http_api.exposition import text_exposition
+
+    metrics = BrokerMetrics()
+    reference = CollectorRegistry()
+    docs = {}
+    for counter in (metrics.messages_in, metrics.bytes_in, metrics.bytes_out, metrics.produce_requests,
+                    metrics.failed_produce, metrics.fetch_requests, metrics.failed_fetch):
+        docs[counter.name] = Counter(counter.name, counter.doc, ["topic"], registry=reference)
+    requests = Counter("kafka_network_requestmetrics_requests", "Requests by API", ["request"],
+                       registry=reference)
+    total_time = Histogram("kafka_network_requestmetrics_totaltimems",
+                           "Time from a request's arrival to its response, in ms", ["request"],
+                           buckets=TOTAL_TIME_BUCKETS_MS, registry=reference)
+    tally = ProduceTally()
+    tally.add("a", ErrorCode.NONE, 3, 100)
+    tally.add("b", ErrorCode.CORRUPT_MESSAGE, 0, 70)
+    metrics.record_produce(tally)
+    p = "kafka_server_brokertopicmetrics_"
+    docs[p + "totalproducerequests"].labels("a").inc(1)
+    docs[p + "failedproducerequests"].labels("a").inc(0)
+    docs[p + "messagesin"].labels("a").inc(3)
+    docs[p + "bytesin"].labels("a").inc(100)
+    docs[p + "totalproducerequests"].labels("b").inc(1)
+    docs[p + "failedproducerequests"].labels("b").inc(1)
+    metrics.record_fetch("a", ErrorCode.NONE, 512)
+    docs[p + "totalfetchrequests"].labels("a").inc(1)
+    docs[p + "failedfetchrequests"].labels("a").inc(0)
+    docs[p + "bytesout"].labels("a").inc(512)
+    for name, ms in (("Produce", 0.5), ("Produce", 0.2), ("Fetch", 3.0), ("Produce", 40000.0),
+                     ("Fetch", 1.0), ("Metadata", 2.5)):
+        metrics.requests.inc(name)
+        metrics.total_time.observe(name, ms)
+        requests.labels(name).inc()
+        total_time.labels(name).observe(ms)
+
+    def name(line: str) -> str:
+        return line.split(" ")[2] if line.startswith("#") else line.split("{")[0].split(" ")[0]
+    ours = [line for line in metrics.exposition()[0].decode().splitlines()
+            if name(line).startswith(("kafka_server_brokertopicmetrics_", "kafka_network_requestmetrics_"))]
+    assert ours == text_exposition(reference).decode().splitlines()

@@ -137,3 +137,57 @@ def test_a_cancelled_request_leaves_the_next_its_own_answer_and_a_timeout_closes
     answer, timed_out, closed = asyncio.run(_cancel_then_time_out())
     assert isinstance(answer, messages.MetadataResponse)
     assert timed_out and closed
+
+
+class SyncHandler(Handler):
+    """Produce to a topic named ``sync-*`` is answered without suspending (as acks=1 is),
+    ``boom`` raises in its first step, any other waits for its gate as in ``Handler``."""
+
+    async def handle(self, request: Any, client: ClientInfo) -> tuple[int, Any]:
+        header = request.header
+        if header.api_key == ApiKey.PRODUCE:
+            name = request.body.topic_data[0].name
+            if name == "boom":
+                self._note("boom")
+                raise RuntimeError("a handler bug")
+            if name.startswith("sync"):
+                self._note(f"answered {name}")
+                cls = messages.ProduceResponse
+                return header.api_version, cls(responses=[cls.TopicProduceResponse(
+                    name=name, partition_responses=[])])
+        return await super().handle(request, client)
+
+
+async def _sync_behind_waiting() -> tuple[list[str], list[str], bool]:
+    """sync-1 (nothing before it), a (waits), sync-2 (answered at once, behind a), then
+    boom: the three answers in request order, then the connection closed."""
+    handler = SyncHandler(pipelines=True)
+    server = KafkaServer(handler, "127.0.0.1", 0)
+    await server.start()
+    try:
+        conn = await connect("127.0.0.1", server.port)
+        lone = await conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("sync-1"))
+        first = asyncio.ensure_future(conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("a")))
+        second = asyncio.ensure_future(conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("sync-2")))
+        failing = asyncio.ensure_future(conn.request(ApiKey.PRODUCE, PRODUCE_VERSION, produce("boom")))
+        await handler.until("boom")
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not second.done(), "sync-2's answer waits for a's"
+        handler.release("a")
+        answers = await asyncio.gather(first, second)
+        try:
+            await failing
+            closed = False
+        except (ConnectionError, asyncio.IncompleteReadError, EOFError, OSError):
+            closed = True
+        return handler.log, [lone.responses[0].name] + [a.responses[0].name for a in answers], closed
+    finally:
+        await server.stop()
+
+
+def test_answers_given_without_suspending_keep_request_order_and_a_failing_one_closes_after_them() -> None:
+    log, names, closed = asyncio.run(_sync_behind_waiting())
+    assert log == ["answered sync-1", "start a", "answered sync-2", "boom", "done a"]
+    assert names == ["sync-1", "a", "sync-2"]
+    assert closed
