@@ -153,11 +153,13 @@ class LogSegment:
         self._index_file_bytes: int | None = None
         self._time_index_file_bytes: int | None = None
         self._index_files_unsynced = False  # written since their last fsync
-        # The batches after the offset index's last entry, as (last offsets, positions),
-        # from that entry's batch to the end (None: not known, e.g. before the tail walk).
-        # Fetches at the tail find their batch here instead of reading every header
-        # since the last index entry from the file (up to index.interval.bytes of them).
-        self._tail: tuple[array, array] | None = None
+        # The batches after the offset index's last entry, as (last offsets, positions,
+        # base offsets), from that entry's batch to the end (None: not known, e.g. before
+        # the tail walk). Fetches at the tail (a follower's next fetch, a caught-up
+        # consumer's) are answered from these alone, without reading a header from the
+        # file; others find their batch here instead of reading every header since the
+        # last index entry (up to index.interval.bytes of them).
+        self._tail: tuple[array, array, array] | None = None
         self._txn_index: TransactionIndex | None = None     # loaded on first use
 
     @property
@@ -333,7 +335,7 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset
         self._first_batch_timestamp = None
         self._bytes_since_index_entry = 0
-        self._tail = (array("q"), array("q"))
+        self._tail = (array("q"), array("q"), array("q"))
 
     def _recompute_tail_state(self) -> None:
         """next_offset and max_timestamp from the last index entries and a short walk."""
@@ -348,12 +350,13 @@ class LogSegment:
         self._last_batch_position = -1
         if self.size_bytes and self._first_batch_timestamp is None:
             self._first_batch_timestamp = self._header_at(0).max_timestamp
-        tail_offsets, tail_positions = self._tail = (array("q"), array("q"))
+        tail_offsets, tail_positions, tail_bases = self._tail = (array("q"), array("q"), array("q"))
         while pos < self.size_bytes:
             self._last_batch_position = pos
             header = self._header_at(pos)
             tail_offsets.append(header.last_offset)
             tail_positions.append(pos)
+            tail_bases.append(header.base_offset)
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp = header.max_timestamp
                 self._offset_of_max_timestamp = header.base_offset
@@ -445,10 +448,12 @@ class LogSegment:
             self._offset_index.append(header.last_offset, position)
             self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
-            self._tail = (array("q", (header.last_offset,)), array("q", (position,)))
+            self._tail = (array("q", (header.last_offset,)), array("q", (position,)),
+                          array("q", (header.base_offset,)))
         elif self._tail is not None:
             self._tail[0].append(header.last_offset)
             self._tail[1].append(position)
+            self._tail[2].append(header.base_offset)
         self._bytes_since_index_entry += header.size_in_bytes
 
     def _append_final_time_entry(self) -> None:
@@ -488,7 +493,7 @@ class LogSegment:
         tail = self._tail
         if tail is not None and tail[1] and pos >= tail[1][0]:
             # Every batch from tail[1][0] on is in the tail: one header read, no scan.
-            last_offsets, positions = tail
+            last_offsets, positions = tail[0], tail[1]
             i = max(bisect_left(last_offsets, offset), bisect_left(positions, pos))
             return BatchPosition(positions[i], self._header_at(positions[i])) \
                 if i < len(positions) else None
@@ -536,6 +541,9 @@ class LogSegment:
         empty slice when there is one but nothing can be returned. With `min_one_batch`
         the first batch comes back whole even past `max_bytes` (KIP-74).
         """
+        tail = self._tail
+        if tail is not None and tail[2] and start_offset >= tail[2][0]:
+            return self._read_tail(tail, start_offset, max_bytes, max_offset, min_one_batch)
         first = self.find_batch(start_offset)
         if first is None:
             return None
@@ -558,6 +566,41 @@ class LogSegment:
         end = last.position + last.header.size_in_bytes
         return FileSlice(self.log_path, generation, first.position, end - first.position,
                          first.header.base_offset, last.header.last_offset)
+
+    def _read_tail(self, tail: tuple[array, array, array], start_offset: int, max_bytes: int,
+                   max_offset: int, min_one_batch: bool) -> FileSlice | None:
+        """`read` from the tail's batches alone (`start_offset` is at or past the tail's
+        first base offset, so every batch before the tail ends below it): the same three
+        steps as the general read, each a bisection over the tail, no header read."""
+        last_offsets, positions, bases = tail
+        n = len(positions)
+        i = bisect_left(last_offsets, start_offset)
+        if i == n:
+            return None
+        position = positions[i]
+        path = self.log_path
+        generation = self.storage.generation(path)
+        if bases[i] >= max_offset:
+            return FileSlice(path, generation, position, 0, start_offset, start_offset - 1)
+        size = self.size_bytes
+        if max_offset >= self._next_offset:
+            bound = size
+        else:
+            j = bisect_left(last_offsets, max_offset, i)
+            bound = positions[j] if j < n else size
+        limit = min(bound, position + max(max_bytes, 0))
+        # The last batch from i on that ends by limit: the one starting at or before it,
+        # or the one before that when it runs past.
+        k = bisect_right(positions, limit, i) - 1
+        while k >= i and (positions[k + 1] if k + 1 < n else size) > limit:
+            k -= 1
+        if k < i:
+            end = positions[i + 1] if i + 1 < n else size
+            if not min_one_batch or end > bound:
+                return FileSlice(path, generation, position, 0, start_offset, start_offset - 1)
+            k = i
+        end = positions[k + 1] if k + 1 < n else size
+        return FileSlice(path, generation, position, end - position, bases[i], last_offsets[k])
 
     def iter_headers(self, from_position: int = 0) -> list[BatchPosition]:
         """Every batch header from `from_position` (cleaner, timestamp search, tests)."""
