@@ -153,9 +153,10 @@ class LogSegment:
         self._index_file_bytes: int | None = None
         self._time_index_file_bytes: int | None = None
         self._index_files_unsynced = False  # written since their last fsync
-        # The batches after the offset index's last entry, as (last offsets, positions,
-        # base offsets), from that entry's batch to the end (None: not known, e.g. before
-        # the tail walk). Fetches at the tail (a follower's next fetch, a caught-up
+        # The batches at the end of the segment, as (last offsets, positions, base
+        # offsets), from the offset index's last entry's batch or the one before it (an
+        # append that adds an entry keeps the previous interval) to the end (None: not
+        # known, e.g. before the tail walk). Fetches at the tail (a follower's next fetch, a caught-up
         # consumer's) are answered from these alone, without reading a header from the
         # file; others find their batch here instead of reading every header since the
         # last index entry (up to index.interval.bytes of them).
@@ -445,11 +446,24 @@ class LogSegment:
             self._max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.base_offset
         if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            tail = self._tail
+            if tail is not None and tail[1]:
+                # The tail keeps the batches from the index's last entry until this one
+                # too: a consumer a batch or two behind the log end (at the HW) still
+                # reads from memory when this batch starts an index interval.
+                cut = bisect_left(tail[1], self._offset_index.last_entry.position)
+                if cut:
+                    for column in tail:
+                        del column[:cut]
+                tail[0].append(header.last_offset)
+                tail[1].append(position)
+                tail[2].append(header.base_offset)
+            else:
+                self._tail = (array("q", (header.last_offset,)), array("q", (position,)),
+                              array("q", (header.base_offset,)))
             self._offset_index.append(header.last_offset, position)
             self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
-            self._tail = (array("q", (header.last_offset,)), array("q", (position,)),
-                          array("q", (header.base_offset,)))
         elif self._tail is not None:
             self._tail[0].append(header.last_offset)
             self._tail[1].append(position)

@@ -354,12 +354,14 @@ def test_a_read_slice_goes_out_through_sendfile_byte_for_byte(tmp_path: Path) ->
     assert [b.header.base_offset for b in decode_batches(received)][0] == 9
 
 
-def test_tail_reads_find_the_same_batches_as_a_scan_of_the_headers(storage_root) -> None:
+@pytest.mark.parametrize("index_interval_bytes", [300, 100])
+def test_tail_reads_find_the_same_batches_as_a_scan_of_the_headers(storage_root, index_interval_bytes) -> None:
     """Segments find tail batches from memory (LogSegment._tail) instead of reading every
     header since the last index entry; every read must match the scan it replaces, on a
-    second log given the same appends and made to scan."""
+    second log given the same appends and made to scan. (An interval of 100 bytes: every
+    batch starts one, and the tail keeps the previous interval.)"""
     storage, root = storage_root
-    config = LogConfig(segment_bytes=100_000, index_interval_bytes=300)
+    config = LogConfig(segment_bytes=100_000, index_interval_bytes=index_interval_bytes)
     live, reference = open_log(storage, root, config), open_log(storage, root + "-ref", config)
     for log in (live, reference):
         offset = 0
