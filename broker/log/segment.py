@@ -747,6 +747,7 @@ class LogSegment:
         self._offset_index = OffsetIndex(self.base_offset, self.config.offset_index_entries_max)
         self._time_index = TimeIndex(self.base_offset, self.config.time_index_entries_max)
         self.size_bytes = 0
+        self._tail = None           # nothing to read from memory either
         return retired
 
     def __repr__(self) -> str:
