@@ -34,7 +34,10 @@ indexes anyway, and older segments' index files were written and fsynced at thei
 Reads. `read` returns a `FileSlice` of whole batches, found in three steps: the batch
 holding the fetch offset (index lookup, then a walk over headers), the position where
 the upper bound offset starts (same), and the last batch ending within the byte limit
-(an index lookup by position, then a walk over at most two index intervals).
+(an index lookup by position, then a walk over at most two index intervals). A read
+from the tail (the batches since the index's last entry or the one before it, kept in
+memory: a follower's next fetch, a consumer at the HW) takes the three steps as
+bisections over the tail and reads no header from the file.
 """
 
 from __future__ import annotations
