@@ -305,10 +305,13 @@ class ReplicaDriver:
              replica_id: int, min_one_batch: bool, client_rack: str | None = None,
              replica_epoch: int = -1, isolation_level: int = READ_UNCOMMITTED,
              update_fetch_state: bool = True) -> ReadResult:
-        now = self.now_ms()
-        result = self.run(lambda core: core.read(tp, fetch_offset, max_bytes, current_leader_epoch,
-                                                 replica_id, now, min_one_batch, client_rack,
-                                                 replica_epoch, isolation_level, update_fetch_state))
+        # ``run``'s steps without its closure: one call per partition of every fetch.
+        try:
+            result = self.core.read(tp, fetch_offset, max_bytes, current_leader_epoch, replica_id,
+                                    self.now_ms(), min_one_batch, client_rack, replica_epoch,
+                                    isolation_level, update_fetch_state)
+        finally:
+            self._carry_out()
         if replica_id >= 0 and self.tracer.enabled:
             self.tracer.follower_read(tp, fetch_offset, None if result.records is None
                                       else result.records.last_offset,
@@ -320,9 +323,11 @@ class ReplicaDriver:
                                      ) -> set[TopicPartition]:
         """``ReplicaManager.report_idle_follower_fetches``: the partitions of a follower's
         incremental fetch that need no read."""
-        now = self.now_ms()
-        return self.run(lambda core: core.report_idle_follower_fetches(replica_id, replica_epoch,
-                                                                        positions, now))
+        try:
+            return self.core.report_idle_follower_fetches(replica_id, replica_epoch, positions,
+                                                          self.now_ms())
+        finally:
+            self._carry_out()
 
     def consumer_answered(self, reads: Iterable[tuple[TopicPartition, int, ReadResult]]
                           ) -> Callable[[], None] | None:

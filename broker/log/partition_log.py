@@ -721,9 +721,16 @@ class PartitionLog:
         upper = min(max_offset, end)
         if fetch_offset >= upper:
             return LogReadResult(ErrorCode.NONE, _empty_slice(fetch_offset), start, end)
+        segments = self._segments
         try:
+            if fetch_offset >= segments[-1].base_offset:
+                # The active segment (most fetches: followers and caught-up consumers).
+                found = segments[-1].read(fetch_offset, max_bytes, upper, min_one_batch)
+                if found is not None:
+                    return LogReadResult(ErrorCode.NONE, found, start, end)
+                return LogReadResult(ErrorCode.NONE, _empty_slice(fetch_offset), start, end)
             i = max(0, bisect_right(self._bases, fetch_offset) - 1)
-            for segment in self._segments[i:]:
+            for segment in segments[i:]:
                 if segment.base_offset >= upper:
                     break
                 found = segment.read(fetch_offset, max_bytes, upper, min_one_batch)

@@ -34,7 +34,10 @@ indexes anyway, and older segments' index files were written and fsynced at thei
 Reads. `read` returns a `FileSlice` of whole batches, found in three steps: the batch
 holding the fetch offset (index lookup, then a walk over headers), the position where
 the upper bound offset starts (same), and the last batch ending within the byte limit
-(an index lookup by position, then a walk over at most two index intervals).
+(an index lookup by position, then a walk over at most two index intervals). A read
+from the tail (the batches since the index's last entry or the one before it, kept in
+memory: a follower's next fetch, a consumer at the HW) takes the three steps as
+bisections over the tail and reads no header from the file.
 """
 
 from __future__ import annotations
@@ -153,11 +156,14 @@ class LogSegment:
         self._index_file_bytes: int | None = None
         self._time_index_file_bytes: int | None = None
         self._index_files_unsynced = False  # written since their last fsync
-        # The batches after the offset index's last entry, as (last offsets, positions),
-        # from that entry's batch to the end (None: not known, e.g. before the tail walk).
-        # Fetches at the tail find their batch here instead of reading every header
-        # since the last index entry from the file (up to index.interval.bytes of them).
-        self._tail: tuple[array, array] | None = None
+        # The batches at the end of the segment, as (last offsets, positions, base
+        # offsets), from the offset index's last entry's batch or the one before it (an
+        # append that adds an entry keeps the previous interval) to the end (None: not
+        # known, e.g. before the tail walk). Fetches at the tail (a follower's next fetch, a caught-up
+        # consumer's) are answered from these alone, without reading a header from the
+        # file; others find their batch here instead of reading every header since the
+        # last index entry (up to index.interval.bytes of them).
+        self._tail: tuple[array, array, array] | None = None
         self._txn_index: TransactionIndex | None = None     # loaded on first use
         # Kept once used (every append and read names it); an idle replica's is not.
         self._log_path: str | None = None
@@ -335,7 +341,7 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset
         self._first_batch_timestamp = None
         self._bytes_since_index_entry = 0
-        self._tail = (array("q"), array("q"))
+        self._tail = (array("q"), array("q"), array("q"))
 
     def _recompute_tail_state(self) -> None:
         """next_offset and max_timestamp from the last index entries and a short walk."""
@@ -350,12 +356,13 @@ class LogSegment:
         self._last_batch_position = -1
         if self.size_bytes and self._first_batch_timestamp is None:
             self._first_batch_timestamp = self._header_at(0).max_timestamp
-        tail_offsets, tail_positions = self._tail = (array("q"), array("q"))
+        tail_offsets, tail_positions, tail_bases = self._tail = (array("q"), array("q"), array("q"))
         while pos < self.size_bytes:
             self._last_batch_position = pos
             header = self._header_at(pos)
             tail_offsets.append(header.last_offset)
             tail_positions.append(pos)
+            tail_bases.append(header.base_offset)
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp = header.max_timestamp
                 self._offset_of_max_timestamp = header.base_offset
@@ -444,13 +451,28 @@ class LogSegment:
             self._max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.base_offset
         if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            tail = self._tail
+            if tail is not None and tail[1]:
+                # The tail keeps the batches from the index's last entry until this one
+                # too: a consumer a batch or two behind the log end (at the HW) still
+                # reads from memory when this batch starts an index interval.
+                cut = bisect_left(tail[1], self._offset_index.last_entry.position)
+                if cut:
+                    for column in tail:
+                        del column[:cut]
+                tail[0].append(header.last_offset)
+                tail[1].append(position)
+                tail[2].append(header.base_offset)
+            else:
+                self._tail = (array("q", (header.last_offset,)), array("q", (position,)),
+                              array("q", (header.base_offset,)))
             self._offset_index.append(header.last_offset, position)
             self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
-            self._tail = (array("q", (header.last_offset,)), array("q", (position,)))
         elif self._tail is not None:
             self._tail[0].append(header.last_offset)
             self._tail[1].append(position)
+            self._tail[2].append(header.base_offset)
         self._bytes_since_index_entry += header.size_in_bytes
 
     def _append_final_time_entry(self) -> None:
@@ -490,7 +512,7 @@ class LogSegment:
         tail = self._tail
         if tail is not None and tail[1] and pos >= tail[1][0]:
             # Every batch from tail[1][0] on is in the tail: one header read, no scan.
-            last_offsets, positions = tail
+            last_offsets, positions = tail[0], tail[1]
             i = max(bisect_left(last_offsets, offset), bisect_left(positions, pos))
             return BatchPosition(positions[i], self._header_at(positions[i])) \
                 if i < len(positions) else None
@@ -538,6 +560,9 @@ class LogSegment:
         empty slice when there is one but nothing can be returned. With `min_one_batch`
         the first batch comes back whole even past `max_bytes` (KIP-74).
         """
+        tail = self._tail
+        if tail is not None and tail[2] and start_offset >= tail[2][0]:
+            return self._read_tail(tail, start_offset, max_bytes, max_offset, min_one_batch)
         first = self.find_batch(start_offset)
         if first is None:
             return None
@@ -560,6 +585,41 @@ class LogSegment:
         end = last.position + last.header.size_in_bytes
         return FileSlice(self.log_path, generation, first.position, end - first.position,
                          first.header.base_offset, last.header.last_offset)
+
+    def _read_tail(self, tail: tuple[array, array, array], start_offset: int, max_bytes: int,
+                   max_offset: int, min_one_batch: bool) -> FileSlice | None:
+        """`read` from the tail's batches alone (`start_offset` is at or past the tail's
+        first base offset, so every batch before the tail ends below it): the same three
+        steps as the general read, each a bisection over the tail, no header read."""
+        last_offsets, positions, bases = tail
+        n = len(positions)
+        i = bisect_left(last_offsets, start_offset)
+        if i == n:
+            return None
+        position = positions[i]
+        path = self.log_path
+        generation = self.storage.generation(path)
+        if bases[i] >= max_offset:
+            return FileSlice(path, generation, position, 0, start_offset, start_offset - 1)
+        size = self.size_bytes
+        if max_offset >= self._next_offset:
+            bound = size
+        else:
+            j = bisect_left(last_offsets, max_offset, i)
+            bound = positions[j] if j < n else size
+        limit = min(bound, position + max(max_bytes, 0))
+        # The last batch from i on that ends by limit: the one starting at or before it,
+        # or the one before that when it runs past.
+        k = bisect_right(positions, limit, i) - 1
+        while k >= i and (positions[k + 1] if k + 1 < n else size) > limit:
+            k -= 1
+        if k < i:
+            end = positions[i + 1] if i + 1 < n else size
+            if not min_one_batch or end > bound:
+                return FileSlice(path, generation, position, 0, start_offset, start_offset - 1)
+            k = i
+        end = positions[k + 1] if k + 1 < n else size
+        return FileSlice(path, generation, position, end - position, bases[i], last_offsets[k])
 
     def iter_headers(self, from_position: int = 0) -> list[BatchPosition]:
         """Every batch header from `from_position` (cleaner, timestamp search, tests)."""
@@ -692,6 +752,7 @@ class LogSegment:
         self._offset_index = OffsetIndex(self.base_offset, self.config.offset_index_entries_max)
         self._time_index = TimeIndex(self.base_offset, self.config.time_index_entries_max)
         self.size_bytes = 0
+        self._tail = None           # nothing to read from memory either
         return retired
 
     def __repr__(self) -> str:

@@ -50,6 +50,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ContextManager, Iterator, Protocol
 
+from clients.frozen import fast_init
+
 __all__ = [
     "Storage",
     "FileStorage",
@@ -69,6 +71,7 @@ class StaleFileSliceError(Exception):
     """The file behind a FileSlice was replaced or truncated after the read: read again."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FileSlice:
     """Whole record batches at [position, position + length_bytes) of one segment file.
@@ -397,10 +400,19 @@ class FileStorage:
             self._release(handle)
 
     def read_slice(self, file_slice: FileSlice) -> bytes:
-        with self.open_slice(file_slice) as fd:
-            data = os.pread(fd, file_slice.length_bytes, file_slice.position)
+        # open_slice's steps without its generator: every small fetch answer is a copy.
+        path = file_slice.path
+        handle = self._acquire(path)
+        try:
+            with self._lock:
+                stale = self._generations.get(path) != file_slice.generation
+            if stale:
+                raise StaleFileSliceError(path)
+            data = os.pread(handle.fd, file_slice.length_bytes, file_slice.position)
+        finally:
+            self._release(handle)
         if len(data) != file_slice.length_bytes:
-            raise StaleFileSliceError(file_slice.path)
+            raise StaleFileSliceError(path)
         return data
 
     def close(self) -> None:
