@@ -311,7 +311,7 @@ class ReplicaDriver:
                                     self.now_ms(), min_one_batch, client_rack, replica_epoch,
                                     isolation_level, update_fetch_state)
         finally:
-            self._carry_out()
+            self.carry_out()
         if replica_id >= 0 and self.tracer.enabled:
             self.tracer.follower_read(tp, fetch_offset, None if result.records is None
                                       else result.records.last_offset,
@@ -327,7 +327,7 @@ class ReplicaDriver:
             return self.core.report_idle_follower_fetches(replica_id, replica_epoch, positions,
                                                           self.now_ms())
         finally:
-            self._carry_out()
+            self.carry_out()
 
     def consumer_answered(self, reads: Iterable[tuple[TopicPartition, int, ReadResult]]
                           ) -> Callable[[], None] | None:
