@@ -25,7 +25,16 @@ Printed per size and phase: records, batches, µs per partition record on the co
 and on a broker, the longest single batch; then the growth of µs/record from the smallest
 size to the largest (goal ~1x: apply proportional to what a batch changes). Last line: JSON.
 
+``--tick-probe``: the same apply at the first size, with a thread doing what pysyncobj's tick
+thread does each tick (poll a socket with the tick period as timeout, encrypt and decrypt
+three messages with Fernet as its transport does with the cluster secret, send and receive
+them over a socket pair, fdatasync a journal file): each such step gives up the GIL and must
+win it back from the thread applying batches. Printed for several ``sys.setswitchinterval``
+values: the tick durations beyond the poll timeout (p50, p99, max) and how many exceed the
+election timeouts considered (150 ms, 300 ms, 1 s).
+
 Usage: python bench/metadata_apply.py [--sizes 10000,100000] [--partitions-per-topic 100]
+       python bench/metadata_apply.py --tick-probe [--sizes 10000]
 """
 from __future__ import annotations
 
@@ -240,14 +249,73 @@ def run(size: int, per_topic: int, per_request: int) -> dict[str, Any]:
     return results
 
 
+def tick_probe(size: int, per_topic: int, per_request: int,
+               switch_intervals: list[float]) -> dict[str, Any]:
+    import os
+    import select
+    import socket
+    import tempfile
+    import threading
+    from cryptography.fernet import Fernet
+    out: dict[str, Any] = {}
+    fernet = Fernet(Fernet.generate_key())
+    a, b = socket.socketpair()
+    journal = tempfile.NamedTemporaryFile(prefix="tick-probe-")
+    period_s = 0.05     # pysyncobj's autoTickPeriod
+    default_interval = sys.getswitchinterval()
+    for interval in switch_intervals:
+        sys.setswitchinterval(interval)
+        stop = threading.Event()
+        ticks: list[float] = []
+
+        def tick_thread() -> None:
+            poller = select.poll()
+            poller.register(b, select.POLLIN)
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                poller.poll(period_s * 1000)
+                t1 = time.perf_counter()
+                for _ in range(3):
+                    a.send(fernet.encrypt(b"x" * 200))
+                    fernet.decrypt(b.recv(4096))
+                os.write(journal.fileno(), b"y" * 100)
+                os.fdatasync(journal.fileno())
+                ticks.append(time.perf_counter() - t1 + max(0.0, t1 - t0 - period_s))
+
+        thread = threading.Thread(target=tick_thread, daemon=True)
+        thread.start()
+        run(size, per_topic, per_request)
+        stop.set()
+        thread.join()
+        ticks.sort()
+        r = {"ticks": len(ticks), "p50_ms": ticks[len(ticks) // 2] * 1000,
+             "p99_ms": ticks[int(len(ticks) * 0.99)] * 1000, "max_ms": ticks[-1] * 1000,
+             "over_150ms": sum(t > 0.15 for t in ticks), "over_300ms": sum(t > 0.3 for t in ticks),
+             "over_1s": sum(t > 1.0 for t in ticks)}
+        out[f"{interval * 1000:g}ms"] = r
+        print(f"switch interval {interval * 1000:g} ms: {r['ticks']} ticks, beyond the poll: "
+              f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.0f} ms; "
+              f"over 150 ms {r['over_150ms']}, 300 ms {r['over_300ms']}, 1 s {r['over_1s']} "
+              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+    sys.setswitchinterval(default_interval)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--partitions-per-topic", type=int, default=100)
     parser.add_argument("--partitions-per-request", type=int, default=1000)
     parser.add_argument("--profile", help="write a cProfile of the largest size here")
+    parser.add_argument("--tick-probe", action="store_true")
+    parser.add_argument("--switch-intervals", default="0.005,0.001,0.0005")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.tick_probe:
+        print(json.dumps(tick_probe(sizes[0], args.partitions_per_topic,
+                                    args.partitions_per_request,
+                                    [float(x) for x in args.switch_intervals.split(",")])))
+        return
     out: dict[str, Any] = {}
     for size in sizes:
         gc.collect()
