@@ -14,8 +14,8 @@ Workload for N partitions, RF 3 on 3 brokers, topics of ``--partitions-per-topic
 1. create: CreateTopics decided by the controller, ``--partitions-per-request`` per batch;
 2. isr: every partition whose ISR holds broker 2 and that broker 2 does not lead drops it,
    then takes it back (AlterPartition from the leaders, 1,000 partitions per request);
-3. fence: broker 2 fenced (its leaderships move, it leaves every ISR: the controller's
-   batches of ``controlled_shutdown_records_max``), then unfenced by its heartbeat;
+3. fence: broker 2's session expires and the controller's polls fence it (its leaderships
+   move, it leaves every ISR), then its heartbeat unfences it;
    the leaders take it back into the ISRs (AlterPartition) and the preferred leaders are
    elected back (the periodic scan, ``elections_per_poll_max`` per batch).
 
@@ -56,7 +56,6 @@ from clients.records import decode_batches  # noqa: E402
 from metadata_log.committed import CommittedBatch  # noqa: E402
 from metadata_log.records import encode_record  # noqa: E402
 from quorum.controller import ControllerConfig, QuorumController  # noqa: E402
-from quorum.controller.cluster_control import fence_brokers  # noqa: E402
 from quorum.server import MetadataLogReader  # noqa: E402
 
 M = messages
@@ -201,21 +200,16 @@ class Bench:
                 self.commit(self.controller.handle_alter_partition(request, self.now_ms).records)
 
     def fence(self, broker_id: int) -> None:
-        index = self.controller.index
+        """``broker_id``'s session expires: the controller's polls fence it and move its
+        partitions (in as many batches as the controller makes)."""
+        self.now_ms += self.config.broker_session_timeout_ms
         while True:
-            image = self.controller.image
-            b = image.cluster.brokers[broker_id]
-            if b.fenced and not index.partitions_of([broker_id]):
-                return
-            if not b.fenced:
-                records = fence_brokers(image, [broker_id], self.config, index)
-            else:       # what is left of its partitions: the controller's next batches
-                from quorum.controller.replication_control import (
-                    active_predicate, changes_for_leaving_brokers)
-                records = changes_for_leaving_brokers(
-                    image, [broker_id], active_predicate(image, inactive=[broker_id]),
-                    self.config, index)
-            self.commit(tuple(records))
+            for b in BROKERS:
+                if b != broker_id:
+                    self.heartbeat(b)
+            if not self.poll():
+                break
+        assert self.controller.image.cluster.brokers[broker_id].fenced
 
     def elect_preferred(self) -> None:
         """The controller's polls until nothing is left: the follow-ups of the ISR
