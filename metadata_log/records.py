@@ -25,8 +25,10 @@ have a direct reader (``_read_partition``, ``_read_partition_change``) that buil
 same message object as the schema-driven codec, several times faster, and shares one
 ``uuid.UUID`` per topic id; any input it does not fully understand (a long varint, an
 unknown tag, a truncation) goes to the codec, which decodes it or raises the typed error,
-so both paths accept and refuse exactly the same bytes (tests/metadata_log checks them
-against each other).
+so both paths accept and refuse exactly the same bytes. Likewise a direct writer each
+(the active controller encodes every record it decides), which writes the codec's bytes
+and leaves anything unusual (unknown tagged fields, a value that does not fit) to the
+codec. tests/metadata_log checks both directions against the codec.
 
 Not here: what a record *means* (``delta.py``), or how records are batched in the log.
 """
@@ -142,6 +144,12 @@ def record_version(rtype: MetadataRecordType) -> int:
 
 
 def encode_record(record: Any) -> bytes:
+    direct = _DIRECT_WRITERS.get(type(record))
+    if direct is not None and not record.unknown_tagged_fields:
+        try:
+            return direct(record)
+        except (struct.error, TypeError, ValueError, OverflowError, AttributeError):
+            pass        # not a well-formed value: the codec says what is wrong with it
     rtype = record_type(record)
     version = record_version(rtype)
     out = bytearray()
@@ -347,3 +355,98 @@ if _PartitionRecord.SCHEMA.max_version == 2:
     _DIRECT_READERS[MetadataRecordType.PARTITION, 2] = _read_partition
 if _PartitionChangeRecord.SCHEMA.max_version == 2:
     _DIRECT_READERS[MetadataRecordType.PARTITION_CHANGE, 2] = _read_partition_change
+
+
+
+# ---------------------------------------------------------------- direct writers
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    write_uvarint(out, value)
+    return bytes(out)
+
+
+_SMALL = [bytes((n,)) for n in range(128)]
+
+
+def _int32s_bytes(v: Any) -> bytes:
+    """A compact array of int32; None: the null array."""
+    if v is None:
+        return b"\x00"
+    n = len(v)
+    head = _SMALL[n + 1] if n < 127 else _uvarint(n + 1)
+    return head + (_INT32S[n] if n < 16 else struct.Struct(">%di" % n)).pack(*v)
+
+
+def _uuids_bytes(v: Any) -> bytes:
+    if v is None:
+        return b"\x00"
+    n = len(v)
+    head = _SMALL[n + 1] if n < 127 else _uvarint(n + 1)
+    return head + b"".join(u.bytes for u in v)
+
+
+def _tagged(fields: list[tuple[int, bytes]]) -> bytes:
+    """The tagged-field section; ``fields`` in tag order."""
+    parts = [_SMALL[len(fields)]]
+    for tag, data in fields:
+        size = len(data)
+        parts.append(_SMALL[tag])
+        parts.append(_SMALL[size] if size < 128 else _uvarint(size))
+        parts.append(data)
+    return b"".join(parts)
+
+
+_PARTITION_FRAME = bytes((FRAME_VERSION, MetadataRecordType.PARTITION, 2))
+_CHANGE_FRAME = bytes((FRAME_VERSION, MetadataRecordType.PARTITION_CHANGE, 2))
+
+
+def _write_partition(r: Any) -> bytes:
+    tagged = []
+    if r.leader_recovery_state != 0:
+        tagged.append((0, _INT8.pack(r.leader_recovery_state)))
+    if r.eligible_leader_replicas is not None:
+        tagged.append((1, _int32s_bytes(r.eligible_leader_replicas)))
+    if r.last_known_elr is not None:
+        tagged.append((2, _int32s_bytes(r.last_known_elr)))
+    if r.replicas is None or r.isr is None or r.removing_replicas is None \
+            or r.adding_replicas is None or r.directories is None:
+        raise ValueError("null array in a non-nullable field")
+    return b"".join((
+        _PARTITION_FRAME, _HEAD.pack(r.partition_id, r.topic_id.bytes),
+        _int32s_bytes(r.replicas), _int32s_bytes(r.isr), _int32s_bytes(r.removing_replicas),
+        _int32s_bytes(r.adding_replicas),
+        _TRIPLE.pack(r.leader, r.leader_epoch, r.partition_epoch),
+        _uuids_bytes(r.directories), _tagged(tagged)))
+
+
+def _write_partition_change(r: Any) -> bytes:
+    tagged = []
+    if r.isr is not None:
+        tagged.append((0, _int32s_bytes(r.isr)))
+    if r.leader != -2:
+        tagged.append((1, _INT32.pack(r.leader)))
+    if r.replicas is not None:
+        tagged.append((2, _int32s_bytes(r.replicas)))
+    if r.removing_replicas is not None:
+        tagged.append((3, _int32s_bytes(r.removing_replicas)))
+    if r.adding_replicas is not None:
+        tagged.append((4, _int32s_bytes(r.adding_replicas)))
+    if r.leader_recovery_state != -1:
+        tagged.append((5, _INT8.pack(r.leader_recovery_state)))
+    if r.eligible_leader_replicas is not None:
+        tagged.append((6, _int32s_bytes(r.eligible_leader_replicas)))
+    if r.last_known_elr is not None:
+        tagged.append((7, _int32s_bytes(r.last_known_elr)))
+    if r.directories is not None:
+        tagged.append((8, _uuids_bytes(r.directories)))
+    return b"".join((_CHANGE_FRAME, _HEAD.pack(r.partition_id, r.topic_id.bytes),
+                     _tagged(tagged)))
+
+
+# Record class -> its direct writer, for the same versions as the direct readers.
+_DIRECT_WRITERS: dict[type, Callable[[Any], bytes]] = {}
+if (MetadataRecordType.PARTITION, 2) in _DIRECT_READERS:
+    _DIRECT_WRITERS[_PartitionRecord] = _write_partition
+if (MetadataRecordType.PARTITION_CHANGE, 2) in _DIRECT_READERS:
+    _DIRECT_WRITERS[_PartitionChangeRecord] = _write_partition_change

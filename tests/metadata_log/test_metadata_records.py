@@ -137,3 +137,30 @@ def test_partition_record_direct_reader_shares_topic_ids() -> None:
     a, b = (decode_record(encode_record(messages.PartitionChangeRecord(
         partition_id=i, topic_id=tid, isr=[1, 2]))) for i in range(2))
     assert a.topic_id == tid and a.topic_id is b.topic_id
+
+
+def _codec_encode(record: object) -> bytes:
+    from clients.protocol import encode_message
+    rtype = record_type(record)
+    version = record_version(rtype)
+    return bytes([1, rtype, version]) + encode_message(record, version)
+
+
+@pytest.mark.parametrize("name", ["PartitionRecord", "PartitionChangeRecord"])
+@given(data=st.data())
+def test_partition_records_direct_writer_equals_the_codec(name: str, data: st.DataObject) -> None:
+    record = data.draw(message_strategy(name, 2))
+    assert encode_record(record) == _codec_encode(record)
+
+
+def test_partition_record_direct_writer_leaves_bad_values_to_the_codec() -> None:
+    bad = messages.PartitionChangeRecord(partition_id=2**31, topic_id=uuid.uuid4())
+    with pytest.raises(Exception) as direct:
+        encode_record(bad)
+    with pytest.raises(Exception) as codec:
+        _codec_encode(bad)
+    assert type(direct.value) is type(codec.value)
+    r = messages.PartitionRecord(partition_id=1, topic_id=uuid.uuid4(), replicas=[1],
+                                 isr=[1], leader=1, directories=[uuid.uuid4()],
+                                 unknown_tagged_fields=((9, b"x"),))
+    assert encode_record(r) == _codec_encode(r) and decode_record(encode_record(r)) == r
