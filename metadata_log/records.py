@@ -208,7 +208,7 @@ def _uuid(raw: bytes) -> uuid.UUID:
     return u
 
 
-def _int32s(data: bytes, pos: int, nullable: bool) -> tuple[list[int] | None, int]:
+def _int32s(data: bytes, pos: int, nullable: bool) -> tuple[Any, int]:
     """A compact array of int32 (COMPACT_ARRAY: length + 1 as an unsigned varint)."""
     n = data[pos] - 1           # IndexError past the end: _NotDirect (see _direct)
     if n < 0:
@@ -224,7 +224,7 @@ def _int32s(data: bytes, pos: int, nullable: bool) -> tuple[list[int] | None, in
     return list(_INT32S[n].unpack_from(data, pos)), end
 
 
-def _uuids(data: bytes, pos: int, nullable: bool) -> tuple[list[uuid.UUID] | None, int]:
+def _uuids(data: bytes, pos: int, nullable: bool) -> tuple[Any, int]:
     n = data[pos] - 1
     if n < 0:
         if n == -1 and nullable:
