@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Union
 
+from clients.frozen import fast_init
 from clients.protocol import messages
 from clients.protocol.types import ZERO_UUID
 from metadata_log.acls import StandardAcl, acl_from_record
@@ -61,6 +62,8 @@ class MetadataReplayError(ValueError):
 
 
 # ---------------------------------------------------------------- typed changes
+# The per-partition ones are built for every partition record replayed: fast_init
+# (clients/frozen.py) stores their fields through the slots, not object.__setattr__.
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistered:
@@ -106,6 +109,7 @@ class TopicDeleted:
     topic_id: uuid.UUID
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionCreated:
     topic: str
@@ -114,6 +118,7 @@ class PartitionCreated:
     registration: PartitionRegistration
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderChange:
     topic: str
@@ -123,6 +128,7 @@ class LeaderChange:
     leader_epoch: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class IsrChange:
     topic: str
@@ -132,6 +138,7 @@ class IsrChange:
     partition_epoch: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReplicasChange:
     topic: str
@@ -142,6 +149,7 @@ class ReplicasChange:
     removing_replicas: tuple[int, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderRecoveryChange:
     topic: str
@@ -165,6 +173,7 @@ class ProducerIdsAllocated:
     next_producer_id: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ElrChange:
     """KIP-966: the eligible leader replicas or the last known ones changed."""
