@@ -180,6 +180,7 @@ class Bench:
         shutdown_s = self.controlled_shutdown(c.spec.brokers[0].id)
         restart_s = self.restart_to_unfenced(c.spec.brokers[0].id)
         failover_s = self.controller_failover()
+        stalls = self.controller_log_figures()
         return {
             "partitions": n, "topics": len(topics), "cluster_start_s": start_s,
             "create_committed_s": committed_s, "create_s": create_s,
@@ -192,7 +193,27 @@ class Bench:
             "controlled_shutdown_s": shutdown_s,
             "restart_to_unfenced_s": restart_s,
             "controller_failover_s": failover_s,
+            **stalls,
         }
+
+    def controller_log_figures(self) -> dict:
+        """From the controllers' logs, over the whole run: Raft tick thread stalls longer
+        than the election timeout (quorum/raft.py logs each) and how often a controller
+        became the active one (the first election, the failover, and any other)."""
+        stalls: list[float] = []
+        activations = 0
+        for node in self.cluster.spec.controllers:
+            try:
+                with open(node.log, errors="replace") as f:
+                    for line in f:
+                        if "raft tick thread stalled for" in line:
+                            stalls.append(float(line.rsplit("stalled for ", 1)[1].split()[0]))
+                        elif "active controller at epoch" in line:
+                            activations += 1
+            except OSError:
+                pass
+        return {"tick_stalls": len(stalls), "tick_stall_max_ms": max(stalls, default=0.0),
+                "controller_activations": activations}
 
     def new_topic_to_first_write(self, name: str) -> float:
         from confluent_kafka import Producer
@@ -278,7 +299,9 @@ def main() -> None:
               f"; controlled shutdown ({r['broker1_leaderships']} leaderships) "
               f"{r['controlled_shutdown_s']:.1f} s"
               f"; restart -> unfenced {r['restart_to_unfenced_s']:.1f} s"
-              f"; controller failover -> commit {r['controller_failover_s'] * 1000:.0f} ms",
+              f"; controller failover -> commit {r['controller_failover_s'] * 1000:.0f} ms"
+              f"; raft tick stalls {r['tick_stalls']} (max {r['tick_stall_max_ms']:.0f} ms)"
+              f", controller activations {r['controller_activations']}",
               flush=True)
     growth = {}
     if len(results) >= 2:

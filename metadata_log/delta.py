@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Union
 
+from clients.frozen import fast_init
 from clients.protocol import messages
 from clients.protocol.types import ZERO_UUID
 from metadata_log.acls import StandardAcl, acl_from_record
@@ -61,6 +62,8 @@ class MetadataReplayError(ValueError):
 
 
 # ---------------------------------------------------------------- typed changes
+# The per-partition ones are built for every partition record replayed: fast_init
+# (clients/frozen.py) stores their fields through the slots, not object.__setattr__.
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistered:
@@ -106,6 +109,7 @@ class TopicDeleted:
     topic_id: uuid.UUID
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionCreated:
     topic: str
@@ -114,6 +118,7 @@ class PartitionCreated:
     registration: PartitionRegistration
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderChange:
     topic: str
@@ -123,6 +128,7 @@ class LeaderChange:
     leader_epoch: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class IsrChange:
     topic: str
@@ -132,6 +138,7 @@ class IsrChange:
     partition_epoch: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReplicasChange:
     topic: str
@@ -142,6 +149,7 @@ class ReplicasChange:
     removing_replicas: tuple[int, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LeaderRecoveryChange:
     topic: str
@@ -165,6 +173,7 @@ class ProducerIdsAllocated:
     next_producer_id: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ElrChange:
     """KIP-966: the eligible leader replicas or the last known ones changed."""
@@ -249,6 +258,10 @@ class MetadataDelta:
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}        # full new mapping
         self._acls: dict[uuid.UUID, StandardAcl | None] = {}         # None: removed
         self._scram: dict[tuple[str, int], ScramCredential | None] = {}  # None: removed
+        # The topic the last record touched: partition records come grouped by topic, and
+        # share one UUID object (records.py), so most lookups are an identity test instead
+        # of UUID's Python-level __hash__.
+        self._last_topic: _TopicDelta | None = None
         self._replayers = {
             messages.RegisterBrokerRecord: self._replay_register_broker,
             messages.UnregisterBrokerRecord: self._replay_unregister_broker,
@@ -286,15 +299,18 @@ class MetadataDelta:
         return tid  # type: ignore[return-value]
 
     def _topic(self, topic_id: uuid.UUID) -> _TopicDelta | None:
+        last = self._last_topic
+        if last is not None and last.topic_id is topic_id:
+            return last
         td = self._topics.get(topic_id)
-        if td is not None:
-            return td
-        if topic_id in self._removed_topics:
-            return None
-        base = self.image.topics.by_id.get(topic_id)
-        if base is None:
-            return None
-        td = self._topics[topic_id] = _TopicDelta(base.name, topic_id, base)
+        if td is None:
+            if topic_id in self._removed_topics:
+                return None
+            base = self.image.topics.by_id.get(topic_id)
+            if base is None:
+                return None
+            td = self._topics[topic_id] = _TopicDelta(base.name, topic_id, base)
+        self._last_topic = td
         return td
 
     def partition(self, topic_id: uuid.UUID, index: int) -> PartitionRegistration | None:
@@ -499,6 +515,7 @@ class MetadataDelta:
         if td is None:
             raise MetadataReplayError(f"RemoveTopicRecord: unknown topic id {r.topic_id}")
         del self._topics[r.topic_id]
+        self._last_topic = None
         if td.base is not None:
             self._removed_topics[r.topic_id] = td.base
         self._names[td.name] = None

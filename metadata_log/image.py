@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
 
+from clients.frozen import fast_init
 from clients.protocol.configs import ConfigResourceType
 from clients.security.scram import ScramCredential
 from metadata_log.acls import AclsImage
@@ -146,6 +147,7 @@ class ClusterImage:
 
 # ---------------------------------------------------------------- topics
 
+@fast_init        # built for every partition record replayed, on controllers and brokers
 @dataclass(frozen=True, slots=True)
 class PartitionRegistration:
     """One partition as the controller last decided it (Kafka's PartitionRegistration)."""

@@ -27,7 +27,7 @@ from quorum.joining import (
     ForeignDirectoryError, JoiningFetcher, controller_directory_id, discover_voters,
 )
 from quorum.membership import CAUGHT_UP_WINDOW_MS_DEFAULT, VoterMembership
-from quorum.raft import RaftQuorum, RaftSettings, RemovedVoterError
+from quorum.raft import GIL_SWITCH_INTERVAL_S, RaftQuorum, RaftSettings, RemovedVoterError
 from quorum.voters import VoterSet
 from quorum.network import KafkaServer, ListenerConfigError, listener_security
 from quorum.server import ControllerApis, ControllerDriver
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # pysyncobj's tick thread wins the GIL back sooner from a busy event loop (quorum/raft.py).
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
         config = load(args.config)
     except ConfigError as e:

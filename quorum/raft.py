@@ -38,6 +38,26 @@ with its load):
   election costs a few hundred ms of NOT_CONTROLLER, which clients retry. The timeouts are
   configurable (``ketch.raft.election.timeout.min.ms`` / ``.max.ms``) for busier machines;
   ``RaftQuorum`` logs every stall longer than the minimum timeout.
+- The controller process sets ``sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)`` (0.5 ms;
+  CPython's default is 5 ms). Each tick gives the GIL up at every poll, send, receive,
+  Fernet call and fsync, and each time waits up to one switch interval to win it back
+  from the asyncio thread when that thread applies a large committed batch.
+  ``python bench/metadata_apply.py --tick-probe`` (a thread doing a tick's steps while the
+  apply of 10k partitions' records runs, gc frozen every 1,000 records as server.py does;
+  load average ~10): tick time beyond its poll p50 37 ms, p99 85 ms, max 242 ms at 5 ms;
+  p50 18 ms, p99 60 ms, max 125 ms at 0.5 ms. The longer stalls (350-530 ms, whatever the
+  switch interval) were full garbage collections: with gc off, max 97 ms. What stalls
+  the thread in-process is fixed where it comes from (gc frozen, fencing batches bounded,
+  cheaper record decoding), and bench/scale.py reports the stalls the controllers logged.
+  What is not fixed in-process is a machine with more runnable threads than cores: in one
+  100k-partition bench/scale.py run at load average 9-14 on 2 cores (session 12, shared
+  with other benchmarks), the three controllers logged 420 stalls over 150 ms in 13
+  minutes (p50 240 ms, p90 498 ms, p99 1,074 ms, max 2,713 ms; 8 over 1 s) and 55
+  elections. Kafka's default (controller.quorum.election.timeout.ms=1000, randomized up to
+  2 s) would have ridden out 98 % of them, at the price of slower failovers; the defaults
+  here stay 150-300 ms for fast failover (and the tests and chaos scenarios that count on
+  it) until that trade is decided, and ``ketch.raft.election.timeout.min.ms`` /
+  ``.max.ms`` raise them for a loaded machine.
 - ``connectionRetryTime=0.25`` (default 5 s): a restarted controller rejoins in well under a
   second. ``connectionTimeout=1.0`` (default 3.5 s, must be >= raftMaxTimeout).
 - ``leaderFallbackTimeout=1.0`` (default 30 s): a leader cut off from the majority steps
@@ -135,6 +155,8 @@ from quorum.voters import VoterSet
 
 logger = logging.getLogger(__name__)
 
+# The GIL switch interval of a controller process (see the module docstring).
+GIL_SWITCH_INTERVAL_S = 0.0005
 JOURNAL_FILE = "raft.journal"
 DUMP_FILE = "raft.dump"
 

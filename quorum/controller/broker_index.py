@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Iterable
 
 from metadata_log.delta import (
@@ -52,8 +54,10 @@ PartitionKey = tuple[uuid.UUID, int]
 # 1 us a call, several calls per partition per change).
 _Key = tuple[int, int]
 
-_PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange,
-                      LeaderRecoveryChange, ElrChange)
+# Exact types (a set lookup, not isinstance over six classes, per change).
+_PARTITION_CHANGES = frozenset((PartitionCreated, LeaderChange, IsrChange, ReplicasChange,
+                                LeaderRecoveryChange, ElrChange))
+_NONE: Mapping[int, PartitionRegistration] = MappingProxyType({})
 
 
 class BrokersToPartitions:
@@ -90,31 +94,51 @@ class BrokersToPartitions:
               changes: Iterable[MetadataChange]) -> None:
         """Move the index from ``old`` to ``new``, where ``changes`` are the typed changes
         of the delta that turned ``old`` into ``new`` (``BatchOutcome.changes``)."""
-        touched: dict[PartitionKey, None] = {}      # ordered, no duplicates
+        # (topic id as an int, index) -> topic id: ordered, no duplicates. Changes come
+        # grouped by topic, often sharing one UUID object: its int and its TopicImages are
+        # looked up once per run of the topic's partitions, not once per partition.
+        touched: dict[_Key, uuid.UUID] = {}
         deleted: list[uuid.UUID] = []
+        last_tid: uuid.UUID | None = None
+        last_int = 0
         for c in changes:
-            if isinstance(c, _PARTITION_CHANGES):
-                touched[(c.topic_id, c.partition)] = None
-            elif isinstance(c, TopicDeleted):
-                deleted.append(c.topic_id)
-                t = old.topics.get_by_id(c.topic_id)
+            kind = type(c)
+            if kind in _PARTITION_CHANGES:
+                tid = c.topic_id        # type: ignore[union-attr]
+                if tid is not last_tid:
+                    last_tid, last_int = tid, tid.int
+                touched[(last_int, c.partition)] = tid      # type: ignore[union-attr]
+            elif kind is TopicDeleted:
+                deleted.append(c.topic_id)      # type: ignore[union-attr]
+                t = old.topics.get_by_id(c.topic_id)        # type: ignore[union-attr]
                 if t is not None:
+                    tint = t.topic_id.int
                     for i in t.partitions:
-                        touched[(c.topic_id, i)] = None
-        old_topics, new_topics = old.topics, new.topics
-        for (tid, i) in touched:
-            before = old_topics.partition(tid, i)
-            after = new_topics.partition(tid, i)
+                        touched[(tint, i)] = t.topic_id
+        old_by_id, new_by_id = old.topics.by_id, new.topics.by_id
+        last_tid = None
+        old_parts: Mapping[int, PartitionRegistration] = _NONE
+        new_parts: Mapping[int, PartitionRegistration] = _NONE
+        for key, tid in touched.items():
+            if tid is not last_tid:
+                last_tid = tid
+                t = old_by_id.get(tid)
+                old_parts = _NONE if t is None else t.partitions
+                t = new_by_id.get(tid)
+                new_parts = _NONE if t is None else t.partitions
+                if t is not None:
+                    self._topic_ids[key[0]] = tid
+            i = key[1]
+            before = old_parts.get(i)
+            after = new_parts.get(i)
             if before is after:
                 continue        # e.g. created and deleted within the batch
-            key = (tid.int, i)
             if before is not None:
                 self._remove(key, before)
             if after is not None:
-                self._topic_ids[key[0]] = tid
                 self._add(key, after)
         for tid in deleted:
-            if new_topics.get_by_id(tid) is None:
+            if new_by_id.get(tid) is None:
                 self._topic_ids.pop(tid.int, None)
 
     def _add(self, key: _Key, p: PartitionRegistration) -> None:

@@ -27,7 +27,12 @@ A broker's life, as KRaft runs it (``ClusterControlManager``, ``BrokerHeartbeatM
 - Unfencing writes BrokerRegistrationChangeRecord(fenced=-1) and, in the same batch,
   elects leaders for leaderless partitions that the broker can now lead.
 - Fencing (session expired, or the broker asks) writes fenced=1 and, in the same batch,
-  removes the broker from every ISR and moves its leaderships (replication_control).
+  removes the broker from the ISRs and moves the leaderships of at most
+  ``controlled_shutdown_records_max`` partitions (replication_control), its leaderships
+  first; the controller's next polls move the rest in batches of that size
+  (QuorumController.poll), as Kafka's controller appends a large non-atomic result in
+  several batches. A broker in the ISR of 100,000 partitions is thus not one Raft entry
+  of 100,000 records applied in one go by every controller and broker.
 - Controlled shutdown (heartbeat with want_shut_down) writes in_controlled_shutdown=1 and
   moves leaderships away, then ISR memberships, in batches of at most
   ``controlled_shutdown_records_max`` partition changes, one batch per shutdown heartbeat
@@ -55,7 +60,7 @@ from quorum.controller.replication_control import (
 from quorum.controller.result import ControllerResult
 
 __all__ = [
-    "HeartbeatTracker", "broker_heartbeat", "fence_brokers", "register_broker",
+    "HeartbeatTracker", "broker_heartbeat", "fence_brokers", "fenced_leftovers", "register_broker",
     "unregister_broker",
 ]
 
@@ -183,7 +188,8 @@ def register_broker(image: MetadataImage, request: messages.BrokerRegistrationRe
 
 def fence_brokers(image: MetadataImage, broker_ids: list[int], config: ControllerConfig,
                   index: BrokersToPartitions | None = None) -> list[Any]:
-    """Records fencing ``broker_ids`` (registered, unfenced) and moving their partitions."""
+    """Records fencing ``broker_ids`` (registered, unfenced) and moving their partitions,
+    at most ``controlled_shutdown_records_max`` of them (the rest: ``fenced_leftovers``)."""
     records: list[Any] = []
     for broker_id in broker_ids:
         b = image.cluster.brokers[broker_id]
@@ -191,8 +197,21 @@ def fence_brokers(image: MetadataImage, broker_ids: list[int], config: Controlle
         records.append(messages.BrokerRegistrationChangeRecord(
             broker_id=broker_id, broker_epoch=b.broker_epoch, fenced=_FENCE))
     records += changes_for_leaving_brokers(
-        image, broker_ids, active_predicate(image, inactive=broker_ids), config, index)
+        image, broker_ids, active_predicate(image, inactive=broker_ids), config, index,
+        limit=config.controlled_shutdown_records_max)
     return records
+
+
+def fenced_leftovers(image: MetadataImage, broker_ids: list[int], config: ControllerConfig,
+                     index: BrokersToPartitions | None = None) -> list[Any]:
+    """The next batch moving partitions away from ``broker_ids``, fenced by an earlier
+    batch that hit the limit; none when nothing is left to move."""
+    fenced = [b for b in broker_ids if (r := image.cluster.get(b)) is not None and r.fenced]
+    if not fenced:
+        return []
+    return changes_for_leaving_brokers(
+        image, fenced, active_predicate(image, inactive=fenced), config, index,
+        limit=config.controlled_shutdown_records_max)
 
 
 def broker_heartbeat(image: MetadataImage, request: messages.BrokerHeartbeatRequest, registration_offset: int,

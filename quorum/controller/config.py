@@ -27,9 +27,10 @@ class ControllerConfig:
     leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds
     # Kafka's maxElectionsPerImbalance: bounds one periodic batch.
     elections_per_poll_max: int = 1000
-    # Partition changes in one controlled-shutdown batch (Kafka's MAX_RECORDS_PER_USER_OP,
-    # 10,000): a broker in the ISR of 100,000 partitions leaves them in ten batches, one
-    # per shutdown heartbeat, leaderships first, instead of one Raft entry of 100,000.
+    # Partition changes in one controlled-shutdown or fencing batch (Kafka's
+    # MAX_RECORDS_PER_USER_OP, 10,000): a broker in the ISR of 100,000 partitions leaves
+    # them in ten batches (one per shutdown heartbeat, or per poll once fenced),
+    # leaderships first, instead of one Raft entry of 100,000.
     controlled_shutdown_records_max: int = 10_000
     # A limit on one CreateTopics/CreatePartitions request, so that a typo such as
     # num_partitions=2147483647 is refused instead of stalling the controller.

@@ -44,6 +44,9 @@ Soft state, not in the log and not replicated, as in Kafka:
   "caught up" test; after loading a snapshot it falls back to the snapshot's offset,
   which can only be later (stricter);
 - when the next periodic election scan is due;
+- the fenced brokers that may still lead or be in ISRs (``_fencing``): a fencing batch
+  moves at most ``controlled_shutdown_records_max`` partitions (cluster_control.py), and
+  the next polls move the rest, one bounded batch each, until a poll finds nothing left;
 - the partitions whose ISR or replicas changed since the last poll (``_follow_ups``): a
   reassignment that can complete, or a preferred replica back in the ISR, is acted on at
   the next poll (quorum/controller/reassignment.py), and ``wants_poll`` tells the shell
@@ -60,7 +63,9 @@ from typing import Any, Iterable, Sequence
 
 from clients.protocol import CorruptFrameError, messages
 from metadata_log.features import ELR_FEATURE
-from metadata_log.delta import BatchOutcome, ConfigChange, MetadataReplayError, replay_batch
+from metadata_log.delta import (
+    BatchOutcome, BrokerFenced, ConfigChange, MetadataReplayError, replay_batch,
+)
 from metadata_log.image import EMPTY_IMAGE, MetadataImage, Provenance
 from metadata_log.records import decode_record
 from metadata_log.features import SUPPORTED_FEATURES
@@ -95,6 +100,7 @@ class QuorumController:
         # (broker_index.py): the per-broker paths below touch only that broker's partitions.
         self._index = BrokersToPartitions.from_image(image)
         self._follow_ups: set[reassignment.PartitionKey] = set()
+        self._fencing: set[int] = set()
 
     # ------------------------------------------------------------ state
 
@@ -113,6 +119,8 @@ class QuorumController:
         self._heartbeats.restart_all(self._image, now_ms)
         self._next_election_scan_ms = now_ms + self.config.leader_imbalance_check_interval_ms
         self._rescan_reassignments()
+        # A fencing the previous active controller left unfinished: checked at the next polls.
+        self._fencing = {b for b, r in self._image.cluster.brokers.items() if r.fenced}
 
     def _rescan_reassignments(self) -> None:
         """Follow-ups are soft state: a controller that becomes active (or loads a
@@ -125,6 +133,7 @@ class QuorumController:
         self._active = False
         self._next_election_scan_ms = None
         self._follow_ups.clear()
+        self._fencing.clear()
 
     @property
     def wants_poll(self) -> bool:
@@ -147,6 +156,8 @@ class QuorumController:
         self._image = outcome.image
         self._heartbeats.forget_missing(self._image)
         if self._active and outcome.error is None:
+            self._fencing.update(c.broker_id for c in outcome.changes
+                                 if type(c) is BrokerFenced)
             changed = reassignment.changed_partitions(outcome.changes)
             if changed:
                 self._follow_ups |= {k for k in changed if self._needs_follow_up(k)}
@@ -343,10 +354,20 @@ class QuorumController:
                 expired.append(broker_id)
             else:
                 next_due_ms = min(next_due_ms, deadline_ms)
+        # Elections wait for the next poll after fencing records: they must see the
+        # fencing committed, or both could write a change for the same partition from
+        # the same image.
+        fencing: list[Any] = []
         if expired:
-            records += cluster_control.fence_brokers(image, expired, config, self._index)
-            # Elections wait for the next poll: they must see the fencing committed, or
-            # both could write a change for the same partition from the same image.
+            fencing = cluster_control.fence_brokers(image, expired, config, self._index)
+        elif self._fencing:
+            fencing = cluster_control.fenced_leftovers(image, sorted(self._fencing), config,
+                                                       self._index)
+            if not fencing:
+                self._fencing.clear()       # nothing left to move
+        records += fencing
+        if fencing:
+            pass        # the rest, if any, at the next poll (once these are committed)
         elif self._follow_ups:
             # Reassignments that can complete and preferred replicas back in the ISR: now,
             # not at the next periodic scan. Their own records come back through replay.

@@ -95,3 +95,72 @@ def test_truncated_records_raise_corrupt_frame_error(data: st.DataObject) -> Non
     cut = data.draw(st.integers(0, len(framed) - 1))
     with pytest.raises(CorruptFrameError):
         decode_record(framed[:cut])
+
+
+def _codec_decode(framed: bytes) -> object:
+    """The schema-driven codec alone (what decode_record's direct readers must equal)."""
+    from clients.protocol import decode_message
+    return decode_message(record_class(MetadataRecordType(framed[1])), framed[2], framed[3:])
+
+
+def _same_outcome(framed: bytes) -> None:
+    try:
+        expected = _codec_decode(framed)
+    except (CorruptFrameError, ValueError):
+        with pytest.raises(CorruptFrameError):
+            decode_record(framed)
+        return
+    got = decode_record(framed)
+    assert got == expected and type(got) is type(expected)
+
+
+@pytest.mark.parametrize("name", ["PartitionRecord", "PartitionChangeRecord"])
+@given(data=st.data())
+def test_partition_records_direct_reader_equals_the_codec(name: str, data: st.DataObject) -> None:
+    # The two partition records have a direct reader (records.py); on any bytes, valid,
+    # cut, or with one byte changed, it must answer exactly as the codec does.
+    record = data.draw(message_strategy(name, 2))
+    framed = encode_record(record)
+    assert decode_record(framed) == record
+    _same_outcome(framed)
+    cut = data.draw(st.integers(3, len(framed)))
+    _same_outcome(framed[:cut])
+    at = data.draw(st.integers(3, len(framed) - 1))
+    changed = bytearray(framed)
+    changed[at] = data.draw(st.integers(0, 255))
+    _same_outcome(bytes(changed))
+    _same_outcome(framed + data.draw(st.binary(min_size=1, max_size=3)))
+
+
+def test_partition_record_direct_reader_shares_topic_ids() -> None:
+    tid = uuid.uuid4()
+    a, b = (decode_record(encode_record(messages.PartitionChangeRecord(
+        partition_id=i, topic_id=tid, isr=[1, 2]))) for i in range(2))
+    assert a.topic_id == tid and a.topic_id is b.topic_id
+
+
+def _codec_encode(record: object) -> bytes:
+    from clients.protocol import encode_message
+    rtype = record_type(record)
+    version = record_version(rtype)
+    return bytes([1, rtype, version]) + encode_message(record, version)
+
+
+@pytest.mark.parametrize("name", ["PartitionRecord", "PartitionChangeRecord"])
+@given(data=st.data())
+def test_partition_records_direct_writer_equals_the_codec(name: str, data: st.DataObject) -> None:
+    record = data.draw(message_strategy(name, 2))
+    assert encode_record(record) == _codec_encode(record)
+
+
+def test_partition_record_direct_writer_leaves_bad_values_to_the_codec() -> None:
+    bad = messages.PartitionChangeRecord(partition_id=2**31, topic_id=uuid.uuid4())
+    with pytest.raises(Exception) as direct:
+        encode_record(bad)
+    with pytest.raises(Exception) as codec:
+        _codec_encode(bad)
+    assert type(direct.value) is type(codec.value)
+    r = messages.PartitionRecord(partition_id=1, topic_id=uuid.uuid4(), replicas=[1],
+                                 isr=[1], leader=1, directories=[uuid.uuid4()],
+                                 unknown_tagged_fields=((9, b"x"),))
+    assert encode_record(r) == _codec_encode(r) and decode_record(encode_record(r)) == r

@@ -264,3 +264,46 @@ def test_unregister_removes_the_broker_and_its_leaderships() -> None:
     again = h.commit(h.controller.handle_unregister_broker(
         M.UnregisterBrokerRequest(broker_id=1), h.now_ms))
     assert again.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def test_fencing_moves_partitions_in_bounded_batches_over_the_next_polls() -> None:
+    # A fencing batch holds at most controlled_shutdown_records_max partition changes;
+    # the polls after it move the rest, leaderships first, until nothing is left.
+    h = Harness(ControllerConfig(controlled_shutdown_records_max=4))
+    h.start_brokers({1: None, 2: None, 3: None})
+    h.create_topic("t", partitions=9, replication_factor=3)
+    led_by_3 = sum(p.leader == 3 for p in h.topic("t").partitions.values())
+    assert led_by_3 >= 1
+    h.advance(h.config.broker_session_timeout_ms)
+    h.heartbeat(1)
+    h.heartbeat(2)
+    sizes = []
+    while True:
+        result, wait_ms = h.poll()
+        if not result.records:
+            break
+        changes = [r for r in result.records if type(r) is M.PartitionChangeRecord]
+        sizes.append(len(changes))
+        if len(sizes) == 1:
+            assert h.image.cluster.get(3).fenced
+            # Leaderships first: the first batch moved min(4, led_by_3) of them.
+            assert sum(r.leader != -2 for r in changes) == min(4, led_by_3)
+    assert sizes == [4, 4, 1]
+    assert all(3 not in p.isr and p.leader in (1, 2) for p in h.topic("t").partitions.values())
+    assert h.controller.index.as_dict() == type(h.controller.index).from_image(h.image).as_dict()
+
+
+def test_a_new_active_controller_finishes_an_unfinished_fencing() -> None:
+    h = Harness(ControllerConfig(controlled_shutdown_records_max=4))
+    h.start_brokers({1: None, 2: None, 3: None})
+    h.create_topic("t", partitions=9, replication_factor=3)
+    h.advance(h.config.broker_session_timeout_ms)
+    h.heartbeat(1)
+    h.heartbeat(2)
+    h.poll()                                    # fenced, 4 partitions moved
+    assert sum(3 in p.isr for p in h.topic("t").partitions.values()) == 5
+    h.controller.deactivate()                   # failover: the soft state is gone
+    h.controller.activate(h.now_ms)
+    while h.poll()[0].records:
+        pass
+    assert all(3 not in p.isr for p in h.topic("t").partitions.values())
