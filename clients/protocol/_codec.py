@@ -607,6 +607,9 @@ class MessageSpec(StructSpec):
         self.listeners: tuple[str, ...] = listeners
         super().__init__(name, fields, None)
         self.cls.SCHEMA = self
+        # by version alone: one dict lookup per message on the request path
+        self._readers: dict[int, Reader] = {}
+        self._writers: dict[int, Writer] = {}
 
     def is_flexible(self, version: int) -> bool:
         return self.flexible_min is not None and version >= self.flexible_min
@@ -617,10 +620,16 @@ class MessageSpec(StructSpec):
                              f"(valid {self.min_version}-{self.max_version})")
 
     def reader(self, version: int) -> Reader:
-        return self.codec(version, self.is_flexible(version))[0]
+        reader = self._readers.get(version)
+        if reader is None:
+            reader = self._readers[version] = self.codec(version, self.is_flexible(version))[0]
+        return reader
 
     def writer(self, version: int) -> Writer:
-        return self.codec(version, self.is_flexible(version))[1]
+        writer = self._writers.get(version)
+        if writer is None:
+            writer = self._writers[version] = self.codec(version, self.is_flexible(version))[1]
+        return writer
 
 
 _SPECS: dict[str, MessageSpec] = {}
