@@ -558,9 +558,8 @@ def _generate(spec: StructSpec, version: int, flexible: bool) -> _Source:
         if tagged:
             src.emit(1, "present = []")
         for i, f, wire in tagged:
-            default = src.const("default", spec.default_of(f))
             src.emit(1, f"f{i} = obj.{f.name}",
-                     f"if f{i} != {default}:",
+                     f"if not {_equals_default(src, f'f{i}', spec.default_of(f))}:",
                      "    tmp = bytearray()")
             run = _Run()
             _write_field(src, 2, wire, f"f{i}", run, "tmp")
@@ -586,12 +585,39 @@ def _generate(spec: StructSpec, version: int, flexible: bool) -> _Source:
 
 
 def _default_expr(src: _Source, spec: StructSpec, f: FieldSpec) -> str:
-    """A field's default as generated code: a constant, or a call making a fresh one."""
+    """A field's default as generated code: a constant, or a call making a fresh one. A
+    default struct holding no list anywhere is immutable (frozen all the way down), so one
+    shared instance stands for it: decoding a Fetch response then builds no three default
+    structs per partition for its tagged fields."""
     d = spec._default_for(f)
     if d.default_factory is not dataclasses.MISSING:
+        value = spec.default_of(f)
+        if _immutable(value):
+            return src.const("default", value)
         return f"{src.const('make', d.default_factory)}()"
     return src.const("default", d.default)
 
+
+def _immutable(value: Any) -> bool:
+    if isinstance(value, (list, bytearray, memoryview)):
+        return False
+    if dataclasses.is_dataclass(value):
+        return all(_immutable(getattr(value, fld.name)) for fld in dataclasses.fields(value))
+    return True
+
+
+def _equals_default(src: _Source, value: str, default: Any) -> str:
+    """An expression true when ``value`` == ``default``, for the tagged-field test of the
+    writers: a default struct is compared field by field inline (its dataclass __eq__ is a
+    Python call, three per partition of a Fetch response)."""
+    if default is None:
+        return f"{value} is None"
+    if dataclasses.is_dataclass(default):
+        cls = src.const("cls", type(default))
+        tests = [_equals_default(src, f"{value}.{fld.name}", getattr(default, fld.name))
+                 for fld in dataclasses.fields(default)]
+        return f"(type({value}) is {cls} and {' and '.join(tests)})"
+    return f"{value} == {src.const('default', default)}"
 
 
 class MessageSpec(StructSpec):
