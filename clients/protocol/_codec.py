@@ -494,7 +494,7 @@ def _generate(spec: StructSpec, version: int, flexible: bool) -> _Source:
             wire = _Wire(f.name, f.element_type, f.is_array, _in(f.nullable, version),
                          spec.children.get(f.name))
             (tagged if flexible and _in(f.tagged, version) else regular).append((i, f, wire))
-    tagged.sort(key=lambda t: t[1].tag)
+    tagged.sort(key=lambda t: t[1].tag or 0)  # every tagged field has its tag
     on_wire = {i for i, _, _ in regular + tagged}
     func = spec.name
 
