@@ -3,12 +3,14 @@
 Theory of operation
 -------------------
 ``_schemas.SCHEMAS`` (generated from Kafka's JSON specs) describes each message as a tree of
-fields with version ranges. For one (schema, version) pair this module *compiles* the tree
-once into a reader and a writer: closures that already know, for that version, which fields
-exist, which are nullable, which travel in the tagged-field section and whether strings,
-bytes and arrays use the classic (int16/int32 length) or compact (unsigned varint length+1)
-encoding. Compiled pairs are cached, so decoding a request costs one closure call per
-field and no per-field version checks.
+fields with version ranges. For one (struct, version) pair this module *generates* Python
+source once, on first use, and execs it into a reader and a writer that already know, for
+that version, which fields exist, which are nullable, which travel in the tagged-field
+section and whether strings, bytes and arrays use the classic (int16/int32 length) or
+compact (unsigned varint length+1) encoding, as Kafka generates its *Data classes' read and
+write methods (see "code generation" below; ``StructSpec.source`` shows the text). Fixed-size
+fields in a row are one ``struct`` call; there are no per-field calls and no version checks
+at run time.
 
 Every schema, and every struct inside it, becomes one slotted dataclass whose fields are
 the union over all versions (like Kafka's generated ``*Data`` classes): a field absent from
