@@ -11,8 +11,10 @@ supports (KIP-511). The header's client_id keeps its int16 length even in header
 from __future__ import annotations
 
 import dataclasses
+import struct
 from typing import Any
 
+from clients.frozen import fast_init
 from clients.protocol import _codec
 from clients.protocol.api_keys import REQUEST_NAMES, RESPONSE_NAMES, ApiKey
 from clients.protocol.types import INT16, INT32, CorruptFrameError, read_uvarint, write_uvarint
@@ -34,6 +36,7 @@ class UnsupportedVersionError(CorruptFrameError):
         self.correlation_id = correlation_id
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class RequestHeader:
     api_key: int
@@ -43,6 +46,7 @@ class RequestHeader:
     unknown_tagged_fields: tuple = dataclasses.field(default=(), repr=False)
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class ResponseHeader:
     correlation_id: int
@@ -92,20 +96,52 @@ def _write_tagged_section(out: bytearray, fields: tuple) -> None:
         out += data
 
 
+# What a request or response with a given (api key, version) needs, found once: its body's
+# spec and its header version (the fast path of every decode and encode). Keyed by
+# api_key * 65536 + api_version: unique for two int16 values, and cheaper than a tuple.
+_REQUEST_ROUTES: dict[int, tuple[_codec.MessageSpec, int]] = {}
+_RESPONSE_ROUTES: dict[int, tuple[_codec.MessageSpec, int]] = {}
+_FIXED_HEADER = struct.Struct(">hhi")   # api_key, api_version, correlation_id
+
+
+def _request_route(api_key: int, api_version: int) -> tuple[_codec.MessageSpec, int] | None:
+    """The body spec and header version of a request; None if the key or version is unknown."""
+    route = _REQUEST_ROUTES.get(api_key * 65536 + api_version)
+    if route is None:
+        name = REQUEST_NAMES.get(api_key)
+        if name is None:
+            return None
+        spec = _codec.spec_for(name)
+        if not spec.min_version <= api_version <= spec.max_version:
+            return None
+        route = _REQUEST_ROUTES[api_key * 65536 + api_version] = (
+            spec, request_header_version(api_key, api_version))
+    return route
+
+
+def _response_route(api_key: int, api_version: int) -> tuple[_codec.MessageSpec, int]:
+    """The body spec and header version of a response; the version is not checked."""
+    route = _RESPONSE_ROUTES.get(api_key * 65536 + api_version)
+    if route is None:
+        route = _RESPONSE_ROUTES[api_key * 65536 + api_version] = (
+            response_spec(api_key), response_header_version(api_key, api_version))
+    return route
+
+
 def decode_request_header(payload: _codec.Frame) -> tuple[RequestHeader, int]:
     """Read the header; return it and where the body starts."""
+    header, pos, _ = _decode_request_header(payload)
+    return header, pos
+
+
+def _decode_request_header(payload: _codec.Frame) -> tuple[RequestHeader, int, _codec.MessageSpec]:
     if len(payload) < 8:
         raise CorruptFrameError("request shorter than its fixed header")
-    api_key = INT16.unpack_from(payload, 0)[0]
-    api_version = INT16.unpack_from(payload, 2)[0]
-    correlation_id = INT32.unpack_from(payload, 4)[0]
-    name = REQUEST_NAMES.get(api_key)
-    if name is None:
+    api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(payload, 0)
+    route = _request_route(api_key, api_version)
+    if route is None:
         raise UnsupportedVersionError(api_key, api_version, correlation_id)
-    spec = _codec.spec_for(name)
-    if not spec.min_version <= api_version <= spec.max_version:
-        raise UnsupportedVersionError(api_key, api_version, correlation_id)
-    version = request_header_version(api_key, api_version)
+    spec, version = route
     pos = 8
     client_id = None
     tagged: tuple = ()
@@ -125,15 +161,20 @@ def decode_request_header(payload: _codec.Frame) -> tuple[RequestHeader, int]:
         elif n != -1:
             raise CorruptFrameError("negative client id length")
     if version >= 2:
-        tagged, pos = _read_tagged_section(payload, pos)
-    return RequestHeader(api_key, api_version, correlation_id, client_id, tagged), pos
+        if pos < len(payload) and payload[pos] == 0:  # no tagged fields: nearly always
+            pos += 1
+        else:
+            tagged, pos = _read_tagged_section(payload, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, tagged), pos, spec
 
 
 def encode_request_header(out: bytearray, header: RequestHeader) -> None:
     version = request_header_version(header.api_key, header.api_version)
-    out += INT16.pack(header.api_key)
-    out += INT16.pack(header.api_version)
-    out += INT32.pack(header.correlation_id)
+    _write_request_header(out, header, version)
+
+
+def _write_request_header(out: bytearray, header: RequestHeader, version: int) -> None:
+    out += _FIXED_HEADER.pack(header.api_key, header.api_version, header.correlation_id)
     if version >= 1:
         if header.client_id is None:
             out += INT16.pack(-1)
@@ -149,8 +190,7 @@ def decode_request(payload: _codec.Frame) -> tuple[RequestHeader, Any]:
     """Decode a request payload into (header, body). Malformed -> CorruptFrameError."""
     if not isinstance(payload, (bytes, bytearray)):
         payload = bytes(payload)
-    header, pos = decode_request_header(payload)
-    spec = request_spec(header.api_key)
+    header, pos, spec = _decode_request_header(payload)
     # Trailing bytes after a complete body are ignored, as Kafka's brokers ignore them:
     # librdkafka's all-topics Metadata v12 carries 3 (a 4-byte placeholder where a 1-byte
     # compact count belongs), and Kafka reads the fields it knows.
@@ -159,11 +199,14 @@ def decode_request(payload: _codec.Frame) -> tuple[RequestHeader, Any]:
 
 
 def encode_request(header: RequestHeader, body: Any) -> bytes:
-    spec = request_spec(header.api_key)
+    route = _request_route(header.api_key, header.api_version)
+    if route is None:  # the ValueError naming the valid versions
+        request_spec(header.api_key).check_version(header.api_version)
+    assert route is not None
+    spec, version = route
     assert type(body) is spec.cls, (type(body), spec.name)
-    spec.check_version(header.api_version)
     out = bytearray()
-    encode_request_header(out, header)
+    _write_request_header(out, header, version)
     spec.writer(header.api_version)(out, body)
     return bytes(out)
 
@@ -171,7 +214,7 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
 def decode_response(api_key: int, api_version: int, payload: _codec.Frame) -> tuple[ResponseHeader, Any]:
     if not isinstance(payload, (bytes, bytearray)):
         payload = bytes(payload)
-    spec = response_spec(api_key)
+    spec, header_version = _response_route(api_key, api_version)
     if not spec.min_version <= api_version <= spec.max_version:
         raise CorruptFrameError(f"{spec.name} has no version {api_version}")
     if len(payload) < 4:
@@ -179,8 +222,11 @@ def decode_response(api_key: int, api_version: int, payload: _codec.Frame) -> tu
     correlation_id = INT32.unpack_from(payload, 0)[0]
     pos = 4
     tagged: tuple = ()
-    if response_header_version(api_key, api_version) >= 1:
-        tagged, pos = _read_tagged_section(payload, pos)
+    if header_version >= 1:
+        if len(payload) > 4 and payload[4] == 0:  # no tagged fields: nearly always
+            pos = 5
+        else:
+            tagged, pos = _read_tagged_section(payload, pos)
     body, _ = _codec.decode_body(spec, api_version, payload, pos)
     return ResponseHeader(correlation_id, tagged), body
 
@@ -188,14 +234,14 @@ def decode_response(api_key: int, api_version: int, payload: _codec.Frame) -> tu
 def _encode_response(api_key: int, api_version: int, correlation_id: int, body: Any,
                      framed: bool) -> _codec._Out:
     """The response payload, after a 4-byte placeholder for the frame length if ``framed``."""
-    spec = response_spec(api_key)
+    spec, header_version = _response_route(api_key, api_version)
     assert type(body) is spec.cls, (type(body), spec.name)
     spec.check_version(api_version)
     out = _codec._Out()
     if framed:
         out += _NO_LENGTH
     out += INT32.pack(correlation_id)
-    if response_header_version(api_key, api_version) >= 1:
+    if header_version >= 1:
         out.append(0)  # no tagged fields in response headers we send
     spec.writer(api_version)(out, body)
     return out

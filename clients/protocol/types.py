@@ -1,8 +1,8 @@
 """Kafka's primitive wire types: readers and writers.
 
 Readers take ``(buf, pos)`` and return ``(value, new_pos)``; writers append to a bytearray.
-Both are plain functions so that the schema codec (``_codec.py``) can compose them into one
-closure per field without any per-call dispatch.
+The schema codec (``_codec.py``) generates its own code for the common cases and calls these
+for the rest (multi-byte varints, tag sections).
 
 Two varint families exist and must not be confused (kafka-protocol/README.md):
 - unsigned LEB128 varints: compact lengths, array counts and tagged-field headers of the
