@@ -250,7 +250,6 @@ class LogSegment:
                 raise
 
     def _load_indexes(self) -> None:
-        storage = self.storage
         # An index with no entries is never written (creating two files per partition
         # dominates the shutdown of 10,000 small partitions), so a missing file is an
         # empty index; for a big segment that is suspicious and rebuilds below.
