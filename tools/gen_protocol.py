@@ -6,9 +6,10 @@ files) and writes two committed files:
 
 - clients/protocol/_schemas.py: for every schema its name, API key, kind, valid and
   flexible versions, and the field tree (names snake_cased, types, version ranges,
-  nullability, tags, defaults). Prose ("about") is dropped. One generic codec
-  (clients/protocol/_codec.py) interprets the tables for every API, and builds the
-  message classes from them at run time (clients/protocol/messages.py).
+  nullability, tags, defaults). Prose ("about") is dropped. One codec
+  (clients/protocol/_codec.py) generates a reader and a writer per struct and version from
+  the tables on first use, and builds the message classes from them at run time
+  (clients/protocol/messages.py).
 - clients/protocol/messages.pyi: what those run-time classes look like to a type checker:
   every message class, its nested struct classes, each field with its Python type (the
   union over all versions, as the classes hold it) and the constructor signature.
