@@ -244,6 +244,10 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated workloads (default: all)")
     args = ap.parse_args()
     workloads = args.only.split(",") if args.only else list(WORKLOADS)
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        ap.error(f"unknown workload {', '.join(unknown)}: choose from {', '.join(WORKLOADS)} "
+                 "(each runs /seq and /pipe)")
 
     def interrupted(signum, frame):
         raise SystemExit(f"bench: signal {signum}")   # unwinds through the finallys that stop what runs
