@@ -386,28 +386,30 @@ class FileStorage:
         with self._lock:
             return self._generations.get(path)
 
+    def _pin_slice(self, file_slice: FileSlice) -> _Handle:
+        """The slice's descriptor, pinned; StaleFileSliceError if its file changed since."""
+        handle = self._acquire(file_slice.path)
+        with self._lock:
+            stale = self._generations.get(file_slice.path) != file_slice.generation
+        if stale:
+            self._release(handle)
+            raise StaleFileSliceError(file_slice.path)
+        return handle
+
     @contextmanager
     def open_slice(self, file_slice: FileSlice) -> Iterator[int]:
         """A pinned descriptor for `os.sendfile(socket, fd, position, length_bytes)`."""
-        handle = self._acquire(file_slice.path)
+        handle = self._pin_slice(file_slice)
         try:
-            with self._lock:
-                stale = self._generations.get(file_slice.path) != file_slice.generation
-            if stale:
-                raise StaleFileSliceError(file_slice.path)
             yield handle.fd
         finally:
             self._release(handle)
 
     def read_slice(self, file_slice: FileSlice) -> bytes:
-        # open_slice's steps without its generator: every small fetch answer is a copy.
+        # Not through open_slice's generator: every small fetch answer is a copy.
         path = file_slice.path
-        handle = self._acquire(path)
+        handle = self._pin_slice(file_slice)
         try:
-            with self._lock:
-                stale = self._generations.get(path) != file_slice.generation
-            if stale:
-                raise StaleFileSliceError(path)
             data = os.pread(handle.fd, file_slice.length_bytes, file_slice.position)
         finally:
             self._release(handle)
