@@ -26,6 +26,7 @@ from clients.errors import (
 )
 from clients.protocol import ApiKey, messages
 from clients.types import OffsetAndMetadata, TopicPartition
+from clients.waiting import RETRY_ON
 from integration_helpers import roundtrip, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
@@ -62,10 +63,12 @@ def ck_admin(cluster):
 
 def _described(admin, topic: str, partitions: int):
     """The topic once every broker's metadata image has caught up with the controller's
-    decision (metadata reaches brokers asynchronously, in Kafka as in Ketch)."""
+    decision (metadata reaches brokers asynchronously, in Kafka as in Ketch): until then the
+    broker asked may answer UNKNOWN_TOPIC_OR_PARTITION, which here means "not yet"."""
     return wait_until(lambda: (lambda d: len(d.partitions) == partitions and
                                all(p.leader >= 0 for p in d.partitions) and d)(
-        admin.describe_topics([topic])[topic]), 30, f"{topic} with {partitions} partitions")
+        admin.describe_topics([topic])[topic]), 30, f"{topic} with {partitions} partitions",
+        retry_on=RETRY_ON + (UnknownTopicOrPartitionError,))
 
 
 def _configs(admin, resource, predicate, **kwargs):
