@@ -256,6 +256,9 @@ class ControllerDriver:
         if self.controller is None or not self.quorum.is_active:
             return error_response(api_key, request, ErrorCode.NOT_CONTROLLER,
                                   f"not the active controller (active: {self.quorum.leader_id})")
+        if api_key == ApiKey.BROKER_HEARTBEAT:
+            # The session counts from arrival, however long the heartbeat then queues.
+            self.controller.note_heartbeat_received(request, self.clock_ms())
         if self._unresolved is None and not self._write_lock.locked():
             # Deciding changes nothing: a decision without records (most heartbeats) is
             # answered at once, without queueing behind writes.

@@ -39,7 +39,10 @@ placement's broker load touch only the partitions concerned.
 Soft state, not in the log and not replicated, as in Kafka:
 
 - heartbeat arrival times (``HeartbeatTracker``), restarted by ``activate(now_ms)`` so
-  that a new active controller gives every broker a full session before fencing it;
+  that a new active controller gives every broker a full session before fencing it. The
+  shell notes a heartbeat when it arrives (``note_heartbeat_received``), before it waits
+  its turn behind the writes being committed: a session is kept by the broker's contact,
+  not by how fast the controller gets to its heartbeats;
 - the offset at which each broker's RegisterBrokerRecord was committed, for the
   "caught up" test; after loading a snapshot it falls back to the snapshot's offset,
   which can only be later (stricter);
@@ -230,6 +233,16 @@ class QuorumController:
         return cluster_control.broker_heartbeat(
             self._image, request, self.registration_offset(request.broker_id), self.config,
             self._index)
+
+    def note_heartbeat_received(self, request: messages.BrokerHeartbeatRequest, now_ms: int) -> None:
+        """A heartbeat of the registered incarnation arrived (it is decided later, in its
+        turn): its session is alive now. Behind a queue of large writes (a restarted
+        broker's ISR expansions at 100k partitions, each a Raft commit) heartbeats used to
+        wait past the session timeout, and fencing live brokers moved their leaderships,
+        which made more writes: bench/scale.py's cluster never settled."""
+        b = self._image.cluster.get(request.broker_id)
+        if self._active and b is not None and b.broker_epoch == request.broker_epoch:
+            self._heartbeats.touch(b.broker_id, b.broker_epoch, now_ms)
 
     def handle_broker_disconnected(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
         """The connection broker ``broker_id`` last heartbeated on (as ``broker_epoch``)

@@ -263,3 +263,55 @@ def test_a_write_the_quorum_cannot_commit_times_out_and_the_next_decision_sees_i
             conn.close()
             await listener.stop()
     asyncio.run(scenario())
+
+
+def test_a_heartbeat_queued_behind_a_slow_write_keeps_the_brokers_session() -> None:
+    """A session counts from the heartbeat's arrival, not from its turn at the write lock:
+    a broker heartbeating on time is not fenced while its heartbeat waits behind a commit
+    (at 100k partitions, a queue of large ISR changes made live brokers' sessions expire)."""
+    import random
+
+    from quorum.controller import ControllerConfig, QuorumController
+    from quorum_helpers import create_topic, heartbeat, register_broker
+
+    async def scenario():
+        clock = [1_000_000]
+        quorum = InMemoryQuorum(node_id=1)
+        config = ControllerConfig(broker_session_timeout_ms=1000,
+                                  broker_heartbeat_interval_ms=100)
+        driver = ControllerDriver(quorum, lambda: QuorumController(config, random.Random(5)),
+                                  write_timeout_ms=60_000, clock_ms=lambda: clock[0])
+        apis = ControllerApis(1, quorum, driver, {1: ("127.0.0.1", 0)})
+        listener = KafkaServer(apis, "127.0.0.1", 0)
+        port = await listener.start()
+        conn = await connect("127.0.0.1", port)
+        await conn.negotiate_versions()
+        beats = await connect("127.0.0.1", port)     # a broker heartbeats on its own connection
+        await beats.negotiate_versions()
+        try:
+            registered = await register_broker(conn, 1)
+            assert not (await heartbeat(beats, 1, registered.broker_epoch)).is_fenced
+            quorum.hold_commits()
+            slow = asyncio.ensure_future(create_topic(conn, "t", partitions=1, replication=1))
+            await asyncio.sleep(0.05)
+            clock[0] += 800                  # the heartbeat arrives in time...
+            queued = asyncio.ensure_future(heartbeat(beats, 1, registered.broker_epoch))
+            await asyncio.sleep(0.05)
+            assert not queued.done()         # ...and waits behind the commit
+            clock[0] += 700                  # past the previous heartbeat's session
+            decision, _ = driver.controller.poll(clock[0])
+            fenced = [r for r in decision.records
+                      if type(r) is messages.BrokerRegistrationChangeRecord and r.fenced == 1]
+            assert fenced == []
+            clock[0] += 1000                 # and nothing arrived since: expired
+            decision, _ = driver.controller.poll(clock[0])
+            assert [r.broker_id for r in decision.records
+                    if type(r) is messages.BrokerRegistrationChangeRecord and r.fenced == 1] == [1]
+            quorum.release_commits()
+            assert (await slow).topics[0].error_code == 0
+            assert (await queued).error_code == 0
+        finally:
+            beats.close()
+            conn.close()
+            await listener.stop()
+    asyncio.run(scenario())
