@@ -25,7 +25,9 @@ A broker's life, as KRaft runs it (``ClusterControlManager``, ``BrokerHeartbeatM
   offset reaches the offset of its own registration record; only then may it be
   unfenced, so that it never serves with metadata older than its registration.
 - Unfencing writes BrokerRegistrationChangeRecord(fenced=-1) and, in the same batch,
-  elects leaders for leaderless partitions that the broker can now lead.
+  elects leaders for at most ``controlled_shutdown_records_max`` leaderless partitions
+  that the broker can now lead; the controller's next polls elect the rest, one bounded
+  batch each (QuorumController.poll).
 - Fencing (session expired, or the broker asks) writes fenced=1 and, in the same batch,
   removes the broker from the ISRs and moves the leaderships of at most
   ``controlled_shutdown_records_max`` partitions (replication_control), its leaderships
@@ -239,7 +241,8 @@ def broker_heartbeat(image: MetadataImage, request: messages.BrokerHeartbeatRequ
             records: list[Any] = [messages.BrokerRegistrationChangeRecord(
                 broker_id=broker_id, broker_epoch=b.broker_epoch, fenced=_UNFENCE)]
             records += changes_for_leaderless_partitions(
-                image, active_predicate(image, active=[broker_id]), config, index=index)
+                image, active_predicate(image, active=[broker_id]), config,
+                limit=config.controlled_shutdown_records_max, index=index)
             return respond(records, False, False)
         return respond([], True, False)
     if b.in_controlled_shutdown:

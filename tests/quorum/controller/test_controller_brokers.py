@@ -293,6 +293,32 @@ def test_fencing_moves_partitions_in_bounded_batches_over_the_next_polls() -> No
     assert h.controller.index.as_dict() == type(h.controller.index).from_image(h.image).as_dict()
 
 
+def test_unfencing_elects_leaderless_partitions_in_bounded_batches_over_the_next_polls() -> None:
+    # Every replica fenced left all partitions leaderless; the broker's unfencing batch
+    # elects at most controlled_shutdown_records_max of them, the next polls the rest
+    # (one batch of 9 elections would have been one Raft entry every broker applies whole).
+    h = Harness(ControllerConfig(controlled_shutdown_records_max=4))
+    h.start_brokers({1: None})
+    h.create_topic("t", partitions=9, replication_factor=1)
+    h.heartbeat(1, want_fence=True)
+    while h.poll()[0].records:
+        pass
+    assert all(p.leader == -1 for p in h.topic("t").partitions.values())
+    unfenced = h.heartbeat(1)
+    assert not unfenced.is_fenced
+    assert sum(p.leader == 1 for p in h.topic("t").partitions.values()) == 4
+    sizes, waits = [], []
+    while True:
+        result, wait_ms = h.poll()
+        if not result.records:
+            break
+        sizes.append(len(result.records))
+        waits.append(wait_ms)
+    assert sizes == [4, 1]
+    assert waits[0] == 0                    # the rest at once, not at the periodic scan
+    assert all(p.leader == 1 for p in h.topic("t").partitions.values())
+
+
 def test_a_new_active_controller_finishes_an_unfinished_fencing() -> None:
     h = Harness(ControllerConfig(controlled_shutdown_records_max=4))
     h.start_brokers({1: None, 2: None, 3: None})
