@@ -210,7 +210,8 @@ class Bench:
     def controller_log_figures(self) -> dict:
         """From the controllers' logs, over the whole run: Raft tick thread stalls longer
         than the election timeout (quorum/raft.py logs each) and how often a controller
-        became the active one (the first election, the failover, and any other)."""
+        became the active one (the first election, the failover, and any other); from the
+        brokers' logs, their event loops' stalls over 1 s (clients/loop_stalls.py)."""
         stalls: list[float] = []
         activations = 0
         for node in self.cluster.spec.controllers:
@@ -223,8 +224,19 @@ class Bench:
                             activations += 1
             except OSError:
                 pass
+        loop_stalls: list[float] = []
+        for node in self.cluster.spec.brokers:
+            try:
+                with open(node.log, errors="replace") as f:
+                    for line in f:
+                        if "event loop stalled for" in line:
+                            loop_stalls.append(float(line.rsplit("stalled for ", 1)[1].split()[0]))
+            except OSError:
+                pass
         return {"tick_stalls": len(stalls), "tick_stall_max_ms": max(stalls, default=0.0),
-                "controller_activations": activations}
+                "controller_activations": activations,
+                "broker_loop_stalls": len(loop_stalls),
+                "broker_loop_stall_max_ms": max(loop_stalls, default=0.0)}
 
     def new_topic_to_first_write(self, name: str) -> float:
         from confluent_kafka import Producer
@@ -312,7 +324,9 @@ def main() -> None:
               f"; restart -> unfenced {r['restart_to_unfenced_s']:.1f} s"
               f"; controller failover -> commit {r['controller_failover_s'] * 1000:.0f} ms"
               f"; raft tick stalls {r['tick_stalls']} (max {r['tick_stall_max_ms']:.0f} ms)"
-              f", controller activations {r['controller_activations']}",
+              f", controller activations {r['controller_activations']}"
+              f"; broker event-loop stalls over 1 s {r['broker_loop_stalls']}"
+              f" (max {r['broker_loop_stall_max_ms']:.0f} ms)",
               flush=True)
     growth = {}
     if len(results) >= 2:

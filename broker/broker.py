@@ -81,6 +81,7 @@ from broker.txn.driver import TransactionCoordinatorDriver
 from broker.txn.records import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 from clients.clock import SYSTEM_CLOCK, Clock
 from clients.http_api import AdminHttpServer, BrokerAdmins, HttpAuthError, http_security
+from clients.loop_stalls import watch_loop_stalls
 from clients.protocol import ApiKey
 from clients.protocol.types import parse_uuid_text, random_uuid, uuid_text
 from clients.properties import format_properties, load_properties
@@ -448,7 +449,8 @@ class Broker:
                        loop.create_task(self.cleaner.run(), name="log-cleaner"),
                        loop.create_task(self.group_lag.run(), name="group-lag"),
                        loop.create_task(self.link_manager.run(), name="link-manager"),
-                       loop.create_task(self.telemetry.run(), name="client-telemetry-expiry")]
+                       loop.create_task(self.telemetry.run(), name="client-telemetry-expiry"),
+                       loop.create_task(watch_loop_stalls(), name="loop-stalls")]
 
     @property
     def port(self) -> int:
