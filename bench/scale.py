@@ -98,6 +98,21 @@ def wait_for(what: str, ready, timeout_s: float, interval_s: float = 0.05,
         time.sleep(pause)
 
 
+def log_lines(nodes):
+    """Every line of these nodes' logs (a node without a log yet has none)."""
+    for node in nodes:
+        try:
+            with open(node.log, errors="replace") as f:
+                yield from f
+        except OSError:
+            pass
+
+
+def stall_ms(line: str) -> float:
+    """The milliseconds of a "... stalled for N ms" log line."""
+    return float(line.rsplit("stalled for ", 1)[1].split()[0])
+
+
 class Bench:
     def __init__(self, work: str, partitions: int, per_request: int) -> None:
         self.partitions = partitions
@@ -214,25 +229,13 @@ class Bench:
         brokers' logs, their event loops' stalls over 1 s (clients/loop_stalls.py)."""
         stalls: list[float] = []
         activations = 0
-        for node in self.cluster.spec.controllers:
-            try:
-                with open(node.log, errors="replace") as f:
-                    for line in f:
-                        if "raft tick thread stalled for" in line:
-                            stalls.append(float(line.rsplit("stalled for ", 1)[1].split()[0]))
-                        elif "active controller at epoch" in line:
-                            activations += 1
-            except OSError:
-                pass
-        loop_stalls: list[float] = []
-        for node in self.cluster.spec.brokers:
-            try:
-                with open(node.log, errors="replace") as f:
-                    for line in f:
-                        if "event loop stalled for" in line:
-                            loop_stalls.append(float(line.rsplit("stalled for ", 1)[1].split()[0]))
-            except OSError:
-                pass
+        for line in log_lines(self.cluster.spec.controllers):
+            if "raft tick thread stalled for" in line:
+                stalls.append(stall_ms(line))
+            elif "active controller at epoch" in line:
+                activations += 1
+        loop_stalls = [stall_ms(line) for line in log_lines(self.cluster.spec.brokers)
+                       if "event loop stalled for" in line]
         return {"tick_stalls": len(stalls), "tick_stall_max_ms": max(stalls, default=0.0),
                 "controller_activations": activations,
                 "broker_loop_stalls": len(loop_stalls),
