@@ -53,8 +53,8 @@ Soft state, not in the log and not replicated, as in Kafka:
 - whether leaderless partitions may be left to elect (``_leaderless_left``): unfencing a
   broker elects at most ``controlled_shutdown_records_max`` of them in its batch, and the
   next polls elect the rest, one bounded batch each (all three brokers of a 100k-partition
-  cluster fenced at once left 71,000 leaderless partitions: elected in one batch, every
-  broker applied it in one go and stopped heartbeating long enough to be fenced again);
+  cluster fenced in turn left 71,000 leaderless partitions, elected in one Raft entry that
+  every controller and broker then applied in one go);
 - the partitions whose ISR or replicas changed since the last poll (``_follow_ups``): a
   reassignment that can complete, or a preferred replica back in the ISR, is acted on at
   the next poll (quorum/controller/reassignment.py), and ``wants_poll`` tells the shell
@@ -241,16 +241,18 @@ class QuorumController:
         result = cluster_control.broker_heartbeat(
             self._image, request, self.registration_offset(request.broker_id), self.config,
             self._index)
-        if result.response.error_code == 0 and not result.response.is_fenced and b is not None and b.fenced:
-            self._leaderless_left = True    # unfenced: its batch elected a bounded share
+        unfenced = b is not None and b.fenced and not result.response.is_fenced
+        if unfenced and result.response.error_code == 0:
+            self._leaderless_left = True    # its batch elected a bounded share
         return result
 
     def note_heartbeat_received(self, request: messages.BrokerHeartbeatRequest, now_ms: int) -> None:
         """A heartbeat of the registered incarnation arrived (it is decided later, in its
         turn): its session is alive now. Behind a queue of large writes (a restarted
-        broker's ISR expansions at 100k partitions, each a Raft commit) heartbeats used to
-        wait past the session timeout, and fencing live brokers moved their leaderships,
-        which made more writes: bench/scale.py's cluster never settled."""
+        broker's ISR expansions at 100k partitions, each a Raft commit) a heartbeat can
+        wait for seconds, and a session counted from its turn could expire while the
+        broker heartbeats on time; fencing a live broker moves its leaderships, which
+        makes more writes."""
         b = self._image.cluster.get(request.broker_id)
         if self._active and b is not None and b.broker_epoch == request.broker_epoch:
             self._heartbeats.touch(b.broker_id, b.broker_epoch, now_ms)
