@@ -235,9 +235,8 @@ class QuorumController:
     def handle_broker_heartbeat(self, request: messages.BrokerHeartbeatRequest, now_ms: int
                                 ) -> ControllerResult[messages.BrokerHeartbeatResponse]:
         """Also covers controlled shutdown (want_shut_down), as KRaft does."""
+        self.note_heartbeat_received(request, now_ms)
         b = self._image.cluster.get(request.broker_id)
-        if b is not None and b.broker_epoch == request.broker_epoch:
-            self._heartbeats.touch(b.broker_id, b.broker_epoch, now_ms)
         result = cluster_control.broker_heartbeat(
             self._image, request, self.registration_offset(request.broker_id), self.config,
             self._index)
