@@ -19,7 +19,8 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
 2. Consumer throughput: one confluent-kafka consumer (assign, no group) reading each of
    those topics back from offset 0.
 3. End-to-end latency at a fixed 10,000 records/s with acks=all (RF 3, 5 requests in flight
-   per connection): the send time is in the value; a consumer in another process
+   per connection, linger.ms=0 as in Kafka's EndToEndLatency tool; --latency-linger-ms
+   adds the client's own batching delay): the send time is in the value; a consumer in another process
    (fetch.wait.max.ms=100) measures receive - send (p50/p99). Beside it, the brokers' own
    request-time histograms over the run (kafka_network_requestmetrics_totaltimems):
    Produce (append and the acks=all wait), FetchFollower and FetchConsumer; and the
@@ -362,7 +363,7 @@ def latency_consumer(bootstrap: str, topic: str, expected: int) -> None:
 
 
 def measure_latency(bootstrap: str, topic: str, rate: int, seconds: float,
-                    on_warm: Callable[[], None] = lambda: None) -> dict:
+                    on_warm: Callable[[], None] = lambda: None, linger_ms: float = 0) -> dict:
     """``on_warm``: called once the consumer has seen a warm-up record, before the paced
     run (the brokers' histograms are read there, so the warm-up records, which the
     consumer reads late from offset 0, stay out of the breakdown)."""
@@ -376,7 +377,10 @@ def measure_latency(bootstrap: str, topic: str, rate: int, seconds: float,
         # librdkafka's (1,000,000) a new request leaves every linger.ms while the broker
         # serves a connection one request at a time, each waiting for replication; once a
         # replication round outlasts linger.ms the queue of tiny requests only grows.
-        producer = Producer(producer_config(bootstrap, "all", **{"max.in.flight.requests.per.connection": 5}))
+        # linger.ms 0 by default, as Kafka's own EndToEndLatency tool sets it: a linger is a
+        # delay the client chooses to add before sending, not time spent in the platform.
+        producer = Producer(producer_config(bootstrap, "all", **{"max.in.flight.requests.per.connection": 5,
+                                                                  "linger.ms": linger_ms}))
         pad = b"." * (VALUE_BYTES - 9)
         while True:                             # warm-up records until the consumer sees one
             for p in range(PARTITIONS):
@@ -642,6 +646,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="throughput runs of each kind (best and median kept)")
     ap.add_argument("--latency-rate", type=int, default=10_000)
     ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--latency-linger-ms", type=float, default=0,
+                    help="the latency producer's linger.ms (0, as Kafka's EndToEndLatency tool)")
     ap.add_argument("--session-timeout-ms", type=int, default=9000, help="broker.session.timeout.ms")
     ap.add_argument("--skip-failover", action="store_true")
     ap.add_argument("--skip-large", action="store_true", help="skip the 500 KB-record run")
@@ -769,7 +775,9 @@ def main() -> int:
         def warm() -> None:
             snapshots["requests"], snapshots["stages"] = request_histograms(cluster), stage_histograms(cluster)
             cpu_at_warm.append(cpu.seconds())
-        latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds, warm)
+        latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds, warm,
+                                  linger_ms=args.latency_linger_ms)
+        latency["linger_ms"] = args.latency_linger_ms
         if latency.get("records") and cpu_at_warm:
             # Steadier than the latency on a shared machine: what the run cost the brokers.
             latency["broker_cpu_ms_per_1000_records"] = round(
@@ -778,7 +786,7 @@ def main() -> int:
         latency["load_average_1m"] = round(os.getloadavg()[0], 2)
         breakdown = histogram_delta(snapshots.get("requests", {}), request_histograms(cluster))
         stages = histogram_delta(snapshots.get("stages", {}), stage_histograms(cluster))
-        print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3: "
+        print(f"end-to-end latency at {args.latency_rate:,} rec/s acks=all RF=3, linger.ms={args.latency_linger_ms}: "
               f"p50 {latency.get('p50_ms')} ms, p99 {latency.get('p99_ms')} ms, max {latency.get('max_ms')} ms "
               f"({latency.get('records')} records, achieved {latency.get('achieved_records_per_s')} rec/s; "
               f"load average {latency['load_average_1m']} on {os.cpu_count()} CPUs; the brokers used "
