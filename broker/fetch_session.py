@@ -29,11 +29,15 @@ ones. Resolving an id to a topic (or answering UNKNOWN_TOPIC_ID) is the caller's
 fetch, so that a session keeps partitions of a topic not yet in the metadata, as Kafka's
 does, and answers them once it is.
 
-The cache is bounded (``max.incremental.fetch.session.cache.slots``, counted in partitions
-as Kafka does). A new session that does not fit evicts the least recently used session that
-has been idle at least ``min.incremental.fetch.session.eviction.ms``, or, for a follower
-(privileged, as in Kafka), the least recently used consumer session; otherwise the fetch
-is answered sessionless (session id 0) and the fetcher simply keeps doing full fetches.
+The cache is bounded (``max.incremental.fetch.session.cache.slots``), counted in sessions
+as Kafka's is (``FetchSessionCache.maybeCreateSession``: ``sessions.size < maxEntries``),
+not in partitions: a follower's session holds every partition it follows from this
+leader, tens of thousands in a big cluster, and is the session that must exist most (a
+follower without one names and is answered every partition on every fetch). A new
+session that does not fit evicts the least recently used session that has been idle at
+least ``min.incremental.fetch.session.eviction.ms``, or, for a follower (privileged, as in
+Kafka), the least recently used consumer session; otherwise the fetch is answered
+sessionless (session id 0) and the fetcher simply keeps doing full fetches.
 
 Pure: time is ``now_ms``, new session ids come from a seeded ``random.Random``.
 """
@@ -135,7 +139,7 @@ class FetchContext:
 
 @dataclass(slots=True)
 class FetchSessionCache:
-    max_partitions: int = 1000           # max.incremental.fetch.session.cache.slots
+    max_sessions: int = 1000             # max.incremental.fetch.session.cache.slots
     eviction_ms: int = 120_000           # min.incremental.fetch.session.eviction.ms
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     sessions: "OrderedDict[int, FetchSession]" = field(default_factory=OrderedDict)  # LRU first
@@ -190,9 +194,9 @@ class FetchSessionCache:
     def _create(self, partitions: dict[SessionPartition, CachedPartition], privileged: bool,
                 uses_topic_ids: bool, now_ms: int) -> FetchSession | None:
         size = len(partitions)
-        if size == 0 or size > self.max_partitions:
+        if size == 0 or self.max_sessions <= 0:
             return None
-        while self.cached_partitions + size > self.max_partitions:
+        if len(self.sessions) >= self.max_sessions:
             victim = self._evictable(privileged, now_ms)
             if victim is None:
                 return None

@@ -295,8 +295,8 @@ BROKER_CONFIG_DEFS: tuple[ConfigDef, ...] = (
               "Largest response to a consumer Fetch, whatever the request asks. Accepted; no "
               "effect in Ketch: not read yet", applied=False),
     ConfigDef("max.incremental.fetch.session.cache.slots", T.INT, "1000", at_least(0),
-              "Partitions the incremental fetch sessions (KIP-227) of a broker may cache in all; "
-              "0 answers every fetch without a session"),
+              "Incremental fetch sessions (KIP-227) a broker keeps, whatever their sizes (as "
+              "Kafka's); 0 answers every fetch without a session"),
     ConfigDef("max.request.partition.size.limit", T.INT, "2000", at_least(1),
               "Most partitions one DescribeTopicPartitions response carries (a cursor pages "
               "the rest)"),
