@@ -694,7 +694,8 @@ class KafkaApis:
                                    cached))
                 else:
                     wanted.append((key, key, cached))
-            memo = (image, wanted, [tp for _, tp, _ in wanted if tp is not None])
+            # The readable partitions as a set: a parked fetch of many waits on it as is.
+            memo = (image, wanted, frozenset(tp for _, tp, _ in wanted if tp is not None))
             session.remember(memo)
         # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's KafkaApis).
         if replica_id >= 0:

@@ -27,7 +27,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Container, Iterable
 
 from broker import alter_partition_batch
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
@@ -61,16 +61,30 @@ def _time_up(future: asyncio.Future) -> None:
         future.set_result(_TIMED_OUT)
 
 
+# A parked fetch of more partitions than this is not registered under each of them (a
+# follower's session at 100k partitions holds ~33,000: registering and unregistering them
+# was ~15 % of an idle broker's time): it is asked about every change instead, and the
+# parked fetches are few (one per fetcher connection).
+_WIDE_WAITER_PARTITIONS = 64
+
+
 class _FetchWaiter:
     """A parked (long-polling) fetch: resolved by the first change to one of its
     partitions (a follower's: not by an HW-only change); ``woken`` collects every
     partition that changes until it resumes, so that it reads them again."""
-    __slots__ = ("future", "woken", "follower")
+    __slots__ = ("future", "woken", "follower", "partitions")
 
-    def __init__(self, future: asyncio.Future, follower: bool) -> None:
+    def __init__(self, future: asyncio.Future, follower: bool,
+                 partitions: Container[TopicPartition] = ()) -> None:
         self.future = future
         self.woken: set[TopicPartition] = set()
         self.follower = follower
+        self.partitions = partitions        # a wide waiter's: what it waits on
+
+    def changed(self, tp: TopicPartition, hw_only: bool) -> None:
+        self.woken.add(tp)
+        if not self.future.done() and not (hw_only and self.follower):
+            self.future.set_result(None)
 
 
 class ReplicaDriver:
@@ -92,6 +106,7 @@ class ReplicaDriver:
         self._txn_marker_subscribers: list[Callable[[TopicPartition, int, bool], None]] = []
         self._produce_waiters: dict[int, asyncio.Future] = {}
         self._data_waiters: dict[TopicPartition, list[_FetchWaiter]] = {}
+        self._wide_waiters: list[_FetchWaiter] = []
         self._tokens = itertools.count(1)
         self._image_changed = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -114,7 +129,8 @@ class ReplicaDriver:
     @property
     def fetch_purgatory_size(self) -> int:
         """Long-polling fetches waiting for data (Kafka's Fetch purgatory)."""
-        return len({id(w) for waiters in self._data_waiters.values() for w in waiters})
+        return (len({id(w) for waiters in self._data_waiters.values() for w in waiters})
+                + len(self._wide_waiters))
 
     def subscribe_leadership(self, callback: Callable[[TopicPartition, bool], None]) -> None:
         """``callback(partition, leader)`` after this broker starts or stops leading it."""
@@ -149,21 +165,23 @@ class ReplicaDriver:
             if waiter is not None and not waiter.done():
                 waiter.set_result(effect.error_code)
         elif isinstance(effect, PartitionsChanged):
+            # A parked follower fetch stays parked on an HW-only change (one wake-up per
+            # append on an acks=all partition, not two), but reads the new HW when it resumes.
+            wide = self._wide_waiters
             for tp in effect.partitions:
+                hw_only = tp in effect.high_watermark_only
+                for waiter in wide:
+                    if tp in waiter.partitions:
+                        waiter.changed(tp, hw_only)
                 waiters = self._data_waiters.pop(tp, None)
                 if waiters is None:
                     continue
-                hw_only = tp in effect.high_watermark_only
                 if hw_only:
-                    # A parked follower fetch stays parked (one wake-up per append on an
-                    # acks=all partition, not two), but reads the new HW when it resumes.
                     staying = [w for w in waiters if w.follower]
                     if staying:
                         self._data_waiters[tp] = staying
                 for waiter in waiters:
-                    waiter.woken.add(tp)
-                    if not waiter.future.done() and not (hw_only and waiter.follower):
-                        waiter.future.set_result(None)
+                    waiter.changed(tp, hw_only)
         elif isinstance(effect, SendAlterPartition):
             self._queue_alter_partition(effect)
         elif isinstance(effect, FetchFromLeader):
@@ -382,10 +400,17 @@ class ReplicaDriver:
         fetch woken for one partition reads that one again, not all of its session's.
         ``follower``: a follower's fetch, which a leader's HW advance alone does not end."""
         loop = asyncio.get_running_loop()
-        waiter = _FetchWaiter(loop.create_future(), follower)
-        tps = list(tps)
-        for tp in tps:
-            self._data_waiters.setdefault(tp, []).append(waiter)
+        if not isinstance(tps, (set, frozenset)):
+            tps = list(tps)
+        wide = len(tps) > _WIDE_WAITER_PARTITIONS
+        if wide:
+            waiter = _FetchWaiter(loop.create_future(), follower,
+                                  tps if isinstance(tps, (set, frozenset)) else frozenset(tps))
+            self._wide_waiters.append(waiter)
+        else:
+            waiter = _FetchWaiter(loop.create_future(), follower)
+            for tp in tps:
+                self._data_waiters.setdefault(tp, []).append(waiter)
         # A timer resolves the same future a change does: a woken fetch resumes in one
         # turn of the event loop (wait_for took three; issue 22).
         timer = loop.call_later(timeout_s, _time_up, waiter.future)
@@ -394,12 +419,15 @@ class ReplicaDriver:
                 return set()    # read everything again (a follower's HW-only changes too)
         finally:
             timer.cancel()
-            for tp in tps:
-                waiters = self._data_waiters.get(tp)
-                if waiters and waiter in waiters:
-                    waiters.remove(waiter)
-                    if not waiters:
-                        del self._data_waiters[tp]
+            if wide:
+                self._wide_waiters.remove(waiter)
+            else:
+                for tp in tps:
+                    waiters = self._data_waiters.get(tp)
+                    if waiters and waiter in waiters:
+                        waiters.remove(waiter)
+                        if not waiters:
+                            del self._data_waiters[tp]
         return waiter.woken
 
     # ------------------------------------------------------------ AlterPartition

@@ -129,6 +129,30 @@ def test_a_parked_fetch_learns_which_partitions_woke_it(tmp_path) -> None:
     asyncio.run(main())
 
 
+def test_a_parked_fetch_of_a_big_session_wakes_as_a_small_one_does(tmp_path) -> None:
+    """A follower's session of thousands of partitions parks without registering under
+    each (a wide waiter, asked about every change): the same wake-ups, HW-only rule and
+    purgatory count as a fetch of a few partitions."""
+    async def main() -> None:
+        driver = leader_driver(tmp_path)
+        session = frozenset([TP] + [TopicPartition("idle", i) for i in range(1000)])
+        driver.append(TP, batch(3), acks=-1)
+        driver.read(TP, 3, 1 << 20, 5, replica_id=3, min_one_batch=True)
+        follower = asyncio.ensure_future(driver.wait_for_data(session, HOUR_S, follower=True))
+        consumer = asyncio.ensure_future(driver.wait_for_data(list(session), HOUR_S))
+        await asyncio.sleep(0)
+        assert driver.fetch_purgatory_size == 2
+        driver.read(TP, 3, 1 << 20, 5, replica_id=2, min_one_batch=True)   # the HW advances
+        assert await consumer == {TP}
+        await asyncio.sleep(0)
+        assert not follower.done() and driver.fetch_purgatory_size == 1
+        driver.append(TP, batch(1), acks=-1)
+        assert await follower == {TP}
+        assert driver.fetch_purgatory_size == 0
+        assert await driver.wait_for_data(session, 0.01, follower=True) == set()
+    asyncio.run(main())
+
+
 def test_a_parked_fetchs_later_reads_do_not_report_the_followers_position(tmp_path) -> None:
     """Kafka's readFromPurgatory: only a Fetch's first read updates the follower's state."""
     driver = leader_driver(tmp_path)
