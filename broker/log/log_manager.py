@@ -197,6 +197,9 @@ class LogManager:
         self._offline: set[str] = set()
         self._newly_offline: list[str] = []
         self._unique_ids = 0
+        # Logs moved to another directory so far: what a per-directory file keyed by
+        # partition (the HW checkpoint) must be rewritten for even if no offset changed.
+        self.moves_completed = 0
         self._retired: list[str] = []       # retired logs' directories, still to remove
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
@@ -559,6 +562,7 @@ class LogManager:
 
     def _promote(self, key: Key, future: PartitionLog, now_ms: int) -> PartitionLog:
         """Rename a (closed or unopened) future log to its partition's name and open it."""
+        self.moves_completed += 1
         log_dir = self.log_dir_of_log(future)
         future.close()
         path = self._path(log_dir, partition_dir_name(*key))
