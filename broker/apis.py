@@ -673,11 +673,13 @@ class KafkaApis:
             return cls(error_code=session.error_code, session_id=0)
         # The session's partitions by name; by id, resolved against this broker's metadata
         # on every fetch (a session may hold an id the metadata learns later), unless the
-        # session resolved them against this same image before (its memo: an idle
-        # follower's session costs nothing here).
+        # session resolved them while the same topics existed (its memo: an idle
+        # follower's session costs nothing here, and a leader or ISR change elsewhere does
+        # not make every session resolve its ~33,000 partitions again at 100k).
         wanted: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]]
         memo = session.memo
-        if memo is not None and memo[0] is image:
+        topic_ids_version = self.replicas.topic_ids_version
+        if memo is not None and memo[0] == topic_ids_version:
             wanted = memo[1]
         else:
             wanted = []
@@ -695,7 +697,7 @@ class KafkaApis:
                 else:
                     wanted.append((key, key, cached))
             # The readable partitions as a set: a parked fetch of many waits on it as is.
-            memo = (image, wanted, frozenset(tp for _, tp, _ in wanted if tp is not None))
+            memo = (topic_ids_version, wanted, frozenset(tp for _, tp, _ in wanted if tp is not None))
             session.remember(memo)
         # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's KafkaApis).
         if replica_id >= 0:

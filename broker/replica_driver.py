@@ -146,6 +146,11 @@ class ReplicaDriver:
     def image(self) -> MetadataImage:
         return self.core.image
 
+    @property
+    def topic_ids_version(self) -> int:
+        """Moves on when a topic is created or deleted (``ReplicaManager.topic_ids_version``)."""
+        return self.core.topic_ids_version
+
     def local_log(self, tp: TopicPartition) -> PartitionLog | None:
         """The local log of a hosted partition (the group coordinator replays its own)."""
         hosted = self.core.partitions.get(tp)

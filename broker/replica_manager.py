@@ -120,7 +120,7 @@ from metadata_log.config_layers import ConfigLayers
 from metadata_log.features import elr_enabled
 from metadata_log.delta import (
     ConfigChange, ElrChange, IsrChange, LeaderChange, LeaderRecoveryChange, MetadataChange,
-    PartitionCreated, ReplicasChange, TopicDeleted,
+    PartitionCreated, ReplicasChange, TopicCreated, TopicDeleted,
 )
 from metadata_log.mirror_topics import MirrorConfig, MirrorState, mirror_config, read_only_message
 from metadata_log.image import (
@@ -440,6 +440,9 @@ class ReplicaManager:
         # topic's partitions (parsed once, not per partition). Valid for config_layers.
         self._log_configs: dict[str, LogConfig] = {}
         self._hw_checkpoint = self._read_hw_checkpoint()
+        # Moves on whenever a topic id may have come or gone (a topic created or deleted):
+        # what topic ids resolve to is the same while it stays put, whatever else changed.
+        self.topic_ids_version = 0
         # What high_watermark_checkpoints last handed out: (offsets, logs moved by then).
         self._hw_checkpoint_written: tuple[dict[tuple[str, int], int], int] | None = None
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
@@ -597,6 +600,8 @@ class ReplicaManager:
             for each in self.partitions.values():
                 each.replica.elr_enabled = elr_enabled(image)
         self.image = image
+        if changes is None or any(isinstance(c, (TopicCreated, TopicDeleted)) for c in changes):
+            self.topic_ids_version += 1
         if changes is None:
             touched = {TopicPartition(t.name, i) for t, i, reg in image.topics.iter_partitions()
                        if self.broker_id in reg.replicas} | set(self.partitions)

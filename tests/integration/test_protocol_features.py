@@ -452,6 +452,33 @@ def test_a_fetch_session_by_topic_id_answers_changes_and_refuses_a_fetch_by_name
     assert _fetch_by_id(cluster, 17, sid, 3, {}).error_code == 0
 
 
+def test_a_session_by_topic_id_learns_of_its_topics_deletion_but_not_of_other_changes(cluster) -> None:
+    """A session resolves its topic ids again only when a topic came or went (at 100k
+    partitions, every leader or ISR change made each follower session resolve ~33,000):
+    a produce elsewhere keeps the resolution; a deletion answers UNKNOWN_TOPIC_ID."""
+    admin = admin_for(cluster)
+    admin.create_topics([NewTopic("doomed", num_partitions=1, replication_factor=1)])
+    M = messages.MetadataRequest
+
+    def doomed_id() -> uuid.UUID | None:
+        (topic,) = roundtrip(_port(cluster), ApiKey.METADATA, 12,
+                             M(topics=[M.MetadataRequestTopic(name="doomed")],
+                               allow_auto_topic_creation=False)).topics
+        return topic.topic_id if topic.error_code == 0 and topic.partitions and \
+            topic.partitions[0].leader_id >= 0 else None
+    wait_until(lambda: doomed_id() is not None, 60, "doomed led")
+    doomed = doomed_id()
+    full = _fetch_by_id(cluster, 13, 0, 0, {doomed: {0: 0}})
+    sid = full.session_id
+    assert sid > 0 and _answered(full)[0].error_code == 0
+    _produce(cluster, 2, [b"elsewhere"])        # a change to another topic's partition
+    assert _answered(_fetch_by_id(cluster, 13, sid, 1, {})) == {}
+    admin.delete_topics(["doomed"])
+    wait_until(lambda: doomed_id() is None, 60, "doomed deleted")
+    gone = _answered(_fetch_by_id(cluster, 13, sid, 2, {}))
+    assert gone[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
 def test_v15_reads_the_follower_from_replica_state_and_v16_names_the_leader(cluster) -> None:
     topic_id = _topic_id(cluster)
     # Broker 99 is no replica of the partition: a follower fetch from it is refused, which
