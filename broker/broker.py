@@ -86,6 +86,7 @@ from clients.protocol import ApiKey
 from clients.protocol.types import parse_uuid_text, random_uuid, uuid_text
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
+from metadata_log.delta import MetadataChange
 from metadata_log.image import EMPTY_IMAGE
 from clients.security.client_auth import ClientSecurity, listener_client_properties
 from clients.security.listeners import controller_listener
@@ -97,6 +98,11 @@ log = logging.getLogger(__name__)
 __all__ = ["Broker"]
 
 META_PROPERTIES = "meta.properties"
+# Metadata changes (about one partition each) applied per turn of the event loop: a
+# CreateTopics of 1,000 partitions made every broker create 1,000 logs in one go, and
+# deltas that piled up meanwhile were applied together, holding the loop (heartbeats,
+# fetches, produce) for 1-9 s at 100k partitions (bench/scale.py's stall count).
+APPLY_CHANGES_PER_TURN = 250
 
 
 def _server_assignors(value: str) -> tuple[str, ...]:
@@ -368,6 +374,7 @@ class Broker:
                      if config.http_port >= 0 else None)
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False
+        self._unapplied: list[MetadataChange] | None = None    # of a delta applied in part
         self._caught_up = False
 
     # ------------------------------------------------------------ storage identity
@@ -489,12 +496,25 @@ class Broker:
             log.info("broker %d caught up with its registration at metadata offset %d",
                      self.config.node_id, self.observer_listener.image.provenance.offset)
         image, changes = self.observer_listener.take_changes()
+        if self._unapplied is not None:
+            # The rest of a big delta goes before what came since (None: a snapshot
+            # loaded since, which the whole image is applied for).
+            changes = None if changes is None else self._unapplied + changes
+            self._unapplied = None
+        if changes is not None and len(changes) > APPLY_CHANGES_PER_TURN:
+            changes, self._unapplied = changes[:APPLY_CHANGES_PER_TURN], changes[APPLY_CHANGES_PER_TURN:]
         try:
             self.replicas.apply_metadata(image, changes)
             self._apply_broker_configs()
         except Exception:
             log.exception("applying metadata offset %d failed", image.provenance.offset)
             raise
+        if self._unapplied is not None:
+            # The next turn of the event loop applies more; the components below see the
+            # image once the replicas hold all of it (a coordinator never looks for the
+            # log of a partition not created yet).
+            self._schedule_apply()
+            return
         self.groups.on_metadata(image)
         self.transactions.on_metadata(image)
         self.delayed.on_metadata(image)

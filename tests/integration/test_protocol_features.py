@@ -479,6 +479,24 @@ def test_a_session_by_topic_id_learns_of_its_topics_deletion_but_not_of_other_ch
     assert gone[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
 
 
+def test_a_delta_bigger_than_one_turns_worth_is_applied_whole_over_several_turns(cluster) -> None:
+    """broker.APPLY_CHANGES_PER_TURN: a topic of more partitions than one turn applies is
+    led in full, its last partitions too, and a consumer group works alongside."""
+    from broker.broker import APPLY_CHANGES_PER_TURN
+    count = 2 * APPLY_CHANGES_PER_TURN + 100
+    admin_for(cluster).create_topics([NewTopic("wide", num_partitions=count, replication_factor=1)])
+    P = messages.ProduceRequest
+    batch = build_batch([Record(0, 0, None, b"w")])
+
+    def produced(partition: int) -> bool:
+        resp = roundtrip(_port(cluster), ApiKey.PRODUCE, 9, P(acks=-1, timeout_ms=10_000, topic_data=[
+            P.TopicProduceData(name="wide", partition_data=[P.PartitionProduceData(index=partition,
+                                                                                  records=batch)])]))
+        return resp.responses[0].partition_responses[0].error_code == 0
+    for partition in (0, APPLY_CHANGES_PER_TURN + 1, count - 1):
+        wait_until(lambda: produced(partition), 60, f"wide-{partition} led")
+
+
 def test_v15_reads_the_follower_from_replica_state_and_v16_names_the_leader(cluster) -> None:
     topic_id = _topic_id(cluster)
     # Broker 99 is no replica of the partition: a follower fetch from it is refused, which
