@@ -63,7 +63,6 @@ from broker.group.driver import GroupCoordinatorDriver
 from broker.group.records import CONSUMER_OFFSETS_TOPIC, partition_for_group
 from broker.lifecycle import BrokerLifecycleManager, Registration
 from broker.log import FileStorage, LogConfig, LogManager, LogManagerConfig
-from broker.log.log_manager import open_new_logs
 from broker.metadata_follower import MetadataImageListener, MetadataObserver
 from broker.group_lag import GroupLagMonitor
 from broker.latency_trace import LatencyTracer
@@ -88,7 +87,7 @@ from clients.protocol.types import parse_uuid_text, random_uuid, uuid_text
 from clients.properties import format_properties, load_properties
 from metadata_log.config_layers import ConfigLayers
 from metadata_log.delta import MetadataChange
-from metadata_log.image import EMPTY_IMAGE, MetadataImage
+from metadata_log.image import EMPTY_IMAGE
 from clients.security.client_auth import ClientSecurity, listener_client_properties
 from clients.security.listeners import controller_listener
 from clients.security.scram import ScramCredential, ScramMechanism
@@ -104,10 +103,6 @@ META_PROPERTIES = "meta.properties"
 # deltas that piled up meanwhile were applied together, holding the loop (heartbeats,
 # fetches, produce) for 1-9 s at 100k partitions (bench/scale.py's stall count).
 APPLY_CHANGES_PER_TURN = 250
-# A delta creating at least this many logs here creates them on a thread first (a
-# directory and a file each: slow system calls that held the event loop 1-4 ms a log
-# at 100k partitions); fewer are not worth the hop.
-PREPARE_LOGS_MIN = 32
 
 
 def _server_assignors(value: str) -> tuple[str, ...]:
@@ -380,8 +375,6 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._apply_scheduled = False
         self._unapplied: list[MetadataChange] | None = None    # of a delta applied in part
-        self._preparing: asyncio.Task | None = None     # a delta's new logs being created
-        self._stopping = False
         self._caught_up = False
 
     # ------------------------------------------------------------ storage identity
@@ -488,8 +481,6 @@ class Broker:
 
     def _apply_image(self) -> None:
         self._apply_scheduled = False
-        if self._preparing is not None or self._stopping:
-            return                  # it applies its delta, then schedules the next
         if not self._caught_up:
             # Kafka's initial catch-up: act on the metadata only once it holds this
             # process's own registration. Before that commit, an image can still name this
@@ -512,28 +503,6 @@ class Broker:
             self._unapplied = None
         if changes is not None and len(changes) > APPLY_CHANGES_PER_TURN:
             changes, self._unapplied = changes[:APPLY_CHANGES_PER_TURN], changes[APPLY_CHANGES_PER_TURN:]
-        paths = self.logs.new_log_paths(self.core.logs_to_create(changes))
-        if len(paths) >= PREPARE_LOGS_MIN:
-            self._preparing = asyncio.get_running_loop().create_task(
-                self._prepare_then_apply(image, changes, paths), name="prepare-logs")
-            return
-        self._apply(image, changes)
-
-    async def _prepare_then_apply(self, image: MetadataImage, changes: list[MetadataChange],
-                                  paths: list[tuple[tuple[str, int], str]]) -> None:
-        """Create the delta's new logs on a thread, then apply it (which takes them): the
-        event loop serves meanwhile. Nothing newer is applied before it."""
-        try:
-            opened = await asyncio.to_thread(open_new_logs, self.storage, paths,
-                                             self.logs.default_config, self.replicas.now_ms())
-            self.logs.offer_prepared(opened)
-            self._apply(image, changes)
-        finally:
-            self._preparing = None
-            self.logs.discard_prepared()
-        self._schedule_apply()
-
-    def _apply(self, image: MetadataImage, changes: list[MetadataChange] | None) -> None:
         try:
             self.replicas.apply_metadata(image, changes)
             self._apply_broker_configs()
@@ -622,7 +591,6 @@ class Broker:
         await self.stop()
 
     async def stop(self) -> None:
-        self._stopping = True
         self.lifecycle.stop()
         self.cleaner.stop()
         self.telemetry.stop()
@@ -630,10 +598,6 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._preparing is not None:
-            # Its thread cannot be stopped: let it finish, so no log is still being
-            # created when the storage closes (the delta is applied, as it would be).
-            await asyncio.gather(self._preparing, return_exceptions=True)
         await self.metrics.process.stop()
         await self.delayed.stop()       # its clients talk to this broker's own listener
         if self.tiered is not None:

@@ -631,15 +631,6 @@ class ReplicaManager:
             if hosted is not None and tp not in touched:
                 self._apply_topic_config(hosted)
 
-    def logs_to_create(self, changes: Sequence[MetadataChange] | None) -> list[tuple[str, int]]:
-        """The logs ``apply_metadata(..., changes)`` will create here: replicas the changes
-        place on this broker that have no partition here yet (a shell may create them
-        ahead, off its event loop: ``LogManager.new_log_paths``)."""
-        if not self._applied_once:
-            return []
-        return [(tp.topic, tp.partition) for tp in sorted(self._replicas_new_here(changes))
-                if tp not in self.partitions and tp not in self.offline_partitions]
-
     def _replicas_new_here(self, changes: Sequence[MetadataChange] | None) -> set[TopicPartition]:
         """Partitions the changes create with a replica here, or reassign to this broker."""
         new: set[TopicPartition] = set()

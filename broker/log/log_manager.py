@@ -61,7 +61,7 @@ import json
 import logging
 import posixpath
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Collection, Iterator, Mapping, Sequence
 
 from broker.log.config import LogConfig
 from broker.log.leader_epoch_cache import CorruptCheckpointError
@@ -74,7 +74,6 @@ __all__ = [
     "LogManagerConfig",
     "LogDirOfflineError",
     "choose_log_dir",
-    "open_new_logs",
     "future_dir_name",
     "parse_suffixed_dir_name",
     "normalize_dir",
@@ -114,22 +113,6 @@ def parse_partition_dir_name(name: str) -> Key | None:
     if not dash or not topic or not number.isdigit():
         return None
     return topic, int(number)
-
-
-def open_new_logs(storage: Storage, paths: Iterable[tuple[Key, str]], config: LogConfig,
-                  now_ms: int) -> dict[Key, PartitionLog]:
-    """Create the logs at ``paths`` (``LogManager.new_log_paths``), as
-    ``get_or_create_log`` would. Touches only ``storage`` (thread-safe), so it may run on
-    another thread: making a directory and a file per log is slow system calls (0.3-4 ms
-    each with 100k partitions on one disk), which would hold the event loop. A log that
-    cannot be created is left out (its ``get_or_create_log`` meets the error itself)."""
-    opened: dict[Key, PartitionLog] = {}
-    for key, path in paths:
-        try:
-            opened[key], _ = PartitionLog.open(storage, path, config, now_ms=now_ms, clean_shutdown=True)
-        except OSError:
-            continue
-    return opened
 
 
 def encode_offset_checkpoint(offsets: Mapping[Key, int]) -> bytes:
@@ -217,9 +200,6 @@ class LogManager:
         # Logs moved to another directory so far: what a per-directory file keyed by
         # partition (the HW checkpoint) must be rewritten for even if no offset changed.
         self.moves_completed = 0
-        # New logs opened off the event loop (``open_new_logs``) for partitions about to
-        # be created here, each taken by its ``get_or_create_log``.
-        self._prepared: dict[Key, PartitionLog] = {}
         self._retired: list[str] = []       # retired logs' directories, still to remove
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
@@ -464,10 +444,6 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
-        prepared = self._prepared.pop(key, None)
-        if prepared is not None and self.is_online(self.log_dir_of_log(prepared)):
-            self._logs[key] = self._adopt(prepared)
-            return prepared
         log_dir = self._preferred_dirs.pop(key, None)
         if log_dir is None or not self.is_online(log_dir):
             online = [d for d in self.log_dirs if d not in self._offline]
@@ -487,33 +463,6 @@ class LogManager:
             raise LogDirOfflineError(f"{log_dir}: {e}") from e
         self._logs[key] = self._adopt(partition_log)
         return partition_log
-
-    def new_log_paths(self, keys: Iterable[Key]) -> list[tuple[Key, str]]:
-        """Where ``get_or_create_log`` would create the logs of ``keys`` not here yet,
-        for ``open_new_logs`` to create off the event loop. Only with one online
-        directory and no preferred one (choosing among several counts the logs per
-        directory, which the creations themselves change): else none."""
-        online = [d for d in self.log_dirs if d not in self._offline]
-        if len(online) != 1:
-            return []
-        return [(key, self._path(online[0], partition_dir_name(*key))) for key in keys
-                if key not in self._logs and key not in self._preferred_dirs
-                and key not in self._prepared]
-
-    def offer_prepared(self, opened: Mapping[Key, PartitionLog]) -> None:
-        """Logs ``open_new_logs`` created, for their ``get_or_create_log`` to take."""
-        for key, partition_log in opened.items():
-            if key in self._logs or key in self._prepared:
-                partition_log.close()       # not expected: the same directory, reopened
-                continue
-            self._prepared[key] = partition_log
-
-    def discard_prepared(self) -> None:
-        """Prepared logs nobody took (their partition went away meanwhile): removed, as an
-        unused new log directory is."""
-        for partition_log in self._prepared.values():
-            self._guarded(self.log_dir_of_log(partition_log), partition_log.delete)
-        self._prepared.clear()
 
     def set_preferred_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
         """AlterReplicaLogDirs before the replica exists here: create it in `log_dir`."""

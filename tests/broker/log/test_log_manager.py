@@ -154,42 +154,6 @@ def test_many_partitions_stay_under_the_descriptor_limit(tmp_path: Path) -> None
     manager.shutdown()
 
 
-def test_logs_created_ahead_on_a_thread_are_taken_and_the_unused_ones_removed(tmp_path: Path) -> None:
-    """open_new_logs makes a delta's new logs off the event loop; get_or_create_log takes
-    them; a log nobody took (its partition went away meanwhile) is removed, not left for
-    the next start to load."""
-    import threading
-    from broker.log.log_manager import open_new_logs
-    storage = FileStorage()
-    manager, _ = LogManager.open(storage, str(tmp_path), now_ms=0)
-    manager.get_or_create_log("t", 0, now_ms=0)
-    paths = manager.new_log_paths([("t", 0), ("t", 1), ("t", 2)])
-    assert [key for key, _ in paths] == [("t", 1), ("t", 2)], "t-0 exists"
-    opened: dict = {}
-    worker = threading.Thread(target=lambda: opened.update(open_new_logs(storage, paths, manager.default_config, 0)))
-    worker.start()
-    worker.join()
-    manager.offer_prepared(opened)
-    assert manager.new_log_paths([("t", 1)]) == [], "prepared already"
-    taken = manager.get_or_create_log("t", 1, now_ms=0)
-    assert taken is opened[("t", 1)] and manager.get_log("t", 1) is taken
-    taken.append_as_leader(make_batch(3), 0, 0)
-    manager.discard_prepared()                 # t-2's partition went away
-    assert not (tmp_path / "t-2").exists() and manager.get_log("t", 2) is None
-    manager.shutdown()
-    manager, _ = LogManager.open(FileStorage(), str(tmp_path), now_ms=0)
-    assert sorted(k for k, _ in manager.logs()) == [("t", 0), ("t", 1)]
-    assert manager.get_log("t", 1).log_end_offset == 3
-    manager.shutdown()
-
-
-def test_several_log_dirs_create_no_log_ahead(tmp_path: Path) -> None:
-    """Which directory takes a new log depends on the counts the creations change."""
-    manager, _ = LogManager.open(FileStorage(), [str(tmp_path / "a"), str(tmp_path / "b")], now_ms=0)
-    assert manager.new_log_paths([("t", 0)]) == []
-    manager.shutdown()
-
-
 def test_a_crash_in_the_middle_of_a_shutdown_is_an_unclean_start_that_loses_nothing_durable() -> None:
     import random
 
