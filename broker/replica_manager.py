@@ -164,6 +164,8 @@ _RETRY_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_L
 LOG_DIR_MOVE_BYTES_PER_POLL = 1024 * 1024
 # How soon to poll again while a move has more to copy.
 LOG_DIR_MOVE_POLL_MS = 10
+# Leaderships one metadata delta gives a broker that are logged a line each at INFO.
+LEADERSHIP_LINES_MAX = 10
 # Partition-level changes this broker acts on (config changes are handled apart).
 # ElrChange too: it bumps the partition epoch, which the leader's next AlterPartition names.
 _PARTITION_CHANGES = (PartitionCreated, LeaderChange, IsrChange, ReplicasChange, LeaderRecoveryChange,
@@ -440,6 +442,7 @@ class ReplicaManager:
         # topic's partitions (parsed once, not per partition). Valid for config_layers.
         self._log_configs: dict[str, LogConfig] = {}
         self._hw_checkpoint = self._read_hw_checkpoint()
+        self._leaderships_taken: list[tuple[TopicPartition, int, tuple[int, ...], int, int]] = []
         # Moves on whenever a topic id may have come or gone (a topic created or deleted):
         # what topic ids resolve to is the same while it stays put, whatever else changed.
         self.topic_ids_version = 0
@@ -618,6 +621,7 @@ class ReplicaManager:
         self._applied_once = True
         for tp in sorted(touched):
             self._apply_partition(tp, now_ms, tp in new_here)
+        self._log_leaderships_taken()
         # Configs: every hosted partition when a broker default changed, else only those
         # of the reconfigured topics (a delta costs what it changes, not what is hosted).
         if reconfigured is None:
@@ -630,6 +634,18 @@ class ReplicaManager:
             hosted = self.partitions.get(tp)
             if hosted is not None and tp not in touched:
                 self._apply_topic_config(hosted)
+
+    def _log_leaderships_taken(self) -> None:
+        """A line per leadership this delta gave the broker; past a few, one line for all
+        (each at DEBUG): a failover at 100k partitions wrote 200,000 lines per broker."""
+        taken, self._leaderships_taken = self._leaderships_taken, []
+        level = logging.INFO if len(taken) <= LEADERSHIP_LINES_MAX else logging.DEBUG
+        if level == logging.DEBUG:
+            log.info("became leader of %d partitions (%s, ...; a line each at DEBUG)", len(taken),
+                     ", ".join(str(tp) for tp, *_ in taken[:3]))
+        if log.isEnabledFor(level):
+            for tp, epoch, isr, leo, hw in taken:
+                log.log(level, "%s: leader at epoch %d, ISR %s, LEO %d, HW %d", tp, epoch, list(isr), leo, hw)
 
     def _replicas_new_here(self, changes: Sequence[MetadataChange] | None) -> set[TopicPartition]:
         """Partitions the changes create with a replica here, or reassign to this broker."""
@@ -740,9 +756,8 @@ class ReplicaManager:
                     reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
                     hosted.log.log_start_offset, hosted.log.log_end_offset, hw, now_ms,
                     recovering=reg.leader_recovery_state == LeaderRecoveryState.RECOVERING))
-                log.info("%s: leader at epoch %d, ISR %s, LEO %d, HW %d", hosted.tp,
-                         reg.leader_epoch, list(reg.isr), hosted.log.log_end_offset,
-                         replica.high_watermark)
+                self._leaderships_taken.append((hosted.tp, reg.leader_epoch, reg.isr,
+                                                hosted.log.log_end_offset, replica.high_watermark))
         else:
             changed_leader = (replica.role is not Role.FOLLOWER or replica.leader_id != reg.leader
                               or replica.leader_epoch != reg.leader_epoch)

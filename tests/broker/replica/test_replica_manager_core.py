@@ -454,3 +454,30 @@ def test_follower_work_hands_out_an_unchanged_position_again_and_a_moved_one_ane
                                              replicas=[1, 2, 3], isr=[1, 2, 3])), 4)
     assert core.follower_work(1, 5) is None
     assert core.follower_work(3, 5) is not None
+
+
+def test_a_delta_of_many_leaderships_logs_one_info_line_and_a_few_a_line_each(tmp_path, caplog) -> None:
+    """At 100k partitions a failover wrote 200,000 'leader at epoch' lines per broker."""
+    import logging
+    from broker.replica_manager import LEADERSHIP_LINES_MAX
+    meta = Metadata()
+    core = core_for(tmp_path, 1)
+    many = LEADERSHIP_LINES_MAX + 5
+    with caplog.at_level(logging.INFO, logger="broker.replica_manager"):
+        core.apply_metadata(*meta.commit(
+            *brokers(1), M.TopicRecord(name="t", topic_id=TOPIC_ID),
+            *[M.PartitionRecord(partition_id=i, topic_id=TOPIC_ID, replicas=[1], isr=[1], leader=1,
+                                leader_epoch=0, partition_epoch=0) for i in range(many)]), 0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "broker.replica_manager"]
+    assert [line for line in lines if "leader at epoch" in line] == []
+    assert [line for line in lines if "became leader of" in line] == \
+        [f"became leader of {many} partitions (t-0, t-1, t-2, ...; a line each at DEBUG)"]
+    caplog.clear()
+    other = uuid.UUID(int=43)
+    with caplog.at_level(logging.INFO, logger="broker.replica_manager"):
+        core.apply_metadata(*meta.commit(
+            M.TopicRecord(name="u", topic_id=other),
+            *[M.PartitionRecord(partition_id=i, topic_id=other, replicas=[1], isr=[1], leader=1,
+                                leader_epoch=0, partition_epoch=0) for i in range(2)]), 1)
+    assert sorted(r.getMessage() for r in caplog.records if "leader at epoch" in r.getMessage()) == [
+        "u-0: leader at epoch 0, ISR [1], LEO 0, HW 0", "u-1: leader at epoch 0, ISR [1], LEO 0, HW 0"]
