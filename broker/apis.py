@@ -768,8 +768,11 @@ class KafkaApis:
                 redirected |= result.preferred_read_replica >= 0
             if total >= req.min_bytes or any_error or redirected or loop.time() >= deadline:
                 break
-            woken = await self.replicas.wait_for_data(readable, deadline - loop.time(),
-                                                      follower=replica_id >= 0) or None
+            waited = await self.replicas.wait_for_data(readable, deadline - loop.time(),
+                                                       follower=replica_id >= 0, replica_id=replica_id)
+            if waited is None:
+                break           # a follower to name a partition it lacks: answer it now
+            woken = waited or None
         if replica_id < 0 and self.tiered is not None:
             results = await self._read_tiered(self.tiered, results, req.max_bytes,
                                               req.isolation_level == 1)

@@ -54,6 +54,12 @@ ALTER_PARTITION_TIMEOUT_S = 5.0
 
 
 _TIMED_OUT = object()
+_SESSION_LACKS = object()       # a follower's fetch lacks a partition it is to follow here
+# How long after this broker became leader of a partition a follower's fetch that does not
+# name it yet is answered at once instead of parked (its broker may apply the same
+# metadata a little after this one): the follower's next fetch then names it, where a
+# parked one would hold the partition's first acks=all write for replica.fetch.wait.max.ms.
+NEW_LEADERSHIP_WINDOW_S = 0.2
 
 
 def _time_up(future: asyncio.Future) -> None:
@@ -72,14 +78,15 @@ class _FetchWaiter:
     """A parked (long-polling) fetch: resolved by the first change to one of its
     partitions (a follower's: not by an HW-only change); ``woken`` collects every
     partition that changes until it resumes, so that it reads them again."""
-    __slots__ = ("future", "woken", "follower", "partitions")
+    __slots__ = ("future", "woken", "follower", "partitions", "replica_id")
 
     def __init__(self, future: asyncio.Future, follower: bool,
-                 partitions: Container[TopicPartition] = ()) -> None:
+                 partitions: Container[TopicPartition], replica_id: int = -1) -> None:
         self.future = future
         self.woken: set[TopicPartition] = set()
         self.follower = follower
-        self.partitions = partitions        # a wide waiter's: what it waits on
+        self.partitions = partitions        # what it waits on
+        self.replica_id = replica_id        # a follower's broker id; -1: a consumer's
 
     def changed(self, tp: TopicPartition, hw_only: bool) -> None:
         self.woken.add(tp)
@@ -107,6 +114,10 @@ class ReplicaDriver:
         self._produce_waiters: dict[int, asyncio.Future] = {}
         self._data_waiters: dict[TopicPartition, list[_FetchWaiter]] = {}
         self._wide_waiters: list[_FetchWaiter] = []
+        self._follower_waiters: list[_FetchWaiter] = []
+        # Per follower: partitions this broker began to lead with it as a replica, until
+        # when a fetch of it that lacks them is answered at once (NEW_LEADERSHIP_WINDOW_S).
+        self._new_leaderships: dict[int, dict[TopicPartition, float]] = {}
         self._tokens = itertools.count(1)
         self._image_changed = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -193,6 +204,8 @@ class ReplicaDriver:
             assert self._fetch_from is not None, "start() first"
             self._fetch_from(effect.leader_id)
         elif isinstance(effect, LeadershipChanged):
+            if effect.leader:
+                self._expect_followers(effect.partition)
             for callback in self._leadership_subscribers:
                 callback(effect.partition, effect.leader)
         elif isinstance(effect, LogDirFailed):
@@ -398,32 +411,78 @@ class ReplicaDriver:
         return FileRegion(fd, result.records.position, result.records.length_bytes,
                           lambda: cm.__exit__(None, None, None))
 
+    def _expect_followers(self, tp: TopicPartition) -> None:
+        """This broker leads ``tp`` now: its followers' fetches that do not name it yet are
+        answered (parked ones at once), so that their next fetches do."""
+        topic = self.core.image.topics.get(tp.topic)
+        reg = None if topic is None else topic.partitions.get(tp.partition)
+        if reg is None:
+            return
+        until = time.monotonic() + NEW_LEADERSHIP_WINDOW_S
+        for replica_id in reg.replicas:
+            if replica_id != self.core.broker_id:
+                self._new_leaderships.setdefault(replica_id, {})[tp] = until
+        for waiter in self._follower_waiters:
+            if (waiter.replica_id in reg.replicas and tp not in waiter.partitions
+                    and not waiter.future.done()):
+                waiter.future.set_result(_SESSION_LACKS)
+
+    def _session_lacks(self, replica_id: int, tps: Container[TopicPartition]) -> bool:
+        """Whether a fetch of follower ``replica_id`` over ``tps`` lacks a partition this
+        broker began to lead within NEW_LEADERSHIP_WINDOW_S (entries it names, or that
+        are older, are dropped)."""
+        expected = self._new_leaderships.get(replica_id)
+        if not expected:
+            return False
+        now = time.monotonic()
+        lacks = False
+        for tp, until in list(expected.items()):
+            if tp in tps or until < now:
+                del expected[tp]
+            else:
+                lacks = True
+        if not expected:
+            del self._new_leaderships[replica_id]
+        return lacks
+
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float,
-                            follower: bool = False) -> set[TopicPartition]:
+                            follower: bool = False, replica_id: int = -1) -> set[TopicPartition] | None:
         """Long poll: return when any of the partitions changes or the time is up. Returns
         the partitions that changed while it waited (empty: the time is up), so that a
         fetch woken for one partition reads that one again, not all of its session's.
-        ``follower``: a follower's fetch, which a leader's HW advance alone does not end."""
+        ``follower``: a follower's fetch, which a leader's HW advance alone does not end;
+        its ``replica_id``: None is returned, at once or while parked, when it lacks a
+        partition this broker just began to lead with that follower as a replica (answer
+        it now: the follower's next fetch names the partition)."""
         loop = asyncio.get_running_loop()
         if not isinstance(tps, (set, frozenset)):
             tps = list(tps)
+        if replica_id >= 0 and self._session_lacks(replica_id, tps):
+            return None
         wide = len(tps) > _WIDE_WAITER_PARTITIONS
         if wide:
             waiter = _FetchWaiter(loop.create_future(), follower,
-                                  tps if isinstance(tps, (set, frozenset)) else frozenset(tps))
+                                  tps if isinstance(tps, (set, frozenset)) else frozenset(tps), replica_id)
             self._wide_waiters.append(waiter)
         else:
-            waiter = _FetchWaiter(loop.create_future(), follower)
+            waiter = _FetchWaiter(loop.create_future(), follower, tps, replica_id)
             for tp in tps:
                 self._data_waiters.setdefault(tp, []).append(waiter)
+        if replica_id >= 0:
+            self._follower_waiters.append(waiter)
         # A timer resolves the same future a change does: a woken fetch resumes in one
         # turn of the event loop (wait_for took three; issue 22).
         timer = loop.call_later(timeout_s, _time_up, waiter.future)
         try:
-            if await waiter.future is _TIMED_OUT:
+            result = await waiter.future
+            if result is _TIMED_OUT:
                 return set()    # read everything again (a follower's HW-only changes too)
+            if result is _SESSION_LACKS:
+                return None
         finally:
             timer.cancel()
+            if replica_id >= 0:
+                self._follower_waiters.remove(waiter)
             if wide:
                 self._wide_waiters.remove(waiter)
             else:

@@ -153,6 +153,50 @@ def test_a_parked_fetch_of_a_big_session_wakes_as_a_small_one_does(tmp_path) -> 
     asyncio.run(main())
 
 
+def test_a_followers_fetch_that_lacks_a_partition_just_led_here_is_answered_at_once(tmp_path) -> None:
+    """A new partition's first acks=all write waits for its followers to fetch it; a
+    follower fetch parked before the follower knew of the partition held that write for
+    replica.fetch.wait.max.ms (about half of new topic -> first ack at 10k partitions)."""
+    async def main() -> None:
+        logs, _ = LogManager.open(FileStorage(), str(tmp_path / "b1"), now_ms=0)
+        core = ReplicaManager(1, logs, {}, replica_lag_time_max_ms=10_000)
+        meta = Metadata()
+        core.apply_metadata(*meta.commit(
+            *[M.RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b), broker_epoch=10 + b,
+                                     fenced=False) for b in (1, 2, 3)],
+            M.TopicRecord(name="t", topic_id=TOPIC_ID),
+            M.PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2, 3], isr=[1, 2, 3],
+                              leader=1, leader_epoch=5, partition_epoch=7)), 0)
+        driver = ReplicaDriver(core, controller=None, now_ms=lambda: 0,  # type: ignore[arg-type]
+                               broker_epoch=lambda: 1)
+        driver.run(lambda core: None)
+        assert await driver.wait_for_data([TP], 0.01, follower=True, replica_id=2) == set(), \
+            "nothing new to lead: parked until the time is up"
+        parked = asyncio.ensure_future(driver.wait_for_data([TP], HOUR_S, follower=True, replica_id=2))
+        other = asyncio.ensure_future(driver.wait_for_data([TP], HOUR_S, follower=True, replica_id=9))
+        consumer = asyncio.ensure_future(driver.wait_for_data([TP], HOUR_S))
+        await asyncio.sleep(0)
+        new = TopicPartition("t", 1)
+        driver.apply_metadata(*meta.commit(M.PartitionRecord(
+            partition_id=1, topic_id=TOPIC_ID, replicas=[1, 2, 3], isr=[1, 2, 3], leader=1,
+            leader_epoch=0, partition_epoch=0)))
+        assert await parked is None, "follower 2 is a replica of t-1: answered now"
+        await asyncio.sleep(0)
+        assert not other.done() and not consumer.done()
+        # Its broker had not applied the metadata yet: the next fetch still lacks t-1.
+        assert await driver.wait_for_data([TP], HOUR_S, follower=True, replica_id=2) is None
+        # The one after names it, and parks as any other.
+        named = asyncio.ensure_future(driver.wait_for_data([TP, new], HOUR_S, follower=True, replica_id=2))
+        await asyncio.sleep(0)
+        assert not named.done()
+        driver.append(new, batch(1), acks=-1)
+        assert await named == {new}
+        assert await driver.wait_for_data([TP], 0.01, follower=True, replica_id=2) == set()
+        for task in (other, consumer):
+            task.cancel()
+    asyncio.run(main())
+
+
 def test_a_parked_fetchs_later_reads_do_not_report_the_followers_position(tmp_path) -> None:
     """Kafka's readFromPurgatory: only a Fetch's first read updates the follower's state."""
     driver = leader_driver(tmp_path)
