@@ -30,8 +30,8 @@ def batch(n: int, start: int = 0) -> bytes:
     return bytes(build_batch([Record(start + i, 0, None, b"v%d" % (start + i)) for i in range(n)]))
 
 
-def leader_driver(tmp_path, tracer: LatencyTracer | None = None) -> ReplicaDriver:
-    """Broker 1 leading t-0 with ISR [1, 2, 3], both followers caught up at offset 0."""
+def leader_with_metadata(tmp_path, tracer: LatencyTracer | None = None) -> tuple[ReplicaDriver, Metadata]:
+    """Broker 1 leading t-0 with ISR [1, 2, 3], and the metadata log that says so."""
     logs, _ = LogManager.open(FileStorage(), str(tmp_path / "b1"), now_ms=0)
     core = ReplicaManager(1, logs, {}, replica_lag_time_max_ms=10_000)
     meta = Metadata()
@@ -44,6 +44,12 @@ def leader_driver(tmp_path, tracer: LatencyTracer | None = None) -> ReplicaDrive
     driver = ReplicaDriver(core, controller=None, now_ms=lambda: 0,  # type: ignore[arg-type]
                            broker_epoch=lambda: 1, tracer=tracer)
     driver.run(lambda core: None)        # the effects of becoming leader
+    return driver, meta
+
+
+def leader_driver(tmp_path, tracer: LatencyTracer | None = None) -> ReplicaDriver:
+    """Broker 1 leading t-0 with ISR [1, 2, 3], both followers caught up at offset 0."""
+    driver, _ = leader_with_metadata(tmp_path, tracer)
     for follower in (2, 3):
         driver.read(TP, 0, 1 << 20, 5, replica_id=follower, min_one_batch=True)
     return driver
@@ -158,18 +164,7 @@ def test_a_followers_fetch_that_lacks_a_partition_just_led_here_is_answered_at_o
     follower fetch parked before the follower knew of the partition held that write for
     replica.fetch.wait.max.ms (about half of new topic -> first ack at 10k partitions)."""
     async def main() -> None:
-        logs, _ = LogManager.open(FileStorage(), str(tmp_path / "b1"), now_ms=0)
-        core = ReplicaManager(1, logs, {}, replica_lag_time_max_ms=10_000)
-        meta = Metadata()
-        core.apply_metadata(*meta.commit(
-            *[M.RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b), broker_epoch=10 + b,
-                                     fenced=False) for b in (1, 2, 3)],
-            M.TopicRecord(name="t", topic_id=TOPIC_ID),
-            M.PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2, 3], isr=[1, 2, 3],
-                              leader=1, leader_epoch=5, partition_epoch=7)), 0)
-        driver = ReplicaDriver(core, controller=None, now_ms=lambda: 0,  # type: ignore[arg-type]
-                               broker_epoch=lambda: 1)
-        driver.run(lambda core: None)
+        driver, meta = leader_with_metadata(tmp_path)
         assert await driver.wait_for_data([TP], 0.01, follower=True, replica_id=2) == set(), \
             "nothing new to lead: parked until the time is up"
         parked = asyncio.ensure_future(driver.wait_for_data([TP], HOUR_S, follower=True, replica_id=2))
