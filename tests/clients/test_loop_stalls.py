@@ -28,3 +28,23 @@ def test_a_blocked_loop_is_logged_with_the_length_of_the_stall(caplog) -> None:
 def test_settings_must_be_positive() -> None:
     with pytest.raises(ValueError):
         asyncio.run(watch_loop_stalls(0, 0.25))
+
+
+def test_a_long_full_garbage_collection_is_logged_and_the_watch_stops(caplog) -> None:
+    import gc
+    from clients.loop_stalls import watch_gc_pauses
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+    stop = watch_gc_pauses(threshold_s=0.0)
+    with caplog.at_level(logging.WARNING, logger="clients.loop_stalls"):
+        gc.collect(1)               # a young collection is not logged
+        for _ in range(100):
+            Cycle()                 # garbage only the cyclic collector frees
+        gc.collect()
+        stop()
+        gc.collect()
+    logged = [r.getMessage() for r in caplog.records if "full garbage collection" in r.getMessage()]
+    assert len(logged) == 1 and "objects freed" in logged[0], logged
+    assert int(logged[0].split("(")[1].split()[0]) >= 100
