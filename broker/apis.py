@@ -32,7 +32,9 @@ from broker.delayed.driver import DelayedDeliveryDriver
 from broker.tiered.manager import RemoteLogManager
 from broker.client_quotas import ClientQuotas, describe_quotas
 from broker.group_authz import guard_group_api
-from broker.fetch_session import CachedPartition, FetchSessionCache, PartitionAsked, SessionPartition
+from broker.fetch_session import (
+    CachedPartition, FetchSessionCache, IdlePartitions, PartitionAsked, SessionPartition,
+)
 from broker.metrics import BrokerMetrics, ProduceTally, request_name
 from broker.client_telemetry import ClientAttributes
 from broker.producer_ids import ProducerIdManager
@@ -55,7 +57,7 @@ from metadata_log.client_metrics import CLIENT_METRICS_CONFIGS
 from metadata_log.cluster_links import cluster_link, cluster_links, link_config_entries
 from metadata_log.acls import AclBindingFilter
 from metadata_log.config_layers import ConfigEntry, ConfigSource
-from metadata_log.image import NO_LEADER, ConfigResourceType
+from metadata_log.image import NO_LEADER, ConfigResourceType, MetadataImage
 from broker.scram_describe import describe_user_scram_credentials
 from quorum.network import SASL_VERSIONS, ClientInfo
 
@@ -145,6 +147,9 @@ KAFKA_4_1_ABSENT: dict[int, str] = {
 }
 
 _ZERO_UUID = uuid.UUID(int=0)      # Kafka's Uuid.ZERO_UUID: no topic id
+# How often a follower session looks at all its partitions again, idle ones included
+# (IdlePartitions): what the leader's numbered changes miss is answered within this.
+IDLE_RECHECK_MS = 5_000
 
 _REQUEST_NAMES = {int(k): request_name(k) for k in ApiKey}
 
@@ -696,8 +701,10 @@ class KafkaApis:
                                    cached))
                 else:
                     wanted.append((key, key, cached))
-            # The readable partitions as a set: a parked fetch of many waits on it as is.
-            memo = (topic_ids_version, wanted, frozenset(tp for _, tp, _ in wanted if tp is not None))
+            # The readable partitions as a set: a parked fetch of many waits on it as is;
+            # then, for a follower's session, its idle partitions (made by the first
+            # incremental fetch).
+            memo = [topic_ids_version, wanted, frozenset(tp for _, tp, _ in wanted if tp is not None), None]
             session.remember(memo)
         # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's KafkaApis).
         if replica_id >= 0:
@@ -721,20 +728,32 @@ class KafkaApis:
         woken: set[TopicPartition] | None = None        # None: read every partition
         # A follower's incremental fetch: the session's partitions it did not name whose
         # log, HW and log start are as it was last told need no read and are not in the
-        # answer; one core call reports the follower's fetch state for all of them (it
-        # stays in sync). They are read only if they change while the fetch is parked
-        # (that read makes no second report).
+        # answer; one core call reports the follower's fetch state for those that just
+        # became so (it is in sync). They are read only if they change while the fetch is
+        # parked (that read makes no second report). Of the idle ones, only those that
+        # changed since the session's last fetch are looked at again (IdlePartitions).
         quiet: set[TopicPartition] = set()
+        walk: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]] = wanted
+        woken_quiet: dict[TopicPartition, tuple[SessionPartition, TopicPartition, CachedPartition]] = {}
         if replica_id >= 0 and session.incremental and allowed is None:
-            named = session.named
-            quiet = self.replicas.report_idle_follower_fetches(replica_id, replica_epoch, (
+            idle = self._idle_partitions(memo, session.named, image)
+            idle.settle(self.replicas.report_idle_follower_fetches(replica_id, replica_epoch, (
                 (tp, p.fetch_offset, p.current_leader_epoch, p.high_watermark, p.log_start_offset)
-                for key, tp, p in wanted if tp is not None and key not in named))
+                for key, tp, p in idle.active.values() if key not in session.named)))
+            # What changed while reporting is looked at too (nothing awaits from here
+            # until this fetch parks, where a later change wakes it).
+            self._wake_changed(idle)
+            quiet = idle.quiet
+            walk = [*idle.unresolved, *idle.active.values()]
         while True:
             total = 0
             any_error = redirected = False
             results: list[tuple[SessionPartition, TopicPartition | None, CachedPartition, ReadResult]] = []
-            for key, tp, p in wanted:
+            if woken and quiet:
+                for tp in woken:
+                    if tp in quiet and tp not in woken_quiet:
+                        woken_quiet[tp] = idle.entries[tp]
+            for key, tp, p in (walk if not woken_quiet else [*walk, *woken_quiet.values()]):
                 if (quiet and tp in quiet and tp not in previous
                         and (woken is None or tp not in woken)):
                     continue
@@ -820,6 +839,52 @@ class KafkaApis:
                        else cls.FetchableTopicResponse(topic=t, partitions=ps)
                        for t, ps in by_topic.items()],
                    node_endpoints=list(leaders.values()))
+
+    def _idle_partitions(self, memo: list[Any], named: set[SessionPartition],
+                         image: MetadataImage) -> IdlePartitions:
+        """A follower session's IdlePartitions (``memo[3]``, made by its first incremental
+        fetch), brought up to date for this fetch: the partitions that changed on this
+        leader since the last one, and those this one names, are active again; every
+        IDLE_RECHECK_MS, all of them."""
+        now_ms = self.replicas.now_ms()
+        idle = memo[3]
+        if idle is None:
+            wanted = memo[1]
+            idle = memo[3] = IdlePartitions(
+                {tp: w for w in wanted if (tp := w[1]) is not None}, [w for w in wanted if w[1] is None],
+                self.replicas.change_seq, now_ms + IDLE_RECHECK_MS)
+            return idle
+        if now_ms >= idle.recheck_at_ms:
+            idle.wake_all()
+            idle.change_seq = self.replicas.change_seq
+            idle.recheck_at_ms = now_ms + IDLE_RECHECK_MS
+        else:
+            self._wake_changed(idle)
+        if named and idle.quiet:
+            names: dict[uuid.UUID, str | None] = {}
+            tps = []
+            for key in named:
+                if isinstance(key, TopicIdPartition):
+                    if key.topic_id not in names:
+                        topic = image.topics.get_by_id(key.topic_id)
+                        names[key.topic_id] = None if topic is None else topic.name
+                    name = names[key.topic_id]
+                    if name is not None:
+                        tps.append(TopicPartition(name, key.partition))
+                else:
+                    tps.append(key)
+            idle.wake(tps)
+        return idle
+
+    def _wake_changed(self, idle: IdlePartitions) -> None:
+        """Make the partitions changed on this leader since ``idle.change_seq`` active."""
+        changes = self.replicas.changes_since(idle.change_seq)
+        idle.change_seq = self.replicas.change_seq
+        if changes is None:
+            idle.wake_all()
+            return
+        for tps in changes:
+            idle.wake(tps)
 
     @staticmethod
     async def _read_tiered(tiered: RemoteLogManager, results: list[Any], fetch_max_bytes: int,

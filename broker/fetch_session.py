@@ -54,7 +54,7 @@ from clients.types import TopicIdPartition, TopicPartition
 
 __all__ = [
     "FINAL_EPOCH", "INITIAL_EPOCH", "CachedPartition", "FetchContext", "FetchSessionCache",
-    "PartitionAsked", "SessionPartition",
+    "IdlePartitions", "PartitionAsked", "SessionPartition",
 ]
 
 INITIAL_EPOCH = 0
@@ -135,6 +135,47 @@ class FetchContext:
         """Whether the answer carries this partition (always, unless incremental)."""
         news = cached.changed_by(error_code, has_records, high_watermark, log_start_offset)
         return news or not self.incremental
+
+
+@dataclass(slots=True)
+class IdlePartitions:
+    """A follower session's partitions on its leader, split into the ones the next fetch
+    must look at (``active``) and the idle ones it need not (``quiet``: at its last look
+    the follower was caught up there and had been told the HW and log start). A quiet
+    partition becomes active when it changes on the leader (``wake``, from the leader's
+    numbered partition changes after ``change_seq``) or the fetch names it; every
+    ``recheck_ms`` all become active, for changes the leader does not number (a log start
+    moved by retention). So an idle follower's fetch costs what changed, not its session's
+    size (Kafka's leaders read every partition of a session per fetch)."""
+    entries: dict[TopicPartition, Any]         # every partition, by name: the caller's entry
+    unresolved: list[Any]                      # entries of topic ids the metadata lacks
+    change_seq: int
+    recheck_at_ms: int
+    active: dict[TopicPartition, Any] = field(default_factory=dict)
+    quiet: set[TopicPartition] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.active = dict(self.entries)
+
+    def wake(self, tps: Iterable[TopicPartition]) -> None:
+        quiet = self.quiet
+        woken = quiet.intersection(tps)
+        if woken:
+            quiet -= woken
+            entries, active = self.entries, self.active
+            for tp in woken:
+                active[tp] = entries[tp]
+
+    def wake_all(self) -> None:
+        self.active = dict(self.entries)
+        self.quiet = set()
+
+    def settle(self, tps: Iterable[TopicPartition]) -> None:
+        """``tps`` are idle now: quiet until they change."""
+        active, quiet = self.active, self.quiet
+        for tp in tps:
+            if active.pop(tp, None) is not None:
+                quiet.add(tp)
 
 
 @dataclass(slots=True)

@@ -53,6 +53,9 @@ HW_CHECKPOINT_INTERVAL_MS = 5_000
 ALTER_PARTITION_TIMEOUT_S = 5.0
 
 
+# How many partitions (counted once per change) the change journal keeps: several
+# seconds of changes at 100k partitions, far more than a follower's fetch interval.
+CHANGE_JOURNAL_PARTITIONS_MAX = 200_000
 _TIMED_OUT = object()
 _SESSION_LACKS = object()       # a follower's fetch lacks a partition it is to follow here
 # How long after this broker became leader of a partition a follower's fetch that does not
@@ -118,6 +121,12 @@ class ReplicaDriver:
         # Per follower: partitions this broker began to lead with it as a replica, until
         # when a fetch of it that lacks them is answered at once (NEW_LEADERSHIP_WINDOW_S).
         self._new_leaderships: dict[int, dict[TopicPartition, float]] = {}
+        # The partitions of each PartitionsChanged carried out, numbered from 1 (the
+        # first kept is number _journal_first), for follower sessions to learn which of
+        # their idle partitions changed since their last fetch (changes_since).
+        self._journal: list[frozenset[TopicPartition]] = []
+        self._journal_first = 1
+        self._journal_partitions = 0
         self._tokens = itertools.count(1)
         self._image_changed = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -181,6 +190,7 @@ class ReplicaDriver:
             if waiter is not None and not waiter.done():
                 waiter.set_result(effect.error_code)
         elif isinstance(effect, PartitionsChanged):
+            self._journal_add(effect.partitions)
             # A parked follower fetch stays parked on an HW-only change (one wake-up per
             # append on an acks=all partition, not two), but reads the new HW when it resumes.
             wide = self._wide_waiters
@@ -377,6 +387,30 @@ class ReplicaDriver:
         if not traced:
             return None
         return lambda: self.tracer.consumer_flushed(traced, time.monotonic_ns())
+
+    def _journal_add(self, tps: frozenset[TopicPartition]) -> None:
+        journal = self._journal
+        journal.append(tps)
+        self._journal_partitions += len(tps)
+        if self._journal_partitions > CHANGE_JOURNAL_PARTITIONS_MAX:
+            # Drop the oldest half: a session that had not fetched since looks at all.
+            cut = len(journal) // 2 + 1
+            self._journal_partitions -= sum(len(t) for t in journal[:cut])
+            del journal[:cut]
+            self._journal_first += cut
+
+    @property
+    def change_seq(self) -> int:
+        """The number of the last partition change carried out (0: none yet)."""
+        return self._journal_first + len(self._journal) - 1
+
+    def changes_since(self, seq: int) -> list[frozenset[TopicPartition]] | None:
+        """The partitions of each change after number ``seq``; None when some of them are
+        no longer kept (take every partition as changed)."""
+        start = seq + 1 - self._journal_first
+        if start < 0:
+            return None
+        return self._journal[start:]
 
     def follower_answered(self, replica_id: int, tps: Iterable[TopicPartition]) -> Callable[[], None] | None:
         """A follower fetch is answered with records of ``tps``: what to call once the

@@ -473,6 +473,10 @@ class ReplicaManager:
         self._next_producer_expiry_ms: int | None = None
         # KIP-903: the broker epoch each follower named in its last Fetch (v15+).
         self._follower_broker_epochs: dict[int, int] = {}
+        # When each follower broker's last incremental fetch came: what an idle partition
+        # it is caught up on (not visited per fetch) counts as its last caught-up time
+        # once this leader appends to it.
+        self._follower_fetch_ms: dict[int, int] = {}
         self._effects: list[Effect] = []
         self._changed: set[TopicPartition] = set()
         self._hw_advanced: set[TopicPartition] = set()     # by a follower's report alone
@@ -918,7 +922,7 @@ class ReplicaManager:
                                     h.last_offset_delta, offset, h.max_timestamp, h.is_transactional)
             offset += h.last_offset_delta + 1
         self._maybe_snapshot_producers(hosted, active_base)
-        self._complete(hosted.replica.on_local_append(hosted.log.log_end_offset))
+        self._leader_appended(hosted, now_ms)
         self._changed.add(tp)
         return ProduceResult(ErrorCode.NONE, result.base_offset, result.log_append_time_ms,
                              result.log_start_offset,
@@ -974,7 +978,7 @@ class ReplicaManager:
                 return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
         self._maybe_snapshot_producers(hosted, active_base)
         self._effects.append(TxnMarkerAppended(tp, producer_id, committed))
-        self._complete(replica.on_local_append(hosted.log.log_end_offset))
+        self._leader_appended(hosted, now_ms)
         self._changed.add(tp)       # the LSO may have moved: parked read_committed fetches
         return ProduceResult(ErrorCode.NONE, result.base_offset, log_start_offset=result.log_start_offset,
                              required_offset=result.last_offset + 1, records_appended=1)
@@ -1138,8 +1142,12 @@ class ReplicaManager:
         log start are the ones it was told — get the follower's fetch-state report a
         ``read`` would make (it is caught up now) and are returned: they need no read and
         no place in the answer. The others are left alone for ``read``. One call per
-        fetch, so that a session of mostly idle partitions costs a few attribute checks
-        per partition."""
+        fetch; the caller passes only partitions that changed or were not idle at its
+        last fetch: one that stays idle needs no report per fetch, as the follower stays
+        in sync at the LEO (Kafka's isCaughtUp) and the fetch's time is kept per follower
+        (``PartitionReplica.on_local_append``)."""
+        self._follower_fetch_ms[replica_id] = now_ms
+        self._follower_broker_epochs[replica_id] = replica_epoch
         quiet: set[TopicPartition] = set()
         partitions = self.partitions
         for tp, fetch_offset, leader_epoch, told_hw, told_log_start in positions:
@@ -1154,8 +1162,6 @@ class ReplicaManager:
                     or not replica.on_idle_follower_fetch(replica_id, fetch_offset, now_ms)):
                 continue
             quiet.add(tp)
-        if quiet:
-            self._follower_broker_epochs[replica_id] = replica_epoch
         return quiet
 
     @staticmethod
@@ -1631,7 +1637,7 @@ class ReplicaManager:
                     return ProduceResult(result.error_code, error_message=result.error_message)
                 replay_batches(hosted.producers, plog, records, iter_batches(records, check_crc=False))
                 self._maybe_snapshot_producers(hosted, active_base)
-                self._complete(hosted.replica.on_local_append(plog.log_end_offset))
+                self._leader_appended(hosted, now_ms)
             if source_log_start_offset > plog.log_start_offset:
                 # The source deleted records (retention, DeleteRecords): so does the mirror.
                 new_start = min(source_log_start_offset, hosted.replica.high_watermark)
@@ -1709,6 +1715,14 @@ class ReplicaManager:
             return
         self._poll_at[tp] = at_ms
         heapq.heappush(self._poll_heap, (at_ms, next(self._poll_seq), tp))
+
+    def _leader_appended(self, hosted: HostedPartition, now_ms: int) -> None:
+        """The leader's log grew: followers at the old LEO are no longer caught up by
+        being there (Kafka's isCaughtUp), so their ISR lag counts again and its deadline
+        may come before the replica's next poll."""
+        replica = hosted.replica
+        self._complete(replica.on_local_append(hosted.log.log_end_offset, self._follower_fetch_ms))
+        self._schedule_poll(hosted.tp, now_ms + replica.ms_until_due(now_ms))
 
     def _poll_soon(self, tp: TopicPartition) -> None:
         """The replica's deadlines may have come forward: poll it at the next ``poll``."""

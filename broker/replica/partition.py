@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Hashable
+from typing import Hashable, Mapping
 
 from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
@@ -249,9 +249,22 @@ class PartitionReplica:
             return _NOT_ENOUGH_REPLICAS
         return _MAY_APPEND
 
-    def on_local_append(self, log_end_offset: int) -> list[ProduceCompletion]:
+    def on_local_append(self, log_end_offset: int,
+                        last_fetch_ms: Mapping[int, int] | None = None) -> list[ProduceCompletion]:
+        """The leader's log grew to ``log_end_offset``. ``last_fetch_ms``: when each
+        follower broker last fetched from this leader (any partition). A follower at the
+        old LEO was caught up until now without reporting it per fetch (Kafka's
+        isCaughtUp: an equal LEO is in sync), so its last fetch is when it was last
+        caught up: the ISR lag from here on counts from then."""
         assert self.role is Role.LEADER
-        assert log_end_offset >= self.log_end_offset, (log_end_offset, self.log_end_offset)
+        old = self.log_end_offset
+        assert log_end_offset >= old, (log_end_offset, old)
+        if last_fetch_ms and log_end_offset > old:
+            for r, progress in self.followers.items():
+                if progress.log_end_offset == old:
+                    fetched_ms = last_fetch_ms.get(r, 0)
+                    if fetched_ms > progress.last_caught_up_time_ms:
+                        progress.last_caught_up_time_ms = fetched_ms
         self.log_end_offset = log_end_offset
         return self._maybe_advance_hw()
 
@@ -337,7 +350,7 @@ class PartitionReplica:
             if lagging:
                 new_isr = tuple(r for r in self.isr if r not in lagging)
                 effects.append(self._propose(new_isr))
-        return completions, effects, self._next_deadline(now_ms)
+        return completions, effects, self.ms_until_due(now_ms)
 
     def out_of_sync_replicas(self, now_ms: int) -> set[int]:
         out = set()
@@ -345,20 +358,23 @@ class PartitionReplica:
             if r == self.local_broker_id:
                 continue
             progress = self.followers.get(r)
-            if progress is None:
-                continue
+            if progress is None or progress.log_end_offset == self.log_end_offset:
+                continue        # Kafka's isCaughtUp: at the leader's LEO is in sync, however long ago
             if now_ms - progress.last_caught_up_time_ms > self.replica_lag_time_max_ms:
                 out.add(r)
         return out
 
-    def _next_deadline(self, now_ms: int) -> int:
+    def ms_until_due(self, now_ms: int) -> int:
+        """Milliseconds until ``poll`` has something to do: a parked produce's deadline,
+        an in-sync follower's lag deadline (none while it is at the LEO), or the lag
+        time when nothing is due."""
         if self.role is Role.LEADER and self.recovering and self.pending_isr is None:
             return 0                    # the recovery proposal is due now
         deadlines = [p.deadline_ms for p in self._parked.values()]
         if self.role is Role.LEADER:
             for r in self.isr:
                 progress = self.followers.get(r)
-                if progress is not None:
+                if progress is not None and progress.log_end_offset != self.log_end_offset:
                     deadlines.append(progress.last_caught_up_time_ms + self.replica_lag_time_max_ms + 1)
         if not deadlines:
             return self.replica_lag_time_max_ms

@@ -136,3 +136,18 @@ def test_an_incremental_fetch_says_what_it_named_and_the_memo_lasts_while_the_pa
     sessionless = cache.context(0, -1, [asked(T0)], [], True, 5)
     sessionless.remember("nowhere")
     assert sessionless.memo is None
+
+
+def test_idle_partitions_are_looked_at_again_only_when_woken() -> None:
+    from broker.fetch_session import IdlePartitions
+    entries = {tp: ("entry", tp) for tp in (T0, T1, T2)}
+    idle = IdlePartitions(entries, [], change_seq=0, recheck_at_ms=5_000)
+    assert idle.active == entries and not idle.quiet            # a new session: all looked at
+    idle.settle([T0, T1])
+    assert list(idle.active) == [T2] and idle.quiet == {T0, T1}
+    idle.settle([T0])                                           # already quiet: no change
+    assert idle.quiet == {T0, T1}
+    idle.wake(frozenset({T1, TopicPartition("other", 0)}))      # changes elsewhere: ignored
+    assert idle.active == {T2: entries[T2], T1: entries[T1]} and idle.quiet == {T0}
+    idle.wake_all()
+    assert idle.active == entries and not idle.quiet

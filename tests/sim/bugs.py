@@ -73,7 +73,8 @@ def story_lost_alter_partition_answer(seed: int, core_factory=ReplicaManager,
     leader = run.await_leader()
     f1, f2 = run.followers()
     lname, f2name = c.brokers[leader].name, c.brokers[f2].name
-    c.network.cut_both(lname, f2name)         # F2 falls behind (but keeps heartbeating)
+    c.network.cut_both(lname, f2name)         # F2 falls behind (but keeps heartbeating):
+    p.produce(1)                                # at the LEO it would stay in sync (Kafka's isCaughtUp)
     run.run_until(lambda: f2 not in run.isr(), 3_000, "isr_shrunk")
     run.run_for(100)                            # L learns the shrink
     for ctl in c.controllers.names:

@@ -92,6 +92,33 @@ def test_the_report_that_advances_the_hw_answers_parked_consumers_and_acks_all(t
     asyncio.run(main())
 
 
+def test_the_driver_numbers_each_partition_change_for_follower_sessions(tmp_path) -> None:
+    driver = leader_driver(tmp_path)
+    seq = driver.change_seq
+    assert driver.changes_since(seq) == []
+    driver.append(TP, batch(2), acks=1)
+    assert any(TP in tps for tps in driver.changes_since(seq))
+    assert driver.change_seq > seq and driver.changes_since(driver.change_seq) == []
+    assert driver.changes_since(-1) is None or TP in set().union(*driver.changes_since(-1))
+
+
+def test_a_follower_at_the_leo_stays_in_sync_until_an_append_then_lags_from_its_last_fetch(tmp_path) -> None:
+    """Kafka's isCaughtUp: the ISR lag of an idle partition's follower at the LEO counts
+    only from the leader's next append, back to the follower's last fetch of any
+    partition (its idle partitions are not reported per fetch)."""
+    driver, _ = leader_with_metadata(tmp_path)
+    core = driver.core
+    for follower in (2, 3):
+        core.read(TP, 0, 1 << 20, 5, replica_id=follower, now_ms=1, min_one_batch=True)
+    core.report_idle_follower_fetches(2, 12, [], now_ms=50_000)  # 2 fetches other partitions
+    core.poll(50_000)
+    assert not [e for e in core.take_effects() if type(e).__name__ == "SendAlterPartition"]
+    core.append(TP, batch(1), acks=1, now_ms=50_001)
+    core.poll(50_001)
+    [send] = [e for e in core.take_effects() if type(e).__name__ == "SendAlterPartition"]
+    assert send.proposal.new_isr == (1, 2)                      # 3 last fetched at 1 ms
+
+
 def test_an_hw_advance_alone_leaves_a_parked_follower_fetch_parked(tmp_path) -> None:
     """Kafka's DelayedFetch: a follower reads up to the log end, so the HW advance its
     peer's report causes answers nothing for it (one wake-up per append, not two); it

@@ -106,6 +106,7 @@ def test_one_alter_partition_in_flight_per_partition_and_the_newest_waits(tmp_pa
     core, meta = leader_with_isr(tmp_path, [1, 2, 3])
     core.read(TP, 0, 1 << 20, 5, replica_id=2, now_ms=1, min_one_batch=True)
     core.read(TP, 0, 1 << 20, 5, replica_id=3, now_ms=1, min_one_batch=True)
+    core.append(TP, batch(2), acks=1, now_ms=2)         # neither fetches it
     core.take_effects()
     core.poll(20_000)                                   # both followers lag: shrink to [1]
     [send] = alter_sends(core.take_effects())
@@ -372,12 +373,12 @@ def test_poll_meets_every_replicas_deadlines_among_many_idle_ones(tmp_path) -> N
     core.poll(10_001)
     [send] = alter_sends(core.take_effects())
     assert send.proposal.partition == laggard and send.proposal.new_isr == (1,)
-    core.poll(16_000)
+    core.poll(16_001)           # the others' followers are at the LEO: in sync however long ago
     assert not alter_sends(core.take_effects())
-    core.poll(16_001)                                   # the others, 10 s after they caught up
-    assert {s.proposal.partition for s in alter_sends(core.take_effects())} == {
-        TopicPartition("t", p) for p in range(50)} - {laggard}
-    assert quiet in core.partitions
+    core.append(quiet, batch(1), acks=1, now_ms=16_002)     # until an append: caught up at 6 s
+    core.poll(16_002)
+    [send] = alter_sends(core.take_effects())
+    assert send.proposal.partition == quiet and send.proposal.new_isr == (1,)
 
 
 def test_an_idle_partition_of_a_followers_session_is_reported_without_a_read(tmp_path) -> None:
@@ -394,10 +395,15 @@ def test_an_idle_partition_of_a_followers_session_is_reported_without_a_read(tmp
     assert core.report_idle_follower_fetches(2, 12, idle, now_ms=9_000) == {TP}
     assert replica.followers[2].last_caught_up_time_ms == 9_000
     assert not core.take_effects()                  # nothing moved: nothing to wake
-    # Replica 3 fetches only through full reads up to then: idle reports keep replica 2
-    # in the ISR past replica.lag.time.max.ms (10 s), not replica 3.
-    core.report_idle_follower_fetches(2, 12, idle, now_ms=15_000)
+    # Both stay in sync at the LEO past replica.lag.time.max.ms (10 s), however long ago
+    # they fetched (Kafka's isCaughtUp)...
+    core.report_idle_follower_fetches(2, 12, [], now_ms=15_000)    # a fetch naming nothing new
     core.poll(15_000)
+    assert not alter_sends(core.take_effects())
+    # ... until the leader appends: replica 2 was caught up at its last fetch of any
+    # partition (15 s), replica 3 at its last read (2 ms), and leaves the ISR.
+    core.append(TP, batch(1), acks=1, now_ms=15_001)
+    core.poll(15_002)
     [send] = alter_sends(core.take_effects())
     assert send.proposal.new_isr == (1, 2)
 
