@@ -33,7 +33,8 @@ from broker.tiered.manager import RemoteLogManager
 from broker.client_quotas import ClientQuotas, describe_quotas
 from broker.group_authz import guard_group_api
 from broker.fetch_session import (
-    CachedPartition, FetchSessionCache, IdlePartitions, PartitionAsked, SessionPartition,
+    CachedPartition, FetchContext, FetchSessionCache, IdlePartitions, PartitionAsked, SessionPartition,
+    SessionView,
 )
 from broker.metrics import BrokerMetrics, ProduceTally, request_name
 from broker.client_telemetry import ClientAttributes
@@ -194,6 +195,14 @@ def fetch_replica_id(req: messages.FetchRequest, version: int) -> int:
     """The fetching follower's broker id, -1 for a consumer: v15+ carry it in ReplicaState
     (KIP-903), older versions in ReplicaId (Kafka's FetchRequest.replicaId())."""
     return req.replica_state.replica_id if version >= 15 else req.replica_id
+
+
+def _id_resolver(image: MetadataImage) -> Callable[[uuid.UUID], str | None]:
+    """Topic id -> its name in ``image``, None when unknown there."""
+    def resolve(topic_id: uuid.UUID) -> str | None:
+        topic = image.topics.get_by_id(topic_id)
+        return None if topic is None else topic.name
+    return resolve
 
 
 def _session_key(topic: Any, partition: int, by_id: bool) -> SessionPartition:
@@ -677,35 +686,9 @@ class KafkaApis:
         if session.error_code != ErrorCode.NONE:
             return cls(error_code=session.error_code, session_id=0)
         # The session's partitions by name; by id, resolved against this broker's metadata
-        # on every fetch (a session may hold an id the metadata learns later), unless the
-        # session resolved them while the same topics existed (its memo: an idle
-        # follower's session costs nothing here, and a leader or ISR change elsewhere does
-        # not make every session resolve its ~33,000 partitions again at 100k).
-        wanted: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]]
-        memo = session.memo
-        topic_ids_version = self.replicas.topic_ids_version
-        if memo is not None and memo[0] == topic_ids_version:
-            wanted = memo[1]
-        else:
-            wanted = []
-            names: dict[uuid.UUID, str | None] = {}         # a session's partitions share topics
-            for key, cached in session.partitions:
-                if isinstance(key, TopicIdPartition):
-                    topic_id = key.topic_id
-                    if topic_id in names:
-                        name = names[topic_id]
-                    else:
-                        topic = image.topics.get_by_id(topic_id)
-                        name = names[topic_id] = None if topic is None else topic.name
-                    wanted.append((key, None if name is None else TopicPartition(name, key.partition),
-                                   cached))
-                else:
-                    wanted.append((key, key, cached))
-            # The readable partitions as a set: a parked fetch of many waits on it as is;
-            # then, for a follower's session, its idle partitions (made by the first
-            # incremental fetch).
-            memo = [topic_ids_version, wanted, frozenset(tp for _, tp, _ in wanted if tp is not None), None]
-            session.remember(memo)
+        # (a session may hold an id the metadata learns later), kept between fetches.
+        view = self._session_view(session, image)
+        wanted = view.entries
         # A follower needs CLUSTER_ACTION; a consumer READ on each topic (Kafka's KafkaApis).
         if replica_id >= 0:
             allowed = (None if self.auth.authorize_cluster(client, Op.CLUSTER_ACTION)
@@ -715,7 +698,7 @@ class KafkaApis:
                                                   (tp.topic for _, tp, _ in wanted if tp is not None))
         else:
             allowed = None
-        readable = (memo[2] if allowed is None
+        readable = (view.readable if allowed is None
                     else [tp for _, tp, _ in wanted if tp is not None and tp.topic in allowed])
         deadline = loop.time() + max(0, req.max_wait_ms) / 1000
         # A parked fetch woken by some of its partitions reads those again and keeps the
@@ -736,7 +719,7 @@ class KafkaApis:
         walk: list[tuple[SessionPartition, TopicPartition | None, CachedPartition]] = wanted
         woken_quiet: dict[TopicPartition, tuple[SessionPartition, TopicPartition, CachedPartition]] = {}
         if replica_id >= 0 and session.incremental and allowed is None:
-            idle = self._idle_partitions(memo, session.named, image)
+            idle = self._idle_partitions(view, session.named, image)
             idle.settle(self.replicas.report_idle_follower_fetches(replica_id, replica_epoch, (
                 (tp, p.fetch_offset, p.current_leader_epoch, p.high_watermark, p.log_start_offset)
                 for key, tp, p in idle.active.values() if key not in session.named)))
@@ -744,7 +727,7 @@ class KafkaApis:
             # until this fetch parks, where a later change wakes it).
             self._wake_changed(idle)
             quiet = idle.quiet
-            walk = [*idle.unresolved, *idle.active.values()]
+            walk = [*view.unresolved, *idle.active.values()]
         while True:
             total = 0
             any_error = redirected = False
@@ -840,19 +823,35 @@ class KafkaApis:
                        for t, ps in by_topic.items()],
                    node_endpoints=list(leaders.values()))
 
-    def _idle_partitions(self, memo: list[Any], named: set[SessionPartition],
+    def _session_view(self, session: FetchContext, image: MetadataImage) -> SessionView:
+        """The session's SessionView, made or brought up to date (a sessionless fetch's
+        is made for this fetch alone)."""
+        replicas = self.replicas
+        ids_version, deletions_version = replicas.topic_ids_version, replicas.topic_deletions_version
+        view = session.memo
+        if view is None or view.deletions_version != deletions_version:
+            view = SessionView.of(session.partitions, ids_version, deletions_version, _id_resolver(image))
+            session.remember(view)
+            return view
+        if view.ids_version != ids_version:
+            view.topics_created(ids_version, _id_resolver(image))
+        added = session.take_added()
+        if added:
+            view.resolve = _id_resolver(image)
+            view.add(added)
+        return view
+
+    def _idle_partitions(self, view: SessionView, named: set[SessionPartition],
                          image: MetadataImage) -> IdlePartitions:
-        """A follower session's IdlePartitions (``memo[3]``, made by its first incremental
-        fetch), brought up to date for this fetch: the partitions that changed on this
-        leader since the last one, and those this one names, are active again; every
+        """A follower session's IdlePartitions (made by its first incremental fetch),
+        brought up to date for this fetch: the partitions that changed on this leader
+        since the last one, and those this one names, are active again; every
         IDLE_RECHECK_MS, all of them."""
         now_ms = self.replicas.now_ms()
-        idle = memo[3]
+        idle = view.idle
         if idle is None:
-            wanted = memo[1]
-            idle = memo[3] = IdlePartitions(
-                {tp: w for w in wanted if (tp := w[1]) is not None}, [w for w in wanted if w[1] is None],
-                self.replicas.change_seq, now_ms + IDLE_RECHECK_MS)
+            idle = view.idle = IdlePartitions({e[1]: e for e in view.resolved},
+                                              self.replicas.change_seq, now_ms + IDLE_RECHECK_MS)
             return idle
         if now_ms >= idle.recheck_at_ms:
             idle.wake_all()

@@ -54,7 +54,7 @@ from clients.types import TopicIdPartition, TopicPartition
 
 __all__ = [
     "FINAL_EPOCH", "INITIAL_EPOCH", "CachedPartition", "FetchContext", "FetchSessionCache",
-    "IdlePartitions", "PartitionAsked", "SessionPartition",
+    "IdlePartitions", "PartitionAsked", "SessionEntry", "SessionPartition", "SessionView",
 ]
 
 INITIAL_EPOCH = 0
@@ -104,9 +104,12 @@ class FetchSession:
     partitions: dict[SessionPartition, CachedPartition]
     next_epoch: int = 1
     last_used_ms: int = 0
-    # What the caller derives from the partitions and keeps between fetches (handle_fetch:
-    # their topics resolved against one metadata image); dropped when partitions come or go.
+    # What the caller derives from the partitions and keeps between fetches (handle_fetch's
+    # SessionView); dropped when a partition goes. Partitions that came since it was made
+    # are in ``added``, for the caller to add to it (a follower's session grows by a few
+    # partitions per fetch while topics are created: no rebuild of tens of thousands).
     memo: Any = None
+    added: list[tuple[SessionPartition, CachedPartition]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -127,14 +130,88 @@ class FetchContext:
         return None if self.session is None else self.session.memo
 
     def remember(self, memo: Any) -> None:
+        """Keep ``memo``, made from the session's partitions as they are now."""
         if self.session is not None:
             self.session.memo = memo
+            self.session.added.clear()
+
+    def take_added(self) -> list[tuple[SessionPartition, CachedPartition]]:
+        """The partitions added to the session since its memo was made or last extended."""
+        if self.session is None or not self.session.added:
+            return []
+        added, self.session.added = self.session.added, []
+        return added
 
     def include(self, cached: CachedPartition, error_code: int, has_records: bool,
                 high_watermark: int, log_start_offset: int) -> bool:
         """Whether the answer carries this partition (always, unless incremental)."""
         news = cached.changed_by(error_code, has_records, high_watermark, log_start_offset)
         return news or not self.incremental
+
+
+# One partition of a session as the fetch reads it: its session key, its name (None: a
+# topic id this broker's metadata does not know) and what the session keeps of it.
+SessionEntry = tuple[SessionPartition, Union[TopicPartition, None], CachedPartition]
+
+
+@dataclass(slots=True)
+class SessionView:
+    """A session's partitions as a Fetch reads them, kept between its fetches: by name;
+    by id, resolved against the broker's metadata. Made anew when a topic was deleted
+    (``deletions_version``) or a partition left the session; otherwise extended: added
+    partitions are resolved as they come, and the ids that did not resolve are tried again
+    when topics were created (``ids_version``). A leader or ISR change elsewhere changes
+    nothing here, so an idle follower's session of ~33,000 partitions at 100k costs
+    nothing per fetch. ``readable``: the named ones as a set, what a parked fetch waits
+    on; ``idle``: a follower's IdlePartitions, made by its first incremental fetch."""
+    ids_version: int
+    deletions_version: int
+    resolve: Any                                # topic id -> name or None (this image)
+    resolved: list[SessionEntry] = field(default_factory=list)
+    unresolved: list[SessionEntry] = field(default_factory=list)
+    readable: set[TopicPartition] = field(default_factory=set)
+    idle: "IdlePartitions | None" = None
+
+    @classmethod
+    def of(cls, partitions: Iterable[tuple[SessionPartition, CachedPartition]], ids_version: int,
+           deletions_version: int, resolve: Any) -> SessionView:
+        view = cls(ids_version, deletions_version, resolve)
+        view.add(partitions)
+        return view
+
+    @property
+    def entries(self) -> list[SessionEntry]:
+        return [*self.resolved, *self.unresolved] if self.unresolved else self.resolved
+
+    def add(self, partitions: Iterable[tuple[SessionPartition, CachedPartition]]) -> None:
+        names: dict[Any, str | None] = {}           # a session's partitions share topics
+        for key, cached in partitions:
+            if isinstance(key, TopicIdPartition):
+                topic_id = key.topic_id
+                if topic_id in names:
+                    name = names[topic_id]
+                else:
+                    name = names[topic_id] = self.resolve(topic_id)
+                if name is None:
+                    self.unresolved.append((key, None, cached))
+                    continue
+                self._resolved((key, TopicPartition(name, key.partition), cached))
+            else:
+                self._resolved((key, key, cached))
+
+    def topics_created(self, ids_version: int, resolve: Any) -> None:
+        """Topics were created (none deleted) since: try the unresolved ids again."""
+        self.ids_version, self.resolve = ids_version, resolve
+        if self.unresolved:
+            still, self.unresolved = self.unresolved, []
+            self.add((key, cached) for key, _, cached in still)
+
+    def _resolved(self, entry: SessionEntry) -> None:
+        tp = entry[1]
+        self.resolved.append(entry)
+        self.readable.add(tp)
+        if self.idle is not None:
+            self.idle.add(tp, entry)
 
 
 @dataclass(slots=True)
@@ -148,7 +225,6 @@ class IdlePartitions:
     moved by retention). So an idle follower's fetch costs what changed, not its session's
     size (Kafka's leaders read every partition of a session per fetch)."""
     entries: dict[TopicPartition, Any]         # every partition, by name: the caller's entry
-    unresolved: list[Any]                      # entries of topic ids the metadata lacks
     change_seq: int
     recheck_at_ms: int
     active: dict[TopicPartition, Any] = field(default_factory=dict)
@@ -169,6 +245,9 @@ class IdlePartitions:
     def wake_all(self) -> None:
         self.active = dict(self.entries)
         self.quiet = set()
+
+    def add(self, tp: TopicPartition, entry: Any) -> None:
+        self.entries[tp] = self.active[tp] = entry
 
     def settle(self, tps: Iterable[TopicPartition]) -> None:
         """``tps`` are idle now: quiet until they change."""
@@ -213,13 +292,15 @@ class FetchSessionCache:
         for tp in forgotten:
             if session.partitions.pop(tp, None) is not None:
                 session.memo = None
+                session.added.clear()
         named = set()
         for p in asked:
             named.add(p.tp)
             cached = session.partitions.get(p.tp)
             if cached is None:
-                session.partitions[p.tp] = _cached(p)
-                session.memo = None
+                cached = session.partitions[p.tp] = _cached(p)
+                if session.memo is not None:
+                    session.added.append((p.tp, cached))
             else:
                 cached.fetch_offset = p.fetch_offset
                 cached.partition_max_bytes = p.partition_max_bytes

@@ -171,6 +171,11 @@ class ReplicaDriver:
         """Moves on when a topic is created or deleted (``ReplicaManager.topic_ids_version``)."""
         return self.core.topic_ids_version
 
+    @property
+    def topic_deletions_version(self) -> int:
+        """Moves on when a topic is deleted (``ReplicaManager.topic_deletions_version``)."""
+        return self.core.topic_deletions_version
+
     def local_log(self, tp: TopicPartition) -> PartitionLog | None:
         """The local log of a hosted partition (the group coordinator replays its own)."""
         hosted = self.core.partitions.get(tp)

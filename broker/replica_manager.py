@@ -444,8 +444,11 @@ class ReplicaManager:
         self._hw_checkpoint = self._read_hw_checkpoint()
         self._leaderships_taken: list[tuple[TopicPartition, int, tuple[int, ...], int, int]] = []
         # Moves on whenever a topic id may have come or gone (a topic created or deleted):
-        # what topic ids resolve to is the same while it stays put, whatever else changed.
+        # what topic ids resolve to is the same while it stays put, whatever else changed;
+        # the second one only when one may have gone (a topic deleted): while it stays
+        # put, an id that resolved still does.
         self.topic_ids_version = 0
+        self.topic_deletions_version = 0
         # What high_watermark_checkpoints last handed out: (offsets, logs moved by then).
         self._hw_checkpoint_written: tuple[dict[tuple[str, int], int], int] | None = None
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
@@ -609,6 +612,8 @@ class ReplicaManager:
         self.image = image
         if changes is None or any(isinstance(c, (TopicCreated, TopicDeleted)) for c in changes):
             self.topic_ids_version += 1
+            if changes is None or any(isinstance(c, TopicDeleted) for c in changes):
+                self.topic_deletions_version += 1
         if changes is None:
             touched = {TopicPartition(t.name, i) for t, i, reg in image.topics.iter_partitions()
                        if self.broker_id in reg.replicas} | set(self.partitions)

@@ -130,9 +130,11 @@ def test_an_incremental_fetch_says_what_it_named_and_the_memo_lasts_while_the_pa
     assert moved.named == {T0} and moved.memo == "resolved"      # a position moved: kept
     assert dict(moved.partitions)[T0].fetch_offset == 7
     added = cache.context(sid, 3, [asked(T2)], [], True, 3)
-    assert added.named == {T2} and added.memo is None             # a partition came
+    assert added.named == {T2} and added.memo == "resolved"       # a partition came: told
+    [(tp, cached)] = added.take_added()
+    assert tp == T2 and cached is dict(added.partitions)[T2] and added.take_added() == []
     added.remember("again")
-    assert cache.context(sid, 4, [], [T1], True, 4).memo is None  # one went
+    assert cache.context(sid, 4, [], [T1], True, 4).memo is None  # one went: dropped
     sessionless = cache.context(0, -1, [asked(T0)], [], True, 5)
     sessionless.remember("nowhere")
     assert sessionless.memo is None
@@ -141,7 +143,7 @@ def test_an_incremental_fetch_says_what_it_named_and_the_memo_lasts_while_the_pa
 def test_idle_partitions_are_looked_at_again_only_when_woken() -> None:
     from broker.fetch_session import IdlePartitions
     entries = {tp: ("entry", tp) for tp in (T0, T1, T2)}
-    idle = IdlePartitions(entries, [], change_seq=0, recheck_at_ms=5_000)
+    idle = IdlePartitions(dict(entries), change_seq=0, recheck_at_ms=5_000)
     assert idle.active == entries and not idle.quiet            # a new session: all looked at
     idle.settle([T0, T1])
     assert list(idle.active) == [T2] and idle.quiet == {T0, T1}
@@ -151,3 +153,22 @@ def test_idle_partitions_are_looked_at_again_only_when_woken() -> None:
     assert idle.active == {T2: entries[T2], T1: entries[T1]} and idle.quiet == {T0}
     idle.wake_all()
     assert idle.active == entries and not idle.quiet
+
+
+def test_a_session_view_grows_with_its_session_and_resolves_ids_as_topics_come() -> None:
+    import uuid
+    from broker.fetch_session import CachedPartition, SessionView
+    from clients.types import TopicIdPartition
+    a, b = uuid.UUID(int=1), uuid.UUID(int=2)
+    names = {a: "a"}
+    c = CachedPartition(0, 1 << 20, -1)
+    view = SessionView.of([(TopicIdPartition(a, 0), c), (TopicIdPartition(b, 0), c)], 1, 0, names.get)
+    assert view.readable == {TopicPartition("a", 0)} and [e[1] for e in view.entries] == [
+        TopicPartition("a", 0), None]
+    view.add([(TopicIdPartition(a, 1), c)])
+    assert view.readable == {TopicPartition("a", 0), TopicPartition("a", 1)}
+    names[b] = "b"                                  # topic b created: its id resolves now
+    view.topics_created(2, names.get)
+    assert view.unresolved == [] and TopicPartition("b", 0) in view.readable
+    by_name = SessionView.of([(T0, c)], 1, 0, names.get)
+    assert by_name.entries == [(T0, T0, c)]
