@@ -150,14 +150,17 @@ class ReplicaFetcherManager:
         """One Fetch at the highest version both brokers speak: v13+ name topics by id
         (a recreated topic's new log is never fed the old one's records), v15+ carry
         this broker's id and epoch in ReplicaState (KIP-903)."""
-        by_id = all(f.topic_id != ZERO_TOPIC_ID for f in work.fetches)
+        unchanged = work.fetches is leader_session.fetches
+        wanted = leader_session.wanted(work.fetches)
+        by_id = leader_session.by_id
         version = conn.pick_version(ApiKey.FETCH, 4, FETCH_VERSION_MAX if by_id else TOPIC_ID_FETCH_VERSION - 1)
         uses_topic_ids = version >= TOPIC_ID_FETCH_VERSION
         cls = messages.FetchRequest
         session = leader_session.handler
-        wanted = leader_session.wanted(work.fetches)
-        plan = (session.build(wanted, uses_topic_ids) if version >= 7
-                else SessionRequest(0, -1, tuple(wanted), ()))
+        # The same positions as the last round (the core hands out the same tuple while
+        # nothing changed): nothing to compare.
+        plan = ((unchanged and session.build_unchanged(uses_topic_ids)) or session.build(wanted, uses_topic_ids)
+                if version >= 7 else SessionRequest(0, -1, tuple(wanted), ()))
         topics, forgotten = request_topics(plan, wanted)
         if version >= 15:
             replica = dict(replica_state=cls.ReplicaState(replica_id=self.broker_id,
@@ -196,8 +199,20 @@ class _LeaderSession:
         self.partition_fetch_max_bytes = partition_fetch_max_bytes
         self._asked: dict[TopicPartition, tuple[FetchPosition, WantedPartition]] = {}
         self.topic_names: dict[uuid.UUID, str] = {}      # of every position asked
+        # The last round's positions, what they gave, and whether all have topic ids.
+        self.fetches: tuple[FetchPosition, ...] | None = None
+        self._wanted: dict[TopicPartition, WantedPartition] = {}
+        self.by_id = True
 
     def wanted(self, fetches: tuple[FetchPosition, ...]) -> dict[TopicPartition, WantedPartition]:
+        if fetches is self.fetches:
+            return self._wanted
+        self.fetches = fetches
+        self.by_id = all(f.topic_id != ZERO_TOPIC_ID for f in fetches)
+        self._wanted = self._make_wanted(fetches)
+        return self._wanted
+
+    def _make_wanted(self, fetches: tuple[FetchPosition, ...]) -> dict[TopicPartition, WantedPartition]:
         asked = self._asked
         out: dict[TopicPartition, WantedPartition] = {}
         for f in fetches:

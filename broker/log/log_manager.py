@@ -200,6 +200,8 @@ class LogManager:
         # Logs moved to another directory so far: what a per-directory file keyed by
         # partition (the HW checkpoint) must be rewritten for even if no offset changed.
         self.moves_completed = 0
+        # Retention passes run so far: what may have moved any log's start offset.
+        self.retention_runs = 0
         self._retired: list[str] = []       # retired logs' directories, still to remove
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
@@ -665,6 +667,7 @@ class LogManager:
     def run_retention(
         self, now_ms: int, high_watermark_of: Callable[[str, int], int] | None = None
     ) -> dict[Key, RetentionResult]:
+        self.retention_runs += 1
         results = {}
         for key, partition_log in self.logs():
             hw = high_watermark_of(*key) if high_watermark_of else partition_log.log_end_offset

@@ -94,6 +94,17 @@ class FetchSessionHandler:
                           or (uses_topic_ids and now.topic_id != w.topic_id))
         return SessionRequest(self.session_id, self.epoch, to_send, forgotten, uses_topic_ids)
 
+    def build_unchanged(self, uses_topic_ids: bool) -> SessionRequest | None:
+        """``build`` for a caller that knows it wants exactly the partitions, at the same
+        positions, of the last answered fetch: nothing to send or forget, without
+        comparing them all. None when that cannot be (no session, or none of this
+        kind): call ``build``."""
+        if self.epoch == INITIAL_EPOCH or uses_topic_ids != self.uses_topic_ids:
+            return None
+        self._pending = self.partitions
+        self._pending_uses_topic_ids = uses_topic_ids
+        return SessionRequest(self.session_id, self.epoch, (), (), uses_topic_ids)
+
     def handle_response(self, session_id: int, error_code: int) -> bool:
         """The answer to the last ``build``; False (and a full fetch next) on an error."""
         if error_code != ErrorCode.NONE or self._pending is None:
