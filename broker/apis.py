@@ -727,7 +727,7 @@ class KafkaApis:
             # until this fetch parks, where a later change wakes it).
             self._wake_changed(idle)
             quiet = idle.quiet
-            walk = [*view.unresolved, *idle.active.values()]
+            walk = [*view.unresolved.values(), *idle.active.values()]
         while True:
             total = 0
             any_error = redirected = False
@@ -835,7 +835,8 @@ class KafkaApis:
             return view
         if view.ids_version != ids_version:
             view.topics_created(ids_version, _id_resolver(image))
-        added = session.take_added()
+        removed, added = session.take_changes()
+        view.remove(removed)
         if added:
             view.resolve = _id_resolver(image)
             view.add(added)
@@ -850,7 +851,7 @@ class KafkaApis:
         now_ms = self.replicas.now_ms()
         idle = view.idle
         if idle is None:
-            idle = view.idle = IdlePartitions({e[1]: e for e in view.resolved},
+            idle = view.idle = IdlePartitions({e[1]: e for e in view.resolved.values()},
                                               self.replicas.change_seq, now_ms + IDLE_RECHECK_MS)
             return idle
         if now_ms >= idle.recheck_at_ms:

@@ -105,11 +105,13 @@ class FetchSession:
     next_epoch: int = 1
     last_used_ms: int = 0
     # What the caller derives from the partitions and keeps between fetches (handle_fetch's
-    # SessionView); dropped when a partition goes. Partitions that came since it was made
-    # are in ``added``, for the caller to add to it (a follower's session grows by a few
-    # partitions per fetch while topics are created: no rebuild of tens of thousands).
+    # SessionView). Partitions that came or went since it was made are in ``added`` and
+    # ``removed``, in that order, for the caller to bring it up to date (a follower's
+    # session changes by a few partitions per fetch while topics are created: no
+    # rebuild of tens of thousands).
     memo: Any = None
     added: list[tuple[SessionPartition, CachedPartition]] = field(default_factory=list)
+    removed: list[SessionPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -134,13 +136,18 @@ class FetchContext:
         if self.session is not None:
             self.session.memo = memo
             self.session.added.clear()
+            self.session.removed.clear()
 
-    def take_added(self) -> list[tuple[SessionPartition, CachedPartition]]:
-        """The partitions added to the session since its memo was made or last extended."""
-        if self.session is None or not self.session.added:
-            return []
-        added, self.session.added = self.session.added, []
-        return added
+    def take_changes(self) -> tuple[list[SessionPartition], list[tuple[SessionPartition, CachedPartition]]]:
+        """The partitions removed from and added to the session since its memo was made
+        or last brought up to date, to apply in that order (a partition forgotten and
+        asked again in one fetch is in both)."""
+        session = self.session
+        if session is None or not (session.added or session.removed):
+            return [], []
+        changes = session.removed, session.added
+        session.removed, session.added = [], []
+        return changes
 
     def include(self, cached: CachedPartition, error_code: int, has_records: bool,
                 high_watermark: int, log_start_offset: int) -> bool:
@@ -158,17 +165,18 @@ SessionEntry = tuple[SessionPartition, Union[TopicPartition, None], CachedPartit
 class SessionView:
     """A session's partitions as a Fetch reads them, kept between its fetches: by name;
     by id, resolved against the broker's metadata. Made anew when a topic was deleted
-    (``deletions_version``) or a partition left the session; otherwise extended: added
-    partitions are resolved as they come, and the ids that did not resolve are tried again
-    when topics were created (``ids_version``). A leader or ISR change elsewhere changes
-    nothing here, so an idle follower's session of ~33,000 partitions at 100k costs
-    nothing per fetch. ``readable``: the named ones as a set, what a parked fetch waits
-    on; ``idle``: a follower's IdlePartitions, made by its first incremental fetch."""
+    (``deletions_version``); otherwise kept up to date with the session: partitions that
+    come are resolved as they come, those that go leave (a follower drops a partition
+    from its session while it backs off), and the ids that did not resolve are tried
+    again when topics were created (``ids_version``). A leader or ISR change elsewhere
+    changes nothing here, so an idle follower's session of ~33,000 partitions at 100k
+    costs nothing per fetch. ``readable``: the named ones as a set, what a parked fetch
+    waits on; ``idle``: a follower's IdlePartitions, made by its first incremental fetch."""
     ids_version: int
     deletions_version: int
     resolve: Any                                # topic id -> name or None (this image)
-    resolved: list[SessionEntry] = field(default_factory=list)
-    unresolved: list[SessionEntry] = field(default_factory=list)
+    resolved: dict[SessionPartition, SessionEntry] = field(default_factory=dict)
+    unresolved: dict[SessionPartition, SessionEntry] = field(default_factory=dict)
     readable: set[TopicPartition] = field(default_factory=set)
     idle: "IdlePartitions | None" = None
 
@@ -181,7 +189,7 @@ class SessionView:
 
     @property
     def entries(self) -> list[SessionEntry]:
-        return [*self.resolved, *self.unresolved] if self.unresolved else self.resolved
+        return [*self.resolved.values(), *self.unresolved.values()]
 
     def add(self, partitions: Iterable[tuple[SessionPartition, CachedPartition]]) -> None:
         names: dict[Any, str | None] = {}           # a session's partitions share topics
@@ -193,22 +201,33 @@ class SessionView:
                 else:
                     name = names[topic_id] = self.resolve(topic_id)
                 if name is None:
-                    self.unresolved.append((key, None, cached))
+                    self.unresolved[key] = (key, None, cached)
                     continue
                 self._resolved((key, TopicPartition(name, key.partition), cached))
             else:
                 self._resolved((key, key, cached))
 
+    def remove(self, keys: Iterable[SessionPartition]) -> None:
+        for key in keys:
+            self.unresolved.pop(key, None)
+            entry = self.resolved.pop(key, None)
+            if entry is not None:
+                self.readable.discard(entry[1])
+                if self.idle is not None:
+                    self.idle.remove(entry[1])
+
     def topics_created(self, ids_version: int, resolve: Any) -> None:
         """Topics were created (none deleted) since: try the unresolved ids again."""
         self.ids_version, self.resolve = ids_version, resolve
         if self.unresolved:
-            still, self.unresolved = self.unresolved, []
-            self.add((key, cached) for key, _, cached in still)
+            still, self.unresolved = self.unresolved, {}
+            self.add((key, cached) for key, _, cached in still.values())
 
     def _resolved(self, entry: SessionEntry) -> None:
-        tp = entry[1]
-        self.resolved.append(entry)
+        key, tp, _ = entry
+        if self.idle is not None and key in self.resolved:
+            self.idle.remove(tp)            # the session's new CachedPartition replaces it
+        self.resolved[key] = entry
         self.readable.add(tp)
         if self.idle is not None:
             self.idle.add(tp, entry)
@@ -248,6 +267,11 @@ class IdlePartitions:
 
     def add(self, tp: TopicPartition, entry: Any) -> None:
         self.entries[tp] = self.active[tp] = entry
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.entries.pop(tp, None)
+        self.active.pop(tp, None)
+        self.quiet.discard(tp)
 
     def settle(self, tps: Iterable[TopicPartition]) -> None:
         """``tps`` are idle now: quiet until they change."""
@@ -290,9 +314,8 @@ class FetchSessionCache:
             return FetchContext(NO_SESSION, False, [], ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         before = len(session.partitions)
         for tp in forgotten:
-            if session.partitions.pop(tp, None) is not None:
-                session.memo = None
-                session.added.clear()
+            if session.partitions.pop(tp, None) is not None and session.memo is not None:
+                session.removed.append(tp)
         named = set()
         for p in asked:
             named.add(p.tp)

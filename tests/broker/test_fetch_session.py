@@ -120,7 +120,7 @@ def test_a_session_by_topic_id_keys_partitions_by_id_and_refuses_a_fetch_by_name
         ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
 
 
-def test_an_incremental_fetch_says_what_it_named_and_the_memo_lasts_while_the_partitions_do() -> None:
+def test_an_incremental_fetch_says_what_it_named_and_what_came_and_went_since_the_memo() -> None:
     cache = FetchSessionCache(rng=random.Random(1))
     sid = cache.context(0, 0, [asked(T0), asked(T1)], [], True, 0).session_id
     first = cache.context(sid, 1, [], [], True, 1)
@@ -131,10 +131,11 @@ def test_an_incremental_fetch_says_what_it_named_and_the_memo_lasts_while_the_pa
     assert dict(moved.partitions)[T0].fetch_offset == 7
     added = cache.context(sid, 3, [asked(T2)], [], True, 3)
     assert added.named == {T2} and added.memo == "resolved"       # a partition came: told
-    [(tp, cached)] = added.take_added()
-    assert tp == T2 and cached is dict(added.partitions)[T2] and added.take_added() == []
+    [], [(tp, cached)] = added.take_changes()
+    assert tp == T2 and cached is dict(added.partitions)[T2] and added.take_changes() == ([], [])
     added.remember("again")
-    assert cache.context(sid, 4, [], [T1], True, 4).memo is None  # one went: dropped
+    went = cache.context(sid, 4, [asked(T1, 3)], [T1], True, 4)     # forgotten and asked again
+    assert went.memo == "again" and went.take_changes() == ([T1], [(T1, dict(went.partitions)[T1])])
     sessionless = cache.context(0, -1, [asked(T0)], [], True, 5)
     sessionless.remember("nowhere")
     assert sessionless.memo is None
@@ -169,6 +170,8 @@ def test_a_session_view_grows_with_its_session_and_resolves_ids_as_topics_come()
     assert view.readable == {TopicPartition("a", 0), TopicPartition("a", 1)}
     names[b] = "b"                                  # topic b created: its id resolves now
     view.topics_created(2, names.get)
-    assert view.unresolved == [] and TopicPartition("b", 0) in view.readable
+    assert view.unresolved == {} and TopicPartition("b", 0) in view.readable
+    view.remove([TopicIdPartition(a, 0)])
+    assert view.readable == {TopicPartition("a", 1), TopicPartition("b", 0)}
     by_name = SessionView.of([(T0, c)], 1, 0, names.get)
     assert by_name.entries == [(T0, T0, c)]
