@@ -1023,6 +1023,14 @@ class PartitionLog:
         self.layout_version += 1        # a cleaning pass built on it must not commit
         self.closed = True
 
+    def assign_epoch_start(self, epoch: int, start_offset: int) -> None:
+        """A new leader's epoch starts at ``start_offset`` (its LEO at election), before
+        any batch of it exists. Kept for the checkpoint like an epoch an append brings:
+        a clean restart reads the epochs from it alone, and a log whose epochs were lost
+        would fetch from its LEO without truncating to its new leader first."""
+        if self.leader_epoch_cache.assign(epoch, start_offset):
+            self._epoch_checkpoint_dirty = True
+
     def adopt_leader_epochs(self, source: LeaderEpochCache) -> None:
         """A copy of another log (a log directory move) takes the epochs `source` knows
         beyond this log's last batch: a leader's epoch starts at its LEO at election,

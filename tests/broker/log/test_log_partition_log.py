@@ -174,6 +174,24 @@ def test_leader_epochs_are_cached_checkpointed_and_answer_kip_279(storage_root) 
     assert storage.read(f"{root}/leader-epoch-checkpoint", 0, 100) == b"0\n3\n1 0\n2 6\n5 10\n"
 
 
+def test_a_leaders_epoch_start_survives_a_clean_restart_with_or_without_its_batches(storage_root) -> None:
+    # A new leader's epoch starts at its LEO before it appends; its own appends in that
+    # epoch then bring no new epoch. A clean restart that lost it would fetch from its
+    # LEO without truncating to the next leader (a divergence found by test_faults).
+    storage, root = storage_root
+    log = open_log(storage, root)
+    log.assign_epoch_start(0, 0)
+    for _ in range(3):
+        log.append_as_leader(make_batch(2), 0, 0)
+    log.assign_epoch_start(2, log.log_end_offset)           # elected again: no batch yet
+    log.close()
+    assert storage.read(f"{root}/leader-epoch-checkpoint", 0, 100) == b"0\n2\n0 0\n2 6\n"
+    # Loading drops an epoch that starts at the LEO (no batch of it), as Kafka's
+    # truncateFromEnd does; the epoch of the log's batches stays.
+    reopened = open_log(storage, root, clean_shutdown=True)
+    assert reopened.leader_epoch_cache.entries() == [EpochEntry(0, 0)]
+
+
 def test_truncate_to_keeps_indexes_and_epochs_consistent(storage_root) -> None:
     storage, root = storage_root
     log = open_log(storage, root)
