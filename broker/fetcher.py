@@ -90,6 +90,7 @@ class ReplicaFetcherManager:
                 work = self._work(leader_id)
                 if work is None:
                     return
+                session.absorb(work)
                 if not work.epoch_queries and not work.fetches:
                     event = self._wakeups[leader_id]
                     event.clear()
@@ -116,7 +117,7 @@ class ReplicaFetcherManager:
                     if conn is not None:
                         conn.close()
                     conn = None
-                    session.handler.reset()
+                    session.reset()
                     self.driver.run(lambda core: core.handle_leader_unreachable(leader_id, self.driver.now_ms()))
         except asyncio.CancelledError:
             pass
@@ -150,16 +151,17 @@ class ReplicaFetcherManager:
         """One Fetch at the highest version both brokers speak: v13+ name topics by id
         (a recreated topic's new log is never fed the old one's records), v15+ carry
         this broker's id and epoch in ReplicaState (KIP-903)."""
-        unchanged = work.fetches is leader_session.fetches
-        wanted = leader_session.wanted(work.fetches)
+        wanted = leader_session.wanted
         by_id = leader_session.by_id
         version = conn.pick_version(ApiKey.FETCH, 4, FETCH_VERSION_MAX if by_id else TOPIC_ID_FETCH_VERSION - 1)
         uses_topic_ids = version >= TOPIC_ID_FETCH_VERSION
         cls = messages.FetchRequest
         session = leader_session.handler
-        # The same positions as the last round (the core hands out the same tuple while
-        # nothing changed): nothing to compare.
-        plan = ((unchanged and session.build_unchanged(uses_topic_ids)) or session.build(wanted, uses_topic_ids)
+        # Only the positions that changed since the last answered fetch are compared,
+        # when the core said which.
+        changed = leader_session.changed
+        plan = ((session.build(wanted, uses_topic_ids) if changed is None
+                 else session.build_changed(wanted, changed, uses_topic_ids))
                 if version >= 7 else SessionRequest(0, -1, tuple(wanted), ()))
         topics, forgotten = request_topics(plan, wanted)
         if version >= 15:
@@ -176,10 +178,12 @@ class ReplicaFetcherManager:
             resp = await conn.request(ApiKey.FETCH, version, req,
                                       timeout_s=self.fetch_max_wait_ms / 1000 + 30)
         except BaseException:
-            session.reset()
+            leader_session.reset()
             raise
         if version >= 7 and not session.handle_response(resp.session_id, resp.error_code):
+            leader_session.changed = None   # the handler starts a new session
             return []           # the session is gone: the next fetch is a full one
+        leader_session.changed = set()
         names = leader_session.topic_names
         return [FetchedPartition(TopicPartition(name, p.partition_index), p.error_code,
                                  p.high_watermark, p.log_start_offset, p.records)
@@ -189,44 +193,61 @@ class ReplicaFetcherManager:
 
 
 class _LeaderSession:
-    """A fetcher's fetch session with one leader, and what it asked for last: a position
-    the core hands out again unchanged (the same object) keeps its WantedPartition, which
-    the session handler then tells unchanged by identity, so a round's cost for an idle
-    partition is a few dictionary lookups."""
+    """A fetcher's fetch session with one leader, and what it asks for: the core's
+    positions as WantedPartitions, kept up to date from each round's ``changed`` (all
+    compared again when a round does not say), and which partitions changed since the
+    last answered fetch (``changed``; None: compare them all). A position the core hands
+    out again unchanged (the same object) keeps its WantedPartition."""
 
     def __init__(self, partition_fetch_max_bytes: int) -> None:
         self.handler = FetchSessionHandler()
         self.partition_fetch_max_bytes = partition_fetch_max_bytes
         self._asked: dict[TopicPartition, tuple[FetchPosition, WantedPartition]] = {}
         self.topic_names: dict[uuid.UUID, str] = {}      # of every position asked
-        # The last round's positions, what they gave, and whether all have topic ids.
-        self.fetches: tuple[FetchPosition, ...] | None = None
-        self._wanted: dict[TopicPartition, WantedPartition] = {}
-        self.by_id = True
+        self.wanted: dict[TopicPartition, WantedPartition] = {}
+        self.changed: set[TopicPartition] | None = None
+        self.by_id = True                               # every position has a topic id
+        self._fetches: tuple[FetchPosition, ...] | None = None
 
-    def wanted(self, fetches: tuple[FetchPosition, ...]) -> dict[TopicPartition, WantedPartition]:
-        if fetches is self.fetches:
-            return self._wanted
-        self.fetches = fetches
-        self.by_id = all(f.topic_id != ZERO_TOPIC_ID for f in fetches)
-        self._wanted = self._make_wanted(fetches)
-        return self._wanted
+    def reset(self) -> None:
+        """The next fetch is a full one, in a new session."""
+        self.handler.reset()
+        self.changed = None
+
+    def absorb(self, work: FollowerWork) -> None:
+        """Take the round's positions."""
+        if work.fetches is self._fetches or (work.changed is not None and not work.changed):
+            return
+        if work.changed is None or self._fetches is None:
+            self.wanted = self._make_wanted(work.fetches)
+            self.by_id = all(f.topic_id != ZERO_TOPIC_ID for f in work.fetches)
+            self.changed = None
+        else:
+            for tp, position in work.changed.items():
+                if position is None:
+                    self.wanted.pop(tp, None)
+                    self._asked.pop(tp, None)
+                else:
+                    self.wanted[tp] = self._wanted_of(position)
+                    self.by_id = self.by_id and position.topic_id != ZERO_TOPIC_ID
+            if self.changed is not None:
+                self.changed.update(work.changed)
+        self._fetches = work.fetches
+
+    def _wanted_of(self, f: FetchPosition) -> WantedPartition:
+        tp = f.partition
+        last = self._asked.get(tp)
+        if last is not None and last[0] is f:
+            return last[1]
+        w = WantedPartition(f.fetch_offset, f.current_leader_epoch, self.partition_fetch_max_bytes,
+                            f.log_start_offset, f.topic_id)
+        self._asked[tp] = (f, w)
+        self.topic_names[f.topic_id] = tp.topic
+        return w
 
     def _make_wanted(self, fetches: tuple[FetchPosition, ...]) -> dict[TopicPartition, WantedPartition]:
-        asked = self._asked
-        out: dict[TopicPartition, WantedPartition] = {}
-        for f in fetches:
-            tp = f.partition
-            last = asked.get(tp)
-            if last is not None and last[0] is f:
-                out[tp] = last[1]
-                continue
-            w = out[tp] = WantedPartition(f.fetch_offset, f.current_leader_epoch,
-                                          self.partition_fetch_max_bytes, f.log_start_offset,
-                                          f.topic_id)
-            asked[tp] = (f, w)
-            self.topic_names[f.topic_id] = tp.topic
-        if len(asked) > len(out):
-            for tp in [tp for tp in asked if tp not in out]:
-                del asked[tp]
+        out = {f.partition: self._wanted_of(f) for f in fetches}
+        if len(self._asked) > len(out):
+            for tp in [tp for tp in self._asked if tp not in out]:
+                del self._asked[tp]
         return out

@@ -94,7 +94,7 @@ import heapq
 import itertools
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, Union
 
 from broker.log import (
@@ -145,7 +145,6 @@ READ_COMMITTED = 1
 # Bytes read at a time when producer state is rebuilt from the log.
 _REBUILD_CHUNK_BYTES = 8 * 1024 * 1024
 ALTER_PARTITION_RETRY_MS = 500
-_FOREVER_MS = 1 << 62
 NO_BROKER_EPOCH = -1    # a Fetch before v15 names no broker epoch (KIP-903)
 
 # AlterPartition answers that prove the controller did not apply the proposal.
@@ -270,6 +269,23 @@ class FollowerWork:
     epoch_queries: tuple[EpochQuery, ...]
     fetches: tuple[FetchPosition, ...]
     wait_ms: int
+    # The positions that changed since the leader's last round (None: gone), so a fetcher
+    # need not compare them all; None: unknown, compare them all.
+    changed: Mapping[TopicPartition, FetchPosition | None] | None = None
+
+
+@dataclass(slots=True)
+class _FollowPlan:
+    """One leader's round of follower work, kept by partition: each partition in at most
+    one of the fetches, the epoch queries, the ones waiting for a retry time and the
+    throttled ones (decided per round); ``dirty``: to decide again next round."""
+    inputs: tuple[int, int, int]             # what, changed, makes the plan anew
+    positions: dict[TopicPartition, FetchPosition] = field(default_factory=dict)
+    queries: dict[TopicPartition, EpochQuery] = field(default_factory=dict)
+    waiting: dict[TopicPartition, int] = field(default_factory=dict)
+    throttled: set[TopicPartition] = field(default_factory=set)
+    dirty: set[TopicPartition] = field(default_factory=set)
+    work: FollowerWork | None = None         # the last round handed out
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,14 +490,13 @@ class ReplicaManager:
         # tells an unchanged position by identity).
         self._following_by_leader: dict[int, dict[TopicPartition, HostedPartition]] = {}
         self._fetch_positions: dict[TopicPartition, FetchPosition] = {}
-        # Per leader, the last FollowerWork and when it stops being the answer: while no
-        # input that can change a follower's position came (_follow_changes, the log
-        # moves and retention passes) and no retry or backoff came due, the next round is
-        # the same, handed out again at once (an idle follower's round at 100k partitions
-        # visited ~33,000 of them). With it, the positions by partition (_answered).
-        self._follow_changes = 0
-        self._follower_work: dict[int, tuple[tuple[int, int, int], int, FollowerWork,
-                                             dict[TopicPartition, FetchPosition] | None]] = {}
+        # Per leader, its round of follower work kept up to date partition by partition
+        # (_FollowPlan): what changes a partition's part marks it (_mark_following);
+        # what may change any (a throttle config, a log move, a retention pass) makes the
+        # whole plan again. An idle follower's round at 100k partitions had visited
+        # ~33,000 of them.
+        self._follow_plans: dict[int, _FollowPlan] = {}
+        self._follow_configs = 0            # throttle configs applied so far
         self._next_producer_expiry_ms: int | None = None
         # KIP-903: the broker epoch each follower named in its last Fetch (v15+).
         self._follower_broker_epochs: dict[int, int] = {}
@@ -551,8 +566,11 @@ class ReplicaManager:
         hosted.replica.elr_enabled = elr_enabled(self.image)
         hosted.leader_throttled = throttled_here(topic_config.get("leader.replication.throttled.replicas"),
                                                  hosted.tp.partition, self.broker_id)
-        hosted.follower_throttled = throttled_here(topic_config.get("follower.replication.throttled.replicas"),
-                                                   hosted.tp.partition, self.broker_id)
+        follower_throttled = throttled_here(topic_config.get("follower.replication.throttled.replicas"),
+                                            hosted.tp.partition, self.broker_id)
+        if follower_throttled != hosted.follower_throttled:
+            hosted.follower_throttled = follower_throttled
+            self._follow_configs += 1
         was_fetching = hosted.mirror is not None and hosted.mirror.fetching
         hosted.mirror = mirror_config(hosted.tp.topic, topic_config)
         if hosted.mirror is None:
@@ -583,7 +601,7 @@ class ReplicaManager:
 
     def apply_broker_configs(self) -> None:
         """The replication throttle rates (dynamic broker configs)."""
-        self._follow_changes += 1
+        self._follow_configs += 1
 
         def rate(key: str) -> int:
             try:
@@ -613,7 +631,6 @@ class ReplicaManager:
                        now_ms: int) -> None:
         """Make hosted partitions match the committed image. ``changes``: the typed changes
         since the image last applied, in metadata order; None: anything may have changed."""
-        self._follow_changes += 1
         if image.configs is not self.image.configs:
             self.config_layers = ConfigLayers(image.configs, self.broker_id, self.static_properties)
             self._log_configs = {}
@@ -797,7 +814,7 @@ class ReplicaManager:
         ``record_epoch_for_leader``)."""
         epoch = hosted.replica.leader_epoch if leader_epoch is None else leader_epoch
         hosted.record_epoch = record_epoch_for_leader(epoch, hosted.log.latest_epoch)
-        hosted.log.leader_epoch_cache.assign(hosted.record_epoch, hosted.log.log_end_offset)
+        hosted.log.assign_epoch_start(hosted.record_epoch, hosted.log.log_end_offset)
 
     def _start_following(self, hosted: HostedPartition, now_ms: int) -> None:
         replica = hosted.replica
@@ -814,9 +831,9 @@ class ReplicaManager:
 
     def _set_following(self, hosted: HostedPartition, following: FollowerPartition | None) -> None:
         """The one place ``hosted.following`` changes, with the index by leader."""
-        self._follow_changes += 1
         before = hosted.following
         if before is not None:
+            self._mark_following(hosted.tp, before.leader_id)
             followers = self._following_by_leader.get(before.leader_id)
             if followers is not None:
                 followers.pop(hosted.tp, None)
@@ -826,6 +843,13 @@ class ReplicaManager:
         hosted.following = following
         if following is not None:
             self._following_by_leader.setdefault(following.leader_id, {})[hosted.tp] = hosted
+            self._mark_following(hosted.tp, following.leader_id)
+
+    def _mark_following(self, tp: TopicPartition, leader_id: int) -> None:
+        """``tp``'s part in its leader's next round may have changed."""
+        plan = self._follow_plans.get(leader_id)
+        if plan is not None:
+            plan.dirty.add(tp)
 
     def _stop_partition(self, tp: TopicPartition, delete: bool) -> None:
         hosted = self.partitions.pop(tp, None)
@@ -1371,41 +1395,64 @@ class ReplicaManager:
 
     def follower_work(self, leader_id: int, now_ms: int) -> FollowerWork | None:
         """The next round of requests to ``leader_id``; None: nothing follows it any more.
-        A fetch position that has not changed since the last round is the same object."""
+        A fetch position that has not changed since the last round is the same object,
+        and a round in which nothing changed is the last round's FollowerWork again.
+        ``FollowerWork.changed`` says which positions changed since the last round."""
         followers = self._following_by_leader.get(leader_id)
         if not followers:
+            self._follow_plans.pop(leader_id, None)
             return None
-        inputs = (self._follow_changes, self.logs.moves_completed, self.logs.retention_runs)
-        cached = self._follower_work.get(leader_id)
-        if cached is not None and cached[0] == inputs and now_ms < cached[1]:
-            return cached[2]
-        valid_until = _FOREVER_MS
-        queries: list[EpochQuery] = []
-        fetches: list[FetchPosition] = []
-        wait_ms = self.replica_fetch_backoff_ms
         backoff_until = self._leader_backoff_until.get(leader_id, 0)
-        for tp, hosted in followers.items():
-            f = hosted.following
-            assert f is not None and f.leader_id == leader_id, (tp, f)
-            if not f.ready(now_ms) or backoff_until > now_ms:
-                if not f.paused:
-                    due = max(f.retry_at_ms, backoff_until)
-                    wait_ms = min(wait_ms, max(1, due - now_ms))
-                    valid_until = min(valid_until, due)
-                continue
-            if f.state is FetchState.TRUNCATING:
-                queries.append(EpochQuery(tp, f.leader_epoch, f.epoch_to_ask))
+        if backoff_until > now_ms:
+            return FollowerWork(leader_id, (), (), max(1, backoff_until - now_ms), {})
+        inputs = (self._follow_configs, self.logs.moves_completed, self.logs.retention_runs)
+        plan = self._follow_plans.get(leader_id)
+        if plan is None or plan.inputs != inputs:
+            plan = self._follow_plans[leader_id] = _FollowPlan(inputs)
+            plan.dirty.update(followers)
+            changed: dict[TopicPartition, FetchPosition | None] | None = None
+        else:
+            changed = {}
+            if plan.waiting:
+                plan.dirty.update(tp for tp, at in plan.waiting.items() if at <= now_ms)
+            plan.dirty.update(plan.throttled)
+            if not plan.dirty and plan.work is not None:
+                return plan.work
+        positions, queries = plan.positions, plan.queries
+        quota_wait = False
+        for tp in plan.dirty:
+            before = positions.pop(tp, None)
+            queries.pop(tp, None)
+            plan.waiting.pop(tp, None)
+            plan.throttled.discard(tp)
+            position = None
+            hosted = followers.get(tp)
+            f = None if hosted is None else hosted.following
+            if f is None or f.paused:
+                pass            # no longer follows this leader; or waits for the metadata
+            elif f.retry_at_ms > now_ms:
+                plan.waiting[tp] = f.retry_at_ms
+            elif f.state is FetchState.TRUNCATING:
+                queries[tp] = EpochQuery(tp, f.leader_epoch, f.epoch_to_ask)
             elif hosted.follower_throttled and self._follower_throttled(hosted):
-                valid_until = now_ms            # the quota decides per round
+                plan.throttled.add(tp)          # the quota decides per round
                 if self.follower_quota.is_exceeded(now_ms):
-                    wait_ms = min(wait_ms, self.follower_quota.sample_ms)
-                    continue
-                fetches.append(self._fetch_position(hosted, f))
+                    quota_wait = True
+                else:
+                    position = positions[tp] = self._fetch_position(hosted, f)
             else:
-                fetches.append(self._fetch_position(hosted, f))
-        work = FollowerWork(leader_id, tuple(queries), tuple(fetches), wait_ms)
-        self._follower_work[leader_id] = (inputs, valid_until, work, None)
-        return work
+                position = positions[tp] = self._fetch_position(hosted, f)
+            if changed is not None and position is not before:
+                changed[tp] = position
+        plan.dirty.clear()
+        wait_ms = self.replica_fetch_backoff_ms
+        if plan.waiting:
+            wait_ms = min(wait_ms, max(1, min(plan.waiting.values()) - now_ms))
+        if quota_wait:
+            wait_ms = min(wait_ms, self.follower_quota.sample_ms)
+        plan.work = FollowerWork(leader_id, tuple(queries.values()), tuple(positions.values()), wait_ms,
+                                 changed)
+        return plan.work
 
     def _fetch_position(self, hosted: HostedPartition, f: FollowerPartition) -> FetchPosition:
         """The partition's position, the same object while it does not change."""
@@ -1441,13 +1488,13 @@ class ReplicaManager:
         """(answer, what it answers, partition) for each answer to a question of this
         plan whose partition still follows ``leader_id`` in the epoch it was asked in; the
         leader answered, so any backoff for it ends."""
-        if self._leader_backoff_until.pop(leader_id, None) is not None:
-            self._follow_changes += 1
+        self._leader_backoff_until.pop(leader_id, None)
         answers = list(answers)
         if not answers:
             return                  # an incremental answer with nothing new
-        self._follow_changes += 1
         by_partition = self._asked_index(leader_id, asked)
+        for answer in answers:
+            self._mark_following(answer.partition, leader_id)
         for answer in answers:
             question = by_partition.get(answer.partition)
             if question is None:
@@ -1458,21 +1505,16 @@ class ReplicaManager:
                 yield answer, question, *following
 
     def _asked_index(self, leader_id: int, asked: Iterable[EpochQuery | FetchPosition]
-                     ) -> dict[TopicPartition, Any]:
-        """``asked`` by partition; kept with the leader's last FollowerWork when it asked them."""
-        cached = self._follower_work.get(leader_id)
-        if cached is not None and asked is cached[2].fetches:
-            if cached[3] is None:
-                index = {q.partition: q for q in asked}
-                self._follower_work[leader_id] = (*cached[:3], index)
-                return index
-            return cached[3]
+                     ) -> Mapping[TopicPartition, Any]:
+        """``asked`` by partition: the leader's plan when it is what its last work asked."""
+        plan = self._follow_plans.get(leader_id)
+        if plan is not None and plan.work is not None and asked is plan.work.fetches:
+            return plan.positions
         return {q.partition: q for q in asked}
 
     def handle_leader_unreachable(self, leader_id: int, now_ms: int) -> None:
         """The connection to the leader failed: back off before the next round."""
         self._leader_backoff_until[leader_id] = now_ms + self.replica_fetch_backoff_ms
-        self._follow_changes += 1
 
     def _on_follower_error(self, f: FollowerPartition, error_code: int, now_ms: int) -> None:
         if error_code in _PAUSE_ERRORS:

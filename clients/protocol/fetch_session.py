@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Collection
 
 from clients.frozen import fast_init
 from clients.protocol import messages
@@ -94,16 +95,25 @@ class FetchSessionHandler:
                           or (uses_topic_ids and now.topic_id != w.topic_id))
         return SessionRequest(self.session_id, self.epoch, to_send, forgotten, uses_topic_ids)
 
-    def build_unchanged(self, uses_topic_ids: bool) -> SessionRequest | None:
-        """``build`` for a caller that knows it wants exactly the partitions, at the same
-        positions, of the last answered fetch: nothing to send or forget, without
-        comparing them all. None when that cannot be (no session, or none of this
-        kind): call ``build``."""
+    def build_changed(self, wanted: dict[TopicPartition, WantedPartition], changed: Collection[TopicPartition],
+                      uses_topic_ids: bool = False) -> SessionRequest:
+        """``build`` for a caller that knows which partitions may differ from the last
+        answered fetch's (``changed``: added, moved or gone): only those are compared,
+        not all of them (a follower's session of tens of thousands of partitions)."""
         if self.epoch == INITIAL_EPOCH or uses_topic_ids != self.uses_topic_ids:
-            return None
-        self._pending = self.partitions
+            return self.build(wanted, uses_topic_ids)
+        partitions = self.partitions
+        self._pending = dict(wanted) if changed else partitions
         self._pending_uses_topic_ids = uses_topic_ids
-        return SessionRequest(self.session_id, self.epoch, (), (), uses_topic_ids)
+        to_send = []
+        forgotten = []
+        for tp in changed:
+            now, last = wanted.get(tp), partitions.get(tp)
+            if last is not None and (now is None or (uses_topic_ids and now.topic_id != last.topic_id)):
+                forgotten.append((tp, last.topic_id))
+            if now is not None and last is not now and last != now:
+                to_send.append(tp)
+        return SessionRequest(self.session_id, self.epoch, tuple(to_send), tuple(forgotten), uses_topic_ids)
 
     def handle_response(self, session_id: int, error_code: int) -> bool:
         """The answer to the last ``build``; False (and a full fetch next) on an error."""

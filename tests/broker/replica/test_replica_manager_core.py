@@ -152,6 +152,32 @@ def test_a_follower_whose_leader_is_behind_retries_after_the_backoff(tmp_path) -
     assert later.fetches == (position,)   # retried, never paused for good (a chaos-suite bug)
 
 
+def test_a_followers_round_names_what_changed_and_is_the_same_while_nothing_did(tmp_path) -> None:
+    core, meta = follower(tmp_path)
+    first = core.follower_work(1, now_ms=0)
+    [position] = first.fetches
+    assert first.changed is None                        # a new plan: compare everything
+    assert core.follower_work(1, now_ms=1) is first     # nothing changed: the same round
+    core.handle_fetched(first, [], 2)                   # an incremental answer, nothing new
+    assert core.follower_work(1, now_ms=3) is first
+    core.handle_fetched(first, [FetchedPartition(TP, ErrorCode.NONE, 0, 0, batch(2))], 4)
+    moved = core.follower_work(1, now_ms=5)
+    [now] = moved.fetches
+    assert now.fetch_offset == 2 and moved.changed == {TP: now}
+    core.handle_fetched(moved, [FetchedPartition(TP, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, None)], 10)
+    waiting = core.follower_work(1, now_ms=11)
+    assert waiting.fetches == () and waiting.changed == {TP: None}
+    assert core.follower_work(1, now_ms=12) is waiting
+    back = core.follower_work(1, now_ms=10 + core.replica_fetch_backoff_ms)
+    assert back.fetches == (now,) and back.changed == {TP: now}     # the same position object
+    # A second partition with this leader joins the round as a change.
+    core.apply_metadata(*meta.commit(M.PartitionRecord(
+        partition_id=1, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=3,
+        partition_epoch=0)), 20)
+    joined = core.follower_work(1, now_ms=21)
+    assert set(joined.changed) == {TopicPartition("t", 1)} and len(joined.fetches) == 2
+
+
 def test_a_fenced_follower_waits_for_the_metadata_log(tmp_path) -> None:
     core, meta = follower(tmp_path)
     work = core.follower_work(1, 0)
@@ -487,3 +513,14 @@ def test_a_delta_of_many_leaderships_logs_one_info_line_and_a_few_a_line_each(tm
                                 leader_epoch=0, partition_epoch=0) for i in range(2)]), 1)
     assert sorted(r.getMessage() for r in caplog.records if "leader at epoch" in r.getMessage()) == [
         "u-0: leader at epoch 0, ISR [1], LEO 0, HW 0", "u-1: leader at epoch 0, ISR [1], LEO 0, HW 0"]
+
+
+def test_a_leaders_epoch_is_in_its_log_after_a_clean_shutdown(tmp_path) -> None:
+    # Its appends bring no new epoch (the epoch started at election): unless the election
+    # marks the checkpoint, a clean restart reads no epoch, and then fetches from its LEO
+    # without truncating to the next leader (a divergence found by test_faults).
+    core, _ = leader_with_isr(tmp_path, [1])
+    core.append(TP, batch(3), acks=1, now_ms=1)
+    core.shutdown()
+    logs, _ = LogManager.open(FileStorage(), str(tmp_path / "b1"), now_ms=2)
+    assert logs.get_log(TP.topic, TP.partition).latest_epoch == 5

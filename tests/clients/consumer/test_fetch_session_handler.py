@@ -79,3 +79,26 @@ def test_switching_between_names_and_ids_starts_a_new_session() -> None:
     h.handle_response(6, ErrorCode.NONE)
     assert not h.uses_topic_ids
     assert h.build({A: at(0, T_ID)}).session_epoch == 1
+
+
+def test_build_changed_compares_only_what_the_caller_says_changed_and_agrees_with_build() -> None:
+    h, g = FetchSessionHandler(), FetchSessionHandler()
+    wanted = {A: at(0, T_ID), B: at(0, T_ID)}
+    assert h.build_changed(wanted, {A}, True) == g.build(wanted, True)    # no session yet: full
+    h.handle_response(77, ErrorCode.NONE)
+    g.handle_response(77, ErrorCode.NONE)
+    assert h.build_changed(wanted, set(), True).to_send == ()             # nothing to compare
+    h.handle_response(77, ErrorCode.NONE)
+    g.build(wanted, True)
+    g.handle_response(77, ErrorCode.NONE)
+    # A moved, B gone, C came, and B's old entry recreated under a new topic id is both
+    # forgotten and sent, as build says.
+    moved = {A: at(5, T_ID), C: at(0, T_ID)}
+    plan = h.build_changed(moved, {A, B, C}, True)
+    expected = g.build(moved, True)
+    assert (sorted(plan.to_send), sorted(plan.forgotten)) == (sorted(expected.to_send), sorted(expected.forgotten))
+    h.handle_response(77, ErrorCode.NONE)
+    g.handle_response(77, ErrorCode.NONE)
+    renamed = {A: at(5, T_ID), C: at(0, T_NEW_ID)}
+    plan, expected = h.build_changed(renamed, {C}, True), g.build(renamed, True)
+    assert (plan.to_send, plan.forgotten) == (expected.to_send, expected.forgotten) == ((C,), ((C, T_ID),))
