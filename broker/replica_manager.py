@@ -821,10 +821,22 @@ class ReplicaManager:
         if replica.leader_id == NO_LEADER:
             self._set_following(hosted, None)
             return
+        plog = hosted.log
+        if plog.latest_epoch < 0 and plog.log_end_offset > replica.high_watermark:
+            # Records but no epochs to ask the leader about (a log written before epochs
+            # were kept): what is above the HW may diverge from the leader's, so it goes,
+            # as Kafka's fetcher does then (truncateToHighWatermark).
+            log.info("%s: no leader epochs: truncating from %d to the HW %d", hosted.tp,
+                     plog.log_end_offset, replica.high_watermark)
+            try:
+                self._truncate_to(hosted, replica.high_watermark, now_ms)
+                hosted.producers = self._rebuild_producer_state(plog)
+            except OSError as e:
+                self._log_io_failed(plog, e)
+                return
         following = FollowerPartition(leader_id=replica.leader_id, leader_epoch=replica.leader_epoch,
-                                      fetch_offset=hosted.log.log_end_offset,
-                                      epoch_to_ask=hosted.log.latest_epoch)
-        if hosted.log.latest_epoch < 0:
+                                      fetch_offset=plog.log_end_offset, epoch_to_ask=plog.latest_epoch)
+        if plog.latest_epoch < 0:
             following.state = FetchState.FETCHING   # nothing local that could diverge
         self._set_following(hosted, following)
         self._effects.append(FetchFromLeader(replica.leader_id))

@@ -524,3 +524,19 @@ def test_a_leaders_epoch_is_in_its_log_after_a_clean_shutdown(tmp_path) -> None:
     core.shutdown()
     logs, _ = LogManager.open(FileStorage(), str(tmp_path / "b1"), now_ms=2)
     assert logs.get_log(TP.topic, TP.partition).latest_epoch == 5
+
+
+def test_a_follower_with_records_but_no_epochs_truncates_to_its_hw_first(tmp_path) -> None:
+    # Nothing to ask the leader about: what is above the HW may diverge (Kafka's
+    # truncateToHighWatermark). Batches without an epoch leave the cache empty.
+    logs, _ = LogManager.open(FileStorage(), str(tmp_path / "b2"), now_ms=0)
+    logs.get_or_create_log("t", 0, 0).append_as_follower(batch(3), 0)
+    core = ReplicaManager(2, logs, {}, replica_lag_time_max_ms=10_000)
+    meta = Metadata()
+    core.apply_metadata(*meta.commit(
+        *brokers(1, 2), M.TopicRecord(name="t", topic_id=TOPIC_ID),
+        M.PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1,
+                          leader_epoch=3, partition_epoch=0)), 1)
+    assert core.partitions[TP].log.log_end_offset == 0      # its HW: nothing known committed
+    [position] = core.follower_work(1, now_ms=2).fetches
+    assert position.fetch_offset == 0
