@@ -347,7 +347,13 @@ class PartitionLog:
         every segment from the one holding the recovery point is walked and validated;
         the first bad batch and everything after it is dropped and reported.
         """
-        storage.make_dirs(dir_path)
+        if storage.make_new_dir(dir_path):
+            # Made just now (a new replica: the common case while partitions are created):
+            # nothing in it to tidy, load or recover, and no file to look for.
+            start = max(log_start_offset, 0)
+            segment = LogSegment.create(storage, dir_path, start, config, now_ms, new_dir=True)
+            return (cls(storage, dir_path, config, [segment], start, start, LeaderEpochCache(), now_ms),
+                    RecoveryReport(clean_shutdown=clean_shutdown, log_end_offset=start))
         # One directory listing serves tidying and loading (a restart of 100,000 small
         # partitions pays per call: Kafka's LogLoader lists each directory once, too).
         completed_swaps, names = _tidy_directory(storage, dir_path)

@@ -198,11 +198,13 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, storage: Storage, dir_path: str, base_offset: int, config: LogConfig, now_ms: int
+        cls, storage: Storage, dir_path: str, base_offset: int, config: LogConfig, now_ms: int,
+        new_dir: bool = False,
     ) -> LogSegment:
+        """``new_dir``: the directory was made just now, so no stale file can be there."""
         segment = cls(storage, dir_path, base_offset, config, created_ms=now_ms, size_bytes=0)
         storage.create(segment.log_path)
-        for path in (segment.index_path, segment.time_index_path, segment.txn_index_path):
+        for path in () if new_dir else (segment.index_path, segment.time_index_path, segment.txn_index_path):
             # Stale files of an earlier segment at this offset. Only if there: a delete
             # records the path's generation for good (FileStorage), ~500 B per replica
             # for three files a new partition never had.

@@ -97,6 +97,7 @@ class Storage(Protocol):
 
     def list_dir(self, path: str) -> list[str]: ...
     def make_dirs(self, path: str) -> None: ...
+    def make_new_dir(self, path: str) -> bool: ...
     def remove_dir(self, path: str) -> None: ...
     def exists(self, path: str) -> bool: ...
     def size(self, path: str) -> int: ...
@@ -242,6 +243,17 @@ class FileStorage:
         # os.makedirs alone pays three syscalls and its path handling.
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)
+
+    def make_new_dir(self, path: str) -> bool:
+        """Make ``path`` (and its parents); False when it was there already: one system
+        call for a new partition's directory, where make_dirs pays a stat first."""
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return False
+        except FileNotFoundError:
+            os.makedirs(path, exist_ok=True)        # the parent too (rare: a new root)
+        return True
 
     def remove_dir(self, path: str) -> None:
         for name in os.listdir(path):
@@ -464,6 +476,12 @@ class SimStorage:
         lead = "/" if path.startswith("/") else ""
         for i in range(1, len(parts) + 1):
             self._dirs.add(lead + "/".join(parts[:i]))
+
+    def make_new_dir(self, path: str) -> bool:
+        if path in self._dirs:
+            return False
+        self.make_dirs(path)
+        return True
 
     def remove_dir(self, path: str) -> None:
         prefix = path.rstrip("/") + "/"

@@ -192,6 +192,18 @@ def test_a_leaders_epoch_start_survives_a_clean_restart_with_or_without_its_batc
     assert reopened.leader_epoch_cache.entries() == [EpochEntry(0, 0)]
 
 
+def test_a_log_opened_where_nothing_was_and_one_opened_again_are_alike(storage_root) -> None:
+    # A new directory skips the listing and the loads; reopening it takes the long way.
+    storage, root = storage_root
+    fresh = open_log(storage, root, log_start_offset=7)
+    assert (fresh.log_start_offset, fresh.log_end_offset, fresh.leader_epoch_cache.entries()) == (7, 7, [])
+    fresh.append_as_leader(make_batch(2), 1, 0)
+    fresh.close()
+    again = open_log(storage, root, clean_shutdown=True)
+    assert (again.log_start_offset, again.log_end_offset) == (7, 9)
+    assert offsets_and_values(read_all(again)) == offsets_and_values(read_all(fresh))
+
+
 def test_truncate_to_keeps_indexes_and_epochs_consistent(storage_root) -> None:
     storage, root = storage_root
     log = open_log(storage, root)

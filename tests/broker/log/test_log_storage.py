@@ -21,6 +21,13 @@ def storage_and_root(request: pytest.FixtureRequest, tmp_path: Path):
         yield SimStorage(), "/data"
 
 
+def test_make_new_dir_says_whether_it_made_the_directory(storage_and_root) -> None:
+    storage, root = storage_and_root
+    assert storage.make_new_dir(f"{root}/new/t-0")          # its parent too
+    assert not storage.make_new_dir(f"{root}/new/t-0")
+    assert storage.list_dir(f"{root}/new") == ["t-0"] and storage.list_dir(f"{root}/new/t-0") == []
+
+
 def test_positional_writes_reads_truncate_rename_delete(storage_and_root) -> None:
     storage, root = storage_and_root
     storage.make_dirs(f"{root}/t-0")
