@@ -207,7 +207,8 @@ class PartitionLog:
     __slots__ = (
         "storage", "dir_path", "config", "_segments", "_bases", "_log_end_offset",
         "_log_start_offset", "_recovery_point", "leader_epoch_cache", "_last_flush_ms",
-        "_unflushed_messages", "_pending_deletes", "_epoch_checkpoint_dirty", "closed",
+        "_unflushed_messages", "_pending_deletes", "_epoch_checkpoint_dirty",
+        "_epoch_start_unwritten", "closed",
         "first_dirty_offset", "layout_version", "on_recovery_point_lowered", "on_due",
         "_snapshot_offsets", "highest_offset_in_remote",
     )
@@ -251,6 +252,8 @@ class PartitionLog:
         # LogManager polls only logs that asked (an idle log is never visited).
         self.on_due: Callable[[PartitionLog], None] | None = None
         self._epoch_checkpoint_dirty = False  # the cache has entries the file lacks
+        # The latest epoch starts at the LEO, unwritten: dirty once a batch follows it.
+        self._epoch_start_unwritten = False
         self.closed = False
         # Offsets of the producer snapshot files, ascending (set by `open`).
         self._snapshot_offsets: list[int] = []
@@ -593,7 +596,8 @@ class PartitionLog:
             epoch = batch.partition_leader_epoch
             if epoch >= 0 and epoch != cache.latest_epoch:
                 epochs_changed |= cache.assign(epoch, batch.base_offset)
-        if epochs_changed:
+        if epochs_changed or self._epoch_start_unwritten:
+            self._epoch_start_unwritten = False
             # Not written (and fsynced) here, on the hot path: an unclean start re-learns
             # epochs from the batches it walks, which are all those at or above the
             # recovery point. The checkpoint is written before the recovery point moves
@@ -1031,11 +1035,14 @@ class PartitionLog:
 
     def assign_epoch_start(self, epoch: int, start_offset: int) -> None:
         """A new leader's epoch starts at ``start_offset`` (its LEO at election), before
-        any batch of it exists. Kept for the checkpoint like an epoch an append brings:
-        a clean restart reads the epochs from it alone, and a log whose epochs were lost
-        would fetch from its LEO without truncating to its new leader first."""
+        any batch of it exists. Kept for the checkpoint once a batch follows it, like an
+        epoch an append brings (the leader's own batches in it bring none): a clean
+        restart reads the epochs from the checkpoint alone, and a log whose epochs were
+        lost would fetch from its LEO without truncating to its new leader first. Until
+        then it is not written: loading drops an epoch that starts at the LEO anyway, and
+        elections of idle partitions (a controlled shutdown at 100k) write no files."""
         if self.leader_epoch_cache.assign(epoch, start_offset):
-            self._epoch_checkpoint_dirty = True
+            self._epoch_start_unwritten = True
 
     def adopt_leader_epochs(self, source: LeaderEpochCache) -> None:
         """A copy of another log (a log directory move) takes the epochs `source` knows
@@ -1196,7 +1203,7 @@ class PartitionLog:
     def _write_epoch_checkpoint(self) -> None:
         self.storage.write_atomically(f"{self.dir_path}/{LEADER_EPOCH_CHECKPOINT}",
                                       self.leader_epoch_cache.to_checkpoint())
-        self._epoch_checkpoint_dirty = False
+        self._epoch_checkpoint_dirty = self._epoch_start_unwritten = False
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
