@@ -828,11 +828,7 @@ class ReplicaManager:
             # as Kafka's fetcher does then (truncateToHighWatermark).
             log.info("%s: no leader epochs: truncating from %d to the HW %d", hosted.tp,
                      plog.log_end_offset, replica.high_watermark)
-            try:
-                self._truncate_to(hosted, replica.high_watermark, now_ms)
-                hosted.producers = self._rebuild_producer_state(plog)
-            except OSError as e:
-                self._log_io_failed(plog, e)
+            if not self._truncate_following(hosted, replica.high_watermark, now_ms):
                 return
         following = FollowerPartition(leader_id=replica.leader_id, leader_epoch=replica.leader_epoch,
                                       fetch_offset=plog.log_end_offset, epoch_to_ask=plog.latest_epoch)
@@ -1553,14 +1549,7 @@ class ReplicaManager:
             if decision.truncate_to < plog.log_end_offset:
                 log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)", a.partition,
                          plog.log_end_offset, decision.truncate_to, a.leader_epoch, a.end_offset)
-                try:
-                    self._truncate_to(hosted, decision.truncate_to, now_ms)
-                    # A transaction whose marker was cut is ongoing again: only the log
-                    # can tell, so rebuild from the latest snapshot below the cut (Kafka's
-                    # loadProducerState after a truncation).
-                    hosted.producers = self._rebuild_producer_state(plog)
-                except OSError as e:
-                    self._log_io_failed(plog, e)
+                if not self._truncate_following(hosted, decision.truncate_to, now_ms):
                     continue
             if decision.done:
                 f.state = FetchState.FETCHING
@@ -1925,6 +1914,19 @@ class ReplicaManager:
         except OSError as e:
             self._log_io_failed(future, e)
             return False
+
+    def _truncate_following(self, hosted: HostedPartition, offset: int, now_ms: int) -> bool:
+        """A follower's truncation before it fetches; False: the log's directory failed."""
+        try:
+            self._truncate_to(hosted, offset, now_ms)
+            # A transaction whose marker was cut is ongoing again: only the log can tell,
+            # so rebuild from the latest snapshot below the cut (Kafka's loadProducerState
+            # after a truncation).
+            hosted.producers = self._rebuild_producer_state(hosted.log)
+        except OSError as e:
+            self._log_io_failed(hosted.log, e)
+            return False
+        return True
 
     def _truncate_to(self, hosted: HostedPartition, offset: int, now_ms: int) -> None:
         """Truncate the current log, and a future log being copied from it the same way
