@@ -733,9 +733,9 @@ class KafkaApis:
             any_error = redirected = False
             results: list[tuple[SessionPartition, TopicPartition | None, CachedPartition, ReadResult]] = []
             if woken and quiet:
-                for tp in woken:
-                    if tp in quiet and tp not in woken_quiet:
-                        woken_quiet[tp] = idle.entries[tp]
+                for woken_tp in woken:
+                    if woken_tp in quiet and woken_tp not in woken_quiet:
+                        woken_quiet[woken_tp] = idle.entries[woken_tp]
             for key, tp, p in (walk if not woken_quiet else [*walk, *woken_quiet.values()]):
                 if (quiet and tp in quiet and tp not in previous
                         and (woken is None or tp not in woken)):

@@ -159,6 +159,7 @@ class FetchContext:
 # One partition of a session as the fetch reads it: its session key, its name (None: a
 # topic id this broker's metadata does not know) and what the session keeps of it.
 SessionEntry = tuple[SessionPartition, Union[TopicPartition, None], CachedPartition]
+ResolvedEntry = tuple[SessionPartition, TopicPartition, CachedPartition]
 
 
 @dataclass(slots=True)
@@ -175,7 +176,7 @@ class SessionView:
     ids_version: int
     deletions_version: int
     resolve: Any                                # topic id -> name or None (this image)
-    resolved: dict[SessionPartition, SessionEntry] = field(default_factory=dict)
+    resolved: dict[SessionPartition, ResolvedEntry] = field(default_factory=dict)
     unresolved: dict[SessionPartition, SessionEntry] = field(default_factory=dict)
     readable: set[TopicPartition] = field(default_factory=set)
     idle: "IdlePartitions | None" = None
@@ -223,7 +224,7 @@ class SessionView:
             still, self.unresolved = self.unresolved, {}
             self.add((key, cached) for key, _, cached in still.values())
 
-    def _resolved(self, entry: SessionEntry) -> None:
+    def _resolved(self, entry: ResolvedEntry) -> None:
         key, tp, _ = entry
         if self.idle is not None and key in self.resolved:
             self.idle.remove(tp)            # the session's new CachedPartition replaces it

@@ -1436,7 +1436,7 @@ class ReplicaManager:
             position = None
             hosted = followers.get(tp)
             f = None if hosted is None else hosted.following
-            if f is None or f.paused:
+            if hosted is None or f is None or f.paused:
                 pass            # no longer follows this leader; or waits for the metadata
             elif f.retry_at_ms > now_ms:
                 plan.waiting[tp] = f.retry_at_ms

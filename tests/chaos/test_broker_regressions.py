@@ -57,8 +57,10 @@ def test_a_lost_alter_partition_answer_does_not_shrink_the_leaders_isr(tmp_path)
         with KetchProducer(cluster, history, "isr", acks=-1, records_per_batch=10) as producer:
             producer.send(0, 20)
             inject(cluster, Pause(3))
-            wait_until(lambda: cluster.partition("isr", 0, 2).isr == (1, 2), 30, "ISR {1, 2}")
+            # At the leader's LEO a paused follower stays in sync (Kafka's isCaughtUp):
+            # writes it cannot fetch make it lag, and the leader drops it.
             producer.send(0, 20)
+            wait_until(lambda: cluster.partition("isr", 0, 2).isr == (1, 2), 30, "ISR {1, 2}")
             for controller in cluster.controller_ids:
                 inject(cluster, Delay(1, controller, 60_000, api_keys=(ApiKey.FETCH,)))
                 cluster.hub.drop_responses(f"1->{controller}", [ApiKey.ALTER_PARTITION], 100_000)
