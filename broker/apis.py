@@ -861,18 +861,13 @@ class KafkaApis:
         else:
             self._wake_changed(idle)
         if named and idle.quiet:
-            names: dict[uuid.UUID, str | None] = {}
-            tps = []
+            resolve = _id_resolver(image)
+            tps: list[TopicPartition] = []
             for key in named:
-                if isinstance(key, TopicIdPartition):
-                    if key.topic_id not in names:
-                        topic = image.topics.get_by_id(key.topic_id)
-                        names[key.topic_id] = None if topic is None else topic.name
-                    name = names[key.topic_id]
-                    if name is not None:
-                        tps.append(TopicPartition(name, key.partition))
-                else:
+                if not isinstance(key, TopicIdPartition):
                     tps.append(key)
+                elif (name := resolve(key.topic_id)) is not None:
+                    tps.append(TopicPartition(name, key.partition))
             idle.wake(tps)
         return idle
 

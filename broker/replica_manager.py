@@ -600,9 +600,8 @@ class ReplicaManager:
             self._log_io_failed(hosted.log, e)
 
     def apply_broker_configs(self) -> None:
-        """The replication throttle rates (dynamic broker configs)."""
-        self._follow_configs += 1
-
+        """The replication throttle rates (dynamic broker configs; a follower round
+        decides its throttled partitions against them every time)."""
         def rate(key: str) -> int:
             try:
                 return int(self.config_layers.broker_value(key) or UNLIMITED)
