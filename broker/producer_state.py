@@ -54,6 +54,8 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import cast
 
 import crc32c
 
@@ -128,12 +130,26 @@ def _next(sequence: int) -> int:
     return 0 if sequence == _INT32_MAX else sequence + 1
 
 
+# Shared, read-only stand-ins for an empty table's dicts: a partition no producer with an
+# id wrote to (most of them, at 100k) holds no dicts of its own (2 x 64 B). Written to,
+# they raise instead of reaching every table; ``_own`` puts dicts in place first.
+_NO_PRODUCERS = cast("dict[int, _ProducerEntry]", MappingProxyType({}))
+_NO_ONGOING = cast("dict[int, int]", MappingProxyType({}))
+
+
 class ProducerStateTable:
+    __slots__ = ("_producers", "_ongoing")
+
     def __init__(self) -> None:
-        self._producers: dict[int, _ProducerEntry] = {}
+        self._producers: dict[int, _ProducerEntry] = _NO_PRODUCERS
         # producer id -> first offset of its ongoing transaction. The one home of that
         # fact. Invariant: every key is also a key of _producers.
-        self._ongoing: dict[int, int] = {}
+        self._ongoing: dict[int, int] = _NO_ONGOING
+
+    def _own(self) -> None:
+        """Dicts of this table's own, before a write."""
+        if self._producers is _NO_PRODUCERS:
+            self._producers, self._ongoing = {}, {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -190,6 +206,7 @@ class ProducerStateTable:
         """Record an appended data batch (leader after ``check``, follower, or log replay)."""
         if producer_id == NO_PRODUCER_ID:
             return
+        self._own()
         entry = self._producers.get(producer_id)
         if entry is None or producer_epoch > entry.producer_epoch:
             coordinator_epoch = NO_COORDINATOR_EPOCH if entry is None else entry.coordinator_epoch
@@ -209,6 +226,7 @@ class ProducerStateTable:
         """Record an appended COMMIT/ABORT marker at ``offset``; the transaction it ended,
         or None when the producer had none ongoing here (nothing to index, LSO unmoved)."""
         assert producer_id != NO_PRODUCER_ID, "a transaction marker names its producer"
+        self._own()
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = _ProducerEntry(producer_epoch)
@@ -254,8 +272,7 @@ class ProducerStateTable:
             entry.batches = deque(kept, maxlen=BATCHES_KEPT)
 
     def clear(self) -> None:
-        self._producers.clear()
-        self._ongoing.clear()
+        self._producers, self._ongoing = _NO_PRODUCERS, _NO_ONGOING
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget the producers idle for ``expiration_ms`` (``producer.id.expiration.ms``,
@@ -293,6 +310,7 @@ class ProducerStateTable:
     @classmethod
     def from_snapshot(cls, data: bytes) -> ProducerStateTable:
         table = cls()
+        table._own()
         for (producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp_ms,
              coordinator_epoch, txn_first_offset) in decode_snapshot(data):
             entry = table._producers[producer_id] = _ProducerEntry(

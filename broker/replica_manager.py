@@ -1760,7 +1760,8 @@ class ReplicaManager:
             self._complete(completions)
             for proposal in proposals:
                 self._propose_isr(hosted, proposal, now_ms)
-            self._schedule_poll(tp, now_ms + max(1, due))
+            if due is not None:
+                self._schedule_poll(tp, now_ms + max(1, due))
         if heap:
             next_ms = min(next_ms, heap[0][0] - now_ms)
         for tp, state in list(self._isr_proposals.items()):
@@ -1813,7 +1814,9 @@ class ReplicaManager:
         may come before the replica's next poll."""
         replica = hosted.replica
         self._complete(replica.on_local_append(hosted.log.log_end_offset, self._follower_fetch_ms))
-        self._schedule_poll(hosted.tp, now_ms + replica.ms_until_due(now_ms))
+        due = replica.ms_until_due(now_ms)
+        if due is not None:
+            self._schedule_poll(hosted.tp, now_ms + due)
 
     def _poll_soon(self, tp: TopicPartition) -> None:
         """The replica's deadlines may have come forward: poll it at the next ``poll``."""

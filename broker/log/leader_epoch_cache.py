@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from typing import cast
 
 __all__ = [
     "EpochEntry",
@@ -63,11 +64,18 @@ class EpochEndOffset:
     end_offset: int  # first offset after that epoch, or UNDEFINED_EPOCH_OFFSET
 
 
+# A shared, read-only stand-in for an empty cache's lists: a replica that never had an
+# epoch here (a new follower, most of them at 100k) holds no lists of its own (2 x 56 B).
+_EMPTY = cast("list[int]", ())
+
+
 class LeaderEpochCache:
+    __slots__ = ("_epochs", "_starts")
+
     def __init__(self, entries: list[EpochEntry] | None = None) -> None:
         # Invariant: epochs strictly increasing, start offsets strictly increasing.
-        self._epochs: list[int] = []
-        self._starts: list[int] = []
+        self._epochs: list[int] = _EMPTY
+        self._starts: list[int] = _EMPTY
         for entry in entries or []:
             self.assign(entry.epoch, entry.start_offset)
 
@@ -96,6 +104,8 @@ class LeaderEpochCache:
             epoch != self._epochs[-1] or start_offset < self._starts[-1]
         ):
             return False
+        if self._epochs is _EMPTY:
+            self._epochs, self._starts = [], []
         while self._epochs and (self._epochs[-1] >= epoch or self._starts[-1] >= start_offset):
             self._epochs.pop()
             self._starts.pop()
@@ -154,8 +164,7 @@ class LeaderEpochCache:
         return True
 
     def clear(self) -> None:
-        self._epochs.clear()
-        self._starts.clear()
+        self._epochs, self._starts = _EMPTY, _EMPTY
 
     # --- checkpoint file ---------------------------------------------------------------
 

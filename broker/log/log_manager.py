@@ -189,6 +189,10 @@ class LogManager:
         self.default_config = default_config
         self.manager_config = manager_config
         self._logs: dict[Key, PartitionLog] = {}
+        # The callbacks every log is given, made once: a bound method made per log was
+        # 128 B per replica.
+        self._recovery_point_lowered = self.checkpoint_recovery_points
+        self._log_due = self._poll_soon
         # Invariant (once loaded): a future log's key is also a current log's key, in
         # another directory.
         self._future_logs: dict[Key, PartitionLog] = {}
@@ -577,8 +581,8 @@ class LogManager:
     # --- duties ---------------------------------------------------------------------------
 
     def _adopt(self, partition_log: PartitionLog) -> PartitionLog:
-        partition_log.on_recovery_point_lowered = self.checkpoint_recovery_points
-        partition_log.on_due = self._poll_soon
+        partition_log.on_recovery_point_lowered = self._recovery_point_lowered
+        partition_log.on_due = self._log_due
         if partition_log.has_duties:
             self._poll_soon(partition_log)
         return partition_log

@@ -237,8 +237,10 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self.first_dirty_offset = log_start_offset  # the cleaner's checkpoint, in memory
-        # Retired segment files (file.delete.delay.ms): (delete at ms, paths).
-        self._pending_deletes: list[tuple[int, list[str]]] = []
+        # Retired segment files (file.delete.delay.ms): (delete at ms, paths). This and
+        # the snapshot offsets are tuples, replaced on change: empty (most logs) they are
+        # the one shared empty tuple, not a list per replica (56 B each).
+        self._pending_deletes: tuple[tuple[int, list[str]], ...] = ()
         # Bumped whenever rolled segments change (truncation, retention, a cleaner swap), so
         # a cleaning pass built on an older layout is not committed.
         self.layout_version = 0
@@ -256,7 +258,7 @@ class PartitionLog:
         self._epoch_start_unwritten = False
         self.closed = False
         # Offsets of the producer snapshot files, ascending (set by `open`).
-        self._snapshot_offsets: list[int] = []
+        self._snapshot_offsets: tuple[int, ...] = ()
         # Tiered storage (KIP-405; Kafka's UnifiedLog.highestOffsetInRemoteStorage): the
         # last offset copied to remote storage (-1: none), set by broker/tiered from the
         # replicated remote log metadata. With remote.storage.enable, only segments wholly
@@ -431,9 +433,9 @@ class PartitionLog:
                     segment.txn_index.truncate_to(segment.next_offset)
         partition_log = cls(storage, dir_path, config, segments, start, recovery_point,
                             epoch_cache, now_ms)
-        partition_log._snapshot_offsets = sorted(
+        partition_log._snapshot_offsets = tuple(sorted(
             parsed[0] for name in names
-            if (parsed := parse_segment_file_name(name)) is not None and parsed[1] == SNAPSHOT_SUFFIX)
+            if (parsed := parse_segment_file_name(name)) is not None and parsed[1] == SNAPSHOT_SUFFIX))
         # Snapshots beyond what survived, or below the first segment, describe no state
         # this log can reach (Kafka's removeStraySnapshots / truncateAndReload).
         partition_log._delete_snapshots(lambda offset: offset > log_end_offset
@@ -937,7 +939,7 @@ class PartitionLog:
             deleted_bytes += segment.size_bytes
             retired = segment.delete_files(DELETED_SUFFIX if delay_ms > 0 else None)
             if retired:
-                self._pending_deletes.append((now_ms + delay_ms, retired))
+                self._pending_deletes += ((now_ms + delay_ms, retired),)
                 self._due()
         del self._segments[: len(doomed)]
         del self._bases[: len(doomed)]
@@ -979,7 +981,7 @@ class PartitionLog:
         `has_duties`)."""
         if self._pending_deletes:
             due = [paths for at, paths in self._pending_deletes if at <= now_ms]
-            self._pending_deletes = [(at, p) for at, p in self._pending_deletes if at > now_ms]
+            self._pending_deletes = tuple((at, p) for at, p in self._pending_deletes if at > now_ms)
             for paths in due:
                 for path in paths:
                     self.storage.delete(path)
@@ -1010,7 +1012,7 @@ class PartitionLog:
         for _, paths in self._pending_deletes:     # nobody reads them any more
             for path in paths:
                 self.storage.delete(path)
-        self._pending_deletes = []
+        self._pending_deletes = ()
         for segment in self._segments:
             if fsync and segment is self.active_segment:
                 self.storage.fsync(segment.log_path)  # rolled ones were fsynced at roll
@@ -1029,7 +1031,7 @@ class PartitionLog:
         """Stop using this log without writing anything more: its directory is about to
         be removed (a log dir move retired it). Unlike ``close(fsync=False)``, nothing is
         staged for a later ``sync_all`` in a directory that will be gone."""
-        self._pending_deletes = []
+        self._pending_deletes = ()
         self.layout_version += 1        # a cleaning pass built on it must not commit
         self.closed = True
 
@@ -1153,15 +1155,14 @@ class PartitionLog:
 
     @property
     def producer_snapshot_offsets(self) -> tuple[int, ...]:
-        return tuple(self._snapshot_offsets)
+        return self._snapshot_offsets
 
     def write_producer_snapshot(self, offset: int, data: bytes) -> None:
         """Keep ``data`` as the producer state as of ``offset`` (a batch boundary)."""
         assert self._segments[0].base_offset <= offset <= self._log_end_offset, offset
         self.storage.write_atomically(self._snapshot_path(offset), data)
         if offset not in self._snapshot_offsets:
-            self._snapshot_offsets.append(offset)
-            self._snapshot_offsets.sort()
+            self._snapshot_offsets = tuple(sorted((*self._snapshot_offsets, offset)))
 
     def read_producer_snapshot(self, offset: int) -> bytes:
         path = self._snapshot_path(offset)
@@ -1178,7 +1179,7 @@ class PartitionLog:
                 self.storage.delete(self._snapshot_path(offset))
             else:
                 kept.append(offset)
-        self._snapshot_offsets = kept
+        self._snapshot_offsets = tuple(kept)
 
     # --- checkpoints ----------------------------------------------------------------------
 

@@ -203,7 +203,7 @@ class LogSegment:
     ) -> LogSegment:
         """``new_dir``: the directory was made just now, so no stale file can be there."""
         segment = cls(storage, dir_path, base_offset, config, created_ms=now_ms, size_bytes=0)
-        storage.create(segment.log_path)
+        storage.create(f"{dir_path}/{segment_file_name(base_offset, LOG_SUFFIX)}")  # not kept
         for path in () if new_dir else (segment.index_path, segment.time_index_path, segment.txn_index_path):
             # Stale files of an earlier segment at this offset. Only if there: a delete
             # records the path's generation for good (FileStorage), ~500 B per replica

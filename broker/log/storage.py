@@ -267,10 +267,15 @@ class FileStorage:
         return os.stat(path).st_size
 
     def create(self, path: str) -> None:
-        with self._lock:
-            self._forget_locked(path)
-            self._generations.bump(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        # A path that was not there: no slice can hold its content, so its generation
+        # need not move (nor be kept: ~130 B per new partition's segment otherwise).
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            with self._lock:
+                self._forget_locked(path)
+                self._generations.bump(path)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         os.close(fd)
 
     def read(self, path: str, position: int, length: int) -> bytes:
@@ -496,8 +501,9 @@ class SimStorage:
         return len(self._file(path).current)
 
     def create(self, path: str) -> None:
+        if path in self._files:         # replaced: slices of the old content go stale
+            self._generations.bump(path)
         self._files[path] = _SimFile()
-        self._generations.bump(path)
 
     def read(self, path: str, position: int, length: int) -> bytes:
         assert position >= 0 and length >= 0

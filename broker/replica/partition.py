@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Hashable, Mapping
+from types import MappingProxyType
+from typing import Hashable, Mapping, cast
 
 from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
@@ -104,7 +105,22 @@ class _Parked:
     deadline_ms: int
 
 
+# Shared, read-only stand-ins for a replica's empty dicts: a replica that parks nothing
+# and follows (most of them, at 100k) holds no dicts of its own (64 B each). Written to,
+# they raise instead of reaching every replica; a first write puts a dict in place.
+_NO_FOLLOWERS = cast("dict[int, ReplicaProgress]", MappingProxyType({}))
+_NO_PARKED = cast("dict[Hashable, _Parked]", MappingProxyType({}))
+
+
 class PartitionReplica:
+    # One per hosted replica, idle or not: slots keep the memory per replica down.
+    __slots__ = (
+        "partition", "local_broker_id", "replica_lag_time_max_ms", "min_insync_replicas",
+        "elr_enabled", "role", "leader_id", "leader_epoch", "partition_epoch", "replicas",
+        "isr", "pending_isr", "recovering", "log_start_offset", "log_end_offset",
+        "high_watermark", "leader_epoch_start_offset", "followers", "_parked",
+    )
+
     def __init__(self, partition: TopicPartition, local_broker_id: int,
                  replica_lag_time_max_ms: int = 30_000, min_insync_replicas: int = 1) -> None:
         assert replica_lag_time_max_ms > 0 and min_insync_replicas >= 1
@@ -127,8 +143,8 @@ class PartitionReplica:
         self.log_end_offset = 0
         self.high_watermark = 0
         self.leader_epoch_start_offset = 0     # first offset written in this leader epoch
-        self.followers: dict[int, ReplicaProgress] = {}
-        self._parked: dict[Hashable, _Parked] = {}
+        self.followers: dict[int, ReplicaProgress] = _NO_FOLLOWERS    # a leader's only
+        self._parked: dict[Hashable, _Parked] = _NO_PARKED
 
     # ------------------------------------------------------------ role changes
 
@@ -171,6 +187,8 @@ class PartitionReplica:
         """A replica set changed within the leader epoch (a reassignment adds followers
         before it removes others): track the new ones, forget the removed."""
         self.replicas = tuple(replicas)
+        if self.followers is _NO_FOLLOWERS:
+            self.followers = {}
         for r in replicas:
             if r != self.local_broker_id and r not in self.followers:
                 self.followers[r] = ReplicaProgress(last_fetch_time_ms=now_ms)
@@ -189,7 +207,7 @@ class PartitionReplica:
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
         self.pending_isr = None
-        self.followers = {}
+        self.followers = _NO_FOLLOWERS
         return completions
 
     def on_follower_fetched(self, log_start_offset: int, log_end_offset: int,
@@ -205,7 +223,7 @@ class PartitionReplica:
         """No longer a replica (partition deleted or reassigned away)."""
         completions = self._fail_parked(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.role = Role.NONE
-        self.followers = {}
+        self.followers = _NO_FOLLOWERS
         return completions
 
     def apply_committed(self, leader_epoch: int, partition_epoch: int, isr: tuple[int, ...],
@@ -327,14 +345,16 @@ class PartitionReplica:
         assert self.role is Role.LEADER
         if self.high_watermark >= required_offset:
             return [ProduceCompletion(token, self._after_append_error())]
+        if self._parked is _NO_PARKED:
+            self._parked = {}
         self._parked[token] = _Parked(required_offset, deadline_ms)
         return []
 
     # ------------------------------------------------------------ time
 
-    def poll(self, now_ms: int) -> tuple[list[ProduceCompletion], list[AlterIsr], int]:
+    def poll(self, now_ms: int) -> tuple[list[ProduceCompletion], list[AlterIsr], int | None]:
         """Time out parked produces and propose an ISR shrink for laggards.
-        Returns (completions, effects, ms until the next deadline)."""
+        Returns (completions, effects, ms until the next deadline: ``ms_until_due``)."""
         completions: list[ProduceCompletion] = []
         for token, parked in list(self._parked.items()):
             if parked.deadline_ms <= now_ms:
@@ -364,10 +384,13 @@ class PartitionReplica:
                 out.add(r)
         return out
 
-    def ms_until_due(self, now_ms: int) -> int:
+    def ms_until_due(self, now_ms: int) -> int | None:
         """Milliseconds until ``poll`` has something to do: a parked produce's deadline,
-        an in-sync follower's lag deadline (none while it is at the LEO), or the lag
-        time when nothing is due."""
+        an in-sync follower's lag deadline (none while it is at the LEO). None: nothing
+        is due until this replica's state changes (an append, a parked produce, a role
+        or ISR change), and whoever changes it asks for a poll then. An idle replica
+        then holds no poll entry (100 B per replica at 100k, each re-polled every lag
+        time for nothing)."""
         if self.role is Role.LEADER and self.recovering and self.pending_isr is None:
             return 0                    # the recovery proposal is due now
         deadlines = [p.deadline_ms for p in self._parked.values()]
@@ -377,7 +400,7 @@ class PartitionReplica:
                 if progress is not None and progress.log_end_offset != self.log_end_offset:
                     deadlines.append(progress.last_caught_up_time_ms + self.replica_lag_time_max_ms + 1)
         if not deadlines:
-            return self.replica_lag_time_max_ms
+            return None
         return max(0, min(deadlines) - now_ms)
 
     # ------------------------------------------------------------ internals
@@ -436,5 +459,5 @@ class PartitionReplica:
 
     def _fail_parked(self, error_code: int) -> list[ProduceCompletion]:
         done = [ProduceCompletion(token, error_code) for token in self._parked]
-        self._parked.clear()
+        self._parked = _NO_PARKED
         return done

@@ -40,6 +40,8 @@ class LostAnswerFallsBack(ReplicaManager):
         hosted = self.partitions.get(proposal.partition)
         if hosted is not None and self._proposal_current(proposal, state.topic_id):
             self._complete(hosted.replica.abandon_pending_isr())     # the bug
+        if hosted is not None:
+            self._poll_soon(proposal.partition)     # as the real core does after any answer
         self._maybe_send_alter_partition(proposal.partition, now_ms)
         return None
 

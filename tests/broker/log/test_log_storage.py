@@ -53,6 +53,24 @@ def test_positional_writes_reads_truncate_rename_delete(storage_and_root) -> Non
     assert not storage.exists(f"{root}/t-0")
 
 
+def test_creating_a_new_file_keeps_no_generation_and_recreating_one_stales_its_slices(
+        storage_and_root) -> None:
+    # A new partition's segment leaves no per-path entry behind (memory per replica);
+    # creating over an existing file replaces its content, so its slices go stale.
+    storage, root = storage_and_root
+    storage.make_dirs(root)
+    path = f"{root}/n.log"
+    storage.create(path)
+    assert storage.generation(path) == 0
+    storage.write(path, 0, b"abc")
+    s = FileSlice(path, storage.generation(path), 0, 3, 0, 0)
+    assert storage.read_slice(s) == b"abc"
+    storage.create(path)
+    storage.write(path, 0, b"xyz")
+    with pytest.raises(StaleFileSliceError):
+        storage.read_slice(s)
+
+
 def test_slices_go_stale_when_the_file_is_replaced_or_cut(storage_and_root) -> None:
     storage, root = storage_and_root
     storage.make_dirs(root)

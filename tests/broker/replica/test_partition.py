@@ -230,3 +230,23 @@ def test_an_abandoned_isr_proposal_lets_the_produces_it_held_back_complete() -> 
     assert p.high_watermark == 10                                # 3 (pending) holds it back
     assert p.abandon_pending_isr() == [ProduceCompletion("req", ErrorCode.NONE)]
     assert p.high_watermark == 12 and p.pending_isr is None
+
+
+def test_an_idle_replica_asks_for_no_poll_until_its_state_changes() -> None:
+    # An idle replica (most of them, at 100k) holds no poll entry: nothing is due until
+    # an append, a parked produce or a role change, and whoever makes one asks for a poll.
+    p = leader(leo=10, hw=10)
+    p.on_follower_fetch(2, 10, now_ms=1)
+    p.on_follower_fetch(3, 10, now_ms=1)
+    assert p.ms_until_due(now_ms=5) is None
+    p.on_local_append(11)                   # the followers lag from here: a deadline
+    assert p.ms_until_due(now_ms=5) == LAG_MS + 1 - 4
+    p.on_follower_fetch(2, 11, now_ms=6)
+    p.on_follower_fetch(3, 11, now_ms=6)
+    assert p.await_replication("req", required_offset=12, deadline_ms=900) == []
+    assert p.ms_until_due(now_ms=100) == 800
+    assert p.poll(now_ms=900)[0] == [ProduceCompletion("req", ErrorCode.REQUEST_TIMED_OUT)]
+    assert p.ms_until_due(now_ms=901) is None
+    follower = PartitionReplica(TP, 2, replica_lag_time_max_ms=LAG_MS)
+    follower.become_follower(1, 5, 7, (1, 2, 3), (1, 2, 3))
+    assert follower.ms_until_due(now_ms=0) is None
