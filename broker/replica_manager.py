@@ -466,8 +466,10 @@ class ReplicaManager:
         # put, an id that resolved still does.
         self.topic_ids_version = 0
         self.topic_deletions_version = 0
-        # What high_watermark_checkpoints last handed out: (offsets, logs moved by then).
-        self._hw_checkpoint_written: tuple[dict[tuple[str, int], int], int] | None = None
+        # Whether _hw_checkpoint lost an entry, and how many logs had moved, since
+        # high_watermark_checkpoints last handed the files out (None: never).
+        self._hw_checkpoint_removed = False
+        self._hw_checkpoint_moves: int | None = None
         self._isr_proposals: dict[TopicPartition, _IsrProposalState] = {}
         # When each hosted replica's poll is next due (its parked produces' and laggards'
         # deadlines), so ``poll`` visits only the replicas that are due, not every hosted
@@ -787,7 +789,7 @@ class ReplicaManager:
                 # writes nothing of its own (issue 21).
                 if hosted.mirror is None or not hosted.mirror.fetching:
                     self._start_record_epoch(hosted, reg.leader_epoch)
-                hw = max(self._hw_checkpoint.get((hosted.tp.topic, hosted.tp.partition), 0),
+                hw = max(self._hw_checkpoint.get(hosted.tp, 0),
                          replica.high_watermark)
                 self._complete(replica.become_leader(
                     reg.leader_epoch, reg.partition_epoch, reg.replicas, reg.isr,
@@ -873,7 +875,8 @@ class ReplicaManager:
             self._effects.append(LeadershipChanged(tp, False))
         if delete:
             self.logs.delete_log(tp.topic, tp.partition)
-            self._hw_checkpoint.pop((tp.topic, tp.partition), None)
+            if self._hw_checkpoint.pop(tp, None) is not None:
+                self._hw_checkpoint_removed = True
             log.info("%s: no longer hosted here; log deleted", tp)
 
     # ------------------------------------------------------------ produce
@@ -1839,17 +1842,20 @@ class ReplicaManager:
     def high_watermark_checkpoints(self) -> list[CheckpointWrite]:
         """What ``checkpoint_high_watermarks`` writes, for a shell that writes it off its
         event loop (``write_checkpoint``, then ``checkpoint_failed`` on an error)."""
-        offsets = {(tp.topic, tp.partition): h.replica.high_watermark
+        # Keyed by the hosted TopicPartitions (tuples, equal to the (topic, partition)
+        # keys read at start): no key tuple of its own per replica.
+        offsets = {tp: h.replica.high_watermark
                    for tp, h in self.partitions.items() if h.replica.role is not Role.NONE}
-        self._hw_checkpoint.update(offsets)
         # Nothing moved since the files were last written: nothing to write. (Grouping
         # and encoding every partition took 10-20 % of an idle broker's time at 100k.
         # Kafka rewrites them every interval; here an idle broker's failed directory is
         # found by its next write of any kind, not by this file's.)
-        written = (dict(self._hw_checkpoint), self.logs.moves_completed)
-        if written == self._hw_checkpoint_written:
+        moves = self.logs.moves_completed
+        if (moves == self._hw_checkpoint_moves and not self._hw_checkpoint_removed
+                and offsets.items() <= self._hw_checkpoint.items()):
             return []
-        self._hw_checkpoint_written = written
+        self._hw_checkpoint.update(offsets)     # type: ignore[arg-type]  # TopicPartition is a tuple[str, int]
+        self._hw_checkpoint_moves, self._hw_checkpoint_removed = moves, False
         by_dir: dict[str, dict[tuple[str, int], int]] = {d: {} for d in self.logs.log_dirs}
         for key, hw in self._hw_checkpoint.items():
             log_dir = self.logs.log_dir_of(*key)

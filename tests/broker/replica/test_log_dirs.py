@@ -91,7 +91,7 @@ def test_new_partitions_spread_over_the_dirs_and_a_restart_finds_each(tmp_path) 
 def test_the_hw_checkpoint_is_written_again_only_after_an_hw_moved_or_a_log_did(tmp_path) -> None:
     """At 100k partitions grouping and encoding every HW took 10-20 % of an idle broker's
     time every 5 s: files that would be written the same are not written again."""
-    core, dirs, _ = open_core(tmp_path, partitions=2)
+    core, dirs, meta = open_core(tmp_path, partitions=2)
     tp = TopicPartition("t", 0)
     assert {w.log_dir for w in core.high_watermark_checkpoints()} == set(dirs)
     assert core.high_watermark_checkpoints() == [], "nothing moved"
@@ -104,6 +104,11 @@ def test_the_hw_checkpoint_is_written_again_only_after_an_hw_moved_or_a_log_did(
     assert core.logs.log_dir_of("t", 0) == dirs[1]
     writes = {w.log_dir: w.data for w in core.high_watermark_checkpoints()}
     assert set(writes) == set(dirs) and b"t 0 2" in writes[dirs[1]] and b"t 0" not in writes[dirs[0]]
+    # The topic deleted: its entries leave the files (a topic made again with its name
+    # must not start from them after a restart), though no HW moved.
+    core.apply_metadata(*meta.commit(M.RemoveTopicRecord(topic_id=TOPIC_ID)), 4)
+    writes = {w.log_dir: w.data for w in core.high_watermark_checkpoints()}
+    assert writes and all(b"t 0" not in data for data in writes.values())
 
 
 def test_a_moved_log_keeps_every_record_appended_during_the_move(tmp_path) -> None:
