@@ -487,11 +487,8 @@ class ReplicaManager:
         self._mirror_partitions: set[TopicPartition] = set()
         self._leader_backoff_until: dict[int, int] = {}
         # The partitions following each leader (``hosted.following`` set), so a round of
-        # follower work for one leader visits its partitions, not every hosted one; and
-        # each one's last FetchPosition, handed out again while unchanged (the fetcher
-        # tells an unchanged position by identity).
+        # follower work for one leader visits its partitions, not every hosted one.
         self._following_by_leader: dict[int, dict[TopicPartition, HostedPartition]] = {}
-        self._fetch_positions: dict[TopicPartition, FetchPosition] = {}
         # Per leader, its round of follower work kept up to date partition by partition
         # (_FollowPlan): what changes a partition's part marks it (_mark_following);
         # what may change any (a throttle config, a log move, a retention pass) makes the
@@ -848,7 +845,6 @@ class ReplicaManager:
                 followers.pop(hosted.tp, None)
                 if not followers:
                     del self._following_by_leader[before.leader_id]
-            self._fetch_positions.pop(hosted.tp, None)
         hosted.following = following
         if following is not None:
             self._following_by_leader.setdefault(following.leader_id, {})[hosted.tp] = hosted
@@ -1418,7 +1414,10 @@ class ReplicaManager:
         inputs = (self._follow_configs, self.logs.moves_completed, self.logs.retention_runs)
         plan = self._follow_plans.get(leader_id)
         if plan is None or plan.inputs != inputs:
-            plan = self._follow_plans[leader_id] = _FollowPlan(inputs)
+            # Every partition is decided again; an unchanged position stays the same
+            # object (the fetcher and its session tell them by identity).
+            kept = {} if plan is None else {tp: p for tp, p in plan.positions.items() if tp in followers}
+            plan = self._follow_plans[leader_id] = _FollowPlan(inputs, kept)
             plan.dirty.update(followers)
             changed: dict[TopicPartition, FetchPosition | None] | None = None
         else:
@@ -1449,9 +1448,9 @@ class ReplicaManager:
                 if self.follower_quota.is_exceeded(now_ms):
                     quota_wait = True
                 else:
-                    position = positions[tp] = self._fetch_position(hosted, f)
+                    position = positions[tp] = self._fetch_position(hosted, f, before)
             else:
-                position = positions[tp] = self._fetch_position(hosted, f)
+                position = positions[tp] = self._fetch_position(hosted, f, before)
             if changed is not None and position is not before:
                 changed[tp] = position
         plan.dirty.clear()
@@ -1464,17 +1463,16 @@ class ReplicaManager:
                                  changed)
         return plan.work
 
-    def _fetch_position(self, hosted: HostedPartition, f: FollowerPartition) -> FetchPosition:
-        """The partition's position, the same object while it does not change."""
-        tp = hosted.tp
+    @staticmethod
+    def _fetch_position(hosted: HostedPartition, f: FollowerPartition,
+                        before: FetchPosition | None) -> FetchPosition:
+        """The partition's position: ``before`` (the plan's last) while it does not change."""
         log_start = hosted.log.log_start_offset
-        position = self._fetch_positions.get(tp)
-        if (position is None or position.fetch_offset != f.fetch_offset
-                or position.current_leader_epoch != f.leader_epoch
-                or position.log_start_offset != log_start):
-            position = self._fetch_positions[tp] = FetchPosition(tp, f.leader_epoch, f.fetch_offset,
-                                                                 log_start, hosted.topic_id)
-        return position
+        if (before is not None and before.fetch_offset == f.fetch_offset
+                and before.current_leader_epoch == f.leader_epoch
+                and before.log_start_offset == log_start):
+            return before
+        return FetchPosition(hosted.tp, f.leader_epoch, f.fetch_offset, log_start, hosted.topic_id)
 
     def _follower_throttled(self, hosted: HostedPartition) -> bool:
         return hosted.follower_throttled and self.broker_id not in hosted.replica.isr
