@@ -830,7 +830,8 @@ class KafkaApis:
         ids_version, deletions_version = replicas.topic_ids_version, replicas.topic_deletions_version
         view = session.memo
         if view is None or view.deletions_version != deletions_version:
-            view = SessionView.of(session.partitions, ids_version, deletions_version, _id_resolver(image))
+            view = SessionView.of(session.partitions, ids_version, deletions_version, _id_resolver(image),
+                                  replicas.core.hosted_key)
             session.remember(view)
             return view
         if view.ids_version != ids_version:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Collection, Iterable, Union
+from typing import Any, Callable, Collection, Iterable, Union
 
 from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
@@ -172,10 +172,13 @@ class SessionView:
     again when topics were created (``ids_version``). A leader or ISR change elsewhere
     changes nothing here, so an idle follower's session of ~33,000 partitions at 100k
     costs nothing per fetch. ``readable``: the named ones as a set, what a parked fetch
-    waits on; ``idle``: a follower's IdlePartitions, made by its first incremental fetch."""
+    waits on; ``idle``: a follower's IdlePartitions, made by its first incremental fetch.
+    ``hosted_key``: the broker's own TopicPartition equal to one resolved, kept instead
+    of it (one object per replica, not one more per session set it is in)."""
     ids_version: int
     deletions_version: int
     resolve: Any                                # topic id -> name or None (this image)
+    hosted_key: Callable[[TopicPartition], TopicPartition] = lambda tp: tp
     resolved: dict[SessionPartition, ResolvedEntry] = field(default_factory=dict)
     unresolved: dict[SessionPartition, SessionEntry] = field(default_factory=dict)
     readable: set[TopicPartition] = field(default_factory=set)
@@ -183,8 +186,9 @@ class SessionView:
 
     @classmethod
     def of(cls, partitions: Iterable[tuple[SessionPartition, CachedPartition]], ids_version: int,
-           deletions_version: int, resolve: Any) -> SessionView:
-        view = cls(ids_version, deletions_version, resolve)
+           deletions_version: int, resolve: Any,
+           hosted_key: Callable[[TopicPartition], TopicPartition] = lambda tp: tp) -> SessionView:
+        view = cls(ids_version, deletions_version, resolve, hosted_key)
         view.add(partitions)
         return view
 
@@ -204,7 +208,7 @@ class SessionView:
                 if name is None:
                     self.unresolved[key] = (key, None, cached)
                     continue
-                self._resolved((key, TopicPartition(name, key.partition), cached))
+                self._resolved((key, self.hosted_key(TopicPartition(name, key.partition)), cached))
             else:
                 self._resolved((key, key, cached))
 

@@ -175,3 +175,19 @@ def test_a_session_view_grows_with_its_session_and_resolves_ids_as_topics_come()
     assert view.readable == {TopicPartition("a", 1), TopicPartition("b", 0)}
     by_name = SessionView.of([(T0, c)], 1, 0, names.get)
     assert by_name.entries == [(T0, T0, c)]
+
+
+def test_a_session_view_keeps_the_brokers_own_topic_partitions() -> None:
+    # One TopicPartition object per replica: the view's sets hold the hosted one, not
+    # one decoded per session (56 B each, in three sets per follower partition).
+    import uuid
+    from broker.fetch_session import CachedPartition, SessionView
+    from clients.types import TopicIdPartition
+    a = uuid.UUID(int=1)
+    hosted = {TopicPartition("a", 0): TopicPartition("a", 0)}
+    c = CachedPartition(0, 1 << 20, -1)
+    view = SessionView.of([(TopicIdPartition(a, 0), c), (TopicIdPartition(a, 1), c)], 1, 0,
+                          {a: "a"}.get, lambda tp: hosted.get(tp, tp))
+    [own] = [tp for tp in view.readable if tp.partition == 0]
+    assert own is hosted[TopicPartition("a", 0)]
+    assert {tp.partition for tp in view.readable} == {0, 1}
