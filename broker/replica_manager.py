@@ -1863,11 +1863,18 @@ class ReplicaManager:
             return []
         self._hw_checkpoint.update(offsets)     # type: ignore[arg-type]  # TopicPartition is a tuple[str, int]
         self._hw_checkpoint_moves, self._hw_checkpoint_removed = moves, False
-        by_dir: dict[str, dict[tuple[str, int], int]] = {d: {} for d in self.logs.log_dirs}
-        for key, hw in self._hw_checkpoint.items():
-            log_dir = self.logs.log_dir_of(*key)
-            if log_dir is not None:
-                by_dir[log_dir][key] = hw
+        by_dir: dict[str, dict[tuple[str, int], int]]
+        if len(self.logs.log_dirs) == 1:
+            # One directory holds every entry's log: an entry leaves with its log (a
+            # deletion), and the file read at start kept only the logs found. (Asking
+            # for each entry's directory took more than the rest of this at 100k.)
+            by_dir = {self.logs.log_dirs[0]: self._hw_checkpoint}
+        else:
+            by_dir = {d: {} for d in self.logs.log_dirs}
+            for key, hw in self._hw_checkpoint.items():
+                log_dir = self.logs.log_dir_of(*key)
+                if log_dir is not None:
+                    by_dir[log_dir][key] = hw
         return [CheckpointWrite(log_dir, f"{log_dir}/{HW_CHECKPOINT}",
                                 encode_offset_checkpoint(dir_offsets))
                 for log_dir, dir_offsets in by_dir.items() if self.logs.is_online(log_dir)]

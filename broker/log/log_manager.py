@@ -116,8 +116,10 @@ def parse_partition_dir_name(name: str) -> Key | None:
 
 
 def encode_offset_checkpoint(offsets: Mapping[Key, int]) -> bytes:
+    # In the mapping's order, as Kafka writes them: sorting 100k entries took longer than
+    # formatting them, every checkpoint interval.
     lines = ["0", str(len(offsets))]
-    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 

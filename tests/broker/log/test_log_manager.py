@@ -14,7 +14,7 @@ from broker.log.log_manager import decode_offset_checkpoint, encode_offset_check
 
 def test_offset_checkpoint_format_is_kafkas() -> None:
     data = encode_offset_checkpoint({("orders", 1): 42, ("a-b", 0): 7})
-    assert data == b"0\n2\na-b 0 7\norders 1 42\n"
+    assert data == b"0\n2\norders 1 42\na-b 0 7\n"      # unsorted, as Kafka's
     assert decode_offset_checkpoint(data) == {("orders", 1): 42, ("a-b", 0): 7}
 
 
