@@ -4,7 +4,10 @@ For each size, on a fresh local cluster (LocalCluster, the nodes as real process
 
 1. create: CreateTopics for N partitions (topics of up to 1,000 partitions, RF 3, sent
    in requests of `--partitions-per-request`), until every broker leads its share (the
-   brokers' kafka_server_replicamanager_leadercount gauges sum to N);
+   brokers' kafka_server_replicamanager_leadercount gauges sum to N); beside it, the
+   brokers' CPU seconds meanwhile and the controllers' Raft journal fdatasyncs (the
+   slowest controller's count and seconds, from its /metrics): whether creation waited
+   for CPU or for the disk;
 2. broker RSS per replica: (RSS after - RSS before creation) / replicas per broker, for
    each broker (goal <= 4 KB);
 3. new topic -> first acknowledged write: CreateTopics of a 1-partition RF-3 topic, then
@@ -58,6 +61,16 @@ def rss_kb(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def cpu_s(pid: int) -> float:
+    """The process's CPU seconds so far (user + system)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+JOURNAL_SYNC = "kafka_log_logflushstats_logflushrateandtimems"
 
 
 def http_get(port: int, path: str, timeout_s: float = 10.0) -> bytes:
@@ -191,6 +204,8 @@ class Bench:
         start_s = time.perf_counter() - t0
         pids = self.broker_pids()
         rss_before = {b: rss_kb(p) for b, p in pids.items()}
+        cpu_before = {b: cpu_s(p) for b, p in pids.items()}
+        syncs_before = self.journal_syncs()
 
         n = self.partitions
         topics = [(f"scale-{i}", min(PARTITIONS_PER_TOPIC, n - i * PARTITIONS_PER_TOPIC))
@@ -202,6 +217,9 @@ class Bench:
                  probe_share=0.1)
         create_s = time.perf_counter() - t0
         rss_after = {b: rss_kb(p) for b, p in pids.items()}
+        broker_cpu_s = sum(cpu_s(p) - cpu_before[b] for b, p in pids.items())
+        syncs = {c: (n - syncs_before[c][0], ms - syncs_before[c][1])
+                 for c, (n, ms) in self.journal_syncs().items()}
         replicas_per_broker = n          # RF 3 over 3 brokers
         rss_per_replica = {b: (rss_after[b] - rss_before[b]) * 1024 / replicas_per_broker
                            for b in pids}
@@ -216,6 +234,11 @@ class Bench:
         return {
             "partitions": n, "topics": len(topics), "cluster_start_s": start_s,
             "create_committed_s": committed_s, "create_s": create_s,
+            # Where creation's time went: the brokers' CPU (all three), and the slowest
+            # controller's journal fdatasyncs (what every commit waits for on a majority).
+            "create_broker_cpu_s": broker_cpu_s,
+            "create_journal_syncs": max(n for n, _ in syncs.values()),
+            "create_journal_sync_s": max(ms for _, ms in syncs.values()) / 1000,
             "broker_rss_before_mb": {b: v / 1024 for b, v in rss_before.items()},
             "broker_rss_after_mb": {b: v / 1024 for b, v in rss_after.items()},
             "rss_bytes_per_replica": {b: round(v) for b, v in rss_per_replica.items()},
@@ -293,6 +316,14 @@ class Bench:
         wait_for(f"broker {broker_id} unfenced", unfenced, 1800)
         return time.perf_counter() - t0
 
+    def journal_syncs(self) -> dict[int, tuple[float, float]]:
+        """Each controller's journal fdatasyncs so far: (count, ms)."""
+        out = {}
+        for c in self.cluster.spec.controllers:
+            out[c.id] = (gauge(c.http_port, JOURNAL_SYNC + "_count") or 0.0,
+                         gauge(c.http_port, JOURNAL_SYNC + "_sum") or 0.0)
+        return out
+
     def controller_failover(self) -> float:
         info = self.admin.describe_quorum(timeout_ms=60_000)
         active = info.leader_id
@@ -325,7 +356,9 @@ def main() -> None:
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)
         results.append(r)
-        print(f"{n:>7} partitions: create {r['create_s']:.1f} s (committed {r['create_committed_s']:.1f} s)"
+        print(f"{n:>7} partitions: create {r['create_s']:.1f} s (committed {r['create_committed_s']:.1f} s"
+              f"; brokers' CPU {r['create_broker_cpu_s']:.1f} s; controller journal fdatasyncs "
+              f"{r['create_journal_syncs']:.0f} taking {r['create_journal_sync_s']:.1f} s)"
               f"; broker RSS/replica {r['rss_bytes_per_replica_max']} B (max of 3)"
               f"; new topic -> first ack {r['new_topic_first_write_s'] * 1000:.0f} ms"
               f"; controlled shutdown ({r['broker1_leaderships']} leaderships) "

@@ -14,7 +14,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from clients.http_api.auth import Caller
@@ -167,6 +167,11 @@ class ControllerStateCollector(Collector):
                                   value=self.driver.records_committed)
         yield CounterMetricFamily(raft + "leader_changes", "Quorum leader changes this controller saw",
                                   value=self.driver.leader_changes)
+        # Kafka counts a controller's metadata log flushes under LogFlushStats, too.
+        syncs, sync_seconds = self.quorum.journal_syncs
+        yield SummaryMetricFamily("kafka_log_logflushstats_logflushrateandtimems",
+                                  "Raft journal fdatasyncs on this controller, and their ms",
+                                  count_value=syncs, sum_value=sync_seconds * 1000)
         snap = self.quorum.log.snapshot
         yield GaugeMetricFamily("kafka_server_snapshotemitter_latestsnapshotgeneratedbytes",
                                 "Bytes of the newest metadata snapshot",

@@ -114,6 +114,13 @@ class MetadataQuorum(ABC):
     @abstractmethod
     def install_snapshot(self, snapshot: MetadataSnapshot) -> None: ...
 
+    @property
+    def journal_syncs(self) -> tuple[int, float]:
+        """The fdatasyncs of this node's Raft journal entries so far, and the seconds they
+        took: what every commit waits for on a majority. A quorum that keeps no journal
+        (in memory), none."""
+        return 0, 0.0
+
     @abstractmethod
     async def close(self) -> None: ...
 

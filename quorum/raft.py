@@ -627,6 +627,10 @@ class RaftQuorum(QuorumBase):
 
     # -- membership (KIP-853): what quorum/membership.py drives --
 
+    @property
+    def journal_syncs(self) -> tuple[int, float]:
+        return self.journal.entry_syncs, self.journal.entry_sync_seconds
+
     def raft_members(self) -> set[str]:
         """The addresses pysyncobj counts as voters now, this node's included."""
         return {n.address for n in self._syncobj.otherNodes} | {self._syncobj.selfNode.address}

@@ -187,3 +187,16 @@ def test_the_commit_index_is_stored_without_fsync_and_a_torn_copy_falls_back(tmp
     with open(path + ".commit", "r+b") as f:    # torn: its CRC no longer matches
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09")
     assert FsyncJournal(path).getRaftCommitIndex() == 1
+
+
+def test_entry_syncs_are_counted_with_their_time(tmp_path) -> None:
+    # What a controller's /metrics shows (LogFlushStats): only fdatasyncs of new entries.
+    journal = FsyncJournal(str(tmp_path / "raft.journal"))
+    assert (journal.entry_syncs, journal.entry_sync_seconds) == (0, 0.0)
+    journal.add(b"e", 1, 1)
+    journal.sync()
+    journal.sync()                          # nothing new: no fdatasync
+    assert journal.entry_syncs == 1 and journal.entry_sync_seconds > 0
+    journal.add(b"e", 2, 1)
+    journal.sync()
+    assert journal.entry_syncs == 2
