@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Callable, Iterable, Sequence, Union
 
 from clients.frozen import fast_init
 from clients.protocol import messages
@@ -439,7 +439,7 @@ class MetadataDelta:
             raise MetadataReplayError(f"{what()}: partition already exists")
         lrs = _recovery_state(r.leader_recovery_state, what)
         p = PartitionRegistration(
-            replicas=tuple(r.replicas), isr=tuple(r.isr),
+            replicas=_broker_ids(r.replicas), isr=_broker_ids(r.isr),
             removing_replicas=tuple(r.removing_replicas),
             adding_replicas=tuple(r.adding_replicas),
             leader=r.leader, leader_recovery_state=lrs, leader_epoch=r.leader_epoch,
@@ -461,7 +461,7 @@ class MetadataDelta:
         old = td.get(r.partition_id)
         if old is None:
             raise MetadataReplayError(f"{what()}: unknown partition")
-        replicas = old.replicas if r.replicas is None else tuple(r.replicas)
+        replicas = old.replicas if r.replicas is None else _broker_ids(r.replicas)
         directories = old.directories
         if r.directories is not None:
             directories = tuple(r.directories)
@@ -478,7 +478,7 @@ class MetadataDelta:
             lrs = _recovery_state(r.leader_recovery_state, what)
         new = PartitionRegistration(
             replicas=replicas,
-            isr=old.isr if r.isr is None else tuple(r.isr),
+            isr=old.isr if r.isr is None else _broker_ids(r.isr),
             removing_replicas=(old.removing_replicas if r.removing_replicas is None
                                else tuple(r.removing_replicas)),
             adding_replicas=(old.adding_replicas if r.adding_replicas is None
@@ -696,6 +696,24 @@ class MetadataDelta:
             else:
                 resources.pop(resource, None)
         return ConfigsImage(frozen_mapping(resources))
+
+
+# Replica sets and ISRs repeat across partitions (3 brokers make 6 orders of 3): one
+# shared tuple per distinct value, not two per partition (128 B per partition in every
+# broker's and controller's image, and in each hosted replica's state, at 100k
+# partitions). Bounded: emptied when full, which only costs the sharing.
+_BROKER_ID_TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
+_BROKER_ID_TUPLES_MAX = 100_000
+
+
+def _broker_ids(ids: Sequence[int]) -> tuple[int, ...]:
+    t = tuple(ids)
+    shared = _BROKER_ID_TUPLES.get(t)
+    if shared is None:
+        if len(_BROKER_ID_TUPLES) >= _BROKER_ID_TUPLES_MAX:
+            _BROKER_ID_TUPLES.clear()
+        shared = _BROKER_ID_TUPLES[t] = t
+    return shared
 
 
 def _opt_tuple(v: list | None) -> tuple | None:

@@ -303,3 +303,13 @@ def test_splitting_a_history_into_deltas_does_not_change_the_image(records, cuts
             delta.replay(r)
         image = delta.apply(Provenance(end - 1, 1))
     assert image == whole
+
+
+def test_equal_replica_sets_and_isrs_are_one_shared_tuple() -> None:
+    # Memory per partition at 100k: 3 brokers make 6 replica orders, not 100k tuples.
+    image = image_of([*BASE, partition(1, 2, [1, 2, 3])])
+    ps = image.topics.get("t").partitions
+    assert ps[2].replicas is ps[0].replicas and ps[0].isr is ps[0].replicas
+    delta = MetadataDelta(image)
+    delta.replay(change(1, 1, isr=[1, 2, 3]))
+    assert delta.apply(Provenance(100, 2)).topics.get("t").partitions[1].isr is ps[0].replicas
