@@ -1085,6 +1085,7 @@ class ReplicaManager:
             self._log_io_failed(hosted.log, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, -1
         hosted.replica.on_log_start_offset(hosted.log.log_start_offset)
+        self._changed.add(hosted.tp)    # the followers' sessions are told the new log start
         return code, hosted.log.log_start_offset
 
     # ------------------------------------------------------------ reads (consumers and followers)
@@ -1773,6 +1774,12 @@ class ReplicaManager:
                 if state.wanted is not None:
                     next_ms = min(next_ms, max(1, state.resend_at_ms - now_ms))
         next_ms = min(next_ms, self.logs.poll(now_ms, self.high_watermark_of))
+        for topic, partition in self.logs.take_retention_moves():
+            # A log start moved: a change for the follower sessions to look at (their
+            # idle partitions are looked at again only when changed).
+            hosted = self.partitions.get(TopicPartition(topic, partition))
+            if hosted is not None:
+                self._changed.add(hosted.tp)
         next_ms = min(next_ms, self._expire_producers(now_ms))
         self._handle_offline_dirs()
         if self._move_logs(now_ms):

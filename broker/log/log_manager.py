@@ -208,6 +208,8 @@ class LogManager:
         self.moves_completed = 0
         # Retention passes run so far: what may have moved any log's start offset.
         self.retention_runs = 0
+        # The logs whose start a retention pass moved, until taken (take_retention_moves).
+        self._retention_moves: list[Key] = []
         self._retired: list[str] = []       # retired logs' directories, still to remove
         self._next_recovery_checkpoint_ms = now_ms + manager_config.flush_offset_checkpoint_interval_ms
         self._next_retention_ms = now_ms + manager_config.retention_check_interval_ms
@@ -636,7 +638,7 @@ class LogManager:
         if heap:
             next_due = max(0, heap[0][0] - now_ms)
         if now_ms >= self._next_retention_ms:
-            self.run_retention(now_ms, high_watermark_of)
+            self._retention_moves.extend(self.run_retention(now_ms, high_watermark_of))
             self._next_retention_ms = now_ms + self.manager_config.retention_check_interval_ms
         if now_ms >= self._next_recovery_checkpoint_ms:
             self.checkpoint_recovery_points()
@@ -669,6 +671,12 @@ class LogManager:
         except OSError as e:
             self._retired.pop(0)
             self.mark_offline(log_dir, e)
+
+    def take_retention_moves(self) -> list[Key]:
+        """The partitions whose log start the retention passes of ``poll`` moved since
+        the last call (the replica manager tells their followers' sessions)."""
+        moves, self._retention_moves = self._retention_moves, []
+        return moves
 
     def run_retention(
         self, now_ms: int, high_watermark_of: Callable[[str, int], int] | None = None

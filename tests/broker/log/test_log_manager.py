@@ -61,8 +61,11 @@ def test_poll_flushes_runs_retention_and_writes_checkpoints() -> None:
     manager.poll(500)
     points = decode_offset_checkpoint(storage.read("/data/recovery-point-offset-checkpoint", 0, 1000))
     assert points == {("t", 0): 40}
+    assert manager.take_retention_moves() == []
     manager.poll(2_000)  # retention: everything is older than 1 s and below the LEO
     assert log.log_start_offset == 40 and len(log.segments) == 1
+    # Taken once by the replica manager, which numbers them for the follower sessions.
+    assert manager.take_retention_moves() == [("t", 0)] and manager.take_retention_moves() == []
     assert manager.delete_log("t", 0) and not storage.exists("/data/t-0")
 
 

@@ -262,7 +262,10 @@ def test_retention_deletes_snapshots_and_txn_indexes_with_their_segments(tmp_pat
     plog = core.partitions[TP].log
     first = plog.segments[0]
     txn_path = plog.segments[0].txn_index_path
+    core.take_effects()
     assert core.delete_records(TP, plog.segments[2].base_offset)[0] == ErrorCode.NONE
+    # A moved log start is a numbered change: follower sessions look at the partition.
+    assert any(isinstance(e, PartitionsChanged) and TP in e.partitions for e in core.take_effects())
     plog.delete_old_segments(0, core.partitions[TP].replica.high_watermark)
     assert plog.segments[0] is not first and not os.path.exists(txn_path)
     assert min(plog.producer_snapshot_offsets) >= plog.segments[0].base_offset
@@ -497,3 +500,16 @@ def test_the_cleaner_keeps_each_producers_last_batch_as_kafkas(tmp_path, name, e
         retry = again.partitions[TP].producers.check(pid, 0, first.header.base_sequence,
                                                      first.header.last_offset_delta)
         assert retry.duplicate_of is not None, (pid, next_seq)
+
+
+def test_a_retention_pass_that_moves_a_log_start_is_a_numbered_change(tmp_path) -> None:
+    # Follower sessions look at an idle partition again only when it changed (and at
+    # the long recheck): retention moving its log start must be such a change.
+    core, _ = leader(tmp_path, {**SMALL_SEGMENTS, "log.retention.bytes": "300"})
+    for i in range(8):
+        append(core, data(-1, -1, b"filler-%d" % i + b"z" * 60, txn=False))
+    core.take_effects()
+    start = core.partitions[TP].log.log_start_offset
+    core.poll(3_600_000)        # past log.retention.check.interval.ms
+    assert core.partitions[TP].log.log_start_offset > start
+    assert any(isinstance(e, PartitionsChanged) and TP in e.partitions for e in core.take_effects())
