@@ -204,9 +204,17 @@ class Broker:
         # Until the metadata image arrives, logs open with the static topic defaults.
         static_layers = ConfigLayers(EMPTY_IMAGE.configs, config.node_id, properties)
         default_log_config = LogConfig.from_properties(static_layers.topic_config(""))
-        self.logs, reports = LogManager.open(self.storage, config.log_dirs, now_ms=now_ms(),
-                                             default_config=default_log_config,
-                                             offline_dirs=offline_dirs)
+        # The cyclic GC is paused while the logs load: what loading makes stays, and
+        # collections over the growing heap were a third of it (3.5 of 10.5 s for 100,000
+        # logs). The survivors are then frozen, as the metadata's are (_maybe_freeze_gc).
+        gc.disable()
+        try:
+            self.logs, reports = LogManager.open(self.storage, config.log_dirs, now_ms=now_ms(),
+                                                 default_config=default_log_config,
+                                                 offline_dirs=offline_dirs)
+        finally:
+            gc.enable()
+        gc.freeze()
         if self.logs.offline_dirs:
             # The interim of step 7 at start-up: the controller cannot be told which
             # replicas are unusable here (KIP-858's OfflineLogDirs), so it could make this

@@ -303,7 +303,7 @@ class LogManager:
         config = config_for_topic(key[0]) if config_for_topic else self.default_config
         partition_log, report = PartitionLog.open(self.storage, path, config, now_ms=now_ms,
                                                   recovery_point=recovery_point,
-                                                  clean_shutdown=clean)
+                                                  clean_shutdown=clean, listed=True)
         into[key] = self._adopt(partition_log)
         return report
 

@@ -67,7 +67,7 @@ import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Collection
+from typing import Callable, Collection, Container
 
 from broker.log.config import NO_LIMIT, LogConfig
 from broker.log.leader_epoch_cache import (
@@ -343,6 +343,7 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        listed: bool = False,
     ) -> tuple[PartitionLog, RecoveryReport]:
         """Load (or create) the log in `dir_path`.
 
@@ -351,8 +352,10 @@ class PartitionLog:
         own `log-start-offset` file and first segment give the rest. After an unclean stop,
         every segment from the one holding the recovery point is walked and validated;
         the first bad batch and everything after it is dropped and reported.
+        ``listed``: the caller found the directory in its log dir's listing (a restart),
+        so it is not made.
         """
-        if storage.make_new_dir(dir_path):
+        if not listed and storage.make_new_dir(dir_path):
             # Made just now (a new replica: the common case while partitions are created):
             # nothing in it to tidy, load or recover, and no file to look for.
             start = max(log_start_offset, 0)
@@ -368,16 +371,18 @@ class PartitionLog:
             if (parsed := parse_segment_file_name(name)) is not None and parsed[1] == LOG_SUFFIX
         )
         segments = [LogSegment.open_existing(storage, dir_path, b, config, now_ms) for b in bases]
-        epoch_cache = _load_epoch_cache(storage, dir_path)
+        # Files the listing does not name are absent: not opened (at 100,000 idle
+        # partitions most logs are one empty segment and nothing else).
+        epoch_cache = _load_epoch_cache(storage, dir_path, names)
         epochs_on_disk = epoch_cache.entries()
-        log_start_offset = max(log_start_offset, _load_log_start_offset(storage, dir_path))
+        log_start_offset = max(log_start_offset, _load_log_start_offset(storage, dir_path, names))
         recovered: list[SegmentRecovery] = []
         deleted: list[int] = []
         if not segments:
             segments = [LogSegment.create(storage, dir_path, max(log_start_offset, 0), config, now_ms)]
         elif clean_shutdown:
             try:
-                segments[-1].load_strict()
+                segments[-1].load_strict(names)
             except (SegmentCorruptError, CorruptIndexError, FileNotFoundError) as e:
                 log.warning("%s: clean shutdown marker but a bad tail (%s); recovering", dir_path, e)
                 clean_shutdown = False
@@ -440,7 +445,7 @@ class PartitionLog:
         # this log can reach (Kafka's removeStraySnapshots / truncateAndReload).
         partition_log._delete_snapshots(lambda offset: offset > log_end_offset
                                         or offset < segments[0].base_offset)
-        partition_log._persist_log_start_offset()
+        partition_log._persist_log_start_offset(LOG_START_OFFSET_FILE in names)
         if changed or epoch_cache.entries() != epochs_on_disk:
             partition_log._write_epoch_checkpoint()
         truncated = sum(r.truncated_bytes for r in recovered)
@@ -1183,14 +1188,17 @@ class PartitionLog:
 
     # --- checkpoints ----------------------------------------------------------------------
 
-    def _persist_log_start_offset(self) -> None:
-        """Keep LOG_START_OFFSET_FILE in step: present only when it says something."""
+    def _persist_log_start_offset(self, exists: bool | None = None) -> None:
+        """Keep LOG_START_OFFSET_FILE in step: present only when it says something.
+        ``exists``: whether the file is there, when the caller knows (None: look)."""
         path = f"{self.dir_path}/{LOG_START_OFFSET_FILE}"
+        if exists is None:
+            exists = self.storage.exists(path)
         if self._log_start_offset > self._segments[0].base_offset:
             data = f"0\n{self._log_start_offset}\n".encode("ascii")
-            if not self.storage.exists(path) or self.storage.read(path, 0, 64) != data:
+            if not exists or self.storage.read(path, 0, 64) != data:
                 self.storage.write_atomically(path, data)
-        elif self.storage.exists(path):
+        elif exists:
             self.storage.delete(path)
             self.storage.fsync_dir(self.dir_path)
 
@@ -1211,9 +1219,9 @@ class PartitionLog:
                 f"log_end_offset={self._log_end_offset}, segments={len(self._segments)})")
 
 
-def _load_log_start_offset(storage: Storage, dir_path: str) -> int:
+def _load_log_start_offset(storage: Storage, dir_path: str, names: Container[str]) -> int:
     path = f"{dir_path}/{LOG_START_OFFSET_FILE}"
-    data = storage.read_file(path)
+    data = storage.read_file(path) if LOG_START_OFFSET_FILE in names else None
     if data is None:
         return 0
     try:
@@ -1226,8 +1234,8 @@ def _load_log_start_offset(storage: Storage, dir_path: str) -> int:
         return 0
 
 
-def _load_epoch_cache(storage: Storage, dir_path: str) -> LeaderEpochCache:
-    data = storage.read_file(f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}")
+def _load_epoch_cache(storage: Storage, dir_path: str, names: Container[str]) -> LeaderEpochCache:
+    data = storage.read_file(f"{dir_path}/{LEADER_EPOCH_CHECKPOINT}") if LEADER_EPOCH_CHECKPOINT in names else None
     if data is None:
         return LeaderEpochCache()
     try:

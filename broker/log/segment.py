@@ -46,7 +46,7 @@ import logging
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable, Container, NamedTuple
 
 from broker.log.config import LogConfig
 from broker.log.offset_index import CorruptIndexError, OffsetIndex
@@ -238,24 +238,33 @@ class LogSegment:
             log.warning("segment %s: rebuilding indexes (%s)", self.log_path, e)
             self.rebuild_indexes(truncate=False)
 
-    def load_strict(self) -> None:
+    def load_strict(self, present: Container[str] | None = None) -> None:
         """Load the index files and walk the tail; raise instead of rebuilding.
 
         For the active segment after a clean shutdown: any surprise there means the
         shutdown was not as clean as the marker says, and the caller recovers instead.
+        ``present``: the names in the segment's directory (its listing at open); a file not
+        among them is absent and not opened. An empty segment without index files has
+        nothing to check and stays unloaded (a restart of 100,000 idle partitions opened
+        two absent files for each, and kept two empty indexes each).
         """
-        if self._offset_index is None:
-            try:
-                self._load_indexes()
-            except BaseException:
-                self._offset_index = self._time_index = None
-                raise
+        if self._offset_index is not None:
+            return
+        if present is not None and self.size_bytes == 0 and not any(
+                segment_file_name(self.base_offset, suffix) in present
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            return
+        try:
+            self._load_indexes(present)
+        except BaseException:
+            self._offset_index = self._time_index = None
+            raise
 
-    def _load_indexes(self) -> None:
+    def _load_indexes(self, present: Container[str] | None = None) -> None:
         # An index with no entries is never written (creating two files per partition
         # dominates the shutdown of 10,000 small partitions), so a missing file is an
         # empty index; for a big segment that is suspicious and rebuilds below.
-        data = self._read_whole(self.index_path)
+        data = self._read_index_file(INDEX_SUFFIX, present)
         offset_index = OffsetIndex.from_bytes(
             self.base_offset, self.config.offset_index_entries_max, data or b"",
             max(self.size_bytes, 1)
@@ -266,7 +275,7 @@ class LogSegment:
             # An empty index over a big segment: the file was never written (a crash
             # between roll and index flush). Walking 1 GiB per lookup would be the cost.
             raise CorruptIndexError("empty index over a large segment")
-        tdata = self._read_whole(self.time_index_path)
+        tdata = self._read_index_file(TIME_INDEX_SUFFIX, present)
         if tdata is None and len(offset_index) and self.size_bytes:
             # Without time entries the segment's max timestamp is only known from a walk
             # of every batch, which an index with entries does not do: rebuild both.
@@ -292,8 +301,12 @@ class LogSegment:
             self._max_timestamp = last.timestamp
             self._offset_of_max_timestamp = last.offset
 
-    def _read_whole(self, path: str) -> bytes | None:
-        return self.storage.read_file(path)
+    def _read_index_file(self, suffix: str, present: Container[str] | None) -> bytes | None:
+        """The file's bytes; None when absent (``present`` names the files there)."""
+        name = segment_file_name(self.base_offset, suffix)
+        if present is not None and name not in present:
+            return None
+        return self.storage.read_file(f"{self.dir_path}/{name}")
 
     def rebuild_indexes(
         self,

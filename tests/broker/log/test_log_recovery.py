@@ -129,6 +129,49 @@ def test_an_interrupted_compaction_swap_is_completed_on_load() -> None:
     assert not any(name.endswith((".swap", ".cleaned")) for name in storage.list_dir("/d"))
 
 
+class _CountingStorage(SimStorage):
+    """SimStorage that records which paths were read whole and which dirs were made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+        self.made: list[str] = []
+
+    def read_file(self, path: str) -> bytes | None:
+        self.reads.append(path)
+        return super().read_file(path)
+
+    def make_new_dir(self, path: str) -> bool:
+        self.made.append(path)
+        return super().make_new_dir(path)
+
+
+def test_a_clean_restart_of_an_empty_log_opens_only_what_its_listing_names() -> None:
+    # A restart of 100,000 idle partitions paid a mkdir and four opens of absent files
+    # (two indexes, the epoch checkpoint, the log start offset) per partition.
+    storage = _CountingStorage()
+    log, _ = PartitionLog.open(storage, "/d/t-0", CONFIG, now_ms=0)
+    log.close()
+    storage.reads.clear()
+    storage.made.clear()
+    again, report = PartitionLog.open(storage, "/d/t-0", CONFIG, now_ms=0, clean_shutdown=True,
+                                      listed=True)
+    assert report.clean_shutdown and again.log_end_offset == 0
+    assert storage.reads == [] and storage.made == []
+    assert not again.active_segment.is_loaded        # loads on first use
+    again.append_as_leader(make_batch(3), leader_epoch=1, now_ms=0)
+    assert again.log_end_offset == 3 and again.active_segment.is_loaded
+    again.close()
+    # Once written, the epoch checkpoint and the indexes are there and are read.
+    storage.reads.clear()
+    third, report = PartitionLog.open(storage, "/d/t-0", CONFIG, now_ms=0, clean_shutdown=True,
+                                      listed=True)
+    assert report.clean_shutdown and third.log_end_offset == 3
+    assert "/d/t-0/leader-epoch-checkpoint" in storage.reads
+    assert third.active_segment.is_loaded
+    assert [entry[0] for entry in offsets_and_values(read_all(third))] == [0, 1, 2]
+
+
 def test_clean_shutdown_skips_recovery_but_a_bad_tail_still_triggers_it() -> None:
     storage = SimStorage()
     log = build_log(storage, "/d")
