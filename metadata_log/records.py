@@ -142,14 +142,20 @@ def encode_record(record: Any) -> bytes:
 
 def decode_record(data: bytes) -> Any:
     """One framed record -> its message object; anything malformed -> CorruptFrameError."""
-    frame_version, pos = read_uvarint(data, 0)
+    if len(data) >= 3 and data[0] < 0x80 and data[1] < 0x80 and data[2] < 0x80:
+        # The frame's three varints are one byte each for every type and version there
+        # is: read directly (a broker's restart decodes every record of the metadata log).
+        frame_version, api_key, version, pos = data[0], data[1], data[2], 3
+    else:
+        frame_version, pos = read_uvarint(data, 0)
+        api_key, pos = read_uvarint(data, pos)
+        version, pos = read_uvarint(data, pos)
     if frame_version != FRAME_VERSION:
         raise CorruptFrameError(f"unknown metadata record frame version {frame_version}")
-    api_key, pos = read_uvarint(data, pos)
-    try:
-        rtype = MetadataRecordType(api_key)
-    except ValueError:
-        raise CorruptFrameError(f"unknown metadata record type {api_key}") from None
-    version, pos = read_uvarint(data, pos)
+    if not _CLASS_BY_TYPE:
+        _load()
+    cls = _CLASS_BY_TYPE.get(api_key)       # type: ignore[call-overload]
+    if cls is None:
+        raise CorruptFrameError(f"unknown metadata record type {api_key}")
     # decode_message refuses versions the schema does not define and trailing bytes.
-    return decode_message(record_class(rtype), version, bytes(data[pos:]))
+    return decode_message(cls, version, data, pos=pos)

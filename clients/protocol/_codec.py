@@ -700,9 +700,10 @@ def encode_message(obj: Any, version: int) -> bytes:
     return bytes(out)
 
 
-def decode_message(cls: type[_M], version: int, data: bytes, exact: bool = True) -> _M:
-    """Decode a bare body; ``exact`` refuses trailing bytes. Malformed -> CorruptFrameError."""
+def decode_message(cls: type[_M], version: int, data: bytes, exact: bool = True, pos: int = 0) -> _M:
+    """Decode a bare body starting at ``pos`` (read in place); ``exact`` refuses trailing
+    bytes. Malformed -> CorruptFrameError."""
     spec: MessageSpec = cls.SCHEMA  # type: ignore[attr-defined]
     if not spec.min_version <= version <= spec.max_version:
         raise CorruptFrameError(f"{spec.name} has no version {version}")
-    return decode_body(spec, version, data, exact=exact)[0]
+    return decode_body(spec, version, data, pos, exact)[0]

@@ -61,6 +61,14 @@ def test_every_record_type_round_trips(rtype: MetadataRecordType, data: st.DataO
     assert decode_record(encode_record(record)) == record
 
 
+def test_a_frame_whose_varints_take_more_than_one_byte_decodes_the_same() -> None:
+    # Ketch writes each of the frame's three varints in one byte and reads those directly;
+    # a longer (still valid) encoding takes the general path to the same record.
+    canonical = bytes([1, 20, 0, 0])
+    assert decode_record(bytes([1, 0x94, 0x00, 0, 0])) == decode_record(canonical)
+    assert decode_record(bytes([0x81, 0x00, 20, 0x80, 0x00, 0])) == decode_record(canonical)
+
+
 @pytest.mark.parametrize("data, why", [
     (b"", "empty"),
     (bytes([0, 20, 0, 0]), "frame version 0"),
