@@ -30,6 +30,7 @@ Prints figures, then ONE JSON line (the last line).
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import pathlib
@@ -343,10 +344,21 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the cluster directories")
     args = parser.parse_args()
     sizes = [s for s in (int(x) for x in args.sizes.split(",")) if s <= args.max_partitions]
+    # Bytecode, as an installed package has it: where PYTHONDONTWRITEBYTECODE is set (this
+    # machine, CI) every node process would compile the sources at each start, ~1 s of
+    # each restart measured (tests/conftest.py does the same for the tests).
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for package in ("clients", "broker", "quorum", "metadata_log"):
+        compileall.compile_dir(root / package, quiet=1)
     results = []
     print(f"scale: RF 3, 3 brokers, 3 controllers on one machine ({os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f})")
     for n in sizes:
+        # The disk's write-back of earlier work (the previous size's cluster, just
+        # deleted) must not land on this size's creation: each partition is a mkdir and a
+        # file, and those ran 1.6x slower in-process while 200,000 directories were
+        # being removed.
+        os.sync()
         work = tempfile.mkdtemp(prefix=f"bench-scale-{n}-")
         bench = Bench(work, n, args.partitions_per_request)
         try:
