@@ -386,7 +386,8 @@ class PartitionReplica:
 
     def ms_until_due(self, now_ms: int) -> int | None:
         """Milliseconds until ``poll`` has something to do: a parked produce's deadline,
-        an in-sync follower's lag deadline (none while it is at the LEO). None: nothing
+        an in-sync follower's lag deadline (none while it is at the LEO, or while an ISR
+        change is in flight). None: nothing
         is due until this replica's state changes (an append, a parked produce, a role
         or ISR change), and whoever changes it asks for a poll then. An idle replica
         then holds no poll entry (100 B per replica at 100k, each re-polled every lag
@@ -394,7 +395,10 @@ class PartitionReplica:
         if self.role is Role.LEADER and self.recovering and self.pending_isr is None:
             return 0                    # the recovery proposal is due now
         deadlines = [p.deadline_ms for p in self._parked.values()]
-        if self.role is Role.LEADER:
+        # A lag deadline only while no ISR change is in flight: until its answer (which
+        # asks for a poll) no shrink can be proposed, and a passed deadline had the
+        # replica polled every millisecond until then.
+        if self.role is Role.LEADER and self.pending_isr is None:
             for r in self.isr:
                 progress = self.followers.get(r)
                 if progress is not None and progress.log_end_offset != self.log_end_offset:

@@ -90,6 +90,9 @@ def test_lagging_follower_is_proposed_out_and_the_leader_waits_for_the_commit() 
     assert effects == [AlterIsr(TP, 5, 7, (1, 2))]
     assert p.isr == (1, 2, 3) and p.pending_isr == (1, 2)
     assert p.poll(now_ms=LAG_MS + 300)[1] == []      # one change in flight at a time
+    # 3 is past its deadline, but nothing is due until the answer (which asks for a
+    # poll): the replica was re-polled every millisecond while the change was in flight.
+    assert p.ms_until_due(now_ms=LAG_MS + 300) is None
     p.apply_committed(5, 8, (1, 2), (1, 2, 3), 0)
     assert p.isr == (1, 2) and p.high_watermark == 10
 
