@@ -334,6 +334,23 @@ class Bench:
         return time.perf_counter() - t0
 
 
+def print_result(r: dict) -> None:
+    print(f"{r['partitions']:>7} partitions: create {r['create_s']:.1f} s (committed {r['create_committed_s']:.1f} s"
+          f"; brokers' CPU {r['create_broker_cpu_s']:.1f} s; controller journal fdatasyncs "
+          f"{r['create_journal_syncs']:.0f} taking {r['create_journal_sync_s']:.1f} s)"
+          f"; broker RSS/replica {r['rss_bytes_per_replica_max']} B (max of 3)"
+          f"; new topic -> first ack {r['new_topic_first_write_s'] * 1000:.0f} ms"
+          f"; controlled shutdown ({r['broker1_leaderships']} leaderships) "
+          f"{r['controlled_shutdown_s']:.1f} s"
+          f"; restart -> unfenced {r['restart_to_unfenced_s']:.1f} s"
+          f"; controller failover -> commit {r['controller_failover_s'] * 1000:.0f} ms"
+          f"; raft tick stalls {r['tick_stalls']} (max {r['tick_stall_max_ms']:.0f} ms)"
+          f", controller activations {r['controller_activations']}"
+          f"; broker event-loop stalls over 1 s {r['broker_loop_stalls']}"
+          f" (max {r['broker_loop_stall_max_ms']:.0f} ms)",
+          flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -353,35 +370,29 @@ def main() -> None:
     results = []
     print(f"scale: RF 3, 3 brokers, 3 controllers on one machine ({os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f})")
-    for n in sizes:
-        # The disk's write-back of earlier work (the previous size's cluster, just
-        # deleted) must not land on this size's creation: each partition is a mkdir and a
-        # file, and those ran 1.6x slower in-process while 200,000 directories were
-        # being removed.
-        os.sync()
-        work = tempfile.mkdtemp(prefix=f"bench-scale-{n}-")
-        bench = Bench(work, n, args.partitions_per_request)
-        try:
-            r = bench.run()
-        finally:
-            bench.close()
-            if not args.keep:
+    # Each size's cluster directory is deleted at the end of the run, not before the next
+    # size: ext4's inode allocator passes over inodes freed in the last 60 s (360 s while
+    # their inode table block is unwritten), so a mkdir or file create right after a mass
+    # delete can cost ~10x (30,000 empty directories made just after 100,000 were
+    # removed: 9 s per 10,000 instead of 0.8 s). Deletes made before the run still count:
+    # see docs/operations.md, "Many partitions".
+    works: list[str] = []
+    try:
+        for n in sizes:
+            os.sync()       # earlier work's write-back does not land on this size's creation
+            work = tempfile.mkdtemp(prefix=f"bench-scale-{n}-")
+            works.append(work)
+            bench = Bench(work, n, args.partitions_per_request)
+            try:
+                r = bench.run()
+            finally:
+                bench.close()
+            results.append(r)
+            print_result(r)
+    finally:
+        if not args.keep:
+            for work in works:
                 shutil.rmtree(work, ignore_errors=True)
-        results.append(r)
-        print(f"{n:>7} partitions: create {r['create_s']:.1f} s (committed {r['create_committed_s']:.1f} s"
-              f"; brokers' CPU {r['create_broker_cpu_s']:.1f} s; controller journal fdatasyncs "
-              f"{r['create_journal_syncs']:.0f} taking {r['create_journal_sync_s']:.1f} s)"
-              f"; broker RSS/replica {r['rss_bytes_per_replica_max']} B (max of 3)"
-              f"; new topic -> first ack {r['new_topic_first_write_s'] * 1000:.0f} ms"
-              f"; controlled shutdown ({r['broker1_leaderships']} leaderships) "
-              f"{r['controlled_shutdown_s']:.1f} s"
-              f"; restart -> unfenced {r['restart_to_unfenced_s']:.1f} s"
-              f"; controller failover -> commit {r['controller_failover_s'] * 1000:.0f} ms"
-              f"; raft tick stalls {r['tick_stalls']} (max {r['tick_stall_max_ms']:.0f} ms)"
-              f", controller activations {r['controller_activations']}"
-              f"; broker event-loop stalls over 1 s {r['broker_loop_stalls']}"
-              f" (max {r['broker_loop_stall_max_ms']:.0f} ms)",
-              flush=True)
     growth = {}
     if len(results) >= 2:
         a, b = results[-2], results[-1]
