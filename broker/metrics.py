@@ -32,7 +32,7 @@ from prometheus_client.utils import floatToGoString
 from broker.client_metrics_export import ClientMetricsExport
 from broker.replica.partition import Role
 from broker.replica_manager import ReplicaManager
-from clients.http_api.exposition import CONTENT_TYPE, text_exposition
+from clients.http_api.exposition import CONTENT_TYPE, GaugeRows, text_exposition
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.protocol import ApiKey
 
@@ -219,29 +219,31 @@ class BrokerStateCollector(Collector):
         core = self.core
         rm = "kafka_server_replicamanager_"
         partitions = leaders = urp = under_min = 0
-        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on this broker",
-                                 labels=["topic", "partition"])
-        end = GaugeMetricFamily("kafka_log_log_logendoffset", "A partition's log end offset here",
-                                labels=["topic", "partition"])
-        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "A partition's log start offset here",
-                                  labels=["topic", "partition"])
-        hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark",
-                               "A partition's high watermark as this broker knows it",
-                               labels=["topic", "partition"])
-        follower_lag = GaugeMetricFamily(
+        # Four series per replica (GaugeRows: rows, not a Sample each).
+        size = GaugeRows("kafka_log_log_size", "Bytes of a partition's log on this broker",
+                         ["topic", "partition"])
+        end = GaugeRows("kafka_log_log_logendoffset", "A partition's log end offset here",
+                        ["topic", "partition"])
+        start = GaugeRows("kafka_log_log_logstartoffset", "A partition's log start offset here",
+                          ["topic", "partition"])
+        hw = GaugeRows("kafka_cluster_partition_highwatermark",
+                       "A partition's high watermark as this broker knows it", ["topic", "partition"])
+        follower_lag = GaugeRows(
             "kafka_server_fetcherlagmetrics_consumerlag",
             "Records a follower is behind this leader's log end (as the leader last saw it)",
-            labels=["topic", "partition", "replica"])
+            ["topic", "partition", "replica"])
+        add_size, add_end, add_start, add_hw = (size.rows.append, end.rows.append,
+                                                start.rows.append, hw.rows.append)
         max_lag = 0
         for tp, hosted in core.partitions.items():
             partitions += 1
-            labels = [tp.topic, str(tp.partition)]
+            topic, index = tp.topic, tp.partition
             log = hosted.log
-            size.add_metric(labels, log.size_bytes)
-            end.add_metric(labels, log.log_end_offset)
-            start.add_metric(labels, log.log_start_offset)
+            add_size((topic, index, log.size_bytes))
+            add_end((topic, index, log.log_end_offset))
+            add_start((topic, index, log.log_start_offset))
             replica = hosted.replica
-            hw.add_metric(labels, replica.high_watermark)
+            add_hw((topic, index, replica.high_watermark))
             if replica.role is not Role.LEADER:
                 continue
             leaders += 1
@@ -254,7 +256,7 @@ class BrokerStateCollector(Collector):
                     continue
                 lag = max(0, log.log_end_offset - progress.log_end_offset)
                 max_lag = max(max_lag, lag)
-                follower_lag.add_metric([*labels, str(follower_id)], lag)
+                follower_lag.rows.append((topic, index, follower_id, lag))
         yield GaugeMetricFamily(rm + "partitioncount", "Partitions with a replica on this broker",
                                 value=partitions)
         yield GaugeMetricFamily(rm + "leadercount", "Partitions this broker leads", value=leaders)

@@ -28,3 +28,39 @@ def test_the_same_families_and_samples_as_generate_latest() -> None:
     ours, theirs = text_exposition(r), generate_latest(r)
     assert _families(ours) == _families(theirs)
     assert b"# TYPE kafka_server_brokertopicmetrics_bytesin_total counter" in ours
+
+
+def test_gauge_rows_write_what_a_gauge_family_of_the_same_series_writes() -> None:
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.registry import Collector
+
+    from clients.http_api.exposition import GaugeRows
+
+    rows = [("orders", 0, 120), ("orders", 1, 0), ("__consumer_offsets", 49, 2.5), ("t.x-y_z", 7, float("nan"))]
+
+    class Rows(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            g = GaugeRows("kafka_log_log_size", "Bytes of a\nlog", ["topic", "partition"])
+            g.rows.extend(rows)
+            yield g
+            lag = GaugeRows("kafka_server_fetcherlagmetrics_consumerlag", "Lag", ["topic", "partition", "replica"])
+            lag.rows.append(("orders", 0, 2, 5))
+            yield lag
+
+    class Family(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            g = GaugeMetricFamily("kafka_log_log_size", "Bytes of a\nlog", labels=["topic", "partition"])
+            for topic, partition, value in rows:
+                g.add_metric([topic, str(partition)], value)
+            yield g
+            lag = GaugeMetricFamily("kafka_server_fetcherlagmetrics_consumerlag", "Lag",
+                                    labels=["topic", "partition", "replica"])
+            lag.add_metric(["orders", "0", "2"], 5)
+            yield lag
+
+    with_rows, with_family = CollectorRegistry(), CollectorRegistry()
+    with_rows.register(Rows())
+    with_family.register(Family())
+    assert _families(text_exposition(with_rows)) == _families(generate_latest(with_family))
+    # Other readers of the registry see the same samples.
+    assert _families(generate_latest(with_rows)) == _families(generate_latest(with_family))
