@@ -7,7 +7,8 @@ For each size, on a fresh local cluster (LocalCluster, the nodes as real process
    brokers' kafka_server_replicamanager_leadercount gauges sum to N); beside it, the
    brokers' CPU seconds meanwhile and the controllers' Raft journal fdatasyncs (the
    slowest controller's count and seconds, from its /metrics): whether creation waited
-   for CPU or for the disk;
+   for CPU or for the disk; and, measured just before, what a mkdir plus an empty file
+   create costs the file system right then (ext4 after mass deletes: ~10x the usual);
 2. broker RSS per replica: (RSS after - RSS before creation) / replicas per broker, for
    each broker (goal <= 4 KB);
 3. new topic -> first acknowledged write: CreateTopics of a 1-partition RF-3 topic, then
@@ -118,6 +119,20 @@ def wait_for(what: str, ready, timeout_s: float, interval_s: float = 0.05,
         time.sleep(pause)
 
 
+def fs_create_us(directory: str, count: int = 2000) -> float:
+    """Microseconds per mkdir plus empty-file create in ``directory`` (what a new replica
+    costs the file system), made there and left for the end of the run: a figure several
+    times the usual (~75 us on this project's machine) says the file system is slow right
+    now, e.g. after recent mass deletes (see main), and creation's figures with it."""
+    os.makedirs(directory)
+    t0 = time.perf_counter()
+    for i in range(count):
+        d = f"{directory}/p-{i}"
+        os.mkdir(d)
+        os.close(os.open(f"{d}/00000000000000000000.log", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    return (time.perf_counter() - t0) / count * 1e6
+
+
 def log_lines(nodes):
     """Every line of these nodes' logs (a node without a log yet has none)."""
     for node in nodes:
@@ -200,6 +215,7 @@ class Bench:
 
     def run(self) -> dict:
         c = self.cluster
+        fs_us = fs_create_us(os.path.join(c.dir, "fs-probe"))
         t0 = time.perf_counter()
         c.start(timeout_s=120)
         start_s = time.perf_counter() - t0
@@ -234,6 +250,7 @@ class Bench:
         stalls = self.controller_log_figures()
         return {
             "partitions": n, "topics": len(topics), "cluster_start_s": start_s,
+            "fs_create_us": round(fs_us, 1),
             "create_committed_s": committed_s, "create_s": create_s,
             # Where creation's time went: the brokers' CPU (all three), and the slowest
             # controller's journal fdatasyncs (what every commit waits for on a majority).
@@ -336,7 +353,8 @@ class Bench:
 
 def print_result(r: dict) -> None:
     print(f"{r['partitions']:>7} partitions: create {r['create_s']:.1f} s (committed {r['create_committed_s']:.1f} s"
-          f"; brokers' CPU {r['create_broker_cpu_s']:.1f} s; controller journal fdatasyncs "
+          f"; brokers' CPU {r['create_broker_cpu_s']:.1f} s; file system {r['fs_create_us']:.0f} us"
+          f" per mkdir+create before it; controller journal fdatasyncs "
           f"{r['create_journal_syncs']:.0f} taking {r['create_journal_sync_s']:.1f} s)"
           f"; broker RSS/replica {r['rss_bytes_per_replica_max']} B (max of 3)"
           f"; new topic -> first ack {r['new_topic_first_write_s'] * 1000:.0f} ms"
