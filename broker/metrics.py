@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -32,7 +32,7 @@ from prometheus_client.utils import floatToGoString
 from broker.client_metrics_export import ClientMetricsExport
 from broker.replica.partition import Role
 from broker.replica_manager import ReplicaManager
-from clients.http_api.exposition import CONTENT_TYPE, GaugeRows, text_exposition
+from clients.http_api.exposition import CONTENT_TYPE, GaugeRows, exposition_pieces
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.protocol import ApiKey
 
@@ -160,8 +160,9 @@ class BrokerMetrics:
         self._stage_children: dict[str, Histogram] = {}
         self.process = ProcessMetrics(r)
 
-    def exposition(self) -> tuple[bytes, str]:
-        return text_exposition(self.registry), CONTENT_TYPE
+    def exposition(self) -> tuple[Iterator[str], str]:
+        """The Prometheus exposition in pieces (``exposition_pieces``), its content type."""
+        return exposition_pieces(self.registry), CONTENT_TYPE
 
     def observe_request(self, request: str, started: float) -> None:
         """One request answered; ``started``: its time.perf_counter() on arrival."""

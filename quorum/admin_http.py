@@ -11,14 +11,14 @@ docs/operations.md for the list. As in Kafka, the counts only the active control
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from clients.http_api.auth import Caller
-from clients.http_api.exposition import CONTENT_TYPE, text_exposition
+from clients.http_api.exposition import CONTENT_TYPE, exposition_pieces
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.protocol.acls import AclOperation, AclResourceType
 from clients.security.scram import ScramCredential, ScramMechanism
@@ -196,5 +196,6 @@ class ControllerMetrics:
         self.registry.register(ControllerStateCollector(quorum, driver, connections))
         self.process = ProcessMetrics(self.registry)
 
-    def exposition(self) -> tuple[bytes, str]:
-        return text_exposition(self.registry), CONTENT_TYPE
+    def exposition(self) -> tuple[Iterator[str], str]:
+        """The Prometheus exposition in pieces (``exposition_pieces``), its content type."""
+        return exposition_pieces(self.registry), CONTENT_TYPE

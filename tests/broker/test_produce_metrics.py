@@ -8,9 +8,9 @@ from clients.protocol.errors import ErrorCode
 
 
 def _scrape(metrics: BrokerMetrics) -> dict[str, float]:
-    text, _ = metrics.exposition()
+    pieces, _ = metrics.exposition()
     out = {}
-    for line in text.decode().splitlines():
+    for line in "".join(pieces).splitlines():
         if line.startswith("kafka_server_brokertopicmetrics_") and "_total{" in line:
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
@@ -91,6 +91,6 @@ def test_request_path_metrics_scrape_as_prometheus_client_counters_and_histogram
 
     def name(line: str) -> str:
         return line.split(" ")[2] if line.startswith("#") else line.split("{")[0].split(" ")[0]
-    ours = [line for line in metrics.exposition()[0].decode().splitlines()
+    ours = [line for line in "".join(metrics.exposition()[0]).splitlines()
             if name(line).startswith(("kafka_server_brokertopicmetrics_", "kafka_network_requestmetrics_"))]
     assert ours == text_exposition(reference).decode().splitlines()
