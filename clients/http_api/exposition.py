@@ -6,7 +6,8 @@ loop per scrape, against 0.13 s to collect the samples (bench/ops.py). This writ
 the same format (checked against ``generate_latest`` sample for sample in
 tests/http_api/test_exposition.py) with one f-string per sample. It covers what Ketch's
 registries hold: counters, gauges, histograms, summaries, without exemplars or timestamps
-and without the ``_created`` series (disabled: process_metrics.py).
+and without the ``_created`` series (disabled: process_metrics.py). The nodes' HTTP servers
+take it in pieces (``exposition_pieces``); ``text_exposition`` is the whole text.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _value(v: float) -> str:
 
 class GaugeRows(Metric):
     """A gauge family of many series held as rows, ``(label value, ..., value)``, instead
-    of a Sample with a label dict each: ``text_exposition`` writes the rows with one
+    of a Sample with a label dict each: ``exposition_pieces`` writes the rows with one
     format per row. A broker's per-partition gauges are four series per replica (400,000
     at 100k partitions); as Samples, collecting and writing them took ~2.5 s of its event
     loop per scrape. Label values are written as they are: topic names (Kafka's legal
