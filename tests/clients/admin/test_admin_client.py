@@ -27,7 +27,7 @@ from clients.errors import (
 from clients.protocol import ApiKey, messages
 from clients.types import OffsetAndMetadata, TopicPartition
 from clients.waiting import RETRY_ON
-from integration_helpers import roundtrip, wait_until
+from integration_helpers import alive_broker_ports, partition_states, roundtrip, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.interop]
 
@@ -61,10 +61,18 @@ def ck_admin(cluster):
     return AdminClient({"bootstrap.servers": cluster.spec.bootstrap_servers})
 
 
-def _described(admin, topic: str, partitions: int):
-    """The topic once every broker's metadata image has caught up with the controller's
-    decision (metadata reaches brokers asynchronously, in Kafka as in Ketch): until then the
-    broker asked may answer UNKNOWN_TOPIC_OR_PARTITION, which here means "not yet"."""
+def _described(cluster, admin, topic: str, partitions: int):
+    """The topic once every live broker's metadata image has caught up with the controller's
+    decision, so that any client, whichever broker it asks, sees the same (metadata reaches
+    brokers asynchronously, in Kafka as in Ketch): until then a broker may answer
+    UNKNOWN_TOPIC_OR_PARTITION, which here means "not yet"."""
+    def every_broker_has_it() -> bool:
+        images = [partition_states(cluster, topic, port) for port in alive_broker_ports(cluster)]
+        return all(len(i) == partitions and all(p.leader >= 0 for p in i.values())
+                   for i in images)
+
+    wait_until(every_broker_has_it, 30, f"every broker's image of {topic} with {partitions} "
+               "partitions")
     return wait_until(lambda: (lambda d: len(d.partitions) == partitions and
                                all(p.leader >= 0 for p in d.partitions) and d)(
         admin.describe_topics([topic])[topic]), 30, f"{topic} with {partitions} partitions",
@@ -114,7 +122,7 @@ def test_created_topic_is_described_alike_by_ketch_confluent_and_kafka_python(
     assert created[topic].configs["retention.ms"] == "3600000"
     assert created[topic].topic_id.int != 0
 
-    desc = _described(admin, topic, 4)
+    desc = _described(cluster, admin, topic, 4)
     assert desc.topic_id == created[topic].topic_id and not desc.is_internal
     assert [p.partition for p in desc.partitions] == [0, 1, 2, 3]
     for p in desc.partitions:
@@ -144,12 +152,12 @@ def test_created_topic_is_described_alike_by_ketch_confluent_and_kafka_python(
     assert all(t.is_internal == t.name.startswith("__") for t in internal.values())
 
 
-def test_explicit_assignments_and_validate_only(admin) -> None:
+def test_explicit_assignments_and_validate_only(cluster, admin) -> None:
     brokers = [b.node_id for b in admin.describe_cluster().brokers]
     topic = _name("adm-assign")
     placement = {0: [brokers[2], brokers[0]], 1: [brokers[1], brokers[2]]}
     admin.create_topics([NewTopic(topic, replica_assignments=placement)])
-    desc = _described(admin, topic, 2)
+    desc = _described(cluster, admin, topic, 2)
     assert {p.partition: list(p.replicas) for p in desc.partitions} == placement
 
     dry = _name("adm-dry")
@@ -173,13 +181,13 @@ def test_bad_topic_creations_name_the_topic_and_keep_the_good_ones(admin) -> Non
         admin.create_topics([NewTopic(_name("adm-cfg"), 1, 1, configs={"retention.ms": "soon"})])
 
 
-def test_create_partitions_grows_a_topic_and_never_shrinks_it(admin, ck_admin) -> None:
+def test_create_partitions_grows_a_topic_and_never_shrinks_it(cluster, admin, ck_admin) -> None:
     from confluent_kafka import TopicCollection
     topic = _name("adm-grow")
     admin.create_topics([NewTopic(topic, 2, 3)])
     admin.create_partitions({topic: NewPartitions(3)}, validate_only=True)
     admin.create_partitions({topic: NewPartitions(5)})
-    desc = _described(admin, topic, 5)
+    desc = _described(cluster, admin, topic, 5)
     theirs = ck_admin.describe_topics(TopicCollection([topic]))[topic].result(30)
     assert {p.id: [r.id for r in p.replicas] for p in theirs.partitions} == {
         p.partition: list(p.replicas) for p in desc.partitions}
@@ -203,11 +211,11 @@ def test_deleted_topic_is_gone_for_every_client(admin, ck_admin) -> None:
 # ------------------------------------------------------------------ configs
 
 
-def test_topic_configs_agree_with_confluent_and_alter_incrementally(admin, ck_admin) -> None:
+def test_topic_configs_agree_with_confluent_and_alter_incrementally(cluster, admin, ck_admin) -> None:
     from confluent_kafka.admin import ConfigResource as CkResource
     topic = _name("adm-cfg")
     admin.create_topics([NewTopic(topic, 1, 3, configs={"retention.ms": "7200000"})])
-    _described(admin, topic, 1)
+    _described(cluster, admin, topic, 1)
     resource = ConfigResource.topic(topic)
     ours = admin.describe_configs([resource], include_synonyms=True)[resource]
     theirs = ck_admin.describe_configs([CkResource("topic", topic)])[CkResource("topic", topic)].result(30)
@@ -310,12 +318,12 @@ def test_broker_and_cluster_default_configs(admin, ck_admin) -> None:
             AlterConfigOp("log.retention.ms", None, AlterConfigOpType.DELETE)]})
 
 
-def test_legacy_alter_configs_replaces_every_dynamic_value(admin, kp_admin) -> None:
+def test_legacy_alter_configs_replaces_every_dynamic_value(cluster, admin, kp_admin) -> None:
     topic = _name("adm-legacy")
     admin.create_topics([NewTopic(topic, 1, 1, configs={"retention.ms": "7200000",
                                                          "max.message.bytes": "300000"})])
     resource = ConfigResource.topic(topic)
-    _described(admin, topic, 1)
+    _described(cluster, admin, topic, 1)
     admin.alter_configs({resource: {"segment.ms": "3600000"}})
     after = _configs(admin, resource, lambda c: c["segment.ms"].value == "3600000")
     dynamic = {k for k, e in after.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
