@@ -8,7 +8,9 @@ and how long a Prometheus scrape of a broker with 10,000 partitions takes and ho
    Reported: records/s per side (median of rounds) and the ratio on/off, and, steadier on
    a shared machine, the broker's CPU time per record (utime + stime from /proc) per side.
 2. /metrics at scale: on the metrics-on broker, a topic with --partitions partitions
-   (replication 1); GET /metrics --scrapes times: median and worst time, bytes, series.
+   (replication 1); GET /metrics --scrapes times: median and worst time, bytes, series;
+   then GET /metrics?name[]=kafka_server_replicamanager_leadercount (one count, what a
+   probe asks) --scrapes times: its median, as a ratio to the whole scrape's.
 
 Usage: python bench/ops.py [--seconds 10] [--rounds 3] [--partitions 10000] [--scrapes 5]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
@@ -64,9 +66,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scrape(port: int) -> tuple[float, int, int]:
+def scrape(port: int, query: str = "") -> tuple[float, int, int]:
     started = time.perf_counter()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=120) as resp:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics{query}", timeout=120) as resp:
         body = resp.read()
     elapsed = time.perf_counter() - started
     series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
@@ -132,6 +134,13 @@ def main() -> int:
             size, series = runs[-1][1], runs[-1][2]
             print(f"/metrics with {hosted():,} partitions: median {statistics.median(times) * 1000:.0f} ms, "
                   f"worst {times[-1] * 1000:.0f} ms, {size / 1e6:.1f} MB, {series:,} series", flush=True)
+            # A probe of one count (name[]): what a readiness script or bench/scale.py asks.
+            probe = sorted(scrape(broker.http_port, "?name[]=kafka_server_replicamanager_leadercount")[0]
+                           for _ in range(args.scrapes))
+            probe_ratio = statistics.median(probe) / statistics.median(times)
+            print(f"/metrics?name[]=kafka_server_replicamanager_leadercount: median "
+                  f"{statistics.median(probe) * 1000:.1f} ms: ratio to the whole scrape "
+                  f"{probe_ratio:.3f}", flush=True)
             print(json.dumps({
                 "bench": "ops", "produce_records_per_s_metrics_on": round(on),
                 "produce_records_per_s_metrics_off": round(off), "ratio_on_off": round(on / off, 3),
@@ -141,7 +150,9 @@ def main() -> int:
                 "cpu_ratio_on_off": round(cpu_on / cpu_off, 3),
                 "partitions": args.partitions, "scrape_ms_median": round(statistics.median(times) * 1000),
                 "scrape_ms_worst": round(times[-1] * 1000), "scrape_bytes": size,
-                "scrape_series": series}))
+                "scrape_series": series,
+                "probe_ms_median": round(statistics.median(probe) * 1000, 1),
+                "probe_ratio_to_scrape": round(probe_ratio, 3)}))
         finally:
             for c in clusters.values():
                 c.stop(timeout_s=30)

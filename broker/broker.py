@@ -71,7 +71,8 @@ from broker.latency_trace import LatencyTracer
 from broker.link_manager import LinkManagerDriver
 from broker.client_metrics_export import ClientMetricsExport
 from broker.client_telemetry import ClientTelemetryManager
-from broker.metrics import BrokerMetrics, BrokerStateCollector, ClientMetricsCollector, MirrorCollector
+from broker.metrics import (BrokerMetrics, BrokerStateCollector, ClientMetricsCollector, GroupLagCollector,
+                            MirrorCollector, PartitionStateCollector)
 from broker.mirror.manager import LinkSettings, MirrorManager
 from broker.telemetry_driver import ClientTelemetryDriver
 from broker.producer_ids import ProducerIdManager
@@ -368,8 +369,9 @@ class Broker:
         self.metrics.registry.register(BrokerStateCollector(
             self.core, lambda: (self.replicas.produce_purgatory_size, self.replicas.fetch_purgatory_size),
             lambda: sum(s.connection_count for s in self.servers.values()),
-            lambda: self.core.image.provenance.offset,
-            self.group_lag.snapshot))
+            lambda: self.core.image.provenance.offset))
+        self.metrics.registry.register(PartitionStateCollector(self.core))
+        self.metrics.registry.register(GroupLagCollector(self.group_lag.snapshot))
         self.metrics.registry.register(ClientMetricsCollector(self.client_metrics))
         self.metrics.registry.register(MirrorCollector(self.mirrors.describe))
         try:

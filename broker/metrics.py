@@ -13,16 +13,19 @@ Two kinds:
   at scrape time as prometheus_client's Counter and Histogram would expose them, without
   a lock per add; ``ketch.metrics.enable=false`` turns them off (bench/ops.py measures
   what they cost);
-- read when Prometheus scrapes (``BrokerStateCollector``): partition and leader counts,
-  under-replicated and under-min-ISR partitions, ISR shrinks and expands, each log's size
-  and offsets, followers' lag, purgatory sizes, connections, and consumer-group lag
-  (``broker/group_lag.py``). Nothing is kept up to date between scrapes.
+- read when Prometheus scrapes: partition and leader counts, under-replicated and
+  under-min-ISR partitions, ISR shrinks and expands, purgatory sizes, connections
+  (``BrokerStateCollector``); each log's size and offsets, followers' lag
+  (``PartitionStateCollector``); consumer-group lag (``GroupLagCollector``,
+  ``broker/group_lag.py``). Nothing is kept up to date between scrapes. They name their
+  families up front, so a scrape of some series (``/metrics?name[]=...``) reads only the
+  collectors that make them.
 """
 from __future__ import annotations
 
 import bisect
 import time
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -36,7 +39,8 @@ from clients.http_api.exposition import CONTENT_TYPE, GaugeRows, exposition_piec
 from clients.http_api.process_metrics import ProcessMetrics
 from clients.protocol import ApiKey
 
-__all__ = ["BrokerMetrics", "BrokerStateCollector", "ProduceTally", "ClientMetricsCollector", "request_name"]
+__all__ = ["BrokerMetrics", "BrokerStateCollector", "ClientMetricsCollector", "GroupLagCollector",
+           "PartitionStateCollector", "ProduceTally", "request_name"]
 
 # Kafka's TotalTimeMs, as a histogram in milliseconds (p50/p99 by histogram_quantile).
 TOTAL_TIME_BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -160,9 +164,10 @@ class BrokerMetrics:
         self._stage_children: dict[str, Histogram] = {}
         self.process = ProcessMetrics(r)
 
-    def exposition(self) -> tuple[Iterator[str], str]:
-        """The Prometheus exposition in pieces (``exposition_pieces``), its content type."""
-        return exposition_pieces(self.registry), CONTENT_TYPE
+    def exposition(self, names: Collection[str] | None = None) -> tuple[Iterator[str], str]:
+        """The Prometheus exposition in pieces (``exposition_pieces``; ``names``: only
+        those series), its content type."""
+        return exposition_pieces(self.registry, names=names), CONTENT_TYPE
 
     def observe_request(self, request: str, started: float) -> None:
         """One request answered; ``started``: its time.perf_counter() on arrival."""
@@ -199,45 +204,112 @@ class BrokerMetrics:
             self.bytes_out.inc(topic, size)
 
 
-class BrokerStateCollector(Collector):
-    """Gauges read from the broker's state at scrape time."""
+class _Described(Collector):
+    """A collector that names its families up front (``describe``: the same families,
+    empty), so that a scrape asking for some series only (``/metrics?name[]=...``, the
+    registry's ``restricted_registry``) calls only the collectors that make them: a
+    leader count must not cost the per-partition rows at 100k partitions."""
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families(None))
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families(self._read())
+
+    def _read(self) -> Any:
+        raise NotImplementedError
+
+    def _families(self, state: Any) -> Iterator[Metric]:
+        """The families filled from ``state``; empty ones when ``state`` is None."""
+        raise NotImplementedError
+
+
+class BrokerStateCollector(_Described):
+    """Counts read from the broker's state at scrape time: partitions, leaders,
+    under-replicated and under-min-ISR partitions, offline replicas and log dirs, ISR
+    shrinks and expands, purgatory sizes, connections, the applied metadata offset."""
 
     def __init__(self, core: ReplicaManager, purgatory_sizes: Callable[[], tuple[int, int]],
-                 connections: Callable[[], int], metadata_offset: Callable[[], int],
-                 group_lag: Callable[[], dict[tuple[str, str, int], tuple[int, int]]]) -> None:
-        """``purgatory_sizes()``: (produce, fetch); ``group_lag()``: (group, topic,
-        partition) -> (committed offset, lag) for the groups this broker coordinates."""
+                 connections: Callable[[], int], metadata_offset: Callable[[], int]) -> None:
+        """``purgatory_sizes()``: (produce, fetch)."""
         self.core = core
         self.purgatory_sizes = purgatory_sizes
         self.connections = connections
         self.metadata_offset = metadata_offset
-        self.group_lag = group_lag
 
-    def describe(self) -> Iterable[Metric]:
-        return []      # no descriptions up front: the registry must not call collect() early
-
-    def collect(self) -> Iterable[Metric]:
+    def _read(self) -> dict[str, Any]:
         core = self.core
-        rm = "kafka_server_replicamanager_"
         partitions = leaders = urp = under_min = 0
+        for tp, hosted in core.partitions.items():
+            partitions += 1
+            replica = hosted.replica
+            if replica.role is not Role.LEADER:
+                continue
+            leaders += 1
+            if len(replica.isr) < len(replica.replicas):
+                urp += 1
+            if len(replica.isr) < core.min_insync_replicas(tp.topic):
+                under_min += 1
+        return {"partitions": partitions, "leaders": leaders, "urp": urp, "under_min": under_min,
+                "offline": len(core.offline_partitions), "offline_dirs": len(core.logs.offline_dirs),
+                "shrinks": core.isr_shrinks, "expands": core.isr_expands,
+                "purgatory": self.purgatory_sizes(), "connections": self.connections(),
+                "metadata_offset": self.metadata_offset()}
+
+    def _families(self, state: dict[str, Any] | None) -> Iterator[Metric]:
+        def value(key: str) -> float | None:
+            return None if state is None else state[key]
+        rm = "kafka_server_replicamanager_"
+        yield GaugeMetricFamily(rm + "partitioncount", "Partitions with a replica on this broker",
+                                value=value("partitions"))
+        yield GaugeMetricFamily(rm + "leadercount", "Partitions this broker leads",
+                                value=value("leaders"))
+        yield GaugeMetricFamily(rm + "underreplicatedpartitions",
+                                "Partitions led here whose ISR is smaller than their replica set",
+                                value=value("urp"))
+        yield GaugeMetricFamily(rm + "underminisrpartitioncount",
+                                "Partitions led here whose ISR is below min.insync.replicas",
+                                value=value("under_min"))
+        yield GaugeMetricFamily(rm + "offlinereplicacount",
+                                "Replicas here whose log directory failed (KAFKA_STORAGE_ERROR)",
+                                value=value("offline"))
+        yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
+                                "Log directories of this broker taken offline by an I/O error",
+                                value=value("offline_dirs"))
+        yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks committed for partitions led here",
+                                  value=value("shrinks"))
+        yield CounterMetricFamily(rm + "isrexpands", "ISR expansions committed for partitions led here",
+                                  value=value("expands"))
+        purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
+                                      "Requests waiting in a purgatory", labels=["delayedoperation"])
+        if state is not None:
+            produce, fetch = state["purgatory"]
+            purgatory.add_metric(["Produce"], produce)
+            purgatory.add_metric(["Fetch"], fetch)
+        yield purgatory
+        yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                                "Open client and broker connections", value=value("connections"))
+        yield GaugeMetricFamily("kafka_server_metadataloader_lastappliedrecordoffset",
+                                "Metadata log offset this broker has applied",
+                                value=value("metadata_offset"))
+
+
+class PartitionStateCollector(_Described):
+    """Per replica on this broker, read at scrape time: its log's size, end and start
+    offsets and the high watermark; per follower of a partition led here, its lag; the
+    largest such lag."""
+
+    def __init__(self, core: ReplicaManager) -> None:
+        self.core = core
+
+    def _read(self) -> tuple[list[GaugeRows], int]:
         # Four series per replica (GaugeRows: rows, not a Sample each).
-        size = GaugeRows("kafka_log_log_size", "Bytes of a partition's log on this broker",
-                         ["topic", "partition"])
-        end = GaugeRows("kafka_log_log_logendoffset", "A partition's log end offset here",
-                        ["topic", "partition"])
-        start = GaugeRows("kafka_log_log_logstartoffset", "A partition's log start offset here",
-                          ["topic", "partition"])
-        hw = GaugeRows("kafka_cluster_partition_highwatermark",
-                       "A partition's high watermark as this broker knows it", ["topic", "partition"])
-        follower_lag = GaugeRows(
-            "kafka_server_fetcherlagmetrics_consumerlag",
-            "Records a follower is behind this leader's log end (as the leader last saw it)",
-            ["topic", "partition", "replica"])
+        families = self._rows()
+        size, end, start, hw, follower_lag = families
         add_size, add_end, add_start, add_hw = (size.rows.append, end.rows.append,
                                                 start.rows.append, hw.rows.append)
         max_lag = 0
-        for tp, hosted in core.partitions.items():
-            partitions += 1
+        for tp, hosted in self.core.partitions.items():
             topic, index = tp.topic, tp.partition
             log = hosted.log
             add_size((topic, index, log.size_bytes))
@@ -247,63 +319,56 @@ class BrokerStateCollector(Collector):
             add_hw((topic, index, replica.high_watermark))
             if replica.role is not Role.LEADER:
                 continue
-            leaders += 1
-            if len(replica.isr) < len(replica.replicas):
-                urp += 1
-            if len(replica.isr) < core.min_insync_replicas(tp.topic):
-                under_min += 1
             for follower_id, progress in replica.followers.items():
                 if progress.log_end_offset < 0:
                     continue
                 lag = max(0, log.log_end_offset - progress.log_end_offset)
                 max_lag = max(max_lag, lag)
                 follower_lag.rows.append((topic, index, follower_id, lag))
-        yield GaugeMetricFamily(rm + "partitioncount", "Partitions with a replica on this broker",
-                                value=partitions)
-        yield GaugeMetricFamily(rm + "leadercount", "Partitions this broker leads", value=leaders)
-        yield GaugeMetricFamily(rm + "underreplicatedpartitions",
-                                "Partitions led here whose ISR is smaller than their replica set",
-                                value=urp)
-        yield GaugeMetricFamily(rm + "underminisrpartitioncount",
-                                "Partitions led here whose ISR is below min.insync.replicas",
-                                value=under_min)
-        yield GaugeMetricFamily(rm + "offlinereplicacount",
-                                "Replicas here whose log directory failed (KAFKA_STORAGE_ERROR)",
-                                value=len(core.offline_partitions))
-        yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
-                                "Log directories of this broker taken offline by an I/O error",
-                                value=len(core.logs.offline_dirs))
-        yield CounterMetricFamily(rm + "isrshrinks", "ISR shrinks committed for partitions led here",
-                                  value=core.isr_shrinks)
-        yield CounterMetricFamily(rm + "isrexpands", "ISR expansions committed for partitions led here",
-                                  value=core.isr_expands)
+        return families, max_lag
+
+    @staticmethod
+    def _rows() -> list[GaugeRows]:
+        topic_partition = ["topic", "partition"]
+        return [GaugeRows("kafka_log_log_size", "Bytes of a partition's log on this broker",
+                          topic_partition),
+                GaugeRows("kafka_log_log_logendoffset", "A partition's log end offset here",
+                          topic_partition),
+                GaugeRows("kafka_log_log_logstartoffset", "A partition's log start offset here",
+                          topic_partition),
+                GaugeRows("kafka_cluster_partition_highwatermark",
+                          "A partition's high watermark as this broker knows it", topic_partition),
+                GaugeRows("kafka_server_fetcherlagmetrics_consumerlag",
+                          "Records a follower is behind this leader's log end (as the leader "
+                          "last saw it)", ["topic", "partition", "replica"])]
+
+    def _families(self, state: tuple[list[GaugeRows], int] | None) -> Iterator[Metric]:
+        families, max_lag = state if state is not None else (self._rows(), None)
         yield GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
                                 "The largest follower lag behind a partition led here, in records",
                                 value=max_lag)
-        yield size
-        yield end
-        yield start
-        yield hw
-        yield follower_lag
-        produce, fetch = self.purgatory_sizes()
-        purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
-                                      "Requests waiting in a purgatory", labels=["delayedoperation"])
-        purgatory.add_metric(["Produce"], produce)
-        purgatory.add_metric(["Fetch"], fetch)
-        yield purgatory
-        yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
-                                "Open client and broker connections", value=self.connections())
-        yield GaugeMetricFamily("kafka_server_metadataloader_lastappliedrecordoffset",
-                                "Metadata log offset this broker has applied",
-                                value=self.metadata_offset())
+        yield from families
+
+
+class GroupLagCollector(_Described):
+    """Consumer-group lag for the groups this broker coordinates (broker/group_lag.py)."""
+
+    def __init__(self, group_lag: Callable[[], dict[tuple[str, str, int], tuple[int, int]]]) -> None:
+        """``group_lag()``: (group, topic, partition) -> (committed offset, lag)."""
+        self.group_lag = group_lag
+
+    def _read(self) -> dict[tuple[str, str, int], tuple[int, int]]:
+        return self.group_lag()
+
+    def _families(self, state: dict[tuple[str, str, int], tuple[int, int]] | None) -> Iterator[Metric]:
         group_lag = GaugeMetricFamily("kafka_consumergroup_lag",
-                                "Log end offset minus committed offset, per group and partition "
-                                "(computed by the group's coordinator)",
-                                labels=["consumergroup", "topic", "partition"])
+                                      "Log end offset minus committed offset, per group and "
+                                      "partition (computed by the group's coordinator)",
+                                      labels=["consumergroup", "topic", "partition"])
         current = GaugeMetricFamily("kafka_consumergroup_current_offset",
                                     "A group's committed offset", labels=["consumergroup", "topic", "partition"])
         totals: dict[str, int] = {}
-        for (group, topic, partition), (committed, value) in sorted(self.group_lag().items()):
+        for (group, topic, partition), (committed, value) in sorted((state or {}).items()):
             group_lag.add_metric([group, topic, str(partition)], value)
             current.add_metric([group, topic, str(partition)], committed)
             totals[group] = totals.get(group, 0) + value

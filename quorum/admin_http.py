@@ -11,7 +11,7 @@ docs/operations.md for the list. As in Kafka, the counts only the active control
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Collection, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -196,6 +196,7 @@ class ControllerMetrics:
         self.registry.register(ControllerStateCollector(quorum, driver, connections))
         self.process = ProcessMetrics(self.registry)
 
-    def exposition(self) -> tuple[Iterator[str], str]:
-        """The Prometheus exposition in pieces (``exposition_pieces``), its content type."""
-        return exposition_pieces(self.registry), CONTENT_TYPE
+    def exposition(self, names: Collection[str] | None = None) -> tuple[Iterator[str], str]:
+        """The Prometheus exposition in pieces (``exposition_pieces``; ``names``: only
+        those series), its content type."""
+        return exposition_pieces(self.registry, names=names), CONTENT_TYPE

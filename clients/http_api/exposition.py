@@ -12,7 +12,7 @@ take it in pieces (``exposition_pieces``); ``text_exposition`` is the whole text
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Sequence
+from typing import Any, Collection, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
@@ -77,14 +77,20 @@ def _rows_format(metric: GaugeRows) -> str:
     return metric.name + "{" + ",".join(f'{k}="%s"' for k in metric.label_names) + "} %s\n"
 
 
-def exposition_pieces(registry: CollectorRegistry, rows_per_piece: int = ROWS_PER_PIECE) -> Iterator[str]:
+def exposition_pieces(registry: CollectorRegistry, rows_per_piece: int = ROWS_PER_PIECE,
+                      names: Collection[str] | None = None) -> Iterator[str]:
     """The exposition as pieces of text, a GaugeRows family's rows ``rows_per_piece`` at a
     time: a server on an event loop lets other work run between pieces. (A broker's whole
     exposition at 100k partitions is ~0.5 s, mostly writing those rows.) The pieces are
-    made as they are taken: a collector's state is read when its family is reached."""
+    made as they are taken: a collector's state is read when its family is reached.
+
+    ``names``: only these series (sample names, as prometheus_client's own HTTP handler
+    takes ``name[]``), from the collectors that describe them (and those that describe
+    nothing): a probe of a broker's leader count does not read every partition's log."""
     out: list[str] = []
     append = out.append
-    for metric in registry.collect():
+    source = registry if names is None else registry.restricted_registry(names)
+    for metric in source.collect():
         if isinstance(metric, GaugeRows):
             append(f"# HELP {metric.name} {_help(metric.documentation)}\n# TYPE {metric.name} gauge\n")
             form, rows = _rows_format(metric), metric.rows

@@ -27,7 +27,7 @@ import logging
 import os
 import ssl
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Protocol
 
 import orjson
 from aiohttp import web
@@ -213,12 +213,13 @@ def _tp_json(tp: TopicPartition) -> dict[str, Any]:
 class AdminHttpServer:
     """Serves ``spec.ROUTES`` for one node on ``host:port`` (0: any free port)."""
 
-    def __init__(self, node: NodeView, admins: AdminSource, metrics: Callable[[], tuple[Iterable[str], str]],
+    def __init__(self, node: NodeView, admins: AdminSource,
+                 metrics: Callable[[Collection[str] | None], tuple[Iterable[str], str]],
                  host: str, port: int, *, call_timeout_ms: int = CALL_TIMEOUT_MS,
                  link_status: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None,
                  security: HttpSecurity | None = None) -> None:
-        """``metrics()``: the Prometheus exposition of this node (its text in pieces, the
-        content type);
+        """``metrics(names)``: the Prometheus exposition of this node (its text in pieces,
+        the content type), of the series ``names`` only unless None;
         ``link_status()``: each cluster link's state as this node's link manager sees it
         (a broker's; only the broker that runs the manager has any); ``security``: TLS,
         logins and ACLs (None: open, plain HTTP)."""
@@ -357,7 +358,7 @@ class AdminHttpServer:
         return web.Response(body=self._status_page, content_type="text/html", charset="utf-8")
 
     async def metrics(self, q: dict, body: Any) -> web.Response:
-        pieces, content_type = self.metrics_text()
+        pieces, content_type = self.metrics_text(q.get("name[]"))
         text = []
         for piece in pieces:
             text.append(piece)

@@ -164,6 +164,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/", "status_page", "The status page (HTML, refreshes itself)",
           content_type="text/html", errors=(), tags=("status",)),
     Route("GET", "/metrics", "metrics", "Prometheus metrics (text exposition format)",
+          params=(Param("name[]", "query", {"type": "array", "items": {"type": "string"}},
+                        "only these series (repeat for several), as prometheus_client's "
+                        "exposition takes it: a probe of one count without every "
+                        "partition's series"),),
           content_type="text/plain", errors=(), tags=("status",)),
     Route("GET", "/v1/openapi.json", "openapi", "This document", errors=(), tags=("status",)),
     Route("GET", "/v1/live", "live", "Liveness: 200 while the process serves", errors=(),
@@ -394,7 +398,11 @@ def check_query(route: Route, query: Mapping[str, str]) -> dict[str, Any]:
         raw = query[name]
         kind = p.schema.get("type")
         value: Any = raw
-        if kind == "integer":
+        if kind == "array":
+            # Repeated (form style, exploded): name[]=a&name[]=b; the strings as given.
+            getall = getattr(query, "getall", None)
+            value = list(getall(name)) if getall is not None else [raw]
+        elif kind == "integer":
             try:
                 value = int(raw)
             except ValueError:

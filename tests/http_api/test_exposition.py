@@ -86,3 +86,50 @@ def test_exposition_pieces_split_gauge_rows_and_join_to_the_whole_text() -> None
     assert [piece.count("kafka_log_log_size{") for piece in pieces] == [10, 10, 5, 0]
     assert "".join(pieces).encode() == text_exposition(r)
     assert _families(text_exposition(r)) == _families(generate_latest(r))
+
+
+def test_a_scrape_of_some_names_reads_only_the_collectors_that_describe_them() -> None:
+    # A probe of a broker's leader count must not read (and write) every partition's rows.
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.registry import Collector
+
+    from clients.http_api.exposition import GaugeRows, exposition_pieces
+
+    collected: list[str] = []
+
+    class Counts(Collector):
+        def describe(self):  # type: ignore[no-untyped-def]
+            return [GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Leaders")]
+
+        def collect(self):  # type: ignore[no-untyped-def]
+            collected.append("counts")
+            yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Leaders", value=3)
+
+    class Rows(Collector):
+        def describe(self):  # type: ignore[no-untyped-def]
+            return [GaugeRows("kafka_log_log_size", "Bytes", ["topic", "partition"])]
+
+        def collect(self):  # type: ignore[no-untyped-def]
+            collected.append("rows")
+            g = GaugeRows("kafka_log_log_size", "Bytes", ["topic", "partition"])
+            g.rows.extend(("t", p, p * 10) for p in range(25))
+            yield g
+
+    r = CollectorRegistry()
+    r.register(Counts())
+    r.register(Rows())
+    c = Counter("kafka_network_requestmetrics_requests", "Requests", ["request"], registry=r)
+    c.labels("Fetch").inc(2)
+
+    def scrape(*names: str) -> list[tuple[str, str, str, list]]:
+        return _families("".join(exposition_pieces(r, names=names)).encode())
+
+    whole = {f[0]: f for f in _families(text_exposition(r))}
+    collected.clear()
+    assert scrape("kafka_server_replicamanager_leadercount") == [
+        whole["kafka_server_replicamanager_leadercount"]]
+    assert collected == ["counts"]
+    # Rows asked by name are the same rows; a counter is asked by its series' name.
+    assert sorted(scrape("kafka_log_log_size", "kafka_network_requestmetrics_requests_total")) == [
+        whole["kafka_log_log_size"], whole["kafka_network_requestmetrics_requests"]]
+    assert scrape("no_such_series") == []

@@ -220,3 +220,29 @@ def test_under_replicated_partitions_rise_while_a_follower_is_stopped(cluster, p
         cluster.signal_node(3, signal.SIGCONT)
     wait_until(lambda: _values(query(prometheus, urp)) == [0.0], timeout_s=90,
                what="no under-replicated partitions after SIGCONT")
+
+
+def test_a_scrape_of_named_series_returns_those_only(cluster, workload) -> None:
+    # prometheus_client's name[] filter (a scrape job's `params`, or a probe by hand): a
+    # broker's leader count without every partition's series.
+    from prometheus_client.parser import text_string_to_metric_families
+    broker = cluster.spec.node(cluster.spec.brokers[0].id)
+
+    def families(path: str) -> dict[str, list]:
+        status, text = get(broker.http_port, path)
+        assert status == 200, text
+        return {f.name: sorted((s.name, tuple(sorted(s.labels.items()))) for s in f.samples)
+                for f in text_string_to_metric_families(text)}
+
+    def led() -> dict[str, list] | None:
+        some = families("/metrics?name[]=kafka_server_replicamanager_leadercount"
+                        "&name[]=kafka_log_log_logendoffset")
+        return some if any(l[1] == (("partition", "0"), ("topic", WORK_TOPIC))
+                           for l in some.get("kafka_log_log_logendoffset", [])) else None
+    some = wait_until(led, timeout_s=30, what=f"{WORK_TOPIC} on broker {broker.id}")
+    assert set(some) == {"kafka_server_replicamanager_leadercount", "kafka_log_log_logendoffset"}
+    everything = families("/metrics")
+    assert len(everything) > 20
+    # The same series (values move under the workload; the series do not).
+    assert some["kafka_log_log_logendoffset"] == everything["kafka_log_log_logendoffset"]
+    assert families("/metrics?name[]=no_such_series") == {}

@@ -14,7 +14,7 @@ class _NoNode:
 
 
 def _served_routes() -> set[tuple[str, str]]:
-    server = AdminHttpServer(_NoNode(), None, lambda: (b"", "text/plain"), "127.0.0.1", 0)
+    server = AdminHttpServer(_NoNode(), None, lambda names: (iter(()), "text/plain"), "127.0.0.1", 0)
     out = set()
     for route in server.app.router.routes():
         if route.method == "HEAD":

@@ -199,7 +199,7 @@ def test_a_failed_dir_takes_its_replicas_offline_and_they_answer_storage_errors(
     assert set(core.offline_partitions) == lost
     from broker.metrics import BrokerStateCollector
     gauges = {m.name: m.samples[0].value for m in BrokerStateCollector(
-        core, lambda: (0, 0), lambda: 0, lambda: 0, lambda: {}).collect() if len(m.samples) == 1}
+        core, lambda: (0, 0), lambda: 0, lambda: 0).collect() if len(m.samples) == 1}
     assert gauges["kafka_server_replicamanager_offlinereplicacount"] == len(lost)
     assert gauges["kafka_log_logmanager_offlinelogdirectorycount"] == 1
     for tp in lost:
