@@ -140,7 +140,9 @@ class ProduceTally:
 class BrokerMetrics:
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.registry = CollectorRegistry()
+        # Collectors that name nothing up front (client-pushed families, counters built at
+        # scrape time) still answer a scrape of some names (/metrics?name[]=...).
+        self.registry = CollectorRegistry(support_collectors_without_names=True)
         r = self.registry
 
         def per_topic(name: str, doc: str) -> _Counter:

@@ -90,7 +90,7 @@ def test_exposition_pieces_split_gauge_rows_and_join_to_the_whole_text() -> None
 
 def test_a_scrape_of_some_names_reads_only_the_collectors_that_describe_them() -> None:
     # A probe of a broker's leader count must not read (and write) every partition's rows.
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import GaugeMetricFamily, SummaryMetricFamily
     from prometheus_client.registry import Collector
 
     from clients.http_api.exposition import GaugeRows, exposition_pieces
@@ -115,9 +115,19 @@ def test_a_scrape_of_some_names_reads_only_the_collectors_that_describe_them() -
             g.rows.extend(("t", p, p * 10) for p in range(25))
             yield g
 
-    r = CollectorRegistry()
+    class Nameless(Collector):       # families known only when collected (client-pushed ones)
+        def describe(self):  # type: ignore[no-untyped-def]
+            return []
+
+        def collect(self):  # type: ignore[no-untyped-def]
+            collected.append("nameless")
+            yield SummaryMetricFamily("kafka_log_logflushstats_logflushrateandtimems", "Syncs",
+                                      count_value=4, sum_value=9.5)
+
+    r = CollectorRegistry(support_collectors_without_names=True)     # as the nodes' are
     r.register(Counts())
     r.register(Rows())
+    r.register(Nameless())
     c = Counter("kafka_network_requestmetrics_requests", "Requests", ["request"], registry=r)
     c.labels("Fetch").inc(2)
 
@@ -128,7 +138,9 @@ def test_a_scrape_of_some_names_reads_only_the_collectors_that_describe_them() -
     collected.clear()
     assert scrape("kafka_server_replicamanager_leadercount") == [
         whole["kafka_server_replicamanager_leadercount"]]
-    assert collected == ["counts"]
+    assert sorted(collected) == ["counts", "nameless"]      # never "rows"
+    (syncs,) = scrape("kafka_log_logflushstats_logflushrateandtimems_count")
+    assert syncs[3] == [("kafka_log_logflushstats_logflushrateandtimems_count", (), "4.0")]
     # Rows asked by name are the same rows; a counter is asked by its series' name.
     assert sorted(scrape("kafka_log_log_size", "kafka_network_requestmetrics_requests_total")) == [
         whole["kafka_log_log_size"], whole["kafka_network_requestmetrics_requests"]]

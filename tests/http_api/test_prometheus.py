@@ -246,3 +246,10 @@ def test_a_scrape_of_named_series_returns_those_only(cluster, workload) -> None:
     # The same series (values move under the workload; the series do not).
     assert some["kafka_log_log_logendoffset"] == everything["kafka_log_log_logendoffset"]
     assert families("/metrics?name[]=no_such_series") == {}
+    # A controller's, from a collector that names nothing up front.
+    controller = cluster.spec.node(cluster.spec.controllers[0].id)
+    status, text = get(controller.http_port,
+                       "/metrics?name[]=kafka_log_logflushstats_logflushrateandtimems_count")
+    assert status == 200 and [(s.name, s.value > 0) for f in text_string_to_metric_families(text)
+                              for s in f.samples] == [
+        ("kafka_log_logflushstats_logflushrateandtimems_count", True)]
