@@ -26,7 +26,9 @@ Measured in one run, on one machine (the cluster, the clients and the baseline s
    Produce (append and the acks=all wait), FetchFollower and FetchConsumer; and the
    per-stage breakdown of sampled batches (ketch_replication_stage_ms, stages named in
    broker/latency_trace.py): queue, append, follower fetch, its response written, follower
-   append, its next fetch, HW, acks=all answer, consumer fetch, flush.
+   append, its next fetch, HW, acks=all answer, consumer fetch, flush. After the cluster
+   stops, the same rate through bench/latency_floor.py (the same messages between three
+   relay processes, without codec or storage): its p50/p99 and CPU, and Ketch's as ratios.
 4. Failover on a 1-partition RF-3 topic under a paced idempotent acks=all producer: SIGKILL
    of the leader -> the first write acknowledged by the new leader (the first offset of
    the new leader epoch, found in the log), and the same for SIGTERM (controlled shutdown).
@@ -70,6 +72,7 @@ from clients.protocol import (  # noqa: E402
     NEED_DATA, ApiKey, CorruptFrameError, ServerConnection, UnsupportedRequest, messages,
 )
 from clients.records import iter_batches  # noqa: E402
+from latency_floor import measure_floor  # noqa: E402  (bench/, this script's directory)
 
 VALUE_BYTES = 100
 LARGE_VALUE_BYTES = 500_000
@@ -826,6 +829,19 @@ def main() -> int:
         if tmp is not None:
             tmp.cleanup()
 
+    measured = result.get("latency", {})
+    if measured.get("records"):
+        # The same rate through a bare relay of the same messages (bench/latency_floor.py),
+        # with the cluster stopped: how far Ketch's figures are from Python's floor here.
+        floor = measure_floor(args.latency_rate, args.latency_seconds)
+        ratios = {key: round(measured[key] / floor[key], 2)
+                  for key in ("p50_ms", "p99_ms", "broker_cpu_ms_per_1000_records")
+                  if measured.get(key) and floor.get(key)}
+        print(f"latency floor (bench/latency_floor.py: the same messages between three relay "
+              f"processes, no codec or storage): p50 {floor['p50_ms']} ms, p99 {floor['p99_ms']} ms, "
+              f"{floor['broker_cpu_ms_per_1000_records']} CPU-ms per 1000 records; Ketch / floor: "
+              + ", ".join(f"{key} {value}x" for key, value in ratios.items()))
+        result["latency_floor"] = {**floor, "ketch_ratio": ratios}
     result["kafka_2014"] = KAFKA_2014
     if args.latency_only:
         print(json.dumps(result, separators=(",", ":")))

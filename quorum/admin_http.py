@@ -187,8 +187,8 @@ class ControllerStateCollector(Collector):
 
 class ControllerMetrics:
     def __init__(self, quorum: MetadataQuorum, driver: ControllerDriver, connections: Any) -> None:
-        # Collectors that name nothing up front (client-pushed families, counters built at
-        # scrape time) still answer a scrape of some names (/metrics?name[]=...).
+        # ControllerStateCollector names nothing up front; it still answers a scrape of
+        # some names (/metrics?name[]=...).
         self.registry = CollectorRegistry(support_collectors_without_names=True)
         self.commit_latency = Histogram(
             "kafka_server_raftmetrics_commit_latency_ms",
