@@ -27,7 +27,7 @@ import bisect
 import time
 from typing import Any, Callable, Collection, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -159,11 +159,13 @@ class BrokerMetrics:
         self.total_time = _Histogram("kafka_network_requestmetrics_totaltimems",
                                      "Time from a request's arrival to its response, in ms",
                                      "request", TOTAL_TIME_BUCKETS_MS, r)
-        self.stage_time = Histogram("ketch_replication_stage_ms",
-                                    "Sampled batches: time of each stage of the produce -> "
-                                    "replicate -> consume path, in ms (broker/latency_trace.py)",
-                                    ["stage"], buckets=STAGE_BUCKETS_MS, registry=r)
-        self._stage_children: dict[str, Histogram] = {}
+        # Observed twice for every follower fetch that brings records: lock-free, as the
+        # request times (0.80 -> 0.22 us per observe in-process; the tracer's stages were
+        # ~4% of a follower's CPU in py-spy, the histogram's observe ~1.7%).
+        self.stage_time = _Histogram("ketch_replication_stage_ms",
+                                     "Sampled batches: time of each stage of the produce -> "
+                                     "replicate -> consume path, in ms (broker/latency_trace.py)",
+                                     "stage", STAGE_BUCKETS_MS, r)
         self.process = ProcessMetrics(r)
 
     def exposition(self, names: Collection[str] | None = None) -> tuple[Iterator[str], str]:
@@ -180,10 +182,7 @@ class BrokerMetrics:
 
     def observe_stage(self, stage: str, ms: float) -> None:
         """One stage of a traced batch (``broker.latency_trace.LatencyTracer``'s observe)."""
-        child = self._stage_children.get(stage)
-        if child is None:
-            child = self._stage_children[stage] = self.stage_time.labels(stage)
-        child.observe(ms)
+        self.stage_time.observe(stage, ms)
 
     def record_produce(self, tally: ProduceTally) -> None:
         if not self.enabled:

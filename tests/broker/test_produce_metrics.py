@@ -53,7 +53,7 @@ def test_request_path_metrics_scrape_as_prometheus_client_counters_and_histogram
     labelled Counter and Histogram give for the same adds (names, help, samples, order)."""
     from prometheus_client import CollectorRegistry, Counter, Histogram
 
-    from broker.metrics import TOTAL_TIME_BUCKETS_MS
+    from broker.metrics import STAGE_BUCKETS_MS, TOTAL_TIME_BUCKETS_MS
     from clients.http_api.exposition import text_exposition
 
     metrics = BrokerMetrics()
@@ -67,6 +67,12 @@ def test_request_path_metrics_scrape_as_prometheus_client_counters_and_histogram
     total_time = Histogram("kafka_network_requestmetrics_totaltimems",
                            "Time from a request's arrival to its response, in ms", ["request"],
                            buckets=TOTAL_TIME_BUCKETS_MS, registry=reference)
+    stage_time = Histogram("ketch_replication_stage_ms", metrics.stage_time.doc, ["stage"],
+                           buckets=STAGE_BUCKETS_MS, registry=reference)
+    for stage, ms in (("leader_append", 0.04), ("follower_fetch", 0.5), ("leader_append", 7.0),
+                      ("total", 2000.0)):
+        metrics.observe_stage(stage, ms)
+        stage_time.labels(stage).observe(ms)
     tally = ProduceTally()
     tally.add("a", ErrorCode.NONE, 3, 100)
     tally.add("b", ErrorCode.CORRUPT_MESSAGE, 0, 70)
@@ -92,5 +98,6 @@ def test_request_path_metrics_scrape_as_prometheus_client_counters_and_histogram
     def name(line: str) -> str:
         return line.split(" ")[2] if line.startswith("#") else line.split("{")[0].split(" ")[0]
     ours = [line for line in "".join(metrics.exposition()[0]).splitlines()
-            if name(line).startswith(("kafka_server_brokertopicmetrics_", "kafka_network_requestmetrics_"))]
+            if name(line).startswith(("kafka_server_brokertopicmetrics_", "kafka_network_requestmetrics_",
+                                      "ketch_replication_stage_"))]
     assert ours == text_exposition(reference).decode().splitlines()
