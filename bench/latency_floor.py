@@ -231,7 +231,8 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s (bench/produce.py's helpers too)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -266,7 +267,7 @@ def measure_floor(rate: int, seconds: float) -> dict:
     finally:
         for proc in (producer, consumer, *brokers):
             if proc is not None:
-                _stop(proc)
+                stop_process(proc)
     lat = sorted(json.loads(consumed.decode().strip().splitlines()[-1])["latencies_us"])
     q = statistics.quantiles(lat, n=100, method="inclusive")
     return {"target_records_per_s": rate,

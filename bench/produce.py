@@ -72,7 +72,7 @@ from clients.protocol import (  # noqa: E402
     NEED_DATA, ApiKey, CorruptFrameError, ServerConnection, UnsupportedRequest, messages,
 )
 from clients.records import iter_batches  # noqa: E402
-from latency_floor import measure_floor  # noqa: E402  (bench/, this script's directory)
+from latency_floor import measure_floor, stop_process  # noqa: E402  (bench/, this script's directory)
 
 VALUE_BYTES = 100
 LARGE_VALUE_BYTES = 500_000
@@ -238,16 +238,6 @@ def start_sink(partitions: int, fetch_records: int = 0) -> tuple[subprocess.Pope
         proc.kill()
         raise RuntimeError(f"sink failed to start: {line}{proc.stdout.read().decode()}")
     return proc, port
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 # ------------------------------------------------------------------ producer / consumer
