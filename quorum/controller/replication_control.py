@@ -32,7 +32,7 @@ import random
 import re
 import uuid
 from collections import Counter
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from clients.protocol import messages
 from clients.protocol.errors import ErrorCode
@@ -157,6 +157,35 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
+# A name with up to this many '.' or '_' is checked by looking up each spelling that
+# collides with it (2**n lookups); a name with more scans the topics.
+_COLLISION_LOOKUPS_MAX_SEPARATORS = 10
+
+
+def _colliding_topic(name: str, existing: Mapping[str, Any], created: Mapping[str, str]) -> str | None:
+    """Another topic, existing or ``created`` earlier in the request (collision key ->
+    name), whose name differs from ``name`` only by '.' against '_'; in time that grows
+    with the name, not with the cluster's topics (a scan of 100k names took every
+    CreateTopics request tens of milliseconds). ``name`` itself is not in ``existing``."""
+    other = created.get(_collision_key(name))
+    if other is not None:
+        return other
+    separators = [i for i, c in enumerate(name) if c in "._"]
+    if not separators:
+        return None             # only ``name`` itself would collide with it
+    if len(separators) > _COLLISION_LOOKUPS_MAX_SEPARATORS:
+        key = _collision_key(name)
+        return next((n for n in existing if _collision_key(n) == key), None)
+    spelling = list(name)
+    for choice in range(1 << len(separators)):
+        for bit, i in enumerate(separators):
+            spelling[i] = "." if choice >> bit & 1 else "_"
+        candidate = "".join(spelling)
+        if candidate in existing:
+            return candidate
+    return None
+
+
 def new_topic_id(rng: random.Random, taken: Callable[[uuid.UUID], bool]) -> uuid.UUID:
     while True:
         tid = uuid.UUID(int=rng.getrandbits(128), version=4)
@@ -244,7 +273,7 @@ def create_topics(image: MetadataImage, request: messages.CreateTopicsRequest, c
     results: list[Any] = []
     records: list[Any] = []
     counts = Counter(t.name for t in request.topics)
-    collisions = {_collision_key(n): n for n in image.topics.by_name}
+    created: dict[str, str] = {}           # collision key -> a topic this request creates
     active = _active_brokers(image)
     is_active = active_predicate(image)
     layers = ConfigLayers(image.configs)
@@ -267,7 +296,7 @@ def create_topics(image: MetadataImage, request: messages.CreateTopicsRequest, c
         if name in image.topics.by_name:
             fail(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             continue
-        other = collisions.get(_collision_key(name))
+        other = _colliding_topic(name, image.topics.by_name, created)
         if other is not None:
             fail(name, ErrorCode.INVALID_TOPIC_EXCEPTION,
                  f"Topic '{name}' collides with existing topic: {other}")
@@ -347,7 +376,7 @@ def create_topics(image: MetadataImage, request: messages.CreateTopicsRequest, c
                     name=key, value=topic_configs[key]))
             for i, replicas in enumerate(assignments):
                 records.append(_partition_record(topic_id, i, replicas, is_active))
-        collisions[_collision_key(name)] = name
+        created[_collision_key(name)] = name
         results.append(Result(
             name=name, topic_id=topic_id, error_code=0, error_message=None,
             num_partitions=len(assignments), replication_factor=rf,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import uuid
 
 import pytest
@@ -320,3 +321,32 @@ def test_create_partitions_validate_only() -> None:
     request = CP(validate_only=True, topics=[CP.CreatePartitionsTopic(name="t", count=3)])
     result = h.controller.handle_create_partitions(request, h.now_ms)
     assert result.records == () and result.response.results[0].error_code == 0
+
+
+def test_a_collision_is_found_among_many_topics_and_within_one_request() -> None:
+    from quorum.controller.replication_control import (
+        _COLLISION_LOOKUPS_MAX_SEPARATORS as MAX, _colliding_topic, _collision_key,
+    )
+    rng = random.Random(7)
+    existing = {"".join(rng.choice("ab._") for _ in range(rng.randint(1, 14))) for _ in range(3000)}
+    existing = {n for n in existing if n not in {"", ".", ".."}}
+    # Names past the lookup limit too: those scan.
+    existing |= {"x" + "._" * 6, "y" + "." * (MAX + 2)}
+    by_key: dict[str, set[str]] = {}
+    for n in existing:
+        by_key.setdefault(_collision_key(n), set()).add(n)
+    asked = [*("".join(rng.choice("ab._") for _ in range(rng.randint(1, 14))) for _ in range(3000)),
+             "x" + "_." * 6, "y" + "_" * (MAX + 2), "y" + "_" * (MAX + 1)]
+    for name in asked:
+        if name in existing:
+            continue
+        found = _colliding_topic(name, dict.fromkeys(existing), {})
+        expected = by_key.get(_collision_key(name), set())
+        assert (found in expected) if expected else found is None, (name, found, expected)
+    # A topic created earlier in the same request counts.
+    h = cluster()
+    request = CT(topics=[CT.CreatableTopic(name="p.q", num_partitions=1, replication_factor=1),
+                         CT.CreatableTopic(name="p_q", num_partitions=1, replication_factor=1)])
+    response = h.commit(h.controller.handle_create_topics(request, h.now_ms))
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("p.q", 0), ("p_q", ErrorCode.INVALID_TOPIC_EXCEPTION)]
