@@ -325,7 +325,7 @@ def test_create_partitions_validate_only() -> None:
 
 def test_a_collision_is_found_among_many_topics_and_within_one_request() -> None:
     from quorum.controller.replication_control import (
-        _COLLISION_LOOKUPS_MAX_SEPARATORS as MAX, _colliding_topic, _collision_key,
+        _COLLISION_LOOKUPS_MAX_SEPARATORS as MAX, _collision_key, _TopicNameCollisions,
     )
     rng = random.Random(7)
     existing = {"".join(rng.choice("ab._") for _ in range(rng.randint(1, 14))) for _ in range(3000)}
@@ -340,7 +340,7 @@ def test_a_collision_is_found_among_many_topics_and_within_one_request() -> None
     for name in asked:
         if name in existing:
             continue
-        found = _colliding_topic(name, dict.fromkeys(existing), {})
+        found = _TopicNameCollisions(dict.fromkeys(existing)).find(name)
         expected = by_key.get(_collision_key(name), set())
         assert (found in expected) if expected else found is None, (name, found, expected)
     # A topic created earlier in the same request counts.
