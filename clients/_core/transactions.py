@@ -178,9 +178,14 @@ class TransactionManager:
 
     # ------------------------------------------------------------ partitions
 
-    def maybe_add_partition(self, tp: TopicPartition) -> None:
-        if tp not in self.partitions_in_transaction and tp not in self.partitions_being_added:
-            self.pending_partitions.add(tp)
+    def maybe_add_partition(self, tp: TopicPartition) -> bool:
+        """Queue ``tp`` for AddPartitionsToTxn; True when it was not queued, being added
+        or in the transaction yet (the sender then has a new partition to ask for)."""
+        if (tp in self.partitions_in_transaction or tp in self.partitions_being_added
+                or tp in self.pending_partitions):
+            return False
+        self.pending_partitions.add(tp)
+        return True
 
     def can_send_to(self, tp: TopicPartition) -> bool:
         return tp in self.partitions_in_transaction

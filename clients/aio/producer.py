@@ -433,8 +433,9 @@ class Producer:
                     (lambda p: acc.queued_bytes(tps[p])) if self._adaptive else None)
                 sticky = True
             tp = tps[partition]
-            if txn is not None and not txn.can_send_to(tp):
-                txn.maybe_add_partition(tp)
+            if txn is not None and not txn.can_send_to(tp) and txn.maybe_add_partition(tp):
+                # Once per partition and transaction: waking the sender for every record
+                # while AddPartitionsToTxn is out cost a cross-thread wake-up per send.
                 self._on_loop(self._wake.set)  # type: ignore[union-attr]
             found = acc.append_to_open(tp, timestamp_ms, key_bytes, value_bytes, headers, size)
             if found is None:

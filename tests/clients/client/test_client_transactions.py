@@ -39,15 +39,16 @@ def test_send_is_refused_outside_a_transaction() -> None:
 
 def test_partitions_are_added_once_in_one_request_before_any_send() -> None:
     txn = in_transaction()
-    txn.maybe_add_partition(TP0)
-    txn.maybe_add_partition(TP1)
+    assert txn.maybe_add_partition(TP0) is True     # new: the sender is woken for it
+    assert txn.maybe_add_partition(TP1) is True
+    assert txn.maybe_add_partition(TP0) is False    # queued already: no second wake-up
     assert not txn.can_send_to(TP0)
     assert txn.take_partitions_to_add() == [TP0, TP1]
-    txn.maybe_add_partition(TP0)             # being added: not asked again
+    assert txn.maybe_add_partition(TP0) is False    # being added: not asked again
     assert txn.take_partitions_to_add() == []  # one request at a time
     assert txn.handle_add_partitions_response({TP0: E.NONE, TP1: E.NONE}) is Outcome.DONE
     assert txn.can_send_to(TP0) and txn.can_send_to(TP1)
-    txn.maybe_add_partition(TP0)
+    assert txn.maybe_add_partition(TP0) is False
     assert txn.take_partitions_to_add() == []
     assert txn.needs_end_txn
 
