@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from clients.frozen import fast_init
 from clients.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, TimestampType
 
 __all__ = [
@@ -82,6 +83,7 @@ class OffsetAndTimestamp(NamedTuple):
     leader_epoch: int = NO_LEADER_EPOCH
 
 
+@fast_init        # built for every acknowledged record a callback or future is told of
 @dataclass(frozen=True, slots=True)
 class RecordMetadata:
     """Where an acknowledged record went (Kafka's RecordMetadata).

@@ -41,6 +41,7 @@ import asyncio
 import collections
 import random
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
@@ -221,6 +222,9 @@ class Producer:
         # (share_with_threads). Always a real lock: uncontended, a C RLock costs less
         # than a no-op context manager written in Python.
         self._lock = threading.RLock()
+        # Other threads blocked in send() on buffer.memory wait here (wait_for_memory_in_thread).
+        self._memory_freed = threading.Condition(self._lock)
+        self._threads_waiting_for_memory = 0
         self._starting: asyncio.Task | None = None
         self._closed = False
         self._fatal: BaseException | None = None
@@ -534,6 +538,41 @@ class Producer:
                     + (f"; {last_error}" if last_error else ""))
             await asyncio.sleep(backoff)
 
+    def buffer_is_full_for(self, topic: str, size: int) -> bool:
+        """Whether `append_record` refused a record of `topic` for want of buffer.memory
+        alone (its metadata is known). Under the lock."""
+        return (self._cluster.metadata.partition_count(topic) is not None
+                and not self._accumulator.has_room(size))
+
+    def wait_for_memory_in_thread(self, size: int, topic: str) -> None:
+        """Block this (non-loop) thread, holding the lock, until buffer.memory has room for
+        `size` bytes, as Java's send() blocks on its BufferPool: up to max.block.ms, then
+        KafkaTimeoutError. Meanwhile every queued batch is sendable at once."""
+        acc = self._accumulator
+        deadline = time.monotonic() + self._max_block_s
+        acc.waiting_for_memory += 1
+        self._threads_waiting_for_memory += 1
+        self._on_loop(self._wake.set)  # type: ignore[union-attr]
+        try:
+            while not acc.has_room(size) and not self._closed and self._fatal is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"no room in buffer.memory ({acc.buffer_memory} bytes) for a record "
+                        f"of topic {topic!r} within max.block.ms")
+                # Woken when batches complete; the slice bounds a wake-up missed at close.
+                self._memory_freed.wait(min(remaining, 0.05))
+        finally:
+            acc.waiting_for_memory -= 1
+            self._threads_waiting_for_memory -= 1
+
+    def _memory_may_be_free(self) -> None:
+        """Tell senders waiting for buffer.memory to look again (on the loop thread)."""
+        self._memory.set()  # type: ignore[union-attr]
+        if self._threads_waiting_for_memory:
+            with self._lock:
+                self._memory_freed.notify_all()
+
     async def _wait_for_memory(self, size: int, deadline: float, topic: str) -> None:
         acc = self._accumulator
         acc.waiting_for_memory += 1
@@ -652,7 +691,7 @@ class Producer:
             else:
                 await asyncio.sleep(0)
             if acc.waiting_for_memory:
-                self._memory.set()  # type: ignore[union-attr]
+                self._memory_may_be_free()
 
     def _sender_step(self, now: int) -> int | None:
         """One pass: expire, send what is ready. Returns ms until the next pass is
@@ -668,7 +707,7 @@ class Producer:
                 f"{now - batch.created_ms} ms passed since the batch was created "
                 "(delivery.timeout.ms)"))
         if acc.waiting_for_memory:
-            self._memory.set()  # type: ignore[union-attr]
+            self._memory_may_be_free()
         if now >= self._next_idle_check_ms:
             self._forget_idle_topics(now)
         if not acc.has_queued():

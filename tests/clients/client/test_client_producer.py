@@ -358,6 +358,46 @@ def test_blocking_producer_shared_by_threads_keeps_each_threads_order(boot: str)
         assert mine == [b"t%d-%04d" % (n, i) for i in range(per_thread)]
 
 
+def test_a_full_buffer_blocks_the_sending_thread_and_loses_nothing(boot: str, monkeypatch) -> None:
+    """buffer.memory holds four 1 KB batches: the sending threads wait in send() for room,
+    as Java's do, and every record still arrives once, in order, its callback told where."""
+    import threading
+
+    from clients.aio.producer import Producer as AioProducer
+
+    waits = []
+    wait = AioProducer.wait_for_memory_in_thread
+
+    def counting(self, size: int, topic: str) -> None:
+        waits.append(size)
+        wait(self, size, topic)
+    monkeypatch.setattr(AioProducer, "wait_for_memory_in_thread", counting)
+    create_topic(boot, "full-buffer", 2, 3)
+    per_thread = 1500
+    told: list[RecordMetadata] = []
+    with BlockingProducer({"bootstrap.servers": boot, "linger.ms": 0, "batch.size": 1024,
+                           "buffer.memory": 4096, "max.block.ms": 30_000}) as p:
+        def run(n: int) -> None:
+            for i in range(per_thread):
+                p.send("full-buffer", b"t%d-%04d" % (n, i), key=b"thread-%d" % n,
+                       callback=lambda md, error: told.append(md) if error is None else None)
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        p.flush()
+    assert waits, "no send waited for buffer.memory"
+    assert len(told) == 2 * per_thread
+    records = read_all(boot, "full-buffer", 2, 2 * per_thread)
+    assert len(records) == 2 * per_thread
+    assert {(md.partition, md.offset) for md in told} == {(r[0], r[1]) for r in records}
+    for n in range(2):
+        mine = [r[3] for r in sorted(records, key=lambda r: (r[0], r[1]))
+                if r[3].startswith(b"t%d-" % n)]
+        assert mine == [b"t%d-%04d" % (n, i) for i in range(per_thread)]
+
+
 def test_a_tombstone_has_no_value(boot: str) -> None:
     create_topic(boot, "tombstones", 1, 3)
 
