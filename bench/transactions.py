@@ -1,6 +1,7 @@
 """Benchmark: transactional produce on a local 3-controller / 3-broker Ketch cluster (issue 15).
 
-One confluent-kafka (librdkafka) producer, 100-byte values, a 6-partition topic with
+One confluent-kafka (librdkafka) producer, or Ketch's own with ``--client ketch`` (its
+idempotent baseline then Ketch's too), 100-byte values, a 6-partition topic with
 replication factor 3, acks=all, linger.ms=5, batch.size 1 MiB, no compression:
 
 1. Throughput, records/s: transactions of ``--per-transaction`` (1,000) records, each
@@ -27,7 +28,7 @@ replication factor 3, acks=all, linger.ms=5, batch.size 1 MiB, no compression:
    timestamps in the brokers (see docs/transactions.md).
 
 Usage: python bench/transactions.py [--records 200000] [--per-transaction 1000] [--repeats 3]
-       [--timeline N]
+       [--client confluent|ketch] [--timeline N]
 Prints figures, then ONE JSON line (the last line). No assertions: a benchmark reports.
 """
 from __future__ import annotations
@@ -63,9 +64,58 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class _KetchProducer:
+    """Ketch's own Producer (clients/producer.py) behind the calls this bench makes of
+    confluent-kafka's: ``--client ketch``."""
+
+    def __init__(self, config: dict) -> None:
+        from clients import Producer
+        self._producer = Producer(config)
+
+    def produce(self, topic: str, value: bytes, partition: int | None = None,
+                on_delivery=None) -> None:  # type: ignore[no-untyped-def]
+        # No per-record callback: on the client's loop thread it took ~3/4 of the idempotent
+        # run's time. Failures are counted by the client instead (``failed``).
+        self._producer.send(topic, value, partition=partition)
+
+    def failed(self) -> int:
+        return int(self._producer.metrics["record-error-total"])
+
+    def poll(self, _timeout: float) -> int:
+        return 0        # callbacks run on the client's own thread
+
+    def flush(self, timeout: float) -> int:
+        self._producer.flush(timeout)
+        return 0        # what is left unsent raised instead
+
+    def init_transactions(self, timeout: float) -> None:
+        self._producer.init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._producer.commit_transaction(timeout)
+
+    def close(self) -> None:
+        self._producer.close()
+
+
+CLIENT = "confluent"        # --client
+
+
 def _producer(bootstrap: str, **extra):  # type: ignore[no-untyped-def]
+    if CLIENT == "ketch":
+        return _KetchProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                               "batch.size": 1 << 20, "compression.type": "none",
+                               "enable.idempotence": True, **extra})
     from confluent_kafka import Producer
     return Producer(produce.producer_config(bootstrap, "all", **{"enable.idempotence": True, **extra}))
+
+
+def _close(producer) -> None:  # type: ignore[no-untyped-def]
+    if isinstance(producer, _KetchProducer):
+        producer.close()        # its loop thread and connections (librdkafka's go with the object)
 
 
 BrokerCpu = produce.BrokerCpu      # one home: bench/produce.py
@@ -97,6 +147,9 @@ def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu)
             producer.poll(0)
     left = producer.flush(300)
     elapsed = time.perf_counter() - start
+    if isinstance(producer, _KetchProducer):
+        failed.extend(range(producer.failed()))
+    _close(producer)
     return {"records": records, "seconds": round(elapsed, 3), "records_per_s": round(records / elapsed),
             "broker_cpu_ms_per_1000": _cpu_ms_per_1000(cpu, cpu_start, records),
             "failed": len(failed) + left}
@@ -142,6 +195,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
         t0 = time.perf_counter()
         producer.commit_transaction(60)
         commit_s.append(time.perf_counter() - t0)
+    _close(producer)
     done = transactions * per_txn
     return {"records": done, "transactions": transactions, "seconds": round(elapsed, 3),
             "records_per_s": round(done / elapsed), "broker_cpu_ms_per_1000": cpu_ms,
@@ -224,15 +278,23 @@ def main() -> int:
                     help="only the critical path of N transactions, from librdkafka's debug log")
     ap.add_argument("--broker-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker property for every broker (repeatable), as in bench/produce.py")
+    ap.add_argument("--client", choices=("confluent", "ketch"), default="confluent",
+                    help="the producer of both runs: confluent-kafka (librdkafka) or Ketch's own")
     args = ap.parse_args()
+    global CLIENT
+    CLIENT = args.client
+    if args.timeline and CLIENT != "confluent":
+        ap.error("--timeline reads librdkafka's debug log: --client confluent only")
     broker_props = dict(kv.split("=", 1) for kv in args.broker_prop)
     result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "value_bytes": VALUE_BYTES,
-                    "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction}
+                    "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction,
+                    "client": CLIENT}
     if broker_props:
         result["broker_props"] = broker_props
     runs_of = f"{args.timeline} transactions" if args.timeline else f"{args.records} records per run"
     print(f"machine: {os.cpu_count()} CPUs; {runs_of} of {VALUE_BYTES} B records, "
-          f"{args.per_transaction} per transaction; {PARTITIONS} partitions, RF 3, acks=all")
+          f"{args.per_transaction} per transaction; {PARTITIONS} partitions, RF 3, acks=all; "
+          f"client {CLIENT}")
     with tempfile.TemporaryDirectory(prefix="ketch-bench-txn-") as d:
         cluster = LocalCluster(d, controllers=3, brokers=3, broker_props=broker_props)
         try:
