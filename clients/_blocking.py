@@ -15,14 +15,31 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, Callable, TypeVar
 
 from clients.errors import KafkaTimeoutError
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "wait_until"]
 
 T = TypeVar("T")
+
+
+def wait_until(condition: threading.Condition, ready: Callable[[], bool],
+               deadline: float | None = None,
+               timed_out: Callable[[], BaseException] | None = None) -> None:
+    """Wait on ``condition`` (its lock held) until ``ready()``; with a ``time.monotonic()``
+    deadline, raise ``timed_out()`` there. In slices of at most 50 ms, which bound the cost
+    of a notification missed (one sent before the waiter looked, or never sent at close)."""
+    while not ready():
+        if deadline is None:
+            condition.wait(0.05)
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise timed_out() if timed_out is not None else TimeoutError()
+        condition.wait(min(remaining, 0.05))
 
 
 class LoopThread:

@@ -37,12 +37,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
-from clients._blocking import LoopThread
+from clients._blocking import LoopThread, wait_until
 from clients.clock import now_ms
 from clients._core.delayed import with_delivery_time
 from clients._core.config import ClientConfig, parse_config
 from clients.aio.producer import Producer as AioProducer
-from clients.aio.producer import RecordFuture
+from clients.aio.producer import RecordFuture, buffer_memory_timeout
 from clients.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from clients.records import BATCH_HEADER_SIZE
 from clients.types import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
@@ -291,23 +291,19 @@ class Producer:
         if self._drain_waiting or _on_loop_thread(self._loop):
             return
         with self._lock:
-            while ((self._handoff or self._drain_busy) and not self._drain_waiting
-                   and not self._closed):
-                self._drained.wait(0.05)    # the slice bounds a missed wake-up
+            wait_until(self._drained,
+                       lambda: (not self._handoff and not self._drain_busy) or self._drain_waiting
+                       or self._closed)
 
     def _wait_for_handoff_room(self, size: int, topic: str) -> None:
         if _on_loop_thread(self._loop):  # a callback sending: waiting would stop the loop
             raise KafkaTimeoutError(f"no room in buffer.memory for a record of topic {topic!r} "
                                     "sent from a delivery callback")
-        deadline = time.monotonic() + self._max_block_s
         with self._handoff_room:
-            while self._handoff and self._handoff_bytes + size > self._buffer_memory:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise KafkaTimeoutError(
-                        f"no room in buffer.memory ({self._buffer_memory} bytes) for a record "
-                        f"of topic {topic!r} within max.block.ms")
-                self._handoff_room.wait(min(remaining, 0.05))
+            wait_until(self._handoff_room,
+                       lambda: not self._handoff or self._handoff_bytes + size <= self._buffer_memory,
+                       time.monotonic() + self._max_block_s,
+                       lambda: buffer_memory_timeout(self._buffer_memory, topic))
 
     def _start_drain(self) -> None:
         if self._drain_task is None or self._drain_task.done():

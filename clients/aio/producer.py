@@ -55,6 +55,7 @@ from clients._core.config import ClientConfig, parse_config
 from clients._core.metadata import BrokerMetadata
 from clients._core.partitioner import StickyPartitioner, partition_for_key
 from clients.aio._cluster import Cluster, dedicated_node
+from clients._blocking import wait_until
 from clients.clock import now_ms
 from clients.errors import (
     ClientClosedError, IllegalStateError, KafkaApiError, KafkaTimeoutError,
@@ -156,6 +157,12 @@ def _batch_waiter(batch: ProducerBatch) -> asyncio.Future:
         batch.waiter = waiter
         batch.callbacks.append(lambda _b: waiter.done() or waiter.set_result(None))
     return batch.waiter
+
+
+def buffer_memory_timeout(buffer_memory: int, topic: str) -> KafkaTimeoutError:
+    """A send that found no room in buffer.memory within max.block.ms."""
+    return KafkaTimeoutError(f"no room in buffer.memory ({buffer_memory} bytes) for a record "
+                             f"of topic {topic!r} within max.block.ms")
 
 
 class Producer:
@@ -549,19 +556,15 @@ class Producer:
         `size` bytes, as Java's send() blocks on its BufferPool: up to max.block.ms, then
         KafkaTimeoutError. Meanwhile every queued batch is sendable at once."""
         acc = self._accumulator
-        deadline = time.monotonic() + self._max_block_s
         acc.waiting_for_memory += 1
         self._threads_waiting_for_memory += 1
         self._on_loop(self._wake.set)  # type: ignore[union-attr]
         try:
-            while not acc.has_room(size) and not self._closed and self._fatal is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise KafkaTimeoutError(
-                        f"no room in buffer.memory ({acc.buffer_memory} bytes) for a record "
-                        f"of topic {topic!r} within max.block.ms")
-                # Woken when batches complete; the slice bounds a wake-up missed at close.
-                self._memory_freed.wait(min(remaining, 0.05))
+            # Woken when batches complete (_memory_may_be_free); at close, by the slices.
+            wait_until(self._memory_freed,
+                       lambda: acc.has_room(size) or self._closed or self._fatal is not None,
+                       time.monotonic() + self._max_block_s,
+                       lambda: buffer_memory_timeout(acc.buffer_memory, topic))
         finally:
             acc.waiting_for_memory -= 1
             self._threads_waiting_for_memory -= 1
@@ -581,9 +584,7 @@ class Producer:
             while not acc.has_room(size):
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
-                    raise KafkaTimeoutError(
-                        f"no room in buffer.memory ({acc.buffer_memory} bytes) for a record "
-                        f"of topic {topic!r} within max.block.ms")
+                    raise buffer_memory_timeout(acc.buffer_memory, topic)
                 self._memory.clear()  # type: ignore[union-attr]
                 try:
                     await asyncio.wait_for(self._memory.wait(), remaining)  # type: ignore[union-attr]
