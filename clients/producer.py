@@ -60,7 +60,7 @@ class FutureRecordMetadata(RecordFuture):
     `attach`es the batch and index (a RecordFuture's fields), or calls `failure` if the
     record could not be appended (unknown topic, closed producer, ...)."""
 
-    __slots__ = ("_loop", "_error", "_listeners")
+    __slots__ = ("_loop", "_error", "_listeners", "_callback")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timestamp_ms: int, key_size: int,
                  value_size: int) -> None:
@@ -72,14 +72,31 @@ class FutureRecordMetadata(RecordFuture):
         self._loop = loop
         self._error: BaseException | None = None
         self._listeners: list[Callable[[FutureRecordMetadata], Any]] | None = None
+        self._callback: Callback | None = None
 
     # --- loop thread ---
 
-    def attach(self, batch: Any, index: int) -> None:
-        """The producer appended the record: index ``index`` of ``batch``."""
+    def attach(self, batch: Any, index: int, callback: Callback | None = None) -> None:
+        """The producer appended the record: index ``index`` of ``batch``; ``callback``:
+        send's, called from the batch when it is done (``on_batch_done``)."""
         self._batch, self._index = batch, index
+        if callback is not None:
+            self._callback = callback
+            batch.record_callbacks.append(self)
         if self._listeners:
             batch.callbacks.append(lambda _b: self._fire())
+
+    def on_batch_done(self, batch: Any) -> None:
+        """Call send's callback with the record's metadata or its error (the batch is done:
+        its result is read once, without the blocking ``result``'s checks)."""
+        callback = self._callback
+        assert callback is not None
+        try:
+            metadata = self._metadata(*batch.record_result(self._index))
+        except Exception as error:  # noqa: BLE001 -- the record's failure, for the callback
+            callback(None, error)
+            return
+        callback(metadata, None)
 
     def failure(self, error: BaseException) -> None:
         """The producer could not append the record (kafka-python's Future.failure)."""
@@ -262,9 +279,7 @@ class Producer:
                             self._loop.call_soon_threadsafe(callback, None, e)
                         return future
                     if found is not None:
-                        future.attach(*found)
-                        if callback is not None:
-                            found[0].callbacks.append(_callback_adapter(callback, future))
+                        future.attach(*found, callback)
                         return future
         if self._handoff_bytes + size > self._buffer_memory and self._handoff:
             self._wait_for_handoff_room(size, topic)
@@ -355,9 +370,7 @@ class Producer:
                         callback(None, e)
                     continue
                 with self._lock:   # callers' threads add callbacks to batches too
-                    future.attach(*found)
-                    if callback is not None:
-                        found[0].callbacks.append(_callback_adapter(callback, future))
+                    future.attach(*found, callback)
                 if drained > 65536:
                     self._release_handoff(drained)
                     drained = 0
@@ -461,16 +474,3 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return asyncio.get_running_loop() is loop
     except RuntimeError:
         return False
-
-
-def _callback_adapter(callback: Callback, future: FutureRecordMetadata
-                      ) -> Callable[[Any], None]:
-    def call(_batch: Any) -> None:
-        # One look at the batch's outcome (the base class's result: this one's blocks).
-        try:
-            metadata = RecordFuture.result(future)
-        except Exception as error:  # noqa: BLE001 -- the record's failure, for the callback
-            callback(None, error)
-            return
-        callback(metadata, None)
-    return call

@@ -63,7 +63,7 @@ import enum
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import crc32c
 
@@ -183,6 +183,11 @@ class BatchState(enum.Enum):
     SPLIT = "split"          # its records now live in child batches
 
 
+class RecordCallback(Protocol):
+    def on_batch_done(self, batch: ProducerBatch) -> None:
+        """The record's batch is done (acknowledged or failed)."""
+
+
 class ProducerBatch:
     """One partition's batch: its records, its attempts and, once done, its result."""
 
@@ -190,7 +195,8 @@ class ProducerBatch:
         "tp", "builder", "payload", "state", "created_ms", "deadline_ms", "attempts",
         "retry_at_ms", "producer_id", "producer_epoch", "base_sequence", "record_count",
         "reserved_bytes", "base_offset", "log_append_time_ms", "log_start_offset", "error",
-        "callbacks", "children", "parent", "waiter", "batch_size_max", "_pending_children",
+        "callbacks", "record_callbacks", "children", "parent", "waiter", "batch_size_max",
+        "_pending_children",
     )
 
     def __init__(self, tp: TopicPartition, builder: _FastRecordBatchBuilder, now_ms: int,
@@ -213,6 +219,9 @@ class ProducerBatch:
         self.log_start_offset = -1
         self.error: BaseException | None = None
         self.callbacks: list[Callable[[ProducerBatch], Any]] = []
+        # Per-record callbacks, in record order: the record's own object, no closure per
+        # record (a producer sending with a callback per record makes one per record).
+        self.record_callbacks: list[RecordCallback] = []
         # Split batches: (child, index in child) per record, and the child's way back.
         self.children: list[tuple[ProducerBatch, int]] | None = None
         self.parent: ProducerBatch | None = None
@@ -311,6 +320,9 @@ class ProducerBatch:
         # Futures keep their batch for its result: let the record bytes go now.
         self.payload = None
         self.builder = None
+        record_callbacks, self.record_callbacks = self.record_callbacks, []
+        for record in record_callbacks:
+            record.on_batch_done(self)
         callbacks, self.callbacks = self.callbacks, []
         for cb in callbacks:
             cb(self)

@@ -122,7 +122,11 @@ class RecordFuture:
     def result(self) -> RecordMetadata:
         if not self._batch.is_done:
             raise asyncio.InvalidStateError("the record is not acknowledged yet")
-        offset, log_append_time, log_start_offset, error = self._batch.record_result(self._index)
+        return self._metadata(*self._batch.record_result(self._index))
+
+    def _metadata(self, offset: int, log_append_time: int, log_start_offset: int,
+                  error: BaseException | None) -> RecordMetadata:
+        """The record's metadata from its batch's ``record_result``, or its error raised."""
         if error is not None:
             raise error
         tp = self._batch.tp
