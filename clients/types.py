@@ -83,13 +83,15 @@ class OffsetAndTimestamp(NamedTuple):
     leader_epoch: int = NO_LEADER_EPOCH
 
 
-@fast_init        # built for every acknowledged record a callback or future is told of
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where an acknowledged record went (Kafka's RecordMetadata).
 
     `offset` is -1 for acks=0 (nothing came back), as in the Java client. `timestamp` is
     the record's CreateTime, or the broker's append time when the topic uses LogAppendTime.
+
+    A NamedTuple, as kafka-python's is and for ConsumerRecord's reason: one is built for
+    every acknowledged record a callback or future is told of, and a tuple costs half of
+    a slotted frozen dataclass's __init__ (0.28 against 0.52 us here).
     """
     topic: str
     partition: int
