@@ -8,7 +8,8 @@ round-robin by explicit partition, as bench/produce.py does), linger.ms=5, batch
     (a) acks=1 to a replication-factor-1 topic,
     (b) acks=all to a replication-factor-3 topic;
   for Ketch's asyncio Producer (`await p.send(...)` per record), Ketch's blocking Producer
-  (`p.send(...)` per record), kafka-python, aiokafka (as installed, with its compiled
+  (`p.send(...)` per record; and with a delivery callback per record, as confluent-kafka's
+  run has, `ketch_blocking_callback`), kafka-python, aiokafka (as installed, with its compiled
   record builder, and pure: AIOKAFKA_NO_EXTENSIONS=1) and confluent-kafka (librdkafka),
   each as a ratio to confluent-kafka measured in the same run.
 
@@ -49,7 +50,8 @@ PARTITIONS = 6
 LINGER_MS = 5
 BATCH_BYTES = 256 * 1024
 WARMUP_RECORDS = 2000
-PRODUCERS = ("ketch", "ketch_blocking", "kafka_python", "aiokafka", "aiokafka_pure", "confluent")
+PRODUCERS = ("ketch", "ketch_blocking", "ketch_blocking_callback", "kafka_python", "aiokafka",
+             "aiokafka_pure", "confluent")
 
 
 # --- producer measurements (each runs in a child process) ---
@@ -132,6 +134,35 @@ def measure_produce_ketch_blocking(bootstrap: str, topic: str, records: int, ack
     return _result(records, elapsed, failed)
 
 
+def measure_produce_ketch_blocking_callback(bootstrap: str, topic: str, records: int,
+                                            acks: str) -> dict:
+    """Ketch's blocking Producer with a delivery callback per record, as the confluent-kafka
+    measurement has (on_delivery): what an application that wants each outcome pays."""
+    from clients import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS,
+                  "batch.size": BATCH_BYTES, "enable.idempotence": False,
+                  "max.request.size": 4 << 20})
+    failed = []
+
+    def on_delivery(metadata, error) -> None:
+        if error is not None:
+            failed.append(error)
+
+    value = b"x" * VALUE_BYTES
+    for i in range(WARMUP_RECORDS):
+        p.send(topic, value, partition=i % PARTITIONS, callback=on_delivery)
+    p.flush()
+    send = p.send
+    start = time.perf_counter()
+    for i in range(records):
+        send(topic, value, partition=i % PARTITIONS, callback=on_delivery)
+    p.flush()
+    elapsed = time.perf_counter() - start
+    p.close()
+    return _result(records, elapsed, len(failed))
+
+
 def measure_produce_kafka_python(bootstrap: str, topic: str, records: int, acks: str) -> dict:
     from kafka import KafkaProducer
 
@@ -212,6 +243,7 @@ def measure_produce_confluent(bootstrap: str, topic: str, records: int, acks: st
 MEASUREMENTS = {
     "produce_ketch": measure_produce_ketch,
     "produce_ketch_blocking": measure_produce_ketch_blocking,
+    "produce_ketch_blocking_callback": measure_produce_ketch_blocking_callback,
     "produce_kafka_python": measure_produce_kafka_python,
     "produce_aiokafka": measure_produce_aiokafka,
     "produce_aiokafka_pure": measure_produce_aiokafka_pure,
@@ -263,7 +295,7 @@ def producer_half(bootstrap: str, clients: list[str], records: int, repeats: int
             for client in clients:             # clients take turns: same machine state
                 r = run_measurement(f"produce_{client}", bootstrap, topic, records, acks=acks)
                 runs[client].append(r)
-                print(f"  {label:13s} {client:15s} "
+                print(f"  {label:13s} {client:23s} "
                       + (f"{r['records_per_s']:>9,} records/s" if "error" not in r
                          else f"error: {r['error']}"), flush=True)
         table = _best_of(runs)
@@ -277,7 +309,7 @@ def producer_half(bootstrap: str, clients: list[str], records: int, repeats: int
                            ("ratio_to_aiokafka_compiled", ("aiokafka",))):
             others = [table[c]["records_per_s"] for c in names
                       if "records_per_s" in table.get(c, {})]
-            for c in ("ketch", "ketch_blocking"):
+            for c in ("ketch", "ketch_blocking", "ketch_blocking_callback"):
                 if others and "records_per_s" in table.get(c, {}):
                     table[c][key] = round(table[c]["records_per_s"] / max(others), 3)
         out[label] = table
@@ -289,14 +321,14 @@ def print_producer_table(producer: dict) -> None:
         print(f"\nproducer {label} (records/s, ratio to confluent-kafka):")
         for client, row in table.items():
             if "error" in row:
-                print(f"  {client:15s} error: {row['error']}")
+                print(f"  {client:23s} error: {row['error']}")
                 continue
             extra = ""
             if "ratio_to_faster_pure_python" in row:
                 extra = (f"   {row['ratio_to_faster_pure_python']:.2f}x the faster pure-Python "
                          f"client (goal >= 1.5); {row.get('ratio_to_aiokafka_compiled', 0):.2f}x "
                          "aiokafka with its compiled builder")
-            print(f"  {client:15s} {row['records_per_s']:>9,}  {row.get('ratio_to_confluent', 0):.2f}"
+            print(f"  {client:23s} {row['records_per_s']:>9,}  {row.get('ratio_to_confluent', 0):.2f}"
                   f"{extra}")
 
 
@@ -498,7 +530,7 @@ def consumer_half(bootstrap: str, clients: list[str], records: int, repeats: int
         for client in clients:
             r = run_measurement(f"consume_{client}", bootstrap, "consume", records)
             runs[client].append(r)
-            print(f"  consume       {client:15s} "
+            print(f"  consume       {client:23s} "
                   + (f"{r['records_per_s']:>9,} records/s" if "error" not in r
                      else f"error: {r['error']}"), flush=True)
     table = _best_of(runs)
@@ -524,17 +556,17 @@ def print_consumer_table(consumer: dict) -> None:
     print("\nconsumer (records/s, ratio to confluent-kafka):")
     for client, row in consumer["consume"].items():
         if "error" in row:
-            print(f"  {client:15s} error: {row['error']}")
+            print(f"  {client:23s} error: {row['error']}")
             continue
         extra = ""
         if "ratio_to_faster_pure_python" in row:
             extra = (f"   {row['ratio_to_faster_pure_python']:.2f}x the faster pure-Python client "
                      f"(goal >= 1.5); {row.get('ratio_to_aiokafka_compiled', 0):.2f}x aiokafka with "
                      "its compiled reader")
-        print(f"  {client:15s} {row['records_per_s']:>9,}  {row.get('ratio_to_confluent', 0):.2f}{extra}")
+        print(f"  {client:23s} {row['records_per_s']:>9,}  {row.get('ratio_to_confluent', 0):.2f}{extra}")
     print("memory per idle consumer (RSS growth / consumers):")
     for client, row in consumer["idle_memory"].items():
-        print(f"  {client:15s} " + (f"{row['bytes_per_consumer'] / 1024:,.0f} KiB" if "error" not in row
+        print(f"  {client:23s} " + (f"{row['bytes_per_consumer'] / 1024:,.0f} KiB" if "error" not in row
                                     else f"error: {row['error']}"))
 
 
