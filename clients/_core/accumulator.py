@@ -588,9 +588,9 @@ class RecordAccumulator:
         queue.append(batch)
         return batch, index, True
 
-    def queued_bytes(self, tp: TopicPartition) -> int:
+    def queued_batches(self, tp: TopicPartition) -> int:
         queue = self._queues.get(tp)
-        return 0 if not queue else sum(b.size_in_bytes for b in queue)
+        return len(queue) if queue else 0
 
     # --- sending ---
 

@@ -211,7 +211,9 @@ class Producer:
                                    and self._value_serializer is _default_serializer)
         self._partitioner = c["partitioner.class"]
         self._ignore_keys = c["partitioner.ignore.keys"]
-        self._adaptive = c["partitioner.adaptive.partitioning.enable"]
+        # What the sticky partitioner asks at a switch: one bound method, not a closure
+        # made per keyless record.
+        self._queue_sizes = self._queued_batches
         self._max_request_size = c["max.request.size"]
         self._max_block_s = c["max.block.ms"] / 1000
         self._max_in_flight = c["max.in.flight.requests.per.connection"]
@@ -444,8 +446,7 @@ class Producer:
                 partition = partition_for_key(key_bytes, count)
             else:
                 partition = self._sticky.partition(
-                    topic, meta.available_partitions(topic), count,
-                    (lambda p: acc.queued_bytes(tps[p])) if self._adaptive else None)
+                    topic, meta.available_partitions(topic), count, self._queue_sizes)
                 sticky = True
             tp = tps[partition]
             if txn is not None and not txn.can_send_to(tp) and txn.maybe_add_partition(tp):
@@ -465,6 +466,9 @@ class Producer:
             if wake:
                 self._on_loop(self._wake.set)  # type: ignore[union-attr]
             return batch, index
+
+    def _queued_batches(self, topic: str, partition: int) -> int:
+        return self._accumulator.queued_batches(TopicPartition(topic, partition))
 
     def append_now(self, topic: str, key_bytes: bytes | None, value_bytes: bytes | None,
                    partition: int | None, timestamp_ms: int,

@@ -84,7 +84,7 @@ def test_adaptive_choice_prefers_short_queues() -> None:
     p = StickyPartitioner(random.Random(3), batch_size=1, adaptive=True)
     picks = Counter()
     for _ in range(2000):
-        part = p.partition("t", (0, 1, 2), 3, queue_bytes=[0, 100000, 100000].__getitem__)
+        part = p.partition("t", (0, 1, 2), 3, queue_sizes=lambda _topic, q: [0, 100, 100][q])
         p.on_append("t", part, 1)
         picks[part] += 1
     # Partition 0 is picked whenever it is not the current one (the other two weigh 1).
