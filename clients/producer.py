@@ -60,7 +60,7 @@ class FutureRecordMetadata(RecordFuture):
     `attach`es the batch and index (a RecordFuture's fields), or calls `failure` if the
     record could not be appended (unknown topic, closed producer, ...)."""
 
-    __slots__ = ("_loop", "_error", "_listeners", "_callback")
+    __slots__ = ("_loop", "_error", "_listeners")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timestamp_ms: int, key_size: int,
                  value_size: int) -> None:
@@ -72,31 +72,19 @@ class FutureRecordMetadata(RecordFuture):
         self._loop = loop
         self._error: BaseException | None = None
         self._listeners: list[Callable[[FutureRecordMetadata], Any]] | None = None
-        self._callback: Callback | None = None
 
     # --- loop thread ---
 
     def attach(self, batch: Any, index: int, callback: Callback | None = None) -> None:
         """The producer appended the record: index ``index`` of ``batch``; ``callback``:
-        send's, called from the batch when it is done (``on_batch_done``)."""
+        send's, which the batch calls when it is done (not through this future, which the
+        caller may drop)."""
         self._batch, self._index = batch, index
         if callback is not None:
-            self._callback = callback
-            batch.record_callbacks.append(self)
+            batch.add_record_callback(callback, index, self._timestamp, self._key_size,
+                                      self._value_size)
         if self._listeners:
             batch.callbacks.append(lambda _b: self._fire())
-
-    def on_batch_done(self, batch: Any) -> None:
-        """Call send's callback with the record's metadata or its error (the batch is done:
-        its result is read once, without the blocking ``result``'s checks)."""
-        callback = self._callback
-        assert callback is not None
-        try:
-            metadata = self._metadata(*batch.record_result(self._index))
-        except Exception as error:  # noqa: BLE001 -- the record's failure, for the callback
-            callback(None, error)
-            return
-        callback(metadata, None)
 
     def failure(self, error: BaseException) -> None:
         """The producer could not append the record (kafka-python's Future.failure)."""

@@ -63,7 +63,7 @@ import enum
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import crc32c
 
@@ -73,11 +73,12 @@ from clients.records import (
     RecordBatchBuilder, decode_batch,
 )
 from clients.records.varint import write_varlong
-from clients.types import TopicPartition
+from clients.records import TimestampType
+from clients.types import RecordMetadata, TopicPartition
 
 __all__ = [
     "BatchState", "ProducerBatch", "RecordAccumulator", "IdempotenceState",
-    "record_size_upper_bound", "RETRY", "RETRY_AND_BUMP", "FAIL",
+    "record_size_upper_bound", "record_metadata", "RETRY", "RETRY_AND_BUMP", "FAIL",
 ]
 
 # Offsets in a v2 batch header (Kafka's DefaultRecordBatch).
@@ -183,9 +184,16 @@ class BatchState(enum.Enum):
     SPLIT = "split"          # its records now live in child batches
 
 
-class RecordCallback(Protocol):
-    def on_batch_done(self, batch: ProducerBatch) -> None:
-        """The record's batch is done (acknowledged or failed)."""
+def record_metadata(tp: TopicPartition, offset: int, log_append_time_ms: int,
+                    log_start_offset: int, timestamp_ms: int, key_size: int,
+                    value_size: int) -> RecordMetadata:
+    """An acknowledged record's metadata: its batch's result (``record_result``) and what
+    the send knew. The broker's append time replaces the record's on LogAppendTime topics."""
+    if log_append_time_ms != -1:
+        return RecordMetadata(tp.topic, tp.partition, offset, log_append_time_ms, key_size,
+                              value_size, TimestampType.LOG_APPEND_TIME, log_start_offset)
+    return RecordMetadata(tp.topic, tp.partition, offset, timestamp_ms, key_size, value_size,
+                          TimestampType.CREATE_TIME, log_start_offset)
 
 
 class ProducerBatch:
@@ -195,7 +203,7 @@ class ProducerBatch:
         "tp", "builder", "payload", "state", "created_ms", "deadline_ms", "attempts",
         "retry_at_ms", "producer_id", "producer_epoch", "base_sequence", "record_count",
         "reserved_bytes", "base_offset", "log_append_time_ms", "log_start_offset", "error",
-        "callbacks", "record_callbacks", "children", "parent", "waiter", "batch_size_max",
+        "callbacks", "_record_callbacks", "children", "parent", "waiter", "batch_size_max",
         "_pending_children",
     )
 
@@ -219,9 +227,10 @@ class ProducerBatch:
         self.log_start_offset = -1
         self.error: BaseException | None = None
         self.callbacks: list[Callable[[ProducerBatch], Any]] = []
-        # Per-record callbacks, in record order: the record's own object, no closure per
-        # record (a producer sending with a callback per record makes one per record).
-        self.record_callbacks: list[RecordCallback] = []
+        # Send callbacks in record order, flat: (callback, index, timestamp, key size, value
+        # size) per record. No object per record that lives until the batch is done: a
+        # closure or future kept per record made the cyclic GC walk them again and again.
+        self._record_callbacks: list[Any] = []
         # Split batches: (child, index in child) per record, and the child's way back.
         self.children: list[tuple[ProducerBatch, int]] | None = None
         self.parent: ProducerBatch | None = None
@@ -320,9 +329,9 @@ class ProducerBatch:
         # Futures keep their batch for its result: let the record bytes go now.
         self.payload = None
         self.builder = None
-        record_callbacks, self.record_callbacks = self.record_callbacks, []
-        for record in record_callbacks:
-            record.on_batch_done(self)
+        if self._record_callbacks:
+            record_callbacks, self._record_callbacks = self._record_callbacks, []
+            self._call_back_records(record_callbacks)
         callbacks, self.callbacks = self.callbacks, []
         for cb in callbacks:
             cb(self)
@@ -331,6 +340,23 @@ class ProducerBatch:
             parent._pending_children -= 1
             if parent._pending_children == 0:
                 parent._finish()
+
+    def add_record_callback(self, callback: Callable[[RecordMetadata | None, BaseException | None], Any],
+                            index: int, timestamp_ms: int, key_size: int, value_size: int) -> None:
+        """Call ``callback(metadata, None)`` or ``callback(None, error)`` for the record at
+        ``index`` once this batch is done (a send's callback; in record order)."""
+        self._record_callbacks += (callback, index, timestamp_ms, key_size, value_size)
+
+    def _call_back_records(self, flat: list[Any]) -> None:
+        tp = self.tp
+        items = iter(flat)
+        for callback, index, timestamp_ms, key_size, value_size in zip(items, items, items, items, items):
+            offset, log_append_time_ms, log_start_offset, error = self.record_result(index)
+            if error is not None:
+                callback(None, error)
+            else:
+                callback(record_metadata(tp, offset, log_append_time_ms, log_start_offset,
+                                         timestamp_ms, key_size, value_size), None)
 
     def record_result(self, index: int) -> tuple[int, int, int, BaseException | None]:
         """(offset, log append time, log start offset, error) of the record at `index`;

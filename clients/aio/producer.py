@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from clients._core.accumulator import (
     FAIL, RETRY_AND_BUMP, IdempotenceState, ProducerBatch, RecordAccumulator,
-    record_size_upper_bound,
+    record_metadata, record_size_upper_bound,
 )
 from clients._core.delayed import with_delivery_time
 from clients._core.transactions import Outcome, TransactionManager
@@ -64,7 +64,7 @@ from clients.errors import (
 )
 from clients.protocol import ApiKey, messages
 from clients.protocol.errors import ERROR_INFO, ErrorCode
-from clients.records import BATCH_HEADER_SIZE, CompressionType, TimestampType
+from clients.records import BATCH_HEADER_SIZE, CompressionType
 from clients.types import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = ["Producer", "RecordFuture"]
@@ -122,20 +122,11 @@ class RecordFuture:
     def result(self) -> RecordMetadata:
         if not self._batch.is_done:
             raise asyncio.InvalidStateError("the record is not acknowledged yet")
-        return self._metadata(*self._batch.record_result(self._index))
-
-    def _metadata(self, offset: int, log_append_time: int, log_start_offset: int,
-                  error: BaseException | None) -> RecordMetadata:
-        """The record's metadata from its batch's ``record_result``, or its error raised."""
+        offset, log_append_time, log_start_offset, error = self._batch.record_result(self._index)
         if error is not None:
             raise error
-        tp = self._batch.tp
-        if log_append_time != -1:
-            return RecordMetadata(tp.topic, tp.partition, offset, log_append_time,
-                                  self._key_size, self._value_size,
-                                  TimestampType.LOG_APPEND_TIME, log_start_offset)
-        return RecordMetadata(tp.topic, tp.partition, offset, self._timestamp, self._key_size,
-                              self._value_size, TimestampType.CREATE_TIME, log_start_offset)
+        return record_metadata(self._batch.tp, offset, log_append_time, log_start_offset,
+                               self._timestamp, self._key_size, self._value_size)
 
     def exception(self) -> BaseException | None:
         if not self._batch.is_done:

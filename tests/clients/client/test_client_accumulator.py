@@ -9,7 +9,7 @@ from clients._core.accumulator import (
 )
 from clients.protocol.errors import ErrorCode
 from clients.records import CompressionType, decode_batch, validate_batches
-from clients.types import TopicPartition
+from clients.types import RecordMetadata, TimestampType, TopicPartition
 
 T0, T1, T2 = (TopicPartition("t", i) for i in range(3))
 LEADERS = {T0: 1, T1: 1, T2: 2}
@@ -258,6 +258,52 @@ def test_split_keeps_records_order_and_sequences_and_completes_the_parent() -> N
     assert parent.record_result(0)[0] == 100 and parent.record_result(2)[0] == 102
     assert isinstance(parent.record_result(1)[3], ValueError)
     assert all(c.payload is None for c in children)     # done: the bytes are let go
+
+
+def test_send_callbacks_are_called_in_record_order_with_each_records_metadata() -> None:
+    a = acc(linger_ms=0)
+    told: list = []
+    for i in range(3):
+        batch, index, _ = add(a, T0, b"v" * (i + 1), now=i)
+        batch.add_record_callback(lambda md, err, i=i: told.append((i, md, err)), index,
+                                  1_700_000_000_000 + i, -1, i + 1)
+    other, index, _ = add(a, T1, b"w")
+    other.add_record_callback(lambda md, err: told.append(("t1", md, err)), index, 5, 2, 1)
+    first, = a.drain(1, [T0], 10**6, 0)
+    second, = a.drain(1, [T1], 10**6, 0)
+    a.complete(first, 40, log_start_offset=7)
+    assert told == [(i, RecordMetadata("t", 0, 40 + i, 1_700_000_000_000 + i, -1, i + 1,
+                                       TimestampType.CREATE_TIME, 7), None) for i in range(3)]
+    error = RuntimeError("the partition's leader is gone")
+    a.fail(second, error)
+    assert told[3] == ("t1", None, error)
+    # LogAppendTime: the broker's time replaces the record's; each callback is called once.
+    told.clear()
+    batch, index, _ = add(a, T2, b"x")
+    batch.add_record_callback(lambda md, err: told.append(md), index, 1, -1, 1)
+    batch, = a.drain(2, [T2], 10**6, 0)
+    a.complete(batch, 0, log_append_time_ms=99)
+    assert [(md.timestamp, md.timestamp_type) for md in told] == [(99, TimestampType.LOG_APPEND_TIME)]
+
+
+def test_send_callbacks_of_a_split_batch_get_their_childrens_results() -> None:
+    a = acc(linger_ms=0, batch_size=10_000)
+    told: list = []
+    for i in range(3):
+        batch, index, _ = add(a, T0, bytes([65 + i]) * 300)
+        batch.add_record_callback(lambda md, err: told.append((md and md.offset, err)), index, 0, -1, 300)
+    parent, = a.drain(1, [T0], 10**6, 0)
+    a.batch_size = 400
+    children = a.split_and_reenqueue(parent, 0)
+    error = ValueError("too large")
+    for child in children:
+        got, = a.drain(1, [T0], 10**6, 0)
+        assert got is child and told == []        # nothing until the parent is done
+        if child is children[1]:
+            a.fail(child, error)
+        else:
+            a.complete(child, 200 + children.index(child))
+    assert told == [(200, None), (None, error), (202, None)]
 
 
 def test_the_fast_record_encoder_writes_what_the_records_codec_writes() -> None:
