@@ -1,7 +1,7 @@
 """Plain value types shared by Ketch's producer, consumer and admin client.
 
-Everything here is immutable and cheap: `TopicPartition` is a NamedTuple (hashable, a
-dict key in every client), the rest are frozen dataclasses or NamedTuples. Names follow
+Everything here is immutable and cheap: NamedTuples (`TopicPartition` is hashable, a dict
+key in every client). Names follow
 Kafka's Java client (`TopicPartition`, `OffsetAndMetadata`, `RecordMetadata`,
 `ConsumerRecord`, `OffsetAndTimestamp`), so code written against kafka-python or the Java
 API reads the same.
@@ -12,10 +12,8 @@ Not here: cluster metadata views (`clients._core.metadata`), configuration
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import NamedTuple
 
-from clients.frozen import fast_init
 from clients.records import NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP, TimestampType
 
 __all__ = [

@@ -70,10 +70,9 @@ import crc32c
 from clients.protocol.errors import ErrorCode
 from clients.records import (
     BATCH_HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, CompressionType,
-    RecordBatchBuilder, decode_batch,
+    RecordBatchBuilder, TimestampType, decode_batch,
 )
 from clients.records.varint import write_varlong
-from clients.records import TimestampType
 from clients.types import RecordMetadata, TopicPartition
 
 __all__ = [
@@ -341,7 +340,8 @@ class ProducerBatch:
             if parent._pending_children == 0:
                 parent._finish()
 
-    def add_record_callback(self, callback: Callable[[RecordMetadata | None, BaseException | None], Any],
+    def add_record_callback(self, callback: Callable[[RecordMetadata | None, BaseException | None],
+                                                     Any],
                             index: int, timestamp_ms: int, key_size: int, value_size: int) -> None:
         """Call ``callback(metadata, None)`` or ``callback(None, error)`` for the record at
         ``index`` once this batch is done (a send's callback; in record order)."""
@@ -349,8 +349,8 @@ class ProducerBatch:
 
     def _call_back_records(self, flat: list[Any]) -> None:
         tp = self.tp
-        items = iter(flat)
-        for callback, index, timestamp_ms, key_size, value_size in zip(items, items, items, items, items):
+        items = iter(flat)      # five at a time
+        for callback, index, timestamp_ms, key_size, value_size in zip(*[items] * 5):
             offset, log_append_time_ms, log_start_offset, error = self.record_result(index)
             if error is not None:
                 callback(None, error)

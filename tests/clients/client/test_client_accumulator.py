@@ -283,7 +283,8 @@ def test_send_callbacks_are_called_in_record_order_with_each_records_metadata() 
     batch.add_record_callback(lambda md, err: told.append(md), index, 1, -1, 1)
     batch, = a.drain(2, [T2], 10**6, 0)
     a.complete(batch, 0, log_append_time_ms=99)
-    assert [(md.timestamp, md.timestamp_type) for md in told] == [(99, TimestampType.LOG_APPEND_TIME)]
+    assert [(md.timestamp, md.timestamp_type) for md in told] == [
+        (99, TimestampType.LOG_APPEND_TIME)]
 
 
 def test_send_callbacks_of_a_split_batch_get_their_childrens_results() -> None:
@@ -291,7 +292,8 @@ def test_send_callbacks_of_a_split_batch_get_their_childrens_results() -> None:
     told: list = []
     for i in range(3):
         batch, index, _ = add(a, T0, bytes([65 + i]) * 300)
-        batch.add_record_callback(lambda md, err: told.append((md and md.offset, err)), index, 0, -1, 300)
+        batch.add_record_callback(lambda md, err: told.append((md and md.offset, err)),
+                                  index, 0, -1, 300)
     parent, = a.drain(1, [T0], 10**6, 0)
     a.batch_size = 400
     children = a.split_and_reenqueue(parent, 0)
