@@ -771,10 +771,10 @@ def main() -> int:
         latency = measure_latency(bootstrap, "latency", args.latency_rate, args.latency_seconds, warm,
                                   linger_ms=args.latency_linger_ms)
         latency["linger_ms"] = args.latency_linger_ms
+        run_cpu_s = cpu.seconds() - cpu_at_warm[0] if cpu_at_warm else 0.0
         if latency.get("records") and cpu_at_warm:
             # Steadier than the latency on a shared machine: what the run cost the brokers.
-            latency["broker_cpu_ms_per_1000_records"] = round(
-                (cpu.seconds() - cpu_at_warm[0]) * 1e6 / latency["records"], 1)
+            latency["broker_cpu_ms_per_1000_records"] = round(run_cpu_s * 1e6 / latency["records"], 1)
         # Latency on a shared machine is mostly how long each hop waits for a CPU: say how busy it was.
         latency["load_average_1m"] = round(os.getloadavg()[0], 2)
         breakdown = histogram_delta(snapshots.get("requests", {}), request_histograms(cluster))
@@ -792,6 +792,16 @@ def main() -> int:
         print("  (Produce: arrival to answer, the acks=all wait for the ISR included; Fetch*: "
               "arrival to answer, long-poll wait included)")
         latency["broker_request_time"] = breakdown
+        # Per message the brokers handle (a follower fetch is two: the leader answers it,
+        # the follower takes in the answer): the figure docs/operations.md compares with
+        # what bench/latency_floor.py --sweep says the latency goal allows (~130 us here).
+        messages = sum(breakdown.get(name, {}).get("requests", 0) * n
+                       for name, n in (("Produce", 1), ("FetchFollower", 2), ("FetchConsumer", 1)))
+        if messages and cpu_at_warm:
+            latency["broker_messages"] = messages
+            latency["broker_cpu_us_per_message"] = round(run_cpu_s * 1e6 / messages, 1)
+            print(f"  the brokers used {latency['broker_cpu_us_per_message']} us of CPU per message "
+                  f"({messages:,}: Produce, follower fetches answered and taken in, consumer fetches)")
         print("  per stage (sampled batches, broker/latency_trace.py; follower_append/refetch: every "
               "follower fetch that brought records):")
         for name in STAGES:
