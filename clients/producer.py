@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,7 @@ from clients.types import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetada
 __all__ = ["Producer", "FutureRecordMetadata"]
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
+log = logging.getLogger(__name__)
 
 
 class FutureRecordMetadata(RecordFuture):
@@ -94,7 +96,10 @@ class FutureRecordMetadata(RecordFuture):
     def _fire(self) -> None:
         listeners, self._listeners = self._listeners or [], None
         for fn in listeners:
-            fn(self)
+            try:
+                fn(self)
+            except Exception:  # noqa: BLE001 -- as kafka-python's Future: logged, the rest run
+                log.exception("a callback of a record's future raised")
 
     def _listen(self, fn: Callable[[FutureRecordMetadata], Any]) -> None:
         """On the loop thread: call fn(self) when done (now, if it is)."""
@@ -355,7 +360,9 @@ class Producer:
                 except Exception as e:  # noqa: BLE001 -- the record's outcome, given to its future
                     future.failure(e)
                     if callback is not None:
-                        callback(None, e)
+                        # Through the loop, as send's own path does: a callback that raises
+                        # is logged there and cannot end this drain.
+                        self._loop.call_soon(callback, None, e)
                     continue
                 with self._lock:   # callers' threads add callbacks to batches too
                     future.attach(*found, callback)

@@ -55,11 +55,14 @@ Memory (`buffer.memory`): the bytes of every batch not yet completed are counted
 `has_room` lets the shell block senders (`max.block.ms`) while the buffer is full.
 
 Pure: no clock (`now_ms` is passed in), no I/O. Exceptions are data here: a failed batch
-holds the exception the shell gave it.
+holds the exception the shell gave it. An application's callback that raises is logged and
+passed over (Java's ProducerBatch does the same), so the batch's other callbacks, its
+waiters among them, still run.
 """
 from __future__ import annotations
 
 import enum
+import logging
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -74,6 +77,8 @@ from clients.records import (
 )
 from clients.records.varint import write_varlong
 from clients.types import RecordMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "BatchState", "ProducerBatch", "RecordAccumulator", "IdempotenceState",
@@ -333,7 +338,10 @@ class ProducerBatch:
             self._call_back_records(record_callbacks)
         callbacks, self.callbacks = self.callbacks, []
         for cb in callbacks:
-            cb(self)
+            try:
+                cb(self)
+            except Exception:  # noqa: BLE001 -- an application's callback: the rest still run
+                log.exception("a callback on a batch of %s raised", self.tp)
         parent = self.parent
         if parent is not None:
             parent._pending_children -= 1
@@ -352,11 +360,14 @@ class ProducerBatch:
         items = iter(flat)      # five at a time
         for callback, index, timestamp_ms, key_size, value_size in zip(*[items] * 5):
             offset, log_append_time_ms, log_start_offset, error = self.record_result(index)
-            if error is not None:
-                callback(None, error)
-            else:
-                callback(record_metadata(tp, offset, log_append_time_ms, log_start_offset,
-                                         timestamp_ms, key_size, value_size), None)
+            try:
+                if error is not None:
+                    callback(None, error)
+                else:
+                    callback(record_metadata(tp, offset, log_append_time_ms, log_start_offset,
+                                             timestamp_ms, key_size, value_size), None)
+            except Exception:  # noqa: BLE001 -- logged and passed over, as Java's producer does
+                log.exception("a send callback for a record of %s raised", tp)
 
     def record_result(self, index: int) -> tuple[int, int, int, BaseException | None]:
         """(offset, log append time, log start offset, error) of the record at `index`;

@@ -287,6 +287,25 @@ def test_send_callbacks_are_called_in_record_order_with_each_records_metadata() 
         (99, TimestampType.LOG_APPEND_TIME)]
 
 
+def test_a_raising_callback_is_logged_and_the_batchs_other_callbacks_still_run(caplog) -> None:
+    a = acc(linger_ms=0)
+    told: list = []
+
+    def buggy(*_args) -> None:
+        raise RuntimeError("a bug in the application's callback")
+    for callback in (told.append, buggy, told.append):
+        batch, index, _ = add(a, T0, b"v")
+        batch.add_record_callback(lambda md, err, cb=callback: cb(md.offset), index, 0, -1, 1)
+    batch.callbacks.append(lambda b: told.append("waiter"))
+    batch.callbacks.append(buggy)
+    batch.callbacks.append(lambda b: told.append("listener"))
+    batch, = a.drain(1, [T0], 10**6, 0)
+    a.complete(batch, 10)
+    assert told == [10, 12, "waiter", "listener"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "a send callback for a record of t-0 raised", "a callback on a batch of t-0 raised"]
+
+
 def test_send_callbacks_of_a_split_batch_get_their_childrens_results() -> None:
     a = acc(linger_ms=0, batch_size=10_000)
     told: list = []
