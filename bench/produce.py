@@ -794,7 +794,7 @@ def main() -> int:
         latency["broker_request_time"] = breakdown
         # Per message the brokers handle (a follower fetch is two: the leader answers it,
         # the follower takes in the answer): the figure docs/operations.md compares with
-        # what bench/latency_floor.py --sweep says the latency goal allows (~130 us here).
+        # what bench/latency_floor.py --sweep says the latency goal allows (~120 us here).
         messages = sum(breakdown.get(name, {}).get("requests", 0) * n
                        for name, n in (("Produce", 1), ("FetchFollower", 2), ("FetchConsumer", 1)))
         if messages and cpu_at_warm:
