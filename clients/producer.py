@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from clients._blocking import LoopThread, wait_until
+from clients._core.accumulator import SendCallback
 from clients.clock import now_ms
 from clients._core.delayed import with_delivery_time
 from clients._core.config import ClientConfig, parse_config
@@ -50,7 +51,7 @@ from clients.types import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetada
 
 __all__ = ["Producer", "FutureRecordMetadata"]
 
-Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
+Callback = SendCallback
 log = logging.getLogger(__name__)
 
 
@@ -159,8 +160,7 @@ class FutureRecordMetadata(RecordFuture):
         raise TypeError("a blocking producer's future is not awaitable; use .get(), or "
                         "clients.aio.Producer")
 
-    def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], Any]
-                 ) -> FutureRecordMetadata:
+    def add_both(self, fn: Callback) -> FutureRecordMetadata:
         self._loop.call_soon_threadsafe(self._listen, _both_adapter(fn))
         return self
 
@@ -171,8 +171,7 @@ class FutureRecordMetadata(RecordFuture):
         return self.add_both(lambda md, error: None if error is None else fn(error))
 
 
-def _both_adapter(fn: Callable[[RecordMetadata | None, BaseException | None], Any]
-                  ) -> Callable[[FutureRecordMetadata], None]:
+def _both_adapter(fn: Callback) -> Callable[[FutureRecordMetadata], None]:
     def call(f: FutureRecordMetadata) -> None:
         error = f._error if f._error is not None else f._batch.record_result(f._index)[3]
         fn(None if error is not None else RecordFuture.result(f), error)

@@ -80,6 +80,9 @@ from clients.types import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
+# A send's callback: (metadata, None) once its record is acknowledged, (None, error) if not.
+SendCallback = Callable[[RecordMetadata | None, BaseException | None], Any]
+
 __all__ = [
     "BatchState", "ProducerBatch", "RecordAccumulator", "IdempotenceState",
     "record_size_upper_bound", "record_metadata", "RETRY", "RETRY_AND_BUMP", "FAIL",
@@ -348,9 +351,8 @@ class ProducerBatch:
             if parent._pending_children == 0:
                 parent._finish()
 
-    def add_record_callback(self, callback: Callable[[RecordMetadata | None, BaseException | None],
-                                                     Any],
-                            index: int, timestamp_ms: int, key_size: int, value_size: int) -> None:
+    def add_record_callback(self, callback: SendCallback, index: int, timestamp_ms: int,
+                            key_size: int, value_size: int) -> None:
         """Call ``callback(metadata, None)`` or ``callback(None, error)`` for the record at
         ``index`` once this batch is done (a send's callback; in record order)."""
         self._record_callbacks += (callback, index, timestamp_ms, key_size, value_size)
