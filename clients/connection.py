@@ -16,6 +16,7 @@ the login.
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import random
 import socket
@@ -36,18 +37,31 @@ __all__ = ["CONNECT_VIA", "KafkaConnection", "ConnectionClosedError", "connect",
            "roundtrip"]
 
 
-class KafkaConnection:
+class KafkaConnection(asyncio.Protocol):
+    """Also the transport's protocol once it owns the connection (in place of the
+    stream's StreamReaderProtocol): bytes are taken in the callback that read them, so a
+    response resumes its caller one turn of the event loop after it arrived, not two (a
+    StreamReader would wake a read task, which would then resolve the caller's waiter;
+    issue 22: a replica fetcher's answer waited behind every other ready callback once
+    more). So the writing side's flow control and the close are followed here too."""
+
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  client_id: str | None = "ketch", frame_bytes_max: int = 100 * 1024 * 1024,
                  on_closed: Callable[[], None] | None = None) -> None:
-        self._reader = reader
+        """``reader``, ``writer``: a connection nothing has been read from yet (a Kafka
+        server sends nothing unasked); from here on the connection reads it itself."""
         # Told once when the connection ends, whoever ended it.
         self._on_closed = on_closed
-        self._writer = writer
+        self._transport = writer.transport
+        self._writer = writer       # kept: a StreamWriter closes its transport when collected
         self._conn = ClientConnection(client_id=client_id, frame_bytes_max=frame_bytes_max)
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
         self._closed: BaseException | None = None
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        loop = asyncio.get_running_loop()
+        self._writing_paused = False
+        self._drained: asyncio.Future | None = None
+        self._lost = loop.create_future()       # the transport's connection_lost
+        self._transport.set_protocol(self)
         self.api_versions: dict[int, tuple[int, int]] = {}
         # KIP-368: how to log in again, and when (loop time); None: the session never ends.
         self._security: ClientSecurity | None = None
@@ -62,25 +76,46 @@ class KafkaConnection:
 
     @property
     def peer(self) -> tuple[str, int]:
-        return self._writer.get_extra_info("peername")
+        return self._transport.get_extra_info("peername")
 
-    async def _read_loop(self) -> None:
+    # ------------------------------------------------------------ asyncio.Protocol
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes from the socket: each whole response to its waiter, in order."""
+        if self._closed is not None:
+            return
+        self.received_ns = time.monotonic_ns()
         try:
-            while True:
-                data = await self._reader.read(256 * 1024)
-                if not data:
-                    raise ConnectionClosedError("connection closed by peer")
-                self.received_ns = time.monotonic_ns()
-                self._conn.receive_data(data)
-                while (event := self._conn.next_event()) is not NEED_DATA:
-                    waiter = self._waiters.pop(0)
-                    if not waiter.done():
-                        waiter.set_result(event.body)
-        except (OSError, CorruptFrameError, ConnectionClosedError, asyncio.IncompleteReadError) as e:
+            self._conn.receive_data(data)
+            while (event := self._conn.next_event()) is not NEED_DATA:
+                if not self._waiters:
+                    raise CorruptFrameError("a response to no request")
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(event.body)
+        except Exception as e:      # a frame that cannot be read: the connection is done
             self._fail(e)
-        except asyncio.CancelledError:
-            self._fail(ConnectionClosedError("connection closed"))
-            raise
+
+    def eof_received(self) -> bool:
+        self._fail(ConnectionClosedError("connection closed by peer"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc if exc is not None else ConnectionClosedError("connection closed"))
+        if not self._lost.done():
+            self._lost.set_result(None)
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    # ------------------------------------------------------------
 
     def _fail(self, error: BaseException) -> None:
         if self._closed is None:
@@ -91,7 +126,7 @@ class KafkaConnection:
             if not waiter.done():
                 waiter.set_exception(ConnectionClosedError(str(error)))
         self._waiters.clear()
-        self._writer.close()
+        self._transport.close()
 
     @property
     def closed(self) -> bool:
@@ -124,7 +159,7 @@ class KafkaConnection:
             held, self._held = self._held, []
             if self._closed is None:
                 for data in held:
-                    self._writer.write(data)
+                    self._transport.write(data)
 
     async def _request(self, api_key: int, api_version: int, body: Any,
                        timeout_s: float | None = 30.0, close_on_timeout: bool = True) -> Any:
@@ -136,7 +171,7 @@ class KafkaConnection:
         # A waiter abandoned by a timeout may still fail later: mark its error as seen.
         waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._waiters.append(waiter)
-        self._writer.write(data)
+        self._transport.write(data)
         if timeout_s is None:
             return await waiter
         # A timer on the waiter itself, not wait_for(shield(waiter)): the response resumes
@@ -167,12 +202,17 @@ class KafkaConnection:
         if self._renewal is not None:
             self._held.append(data)        # after the login, in order
         else:
-            self._writer.write(data)
+            self._transport.write(data)
 
     async def drain(self) -> None:
         """Wait until the transport's buffer is below its high-water mark (flow control
         for requests that get no response)."""
-        await self._writer.drain()
+        if self._closed is not None:
+            raise ConnectionClosedError(str(self._closed))
+        if self._writing_paused:
+            if self._drained is None:
+                self._drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._drained)
 
     async def negotiate_versions(self) -> dict[int, tuple[int, int]]:
         resp = await self.request(ApiKey.API_VERSIONS, 3, messages.ApiVersionsRequest(
@@ -233,13 +273,9 @@ class KafkaConnection:
 
     def close(self) -> None:
         self._fail(ConnectionClosedError("closed by us"))
-        self._read_task.cancel()
 
     async def wait_closed(self) -> None:
-        try:
-            await self._writer.wait_closed()
-        except OSError:
-            pass
+        await asyncio.shield(self._lost)
 
 
 def parse_connect_via(spec: str) -> dict[tuple[str, int], tuple[str, int]]:
