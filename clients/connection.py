@@ -177,7 +177,7 @@ class KafkaConnection(asyncio.Protocol):
         # A timer on the waiter itself, not wait_for(shield(waiter)): the response resumes
         # the caller in one turn of the event loop instead of three, each a turn of every
         # other ready callback first (issue 22: a replica fetcher's answer waited ~3 turns).
-        # A cancelled caller cancels the waiter; the read loop skips it, order kept.
+        # A cancelled caller cancels the waiter; data_received skips it, order kept.
         timer = loop.call_later(timeout_s, self._time_out, waiter, close_on_timeout)
         try:
             return await waiter
