@@ -15,6 +15,8 @@ replication factor 3, acks=all, linger.ms=5, batch.size 1 MiB, no compression:
    clock swings (a transaction pays per-request costs that pipelined idempotent produce
    spreads over far more records: its Produce and marker requests, the
    ``__transaction_state`` writes, and the follower fetches each replicated write takes).
+   And the requests the brokers answered per 1,000 records, by kind (FetchFollower apart):
+   that cost in messages, which the machine's speed does not move.
 2. Commit latency, p50/p99: ``commit_transaction()`` called right after a ``flush()``, so
    the figure is the commit alone (EndTxn, the PrepareCommit write to
    ``__transaction_state``, the markers on the 6 partitions, the CompleteCommit write), not
@@ -125,7 +127,26 @@ def _cpu_ms_per_1000(cpu: BrokerCpu, before: float, records: int) -> float:
     return round((cpu.seconds() - before) * 1000 * 1000 / records, 1)
 
 
-def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu) -> dict:
+class BrokerRequests:
+    """Requests the brokers answered, by kind (the counts of bench/produce.py's request
+    histograms; FetchFollower apart from FetchConsumer): what a run's records cost in
+    messages, a figure that the machine's speed, unlike CPU time, does not move."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+
+    def counts(self) -> dict[str, float]:
+        return {kind: series.get("count", 0.0)
+                for kind, series in produce.request_histograms(self.cluster).items()}
+
+    def per_1000(self, before: dict[str, float], records: int) -> dict[str, float]:
+        after = self.counts()
+        return {kind: round((n - before.get(kind, 0.0)) * 1000 / records, 1)
+                for kind, n in sorted(after.items()) if n > before.get(kind, 0.0)}
+
+
+def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu,
+                       requests: BrokerRequests) -> dict:
     producer = _producer(bootstrap)
     value = b"x" * VALUE_BYTES
     for _ in range(2000):                      # warm up: metadata, connections, producer id
@@ -136,7 +157,7 @@ def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu)
     def on_delivery(err, msg):  # type: ignore[no-untyped-def]
         if err is not None:
             failed.append(err)
-    start, cpu_start = time.perf_counter(), cpu.seconds()
+    start, cpu_start, requests_before = time.perf_counter(), cpu.seconds(), requests.counts()
     for i in range(records):
         try:
             producer.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=on_delivery)
@@ -152,6 +173,7 @@ def measure_idempotent(bootstrap: str, topic: str, records: int, cpu: BrokerCpu)
     _close(producer)
     return {"records": records, "seconds": round(elapsed, 3), "records_per_s": round(records / elapsed),
             "broker_cpu_ms_per_1000": _cpu_ms_per_1000(cpu, cpu_start, records),
+            "broker_requests_per_1000": requests.per_1000(requests_before, records),
             "failed": len(failed) + left}
 
 
@@ -168,7 +190,7 @@ def one_transaction(producer, topic: str, value: bytes, per_txn: int) -> None:  
 
 
 def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int, txn_id: str,
-                          cpu: BrokerCpu) -> dict:
+                          cpu: BrokerCpu, requests: BrokerRequests) -> dict:
     producer = _producer(bootstrap, **{"transactional.id": txn_id})
     producer.init_transactions(60)
     value = b"x" * VALUE_BYTES
@@ -178,13 +200,14 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
     producer.commit_transaction(60)
     transactions = max(1, records // per_txn)
     txn_s: list[float] = []
-    start, cpu_start = time.perf_counter(), cpu.seconds()
+    start, cpu_start, requests_before = time.perf_counter(), cpu.seconds(), requests.counts()
     for _ in range(transactions):
         t0 = time.perf_counter()
         one_transaction(producer, topic, value, per_txn)
         txn_s.append(time.perf_counter() - t0)
     elapsed = time.perf_counter() - start
     cpu_ms = _cpu_ms_per_1000(cpu, cpu_start, transactions * per_txn)
+    requests_per_1000 = requests.per_1000(requests_before, transactions * per_txn)
     # Commit latency alone: the records are flushed first.
     commit_s: list[float] = []
     for _ in range(min(transactions, 100)):
@@ -199,6 +222,7 @@ def measure_transactional(bootstrap: str, topic: str, records: int, per_txn: int
     done = transactions * per_txn
     return {"records": done, "transactions": transactions, "seconds": round(elapsed, 3),
             "records_per_s": round(done / elapsed), "broker_cpu_ms_per_1000": cpu_ms,
+            "broker_requests_per_1000": requests_per_1000,
             "transaction_ms_p50": round(percentile(txn_s, 0.5) * 1000, 2),
             "transaction_ms_p99": round(percentile(txn_s, 0.99) * 1000, 2),
             "commit_ms_p50": round(percentile(commit_s, 0.5) * 1000, 2),
@@ -312,11 +336,11 @@ def main() -> int:
                 print(json.dumps(result))
                 return 0
             runs: dict[str, list[dict]] = {"idempotent": [], "transactional": []}
-            cpu = BrokerCpu(cluster)
+            cpu, requests = BrokerCpu(cluster), BrokerRequests(cluster)
             for r in range(args.repeats):
-                runs["idempotent"].append(measure_idempotent(bootstrap, "idempotent", args.records, cpu))
+                runs["idempotent"].append(measure_idempotent(bootstrap, "idempotent", args.records, cpu, requests))
                 runs["transactional"].append(measure_transactional(
-                    bootstrap, "transactional", args.records, args.per_transaction, f"bench-{r}", cpu))
+                    bootstrap, "transactional", args.records, args.per_transaction, f"bench-{r}", cpu, requests))
         finally:
             cluster.stop()
     best = {k: max(v, key=lambda x: x["records_per_s"]) for k, v in runs.items()}
@@ -335,6 +359,10 @@ def main() -> int:
     print(f"broker CPU per 1,000 records (medians): idempotent {cpu_ms['idempotent']} ms, "
           f"transactional {cpu_ms['transactional']} ms: throughput ratio bound on saturated "
           f"cores {cpu_ratio}")
+    for kind in ("idempotent", "transactional"):
+        counts = runs[kind][-1]["broker_requests_per_1000"]
+        print(f"broker requests per 1,000 records ({kind}, last run): "
+              + ", ".join(f"{name} {n}" for name, n in counts.items()))
     print(f"commit_transaction after a flush: p50 {t['commit_ms_p50']} ms, p99 {t['commit_ms_p99']} ms "
           f"({t['commits_measured']} commits); whole transaction of {args.per_transaction}: "
           f"p50 {t['transaction_ms_p50']} ms, p99 {t['transaction_ms_p99']} ms")
