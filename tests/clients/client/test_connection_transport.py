@@ -5,12 +5,27 @@ a frame nobody asked for closes the connection instead of being dropped."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from clients.connection import ConnectionClosedError, connect
+from clients.connection import ConnectionClosedError, KafkaConnection, connect
 from clients.protocol import ApiKey, messages
 from clients.protocol.framing import NEED_DATA, ServerConnection
+
+
+@contextlib.asynccontextmanager
+async def _connected_to(serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+                        ) -> AsyncIterator[KafkaConnection]:
+    """A server running ``serve`` per connection, and a KafkaConnection to it."""
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    conn = await connect("127.0.0.1", server.sockets[0].getsockname()[1], client_id="t")
+    try:
+        yield conn
+    finally:
+        conn.close()
+        server.close()
 
 
 def _answer(conn: ServerConnection, header, code: int) -> list:
@@ -34,15 +49,10 @@ def test_pipelined_answers_arrive_in_order_even_split_across_reads() -> None:
         writer.close()
 
     async def run() -> None:
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        conn = await connect("127.0.0.1", server.sockets[0].getsockname()[1], client_id="t")
-        try:
+        async with _connected_to(serve) as conn:
             answers = await asyncio.gather(*(conn.request(ApiKey.API_VERSIONS, 0, messages.ApiVersionsRequest())
                                              for _ in range(3)))
             assert [a.error_code for a in answers] == [100, 101, 102]
-        finally:
-            conn.close()
-            server.close()
     asyncio.run(run())
 
 
@@ -58,12 +68,10 @@ def test_writing_waits_while_the_peer_does_not_read_and_goes_on_when_it_does() -
                 received += len(data)
             writer.close()
 
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        conn = await connect("127.0.0.1", server.sockets[0].getsockname()[1], client_id="t")
         body = messages.ProduceRequest(acks=0, timeout_ms=1000, topic_data=[messages.ProduceRequest.TopicProduceData(
             name="t", partition_data=[messages.ProduceRequest.TopicProduceData.PartitionProduceData(
                 index=0, records=b"x" * (1 << 20))])])
-        try:
+        async with _connected_to(serve) as conn:
             blocked = None
             for _ in range(256):        # far more than the socket buffers hold
                 conn.send_without_response(ApiKey.PRODUCE, 3, body)
@@ -76,9 +84,6 @@ def test_writing_waits_while_the_peer_does_not_read_and_goes_on_when_it_does() -
             assert blocked is not None, "drain never waited"
             release.set()
             await asyncio.wait_for(blocked, 10)
-        finally:
-            conn.close()
-            server.close()
     asyncio.run(run())
 
 
@@ -88,17 +93,13 @@ def test_a_peer_close_fails_the_waiting_request_and_ends_the_connection() -> Non
         writer.close()
 
     async def run() -> None:
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        conn = await connect("127.0.0.1", server.sockets[0].getsockname()[1], client_id="t")
-        try:
+        async with _connected_to(serve) as conn:
             with pytest.raises(ConnectionClosedError):
                 await conn.request(ApiKey.API_VERSIONS, 0, messages.ApiVersionsRequest(), timeout_s=5)
             assert conn.closed
             await asyncio.wait_for(conn.wait_closed(), 5)
             with pytest.raises(ConnectionClosedError):
                 await conn.request(ApiKey.API_VERSIONS, 0, messages.ApiVersionsRequest(), timeout_s=5)
-        finally:
-            server.close()
     asyncio.run(run())
 
 
@@ -116,14 +117,9 @@ def test_a_frame_nobody_asked_for_closes_the_connection() -> None:
         writer.close()
 
     async def run() -> None:
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        conn = await connect("127.0.0.1", server.sockets[0].getsockname()[1], client_id="t")
-        try:
+        async with _connected_to(serve) as conn:
             answer = await conn.request(ApiKey.API_VERSIONS, 0, messages.ApiVersionsRequest(), timeout_s=5)
             assert answer.error_code == 0
             await asyncio.wait_for(conn.wait_closed(), 5)
             assert conn.closed
-        finally:
-            conn.close()
-            server.close()
     asyncio.run(run())
