@@ -96,13 +96,17 @@ def _best_of(runs: dict[str, list[dict]]) -> dict:
     return table
 
 
+def _ketch_producer_config(bootstrap: str, acks: str) -> dict:
+    """Ketch's producers' settings in every measurement (the others' match them)."""
+    return {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS,
+            "batch.size": BATCH_BYTES, "enable.idempotence": False, "max.request.size": 4 << 20}
+
+
 def measure_produce_ketch(bootstrap: str, topic: str, records: int, acks: str) -> dict:
     from clients.aio import Producer
 
     async def run() -> dict:
-        p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS,
-                      "batch.size": BATCH_BYTES, "enable.idempotence": False,
-                      "max.request.size": 4 << 20})
+        p = Producer(_ketch_producer_config(bootstrap, acks))
         await p.start()
         result = await _timed_async_sends(p, topic, records)
         await p.close()
@@ -113,9 +117,7 @@ def measure_produce_ketch(bootstrap: str, topic: str, records: int, acks: str) -
 def measure_produce_ketch_blocking(bootstrap: str, topic: str, records: int, acks: str) -> dict:
     from clients import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS,
-                  "batch.size": BATCH_BYTES, "enable.idempotence": False,
-                  "max.request.size": 4 << 20})
+    p = Producer(_ketch_producer_config(bootstrap, acks))
     value = b"x" * VALUE_BYTES
     for i in range(WARMUP_RECORDS):
         p.send(topic, value, partition=i % PARTITIONS)
@@ -140,9 +142,7 @@ def measure_produce_ketch_blocking_callback(bootstrap: str, topic: str, records:
     measurement has (on_delivery): what an application that wants each outcome pays."""
     from clients import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS,
-                  "batch.size": BATCH_BYTES, "enable.idempotence": False,
-                  "max.request.size": 4 << 20})
+    p = Producer(_ketch_producer_config(bootstrap, acks))
     failed = []
 
     def on_delivery(metadata, error) -> None:
