@@ -467,6 +467,7 @@ class LogManager:
             partition_log, _ = PartitionLog.open(
                 self.storage, self._path(log_dir, partition_dir_name(topic, partition)),
                 config or self.default_config, now_ms=now_ms, clean_shutdown=True,
+                new_replica=True,
             )
         except OSError as e:
             self.mark_offline(log_dir, e)

@@ -344,6 +344,7 @@ class PartitionLog:
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
         listed: bool = False,
+        new_replica: bool = False,
     ) -> tuple[PartitionLog, RecoveryReport]:
         """Load (or create) the log in `dir_path`.
 
@@ -353,12 +354,16 @@ class PartitionLog:
         every segment from the one holding the recovery point is walked and validated;
         the first bad batch and everything after it is dropped and reported.
         ``listed``: the caller found the directory in its log dir's listing (a restart),
-        so it is not made.
+        so it is not made. ``new_replica``: a replica just assigned to this broker (not a
+        log directory move's future log, whose directory on disk says a move is under way).
         """
-        if not listed and storage.make_new_dir(dir_path):
+        start = max(log_start_offset, 0)
+        # A new replica's log from offset 0 is deferred (storage.py): nothing is on disk
+        # until its first write, so a crash before then loses only what the metadata log
+        # makes again the same. One that starts later must keep its start across a restart.
+        if not listed and storage.make_new_dir(dir_path, deferred=new_replica and start == 0):
             # Made just now (a new replica: the common case while partitions are created):
             # nothing in it to tidy, load or recover, and no file to look for.
-            start = max(log_start_offset, 0)
             segment = LogSegment.create(storage, dir_path, start, config, now_ms, new_dir=True)
             return (cls(storage, dir_path, config, [segment], start, start, LeaderEpochCache(), now_ms),
                     RecoveryReport(clean_shutdown=clean_shutdown, log_end_offset=start))

@@ -430,3 +430,26 @@ def test_tail_reads_find_the_same_batches_as_a_scan_of_the_headers(storage_root,
         log.truncate_to(log.log_end_offset - 7)     # the tail is rebuilt from the index
         log.append_as_leader(make_batch(2, tag=99), 0, 0)
     assert reads(live) == reads(reference)
+
+
+def test_a_new_log_from_offset_zero_is_on_disk_only_from_its_first_write(tmp_path: Path) -> None:
+    # Deferred (storage.py): an idle new replica costs no mkdir. A restart before the
+    # first write finds nothing, which is what a new replica from offset 0 is; one that
+    # starts later is made at once, so its start survives a crash.
+    storage = FileStorage()
+    idle, later = str(tmp_path / "idle-0"), str(tmp_path / "later-0")
+    log = open_log(storage, idle, new_replica=True)
+    open_log(storage, later, log_start_offset=7, new_replica=True)
+    open_log(storage, str(tmp_path / "future-0"))     # a move's future log: made at once
+    assert not (tmp_path / "idle-0").exists() and (tmp_path / "later-0").is_dir()
+    assert (tmp_path / "future-0").is_dir()
+    log.assign_epoch_start(3, 0)
+    log.close()                                 # a clean shutdown writes nothing for it
+    assert not (tmp_path / "idle-0").exists()
+    log = open_log(storage, str(tmp_path / "idle-1"), new_replica=True)
+    log.append_as_leader(make_batch(2), 3, 0)
+    assert sorted(p.name for p in (tmp_path / "idle-1").iterdir()) == ["00000000000000000000.log"]
+    log.close()
+    storage.close()
+    again = open_log(FileStorage(), str(tmp_path / "idle-1"), clean_shutdown=True, listed=True)
+    assert again.log_end_offset == 2 and again.leader_epoch_cache.latest_epoch == 3

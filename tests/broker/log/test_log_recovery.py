@@ -141,9 +141,9 @@ class _CountingStorage(SimStorage):
         self.reads.append(path)
         return super().read_file(path)
 
-    def make_new_dir(self, path: str) -> bool:
+    def make_new_dir(self, path: str, deferred: bool = False) -> bool:
         self.made.append(path)
-        return super().make_new_dir(path)
+        return super().make_new_dir(path, deferred)
 
 
 def test_a_clean_restart_of_an_empty_log_opens_only_what_its_listing_names() -> None:

@@ -156,3 +156,64 @@ def test_sim_crash_keeps_fsynced_bytes_and_a_prefix_of_the_rest() -> None:
         assert any(
             tail[:k] == b"volatile"[:k] and set(tail[k:]) <= {0} for k in range(len(tail) + 1)
         )
+
+
+def test_a_deferred_directory_and_its_empty_files_reach_the_disk_at_the_first_write(tmp_path: Path) -> None:
+    # Creating 100,000 partitions paid a mkdir and an empty file per replica; most are
+    # never written. Until their first write they are answered from memory.
+    storage = FileStorage(open_files_max=4)
+    d = f"{tmp_path}/t-0"
+    assert storage.make_new_dir(d, deferred=True)
+    assert not storage.make_new_dir(d, deferred=True)       # recorded already
+    storage.create(f"{d}/0.log")
+    assert not os.path.exists(d) and storage.deferred_dirs == 1
+    assert storage.exists(d) and storage.exists(f"{d}/0.log") and not storage.exists(f"{d}/x")
+    assert storage.list_dir(d) == ["0.log"] and storage.list_dir(str(tmp_path)) == ["t-0"]
+    assert storage.size(f"{d}/0.log") == 0 and storage.read_file(f"{d}/0.log") == b""
+    assert storage.read_file(f"{d}/absent") is None
+    with pytest.raises(FileNotFoundError):
+        storage.size(f"{d}/absent")
+    storage.fsync(f"{d}/0.log")                 # nothing to make durable: still nothing made
+    storage.fsync_dir(d)
+    assert not os.path.exists(d)
+    storage.write(f"{d}/0.log", 0, b"abc")
+    assert sorted(os.listdir(d)) == ["0.log"] and storage.deferred_dirs == 0
+    assert storage.read(f"{d}/0.log", 0, 10) == b"abc"
+    storage.close()
+
+
+def test_a_deferred_directory_is_made_by_an_atomic_write_or_a_rename_into_it(tmp_path: Path) -> None:
+    storage = FileStorage()
+    for i, make in enumerate((
+            lambda d: storage.write_atomically(f"{d}/ckpt", b"1"),
+            lambda d: storage.stage_atomic_write(f"{d}/ckpt", b"1"),
+            lambda d: storage.truncate(f"{d}/0.log", 0),
+            lambda d: storage.rename(f"{d}/0.log", f"{d}/0.log.deleted"),
+            lambda d: storage.make_dirs(d))):
+        d = f"{tmp_path}/t-{i}"
+        storage.make_new_dir(d, deferred=True)
+        storage.create(f"{d}/0.log")
+        make(d)
+        assert os.path.isdir(d) and storage.deferred_dirs == 0, i
+    storage.sync_all()
+    assert sorted(os.listdir(f"{tmp_path}/t-1")) == ["0.log", "ckpt"]
+    assert os.listdir(f"{tmp_path}/t-3") == ["0.log.deleted"]
+    storage.close()
+
+
+def test_a_never_written_deferred_directory_is_renamed_and_removed_without_touching_the_disk(
+        tmp_path: Path) -> None:
+    storage = FileStorage()
+    d = f"{tmp_path}/t-0"
+    storage.make_new_dir(d, deferred=True)
+    storage.create(f"{d}/0.log")
+    storage.rename(d, f"{d}.x-delete")
+    assert storage.list_dir(f"{d}.x-delete") == ["0.log"] and not storage.exists(d)
+    storage.delete(f"{d}.x-delete/0.log")
+    assert storage.list_dir(f"{d}.x-delete") == []
+    storage.remove_dir(f"{d}.x-delete")
+    assert storage.deferred_dirs == 0 and os.listdir(tmp_path) == []
+    # A directory already on disk is not deferred: make_new_dir says it was there.
+    os.mkdir(d)
+    assert not storage.make_new_dir(d, deferred=True) and storage.deferred_dirs == 0
+    storage.close()
