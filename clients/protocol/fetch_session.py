@@ -74,6 +74,9 @@ class FetchSessionHandler:
     partitions: dict[TopicPartition, WantedPartition] = field(default_factory=dict)
     uses_topic_ids: bool = False             # the session's kind (meaningful once it exists)
     _pending: dict[TopicPartition, WantedPartition] | None = None
+    # After ``build_changed``: the changes to ``partitions`` the answer confirms (None:
+    # gone), instead of a copy of every wanted partition per fetch.
+    _pending_changes: dict[TopicPartition, WantedPartition | None] | None = None
     _pending_uses_topic_ids: bool = False
 
     def build(self, wanted: dict[TopicPartition, WantedPartition],
@@ -83,7 +86,7 @@ class FetchSessionHandler:
         assert not uses_topic_ids or all(w.topic_id != ZERO_TOPIC_ID for w in wanted.values())
         if self.epoch != INITIAL_EPOCH and uses_topic_ids != self.uses_topic_ids:
             self.reset()            # a session is by id or by name for its whole life
-        self._pending = dict(wanted)
+        self._pending, self._pending_changes = dict(wanted), None
         self._pending_uses_topic_ids = uses_topic_ids
         if self.epoch == INITIAL_EPOCH:
             return SessionRequest(self.session_id, INITIAL_EPOCH, tuple(wanted), (), uses_topic_ids)
@@ -103,12 +106,13 @@ class FetchSessionHandler:
         if self.epoch == INITIAL_EPOCH or uses_topic_ids != self.uses_topic_ids:
             return self.build(wanted, uses_topic_ids)
         partitions = self.partitions
-        self._pending = dict(wanted) if changed else partitions
+        self._pending, self._pending_changes = None, {}
         self._pending_uses_topic_ids = uses_topic_ids
         to_send = []
         forgotten = []
         for tp in changed:
             now, last = wanted.get(tp), partitions.get(tp)
+            self._pending_changes[tp] = now
             if last is not None and (now is None or (uses_topic_ids and now.topic_id != last.topic_id)):
                 forgotten.append((tp, last.topic_id))
             if now is not None and last is not now and last != now:
@@ -117,7 +121,7 @@ class FetchSessionHandler:
 
     def handle_response(self, session_id: int, error_code: int) -> bool:
         """The answer to the last ``build``; False (and a full fetch next) on an error."""
-        if error_code != ErrorCode.NONE or self._pending is None:
+        if error_code != ErrorCode.NONE or (self._pending is None and self._pending_changes is None):
             self.reset()
             return False
         if self.epoch == INITIAL_EPOCH:
@@ -127,14 +131,24 @@ class FetchSessionHandler:
             self.uses_topic_ids = self._pending_uses_topic_ids
         else:
             self.epoch = self.epoch + 1 if self.epoch < EPOCH_MAX else 1
-        self.partitions, self._pending = self._pending, None
+        if self._pending is not None:
+            self.partitions, self._pending = self._pending, None
+        else:
+            assert self._pending_changes is not None
+            partitions = self.partitions
+            for tp, now in self._pending_changes.items():
+                if now is None:
+                    partitions.pop(tp, None)
+                else:
+                    partitions[tp] = now
+            self._pending_changes = None
         return True
 
     def reset(self) -> None:
         """Next fetch: full, closing the current session and asking for a new one."""
         self.epoch = INITIAL_EPOCH
         self.partitions = {}
-        self._pending = None
+        self._pending = self._pending_changes = None
 
 
 def request_topics(session: SessionRequest, wanted: dict[TopicPartition, WantedPartition]

@@ -102,3 +102,11 @@ def test_build_changed_compares_only_what_the_caller_says_changed_and_agrees_wit
     renamed = {A: at(5, T_ID), C: at(0, T_NEW_ID)}
     plan, expected = h.build_changed(renamed, {C}, True), g.build(renamed, True)
     assert (plan.to_send, plan.forgotten) == (expected.to_send, expected.forgotten) == ((C,), ((C, T_ID),))
+    # The answer's changes go into the session's partitions in place: no copy of every
+    # wanted partition per fetch (a follower's session holds tens of thousands).
+    held = h.partitions
+    h.handle_response(77, ErrorCode.NONE)
+    g.handle_response(77, ErrorCode.NONE)
+    assert h.partitions is held and h.partitions == g.partitions == renamed
+    h.build_changed({A: at(9, T_ID), C: at(0, T_NEW_ID)}, {A}, True)
+    assert not h.handle_response(77, ErrorCode.FETCH_SESSION_ID_NOT_FOUND) and h.partitions == {}
