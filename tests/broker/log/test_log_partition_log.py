@@ -450,6 +450,11 @@ def test_a_new_log_from_offset_zero_is_on_disk_only_from_its_first_write(tmp_pat
     log.append_as_leader(make_batch(2), 3, 0)
     assert sorted(p.name for p in (tmp_path / "idle-1").iterdir()) == ["00000000000000000000.log"]
     log.close()
-    storage.close()
     again = open_log(FileStorage(), str(tmp_path / "idle-1"), clean_shutdown=True, listed=True)
     assert again.log_end_offset == 2 and again.leader_epoch_cache.latest_epoch == 3
+    # A follower below its leader's log start starts over there: that start is kept.
+    behind = open_log(storage, str(tmp_path / "behind-0"), new_replica=True)
+    behind.truncate_fully_and_start_at(500, now_ms=0)
+    again = open_log(FileStorage(), str(tmp_path / "behind-0"), clean_shutdown=True, listed=True)
+    assert (again.log_start_offset, again.log_end_offset) == (500, 500)
+    storage.close()
