@@ -118,11 +118,12 @@ class PartitionReplica:
         "partition", "local_broker_id", "replica_lag_time_max_ms", "min_insync_replicas",
         "elr_enabled", "role", "leader_id", "leader_epoch", "partition_epoch", "replicas",
         "isr", "pending_isr", "recovering", "log_start_offset", "log_end_offset",
-        "high_watermark", "leader_epoch_start_offset", "followers", "_parked",
+        "high_watermark", "leader_epoch_start_offset", "followers", "_parked", "hw_changed",
     )
 
     def __init__(self, partition: TopicPartition, local_broker_id: int,
-                 replica_lag_time_max_ms: int = 30_000, min_insync_replicas: int = 1) -> None:
+                 replica_lag_time_max_ms: int = 30_000, min_insync_replicas: int = 1,
+                 hw_changed: set[TopicPartition] | None = None) -> None:
         assert replica_lag_time_max_ms > 0 and min_insync_replicas >= 1
         self.partition = partition
         self.local_broker_id = local_broker_id
@@ -145,6 +146,9 @@ class PartitionReplica:
         self.leader_epoch_start_offset = 0     # first offset written in this leader epoch
         self.followers: dict[int, ReplicaProgress] = _NO_FOLLOWERS    # a leader's only
         self._parked: dict[Hashable, _Parked] = _NO_PARKED
+        # Shared by the broker's replicas: each adds its partition when its HW moves, so
+        # the HW checkpoint visits what moved, not every replica (ReplicaManager).
+        self.hw_changed = hw_changed
 
     # ------------------------------------------------------------ role changes
 
@@ -169,7 +173,7 @@ class PartitionReplica:
         self.recovering = recovering
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
-        self.high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
+        self._set_high_watermark(min(max(high_watermark, log_start_offset), log_end_offset))
         if new_epoch:
             self.leader_epoch_start_offset = log_end_offset
             # Followers' LEOs in the new epoch are unknown until they fetch; ISR members
@@ -217,7 +221,7 @@ class PartitionReplica:
         assert self.role is Role.FOLLOWER
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
-        self.high_watermark = max(min(leader_high_watermark, log_end_offset), log_start_offset)
+        self._set_high_watermark(max(min(leader_high_watermark, log_end_offset), log_start_offset))
 
     def stop(self) -> list[ProduceCompletion]:
         """No longer a replica (partition deleted or reassigned away)."""
@@ -294,13 +298,13 @@ class PartitionReplica:
         assert log_start_offset <= log_end_offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
-        self.high_watermark = min(max(self.high_watermark, log_start_offset), log_end_offset)
+        self._set_high_watermark(min(max(self.high_watermark, log_start_offset), log_end_offset))
         self.leader_epoch_start_offset = min(self.leader_epoch_start_offset, log_end_offset)
 
     def on_log_start_offset(self, log_start_offset: int) -> None:
         assert log_start_offset <= self.log_end_offset
         self.log_start_offset = log_start_offset
-        self.high_watermark = max(self.high_watermark, log_start_offset)
+        self._set_high_watermark(max(self.high_watermark, log_start_offset))
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int,
                           now_ms: int) -> tuple[list[ProduceCompletion], list[AlterIsr]]:
@@ -445,8 +449,14 @@ class PartitionReplica:
             new_hw = min(new_hw, progress.log_end_offset)
         if new_hw <= self.high_watermark:
             return []
-        self.high_watermark = new_hw
+        self._set_high_watermark(new_hw)
         return self._complete_parked()
+
+    def _set_high_watermark(self, high_watermark: int) -> None:
+        if high_watermark != self.high_watermark:
+            self.high_watermark = high_watermark
+            if self.hw_changed is not None:
+                self.hw_changed.add(self.partition)
 
     def _after_append_error(self) -> int:
         if len(self.isr) < self.min_insync_replicas:

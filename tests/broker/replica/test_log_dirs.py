@@ -96,8 +96,10 @@ def test_the_hw_checkpoint_is_written_again_only_after_an_hw_moved_or_a_log_did(
     assert {w.log_dir for w in core.high_watermark_checkpoints()} == set(dirs)
     assert core.high_watermark_checkpoints() == [], "nothing moved"
     core.append(tp, batch(2), acks=1, now_ms=1)
-    assert {w.log_dir for w in core.high_watermark_checkpoints()} == set(dirs)
-    assert core.high_watermark_checkpoints() == []
+    writes = {w.log_dir: w.data for w in core.high_watermark_checkpoints()}
+    assert set(writes) == set(dirs) and core.high_watermark_checkpoints() == []
+    # A HW of 0 has no entry (absent reads as 0): the files name what was written.
+    assert b"t 0 2" in writes[dirs[0]] and all(b"t 1 " not in data for data in writes.values())
     # A log moved to the other directory: both files change, though no HW did.
     assert core.alter_replica_log_dir(tp, dirs[1], now_ms=2) == ErrorCode.NONE
     core.poll(3)
