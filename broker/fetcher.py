@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Callable
+from typing import Callable, Sequence
 
 from broker.latency_trace import LatencyTracer
 from broker.replica_driver import ReplicaDriver
@@ -207,7 +207,7 @@ class _LeaderSession:
         self.wanted: dict[TopicPartition, WantedPartition] = {}
         self.changed: set[TopicPartition] | None = None
         self.by_id = True                               # every position has a topic id
-        self._fetches: tuple[FetchPosition, ...] | None = None
+        self._fetches: Sequence[FetchPosition] | None = None
 
     def reset(self) -> None:
         """The next fetch is a full one, in a new session."""
@@ -245,7 +245,7 @@ class _LeaderSession:
         self.topic_names[f.topic_id] = tp.topic
         return w
 
-    def _make_wanted(self, fetches: tuple[FetchPosition, ...]) -> dict[TopicPartition, WantedPartition]:
+    def _make_wanted(self, fetches: Sequence[FetchPosition]) -> dict[TopicPartition, WantedPartition]:
         out = {f.partition: self._wanted_of(f) for f in fetches}
         if len(self._asked) > len(out):
             for tp in [tp for tp in self._asked if tp not in out]:

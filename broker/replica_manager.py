@@ -108,6 +108,7 @@ from broker.producer_state import NO_PRODUCER_ID, ActiveProducer, ProducerStateT
 from broker.mirror._core import MirrorLogState
 from broker.replica.follower import FetchState, FollowerPartition, truncation_decision
 from broker.replica.partition import AlterIsr, PartitionReplica, ProduceCompletion, Role
+from broker.replica.positions import PositionsByTopic
 from broker.replica.quota import UNLIMITED, ReplicationQuota, throttled_here
 from clients.frozen import fast_init
 from clients.protocol.errors import ErrorCode
@@ -267,7 +268,7 @@ class FollowerWork:
     ``wait_ms`` (then ask again)."""
     leader_id: int
     epoch_queries: tuple[EpochQuery, ...]
-    fetches: tuple[FetchPosition, ...]
+    fetches: Sequence[FetchPosition]            # fixed for the round (RoundPositions)
     wait_ms: int
     # The positions that changed since the leader's last round (None: gone), so a fetcher
     # need not compare them all; None: unknown, compare them all.
@@ -280,7 +281,7 @@ class _FollowPlan:
     one of the fetches, the epoch queries, the ones waiting for a retry time and the
     throttled ones (decided per round); ``dirty``: to decide again next round."""
     inputs: tuple[int, int, int]             # what, changed, makes the plan anew
-    positions: dict[TopicPartition, FetchPosition] = field(default_factory=dict)
+    positions: PositionsByTopic[FetchPosition] = field(default_factory=PositionsByTopic)
     queries: dict[TopicPartition, EpochQuery] = field(default_factory=dict)
     waiting: dict[TopicPartition, int] = field(default_factory=dict)
     throttled: set[TopicPartition] = field(default_factory=set)
@@ -1420,7 +1421,8 @@ class ReplicaManager:
         if plan is None or plan.inputs != inputs:
             # Every partition is decided again; an unchanged position stays the same
             # object (the fetcher and its session tell them by identity).
-            kept = {} if plan is None else {tp: p for tp, p in plan.positions.items() if tp in followers}
+            kept = PositionsByTopic[FetchPosition](
+                () if plan is None else ((tp, p) for tp, p in plan.positions.items() if tp in followers))
             plan = self._follow_plans[leader_id] = _FollowPlan(inputs, kept)
             plan.dirty.update(followers)
             changed: dict[TopicPartition, FetchPosition | None] | None = None
@@ -1465,7 +1467,7 @@ class ReplicaManager:
             wait_ms = min(wait_ms, max(1, min(plan.waiting.values()) - now_ms))
         if quota_wait:
             wait_ms = min(wait_ms, self.follower_quota.sample_ms)
-        plan.work = FollowerWork(leader_id, tuple(queries.values()), tuple(positions.values()), wait_ms,
+        plan.work = FollowerWork(leader_id, tuple(queries.values()), positions.round_positions(), wait_ms,
                                  changed)
         return plan.work
 
