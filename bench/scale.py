@@ -126,10 +126,11 @@ def wait_for(what: str, ready, timeout_s: float, interval_s: float = 0.05,
 
 
 def fs_create_us(directory: str, count: int = 2000) -> float:
-    """Microseconds per mkdir plus empty-file create in ``directory`` (what a new replica
-    costs the file system), made there and left for the end of the run: a figure several
-    times the usual (~75 us on this project's machine) says the file system is slow right
-    now, e.g. after recent mass deletes (see main), and creation's figures with it."""
+    """Microseconds per mkdir plus empty-file create in ``directory`` (what a replica's
+    first write costs the file system; a created replica is on disk only from then, since
+    session 22), made there and left for the end of the run: a figure several times the
+    usual (~75 us on this project's machine) says the file system is slow right now, e.g.
+    after recent mass deletes (see main)."""
     os.makedirs(directory)
     t0 = time.perf_counter()
     for i in range(count):
