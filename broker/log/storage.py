@@ -255,12 +255,15 @@ class FileStorage:
 
     # --- deferred directories ----------------------------------------------------------------
 
-    def _deferred_file(self, path: str) -> tuple[str, str] | None:
-        """(directory, name) when ``path`` is in a deferred directory, else None."""
+    def _deferred_file(self, path: str) -> tuple[str, str, tuple[str, ...]] | None:
+        """(directory, name, the directory's deferred names) when ``path`` is in a
+        deferred directory, else None. One read of the dict: another thread that makes
+        the directory meanwhile leaves on disk what these names say."""
         if not self._deferred:
             return None
         directory, _, name = path.rpartition("/")
-        return (directory, name) if directory in self._deferred else None
+        names = self._deferred.get(directory)
+        return None if names is None else (directory, name, names)
 
     def _make_deferred(self, directory: str) -> bool:
         """Make a deferred directory and its empty files on disk; False if not deferred."""
@@ -297,7 +300,8 @@ class FileStorage:
             return list(names)
         listed = os.listdir(path)
         if path in self._roots and self._deferred:
-            # Rare: a load lists its log directories before anything is deferred.
+            # Rare: a log directory listed while some of its partitions are deferred
+            # (a load lists them before any is).
             prefix = path + "/"
             listed += [d[len(prefix):] for d in list(self._deferred)
                        if d.startswith(prefix) and "/" not in d[len(prefix):]]
@@ -349,13 +353,13 @@ class FileStorage:
             return True
         deferred = self._deferred_file(path)
         if deferred is not None:
-            return deferred[1] in self._deferred[deferred[0]]
+            return deferred[1] in deferred[2]
         return os.path.exists(path)
 
     def size(self, path: str) -> int:
         deferred = self._deferred_file(path)
         if deferred is not None:
-            if deferred[1] in self._deferred[deferred[0]]:
+            if deferred[1] in deferred[2]:
                 return 0
             raise FileNotFoundError(errno.ENOENT, "no such file", path)
         return os.stat(path).st_size
@@ -363,14 +367,15 @@ class FileStorage:
     def create(self, path: str) -> None:
         deferred = self._deferred_file(path)
         if deferred is not None:
-            directory, name = deferred
+            directory, name, _ = deferred
             with self._lock:
-                names = self._deferred[directory]
-                if name not in names:
-                    names = tuple(sorted((*names, name)))
-                    # One tuple per distinct set of names, shared by every directory.
-                    self._deferred[directory] = self._deferred_names.setdefault(names, names)
-            return
+                names = self._deferred.get(directory)
+                if names is not None:
+                    if name not in names:
+                        names = tuple(sorted((*names, name)))
+                        # One tuple per distinct set of names, shared by every directory.
+                        self._deferred[directory] = self._deferred_names.setdefault(names, names)
+                    return
         # A path that was not there: no slice can hold its content, so its generation
         # need not move (nor be kept: ~130 B per new partition's segment otherwise).
         try:
@@ -394,7 +399,7 @@ class FileStorage:
         load). Not through the descriptor LRU, where each would evict a segment's."""
         deferred = self._deferred_file(path)
         if deferred is not None:
-            return b"" if deferred[1] in self._deferred[deferred[0]] else None
+            return b"" if deferred[1] in deferred[2] else None
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -476,11 +481,12 @@ class FileStorage:
     def delete(self, path: str) -> None:
         deferred = self._deferred_file(path)
         if deferred is not None:
-            directory, name = deferred
+            directory, name, _ = deferred
             with self._lock:
-                names = tuple(n for n in self._deferred[directory] if n != name)
-                self._deferred[directory] = self._deferred_names.setdefault(names, names)
-            return
+                if directory in self._deferred:
+                    names = tuple(n for n in self._deferred[directory] if n != name)
+                    self._deferred[directory] = self._deferred_names.setdefault(names, names)
+                    return
         with self._lock:
             self._forget_locked(path)
             self._generations.bump(path)
