@@ -289,7 +289,7 @@ class FileStorage:
 
     @property
     def deferred_dirs(self) -> int:
-        """How many directories are recorded but not made yet (for tests and the bench)."""
+        """How many directories are recorded but not made yet (for tests)."""
         return len(self._deferred)
 
     # --- the port -------------------------------------------------------------------------
