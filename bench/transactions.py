@@ -310,13 +310,14 @@ def main() -> int:
     if args.timeline and CLIENT != "confluent":
         ap.error("--timeline reads librdkafka's debug log: --client confluent only")
     broker_props = dict(kv.split("=", 1) for kv in args.broker_prop)
-    result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "value_bytes": VALUE_BYTES,
+    result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "python": produce.interpreter(),
+                    "value_bytes": VALUE_BYTES,
                     "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction,
                     "client": CLIENT}
     if broker_props:
         result["broker_props"] = broker_props
     runs_of = f"{args.timeline} transactions" if args.timeline else f"{args.records} records per run"
-    print(f"machine: {os.cpu_count()} CPUs; {runs_of} of {VALUE_BYTES} B records, "
+    print(f"machine: {os.cpu_count()} CPUs, {produce.interpreter()}; {runs_of} of {VALUE_BYTES} B records, "
           f"{args.per_transaction} per transaction; {PARTITIONS} partitions, RF 3, acks=all; "
           f"client {CLIENT}")
     with tempfile.TemporaryDirectory(prefix="ketch-bench-txn-") as d:
