@@ -311,9 +311,8 @@ def main() -> int:
         ap.error("--timeline reads librdkafka's debug log: --client confluent only")
     broker_props = dict(kv.split("=", 1) for kv in args.broker_prop)
     result: dict = {"bench": "transactions", "cpus": os.cpu_count(), "python": produce.interpreter(),
-                    "value_bytes": VALUE_BYTES,
-                    "partitions": PARTITIONS, "records": args.records, "per_transaction": args.per_transaction,
-                    "client": CLIENT}
+                    "value_bytes": VALUE_BYTES, "partitions": PARTITIONS, "records": args.records,
+                    "per_transaction": args.per_transaction, "client": CLIENT}
     if broker_props:
         result["broker_props"] = broker_props
     runs_of = f"{args.timeline} transactions" if args.timeline else f"{args.records} records per run"
